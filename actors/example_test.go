@@ -1,0 +1,170 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// The one-line swap: where client-go's cache.NewSharedIndexInformer was,
+// call actors.NewSharedIndexInformer with the same arguments. A generated
+// lister reads the cache directly.
+func ExampleNewSharedIndexInformer() {
+	src, lw := newSource()
+	defer src.Shutdown()
+	src.Add(pod("default", "web-1", 1))
+	src.Add(pod("default", "web-2", 2))
+	src.Add(pod("kube-system", "dns", 3))
+
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+
+	lister := corev1listers.NewPodLister(inf.GetIndexer())
+	pods, _ := lister.Pods("default").List(labels.Everything())
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	sort.Strings(names)
+	fmt.Println(names)
+	// Output: [web-1 web-2]
+}
+
+// A custom index: pods by IP, the informer index from the classic
+// "writing a controller" articles.
+func Example_indexByPodIP() {
+	src, lw := newSource()
+	defer src.Shutdown()
+	p := pod("default", "web", 1)
+	p.Status.PodIP = "10.0.0.7"
+	src.Add(p)
+
+	byIP := cache.Indexers{"byPodIP": func(obj any) ([]string, error) {
+		if ip := obj.(*corev1.Pod).Status.PodIP; ip != "" {
+			return []string{ip}, nil
+		}
+		return nil, nil
+	}}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, byIP)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+
+	objs, _ := inf.GetIndexer().ByIndex("byPodIP", "10.0.0.7")
+	for _, o := range objs {
+		fmt.Println(o.(*corev1.Pod).Name)
+	}
+	// Output: web
+}
+
+// Plugging our informer into client-go's SharedInformerFactory: InformerFor
+// takes any cache.SharedIndexInformer, so the generated typed informers and
+// listers of the factory then read our cache.
+func Example_sharedInformerFactoryInformerFor() {
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api", ResourceVersion: "1"}})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	newPodInformer := func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.CoreV1().Pods("").List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return c.CoreV1().Pods("").Watch(ctx, o)
+			},
+		}
+		return actors.NewSharedIndexInformer(lw, &corev1.Pod{}, resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, actors.WithWatchList(false))
+	}
+	inf := factory.InformerFor(&corev1.Pod{}, newPodInformer)
+	_, isOurs := inf.(*actors.SharedIndexInformer)
+
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	// The factory's generated lister now reads our cache.
+	p, err := factory.Core().V1().Pods().Lister().Pods("default").Get("api")
+	fmt.Println(isOurs, p.Name, err)
+	close(stop)
+	factory.Shutdown()
+	// Output: true api <nil>
+}
+
+// A context-aware handler hands the delta's trace to a workqueue so that
+// the reconcile, run later on another goroutine, continues the same trace.
+func ExampleContextEventHandlerFuncs_workqueue() {
+	src, lw := newSource()
+	defer src.Shutdown()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tracer := tp.Tracer("controller")
+
+	// Workqueue items must be comparable: keep the key and the span
+	// context's identifiers, not a context.
+	type item struct {
+		key     string
+		traceID trace.TraceID
+		spanID  trace.SpanID
+		flags   trace.TraceFlags
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[item]())
+	enqueue := func(ctx context.Context, obj any) {
+		k, _ := cache.MetaNamespaceKeyFunc(obj)
+		sc := trace.SpanContextFromContext(ctx)
+		queue.Add(item{key: k, traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()})
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithTracerProvider(tp))
+	_, _ = inf.AddContextEventHandler(actors.ContextEventHandlerFuncs{
+		AddFunc:    func(ctx context.Context, obj any, _ bool) { enqueue(ctx, obj) },
+		UpdateFunc: func(ctx context.Context, _, obj any) { enqueue(ctx, obj) },
+	})
+	reconcile := func(ctx context.Context, key string) {
+		_, span := tracer.Start(ctx, "reconcile "+key)
+		defer span.End()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+
+	src.Add(pod("default", "web", 1))
+	it, _ := queue.Get()
+	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: it.traceID, SpanID: it.spanID, TraceFlags: it.flags, Remote: true})
+	reconcile(trace.ContextWithRemoteSpanContext(context.Background(), parent), it.key)
+	queue.Done(it)
+	queue.ShutDown()
+	cancel()
+	<-done
+
+	// The reconcile span sits in the delta's trace, under the handler span.
+	for _, s := range rec.Ended() {
+		if s.Name() == "reconcile default/web" {
+			fmt.Println(s.Parent().TraceID() == it.traceID, s.Parent().SpanID() == it.spanID)
+		}
+	}
+	// Output: true true
+}

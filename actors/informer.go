@@ -1,0 +1,393 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/reflector"
+)
+
+// minimumResyncPeriod is client-go's lower bound for a handler's resync period.
+const minimumResyncPeriod = time.Second
+
+var _ cache.SharedIndexInformer = (*SharedIndexInformer)(nil)
+
+// SharedIndexInformer is client-go's cache.SharedIndexInformer built from
+// actors: a reflector, a delta queue, an indexer and one listener per handler,
+// each with its own mailbox, talking only through typed messages.
+//
+// All methods may be called by multiple goroutines simultaneously. Reads of
+// the cache (GetIndexer, GetStore, listers) never go through a mailbox.
+type SharedIndexInformer struct {
+	lw            cache.ListerWatcher
+	example       runtime.Object
+	defaultResync time.Duration
+	opts          options
+	store         *indexer.Store
+	tel           *telemetry.T
+
+	mu                sync.Mutex
+	started, stopped  bool
+	resyncCheckPeriod time.Duration
+	transform         cache.TransformFunc
+	watchErrorHandler cache.WatchErrorHandlerWithContext
+	regs              map[*registration]struct{}
+	nextID            indexer.ListenerID
+	sys               *actor.ActorSystem
+	sup               *actor.PID
+
+	queue     atomic.Pointer[fifo.Queue]
+	refl      atomic.Pointer[reflector.Reflector]
+	stoppedCh chan struct{}
+}
+
+// NewSharedIndexInformer creates an informer for the objects lw lists and
+// watches, of exampleObject's type, with the given default resync period for
+// handlers and indexers for its cache. It is the drop-in counterpart of
+// client-go's cache.NewSharedIndexInformer; opts add tracing, metrics,
+// logging and a shared actor system.
+func NewSharedIndexInformer(lw cache.ListerWatcher, exampleObject runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers, opts ...Option) *SharedIndexInformer {
+	o := buildOptions(opts)
+	if o.name == "" {
+		o.name = typeName(exampleObject)
+	}
+	tel := telemetry.New(telemetry.Config{
+		TracerProvider: o.tracerProvider,
+		MeterProvider:  o.meterProvider,
+		Logger:         o.logger,
+		Informer: telemetry.InformerInfo{
+			Name: o.name, Group: o.gvr.Group, Version: o.gvr.Version, Resource: o.gvr.Resource,
+		},
+	})
+	return &SharedIndexInformer{
+		lw:                lw,
+		example:           exampleObject,
+		defaultResync:     defaultEventHandlerResyncPeriod,
+		resyncCheckPeriod: defaultEventHandlerResyncPeriod,
+		opts:              o,
+		store:             indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers),
+		tel:               tel,
+		regs:              map[*registration]struct{}{},
+		stoppedCh:         make(chan struct{}),
+	}
+}
+
+func typeName(obj runtime.Object) string {
+	if obj == nil {
+		return "object"
+	}
+	if u, ok := obj.(interface{ GetKind() string }); ok && u.GetKind() != "" {
+		return strings.ToLower(u.GetKind())
+	}
+	t := reflect.TypeOf(obj)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return strings.ToLower(t.Name())
+}
+
+// AddEventHandler adds a handler with the informer's default resync period.
+func (s *SharedIndexInformer) AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandlerWithOptions(handler, cache.HandlerOptions{})
+}
+
+// AddEventHandlerWithResyncPeriod adds a handler with its own resync period
+// (0: no resyncs; at least one second otherwise).
+func (s *SharedIndexInformer) AddEventHandlerWithResyncPeriod(handler cache.ResourceEventHandler, resyncPeriod time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return s.AddEventHandlerWithOptions(handler, cache.HandlerOptions{ResyncPeriod: &resyncPeriod})
+}
+
+// AddEventHandlerWithOptions adds a handler. A handler added to a running
+// informer first gets OnAdd(obj, true) for every cached object.
+func (s *SharedIndexInformer) AddEventHandlerWithOptions(handler cache.ResourceEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if handler == nil {
+		return nil, errors.New("actorinformer: nil event handler")
+	}
+	return s.addHandler(plainHandler{handler}, handlerName(handler), options.ResyncPeriod)
+}
+
+// AddContextEventHandler adds a handler whose methods receive a context
+// carrying the delta's handler span, with the default resync period.
+func (s *SharedIndexInformer) AddContextEventHandler(handler ContextEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	if handler == nil {
+		return nil, errors.New("actorinformer: nil event handler")
+	}
+	return s.addHandler(handler, handlerName(handler), nil)
+}
+
+func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, resyncPtr *time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, fmt.Errorf("handler %s was not added to shared informer because it has stopped already", name)
+	}
+	resync := s.defaultResync
+	if resyncPtr != nil {
+		resync = *resyncPtr
+	}
+	if resync > 0 {
+		if resync < minimumResyncPeriod {
+			s.tel.Logger.Warn("resync period is too small; using the minimum", "handler", name, "resyncPeriod", resync, "minimum", minimumResyncPeriod)
+			resync = minimumResyncPeriod
+		}
+		if resync < s.resyncCheckPeriod {
+			if s.started {
+				resync = s.resyncCheckPeriod
+			} else {
+				s.resyncCheckPeriod = resync
+			}
+		}
+	}
+	s.nextID++
+	l := newListener(s.nextID, h, name, resync, s.tel)
+	reg := &registration{l: l, inf: s}
+	s.regs[reg] = struct{}{}
+	if !s.started {
+		l.initialDone.Store(true)
+		return reg, nil
+	}
+	s.sys.Root.Send(s.sup, &addListener{reg: reg, initial: true})
+	return reg, nil
+}
+
+// RemoveEventHandler stops the handler's listener. Notifications already in
+// its mailbox are still delivered. Removing twice is not an error.
+func (s *SharedIndexInformer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
+	reg, ok := handle.(*registration)
+	if !ok || reg.inf != s {
+		return fmt.Errorf("actorinformer: registration %T does not belong to this informer", handle)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.regs[reg]; !ok {
+		return nil
+	}
+	delete(s.regs, reg)
+	reg.removed.Store(true)
+	if s.started && !s.stopped {
+		s.sys.Root.Send(s.sup, &removeListener{id: reg.l.id})
+	} else {
+		s.tel.Metrics.DropBacklog(reg.l.backlog)
+	}
+	return nil
+}
+
+// GetStore returns the cache as a cache.Store.
+func (s *SharedIndexInformer) GetStore() cache.Store { return s.store }
+
+// GetIndexer returns the cache: a concurrent read handle that generated
+// listers accept. Writes through it are accepted only before Run (to seed a
+// cache in tests); afterwards only the indexer actor writes.
+func (s *SharedIndexInformer) GetIndexer() cache.Indexer { return s.store }
+
+// AddIndexers adds indexers; on a running informer the indexer actor indexes
+// the objects it already holds.
+func (s *SharedIndexInformer) AddIndexers(indexers cache.Indexers) error {
+	return s.store.AddIndexers(indexers)
+}
+
+// GetController returns a cache.Controller view of the informer; client-go
+// deprecates it. Its Run methods do nothing: Run the informer instead.
+func (s *SharedIndexInformer) GetController() cache.Controller { return controllerView{s} }
+
+// HasSynced reports whether the first list, tombstones included, has been
+// applied to the cache and handed to the listeners.
+func (s *SharedIndexInformer) HasSynced() bool {
+	q := s.queue.Load()
+	return q != nil && q.HasSynced()
+}
+
+// HasSyncedChecker returns a DoneChecker for HasSynced.
+func (s *SharedIndexInformer) HasSyncedChecker() cache.DoneChecker {
+	return newPollChecker("informer "+s.opts.name, s.HasSynced, s.stoppedCh)
+}
+
+// LastSyncResourceVersion is the resource version of the last list or watch
+// event the reflector saw.
+func (s *SharedIndexInformer) LastSyncResourceVersion() string {
+	if r := s.refl.Load(); r != nil {
+		return r.LastSyncResourceVersion()
+	}
+	return ""
+}
+
+// SetWatchErrorHandler sets the handler called on every list or watch error.
+func (s *SharedIndexInformer) SetWatchErrorHandler(handler cache.WatchErrorHandler) error {
+	return s.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+		handler(r, err)
+	})
+}
+
+// SetWatchErrorHandlerWithContext sets the handler called on every list or
+// watch error. It fails once the informer has started.
+func (s *SharedIndexInformer) SetWatchErrorHandlerWithContext(handler cache.WatchErrorHandlerWithContext) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return fmt.Errorf("informer has already started")
+	}
+	s.watchErrorHandler = handler
+	return nil
+}
+
+// SetTransform sets the function applied to every object before it is
+// queued. It fails once the informer has started.
+func (s *SharedIndexInformer) SetTransform(handler cache.TransformFunc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return fmt.Errorf("informer has already started")
+	}
+	s.transform = handler
+	return nil
+}
+
+// IsStopped reports whether the informer has stopped.
+func (s *SharedIndexInformer) IsStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// Run runs the informer until stopCh is closed.
+func (s *SharedIndexInformer) Run(stopCh <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s.RunWithContext(ctx)
+}
+
+// RunWithContext runs the informer until ctx is cancelled, then stops every
+// actor and goroutine it started before returning. It runs once; later calls
+// return at once.
+func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
+	s.mu.Lock()
+	if s.started || s.stopped {
+		s.mu.Unlock()
+		s.tel.Logger.Warn("the informer has already run; Run more than once is not allowed", "informer", s.opts.name)
+		return
+	}
+	s.started = true
+	sys := s.opts.system
+	ownSystem := sys == nil
+	if ownSystem {
+		sys = newActorSystem(s.tel.Logger)
+	}
+	s.sys = sys
+	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel})
+	s.queue.Store(q)
+	watchErr := s.watchErrorHandler
+	r := reflector.New(reflector.Config{
+		ListerWatcher:     s.lw,
+		ExpectedType:      s.example,
+		Name:              s.opts.name,
+		Transform:         s.transform,
+		WatchErrorHandler: watchErr,
+		PageSize:          s.opts.pageSize,
+		UseWatchList:      s.opts.useWatchList,
+		Telemetry:         s.tel,
+	})
+	s.refl.Store(r)
+	sup := &supervisor{inf: s, ctx: ctx, queue: q, refl: r, listeners: map[indexer.ListenerID]*actor.PID{}}
+	for reg := range s.regs {
+		sup.initial = append(sup.initial, reg)
+	}
+	s.sup = sys.Root.Spawn(supervisorProps(sup))
+	s.mu.Unlock()
+
+	<-ctx.Done()
+
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	_ = sys.Root.PoisonFuture(s.sup).Wait()
+	if ownSystem {
+		sys.Shutdown()
+	}
+	s.tel.Metrics.Close()
+	close(s.stoppedCh)
+}
+
+func newActorSystem(l *slog.Logger) *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }))
+}
+
+// Stats is a snapshot of the pipeline's counters.
+type Stats struct {
+	ReflectorEvents int64
+	QueueIn         int64
+	QueueOut        int64
+	QueueMerged     int64
+	QueueBacklog    int64
+	IndexerEvents   int64
+	Relists         int64
+	WatchRestarts   int64
+	WatchErrors     int64
+	Dropped         int64
+	CacheSize       int
+	Handlers        []HandlerStats
+}
+
+// HandlerStats describes one handler's listener.
+type HandlerStats struct {
+	Name      string
+	Delivered int64
+	Backlog   int64
+	Panics    int64
+}
+
+// Stats returns the pipeline's counters. Always on, whatever the providers.
+func (s *SharedIndexInformer) Stats() Stats {
+	c := &s.tel.Metrics.Counters
+	st := Stats{
+		ReflectorEvents: c.ReflectorEvents.Load(),
+		QueueIn:         c.QueueIn.Load(),
+		QueueOut:        c.QueueOut.Load(),
+		QueueMerged:     c.QueueMerged.Load(),
+		QueueBacklog:    c.QueueBacklog.Load(),
+		IndexerEvents:   c.IndexerEvents.Load(),
+		Relists:         c.Relists.Load(),
+		WatchRestarts:   c.WatchRestarts.Load(),
+		WatchErrors:     c.WatchErrors.Load(),
+		Dropped:         c.Dropped.Load(),
+		CacheSize:       len(s.store.ListKeys()),
+	}
+	s.mu.Lock()
+	for reg := range s.regs {
+		st.Handlers = append(st.Handlers, reg.stats())
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Name is the informer's name in spans, metrics and logs.
+func (s *SharedIndexInformer) Name() string { return s.opts.name }
+
+// controllerView is what GetController returns.
+type controllerView struct{ s *SharedIndexInformer }
+
+func (c controllerView) RunWithContext(context.Context)      {}
+func (c controllerView) Run(<-chan struct{})                 {}
+func (c controllerView) HasSynced() bool                     { return c.s.HasSynced() }
+func (c controllerView) HasSyncedChecker() cache.DoneChecker { return c.s.HasSyncedChecker() }
+func (c controllerView) LastSyncResourceVersion() string     { return c.s.LastSyncResourceVersion() }

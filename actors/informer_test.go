@@ -1,0 +1,465 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// running starts inf and returns a stop function that waits for Run to end.
+func running(t testing.TB, inf *actors.SharedIndexInformer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return ctx, stop
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestPanickingHandlerIsIsolated(t *testing.T) {
+	src, lw := newSource(t)
+	var logs safeBuffer
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false),
+		actors.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var panicky, calm atomic.Int64
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(obj any, _ bool) {
+		panicky.Add(1)
+		if obj.(*corev1.Pod).Name == "bad" {
+			panic("boom")
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) { calm.Add(1) }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	src.Add(pod("ns", "good1", 1))
+	src.Add(pod("ns", "bad", 2))
+	src.Add(pod("ns", "good2", 3))
+	eventually(t, 10*time.Second, "deliveries", func() string {
+		if panicky.Load() != 3 || calm.Load() != 3 {
+			return fmt.Sprintf("panicky %d calm %d", panicky.Load(), calm.Load())
+		}
+		return ""
+	})
+	if n := len(inf.GetStore().List()); n != 3 {
+		t.Fatalf("cache has %d objects, want 3", n)
+	}
+	var panics int64
+	for _, h := range inf.Stats().Handlers {
+		panics += h.Panics
+	}
+	if panics != 1 {
+		t.Fatalf("panics counted: %d, want 1", panics)
+	}
+	out := logs.String()
+	for _, want := range []string{"panicked", "ns/bad", "boom", "goroutine"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSlowHandlerOnlyGrowsItsOwnBacklog(t *testing.T) {
+	src, lw := newSource(t)
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	gate := make(chan struct{})
+	var slow, fast atomic.Int64
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) {
+		<-gate
+		slow.Add(1)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) { fast.Add(1) }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	const n = 200
+	for i := 0; i < n; i++ {
+		src.Add(pod("ns", fmt.Sprintf("p%d", i), i))
+	}
+	// The fast handler gets everything while the slow one is stuck on its first.
+	eventually(t, 10*time.Second, "fast handler", func() string {
+		if fast.Load() != n {
+			return fmt.Sprint("fast got ", fast.Load())
+		}
+		return ""
+	})
+	var maxBacklog int64
+	for _, h := range inf.Stats().Handlers {
+		maxBacklog = max(maxBacklog, h.Backlog)
+	}
+	if slow.Load() != 0 || maxBacklog == 0 {
+		t.Fatalf("slow handler delivered %d with max backlog %d; want 0 delivered and a backlog", slow.Load(), maxBacklog)
+	}
+	close(gate)
+	eventually(t, 10*time.Second, "slow handler", func() string {
+		if slow.Load() != n {
+			return fmt.Sprint("slow got ", slow.Load())
+		}
+		return ""
+	})
+}
+
+func TestLateHandler(t *testing.T) {
+	for _, objects := range []int{0, 50} {
+		t.Run(fmt.Sprint(objects, " objects"), func(t *testing.T) {
+			src, lw := newSource(t)
+			for i := 0; i < objects; i++ {
+				src.Add(pod("ns", fmt.Sprintf("p%d", i), i))
+			}
+			inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+			ctx, _ := running(t, inf)
+			waitSynced(t, ctx, inf.HasSynced)
+			v := newView()
+			reg, err := inf.AddEventHandler(v.handler())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitSynced(t, ctx, reg.HasSynced)
+			if v.initial != objects || v.adds != objects {
+				t.Fatalf("late handler: %d initial adds of %d adds, want %d", v.initial, v.adds, objects)
+			}
+			src.Add(pod("ns", "after", 99))
+			eventually(t, 10*time.Second, "event after sync", func() string {
+				return diff(sourceSnapshot(t, lw), v.snapshot())
+			})
+		})
+	}
+}
+
+func TestRegistrationHasSyncedWaitsForDelivery(t *testing.T) {
+	src, lw := newSource(t)
+	for i := 0; i < 20; i++ {
+		src.Add(pod("ns", fmt.Sprintf("p%d", i), i))
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	gate := make(chan struct{})
+	var got atomic.Int64
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(_ any, initial bool) {
+		<-gate
+		if initial {
+			got.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	if reg.HasSynced() {
+		t.Fatal("registration synced before its handler got the initial list")
+	}
+	close(gate)
+	waitSynced(t, ctx, reg.HasSynced)
+	if got.Load() != 20 {
+		t.Fatalf("handler got %d initial adds before HasSynced, want 20", got.Load())
+	}
+	select {
+	case <-reg.HasSyncedChecker().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("HasSyncedChecker not done")
+	}
+}
+
+func TestRemoveEventHandler(t *testing.T) {
+	src, lw := newSource(t)
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	var removed, kept atomic.Int64
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) { removed.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) { kept.Add(1) }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	src.Add(pod("ns", "a", 1))
+	eventually(t, 10*time.Second, "first add", func() string {
+		if removed.Load() != 1 || kept.Load() != 1 {
+			return fmt.Sprint(removed.Load(), kept.Load())
+		}
+		return ""
+	})
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.RemoveEventHandler(reg); err != nil {
+		t.Fatalf("second removal: %v", err)
+	}
+	for i := 0; i < 10; i++ {
+		src.Add(pod("ns", fmt.Sprint("b", i), i))
+	}
+	eventually(t, 10*time.Second, "kept handler", func() string {
+		if kept.Load() != 11 {
+			return fmt.Sprint(kept.Load())
+		}
+		return ""
+	})
+	if removed.Load() != 1 {
+		t.Fatalf("removed handler got %d adds, want 1", removed.Load())
+	}
+	if len(inf.Stats().Handlers) != 1 {
+		t.Fatalf("stats list %d handlers, want 1", len(inf.Stats().Handlers))
+	}
+	other := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)
+	foreign, _ := other.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{})
+	if err := inf.RemoveEventHandler(foreign); err == nil {
+		t.Fatal("removing another informer's registration succeeded")
+	}
+}
+
+func TestTransform(t *testing.T) {
+	src, lw := newSource(t)
+	src.Add(pod("ns", "a", 1))
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Labels = nil
+		p.Annotations = map[string]string{"transformed": "yes"}
+		return p, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Int64
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, _ bool) {
+			if obj.(*corev1.Pod).Annotations["transformed"] == "yes" {
+				seen.Add(1)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	src.Add(pod("ns", "b", 2))
+	eventually(t, 10*time.Second, "transformed adds", func() string {
+		if seen.Load() != 2 {
+			return fmt.Sprint(seen.Load())
+		}
+		return ""
+	})
+	for _, obj := range inf.GetStore().List() {
+		if p := obj.(*corev1.Pod); p.Labels != nil || p.Annotations["transformed"] != "yes" {
+			t.Fatalf("cached object not transformed: %v", p.ObjectMeta)
+		}
+	}
+	if err := inf.SetTransform(nil); err == nil {
+		t.Fatal("SetTransform after start succeeded")
+	}
+	if err := inf.SetWatchErrorHandler(func(*cache.Reflector, error) {}); err == nil {
+		t.Fatal("SetWatchErrorHandler after start succeeded")
+	}
+}
+
+func TestAddIndexersOnRunningInformer(t *testing.T) {
+	src, lw := newSource(t)
+	for i := 0; i < 10; i++ {
+		src.Add(pod(fmt.Sprint("ns", i%2), fmt.Sprint("p", i), i))
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, actors.WithWatchList(false))
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	byIP := func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Status.PodIP}, nil }
+	if err := inf.AddIndexers(cache.Indexers{"byPodIP": byIP}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := inf.GetIndexer().ByIndex("byPodIP", pod("ns0", "p4", 4).Status.PodIP)
+	if err != nil || len(got) != 1 || got[0].(*corev1.Pod).Name != "p4" {
+		t.Fatalf("ByIndex after AddIndexers: %v, %v", got, err)
+	}
+	if err := inf.AddIndexers(cache.Indexers{"byPodIP": byIP}); err == nil {
+		t.Fatal("adding an indexer twice succeeded")
+	}
+	ns0, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, "ns0")
+	if err != nil || len(ns0) != 5 {
+		t.Fatalf("namespace index: %d objects, %v", len(ns0), err)
+	}
+	if err := inf.GetIndexer().Add(pod("x", "y", 1)); err == nil {
+		t.Fatal("writing to a running informer's cache succeeded")
+	}
+}
+
+func TestFilteringResourceEventHandler(t *testing.T) {
+	src, lw := newSource(t)
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	var mu sync.Mutex
+	var calls []string
+	record := func(s string) { mu.Lock(); calls = append(calls, s); mu.Unlock() }
+	if _, err := inf.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool { return obj.(*corev1.Pod).Labels["pick"] == "yes" },
+		Handler: cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, _ bool) { record("add " + obj.(*corev1.Pod).Name) },
+			UpdateFunc: func(_, obj any) { record("update " + obj.(*corev1.Pod).Name) },
+			DeleteFunc: func(obj any) { record("delete " + key(obj)) },
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	p := pod("ns", "a", 1)
+	src.Add(p)
+	p = p.DeepCopy()
+	p.Labels["pick"] = "yes"
+	src.Modify(p)
+	p = p.DeepCopy()
+	p.Labels["x"] = "1"
+	src.Modify(p)
+	p = p.DeepCopy()
+	p.Labels["pick"] = "no"
+	src.Modify(p)
+	want := []string{"add a", "update a", "delete ns/a"}
+	eventually(t, 10*time.Second, "filtered calls", func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(calls) != fmt.Sprint(want) {
+			return fmt.Sprint(calls)
+		}
+		return ""
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	src, lw := newSource(t)
+	src.Add(pod("ns", "first", 0)) // a list at RV "1": the watch then propagates RVs at once, as in client-go
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	if inf.IsStopped() || inf.HasSynced() {
+		t.Fatal("new informer stopped or synced")
+	}
+	ctx, stop := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	select {
+	case <-inf.HasSyncedChecker().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("HasSyncedChecker not done")
+	}
+	if inf.GetController().HasSynced() != true {
+		t.Fatal("controller view not synced")
+	}
+	src.Add(pod("ns", "a", 1))
+	eventually(t, 10*time.Second, "rv", func() string {
+		if inf.LastSyncResourceVersion() != "2" {
+			return inf.LastSyncResourceVersion()
+		}
+		return ""
+	})
+	stop()
+	if !inf.IsStopped() {
+		t.Fatal("not stopped after Run returned")
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{}); err == nil {
+		t.Fatal("AddEventHandler on a stopped informer succeeded")
+	}
+	returned := make(chan struct{})
+	go func() { inf.Run(make(chan struct{})); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("second Run did not return")
+	}
+}
+
+func TestForbiddenListReportsAndNeverSyncs(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no list rights"))
+	lw := &cache.ListWatch{
+		ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return nil, forbidden },
+		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return nil, forbidden },
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	errs := make(chan error, 100)
+	if err := inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	running(t, inf)
+	select {
+	case err := <-errs:
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("watch error handler got %v, want forbidden", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch error handler not called")
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		t.Fatal("synced despite a forbidden list")
+	}
+	if inf.Stats().WatchErrors == 0 {
+		t.Fatal("watch errors not counted")
+	}
+}
+
+func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
+	src, lw := newSource(t)
+	src.Add(pod("ns", "a", 1))
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	var resyncs, others atomic.Int64
+	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(old, obj any) {
+		if rv(old) == rv(obj) {
+			resyncs.Add(1)
+		}
+	}}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(any, any) { others.Add(1) }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	eventually(t, 10*time.Second, "resync", func() string {
+		if resyncs.Load() == 0 {
+			return "no resync yet"
+		}
+		return ""
+	})
+	if others.Load() != 0 {
+		t.Fatalf("handler without resync got %d updates", others.Load())
+	}
+}

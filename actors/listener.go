@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// listener delivers notifications to one handler, in order. It is the plain
+// core of a listener actor: deliver is only ever called from that actor, so
+// the struct needs no lock; the atomics are read by other goroutines
+// (HasSynced, Stats, metrics).
+type listener struct {
+	id      indexer.ListenerID
+	name    string
+	handler ContextEventHandler
+	ctx     context.Context
+	resync  time.Duration
+	tel     *telemetry.T
+	mattrs  metric.MeasurementOption
+
+	// pending counts initial-list notifications sent but not yet delivered.
+	pending atomic.Int64
+	// backlog counts notifications sent but not yet delivered; it is the
+	// listener backlog gauge's value.
+	backlog *telemetry.Backlog
+	// initialDone is set once the listener has every object the cache held
+	// when it subscribed: at once for handlers added before start, after the
+	// synthetic initial batch for the others.
+	initialDone atomic.Bool
+	delivered   atomic.Int64
+	panics      atomic.Int64
+}
+
+func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T) *listener {
+	return &listener{
+		id:      id,
+		name:    name,
+		handler: h,
+		ctx:     context.Background(),
+		resync:  resync,
+		tel:     tel,
+		mattrs:  tel.Metrics.HandlerAttrs(name),
+		backlog: tel.Metrics.NewBacklog(name),
+	}
+}
+
+// counterFlush bounds how stale the backlog gauge gets inside one large batch.
+const counterFlush = 256
+
+// deliver calls the handler for every notification of n meant for this
+// listener. Resync notifications go only to listeners whose resync is due.
+func (l *listener) deliver(n *indexer.Notifications) {
+	var done, initial int64
+	for i := range n.Items {
+		it := &n.Items[i]
+		if it.InitialList {
+			initial++
+		}
+		if !it.Sync || n.SyncsTo(l.id) {
+			l.call(it)
+		}
+		done++
+		if done == counterFlush {
+			l.flush(done, initial)
+			done, initial = 0, 0
+		}
+	}
+	l.flush(done, initial)
+	if n.Initial {
+		l.initialDone.Store(true)
+	}
+}
+
+func (l *listener) flush(done, initial int64) {
+	if done > 0 {
+		l.backlog.N.Add(-done)
+		l.delivered.Add(done)
+		l.tel.Metrics.Delivered(int(done), l.mattrs)
+	}
+	if initial > 0 {
+		l.pending.Add(-initial)
+	}
+}
+
+func (l *listener) call(it *indexer.Notification) {
+	ctx := l.ctx
+	var span trace.Span
+	if it.Trace != nil && l.tel.Tracing() {
+		now := time.Now()
+		dt := l.tel.Stage(it.Trace, telemetry.SpanListener, it.Trace.Since, now, telemetry.AttrHandler.String(l.name))
+		ctx, span = l.tel.StartChild(ctx, dt, telemetry.SpanHandler, now,
+			telemetry.AttrHandler.String(l.name), telemetry.AttrNotification.String(it.Type.String()))
+	}
+	if l.tel.Metrics.Enabled() {
+		start := time.Now()
+		l.invoke(ctx, it, span)
+		l.tel.Metrics.HandlerDuration(time.Since(start), l.mattrs)
+	} else {
+		l.invoke(ctx, it, span)
+	}
+	if span != nil {
+		span.End()
+	}
+}
+
+// invoke runs the handler, isolating a panic: it is logged with its stack and
+// the object's key, counted, recorded on the handler span, and the listener
+// goes on with the next notification.
+func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span trace.Span) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := string(debug.Stack())
+			err := fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, it.Key, r)
+			l.panics.Add(1)
+			l.tel.Metrics.HandlerPanic(l.mattrs)
+			l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
+				"informer", l.tel.Info.Name, "handler", l.name, "key", it.Key, "notification", it.Type.String(),
+				"panic", fmt.Sprint(r), "stack", stack)
+			if span != nil {
+				telemetry.RecordPanic(span, err, stack)
+			}
+		}
+	}()
+	switch it.Type {
+	case indexer.NotifyAdd:
+		l.handler.OnAdd(ctx, it.New, it.InitialList)
+	case indexer.NotifyUpdate:
+		l.handler.OnUpdate(ctx, it.Old, it.New)
+	case indexer.NotifyDelete:
+		l.handler.OnDelete(ctx, it.New)
+	}
+}
+
+// listenerActor is the listener's thin actor shell: one mailbox per handler,
+// so a slow handler only grows its own backlog.
+type listenerActor struct{ l *listener }
+
+func (a *listenerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *indexer.Notifications:
+		a.l.deliver(m)
+	case *actor.Stopped:
+		a.l.tel.Metrics.DropBacklog(a.l.backlog)
+	}
+}

@@ -1,0 +1,129 @@
+package actors
+
+import (
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Option configures a SharedIndexInformer or a Factory.
+type Option func(*options)
+
+type options struct {
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
+	logger         *slog.Logger
+	system         *actor.ActorSystem
+	name           string
+	gvr            schema.GroupVersionResource
+	maxBatch       int
+	useWatchList   *bool
+	pageSize       int64
+
+	namespace string
+	tweak     func(*metav1.ListOptions)
+	transform cache.TransformFunc
+	dynamic   dynamic.Interface
+}
+
+func buildOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// WithTracerProvider sets the provider of the informer's tracer. The default
+// is a no-op provider: no span is created and the pipeline pays nothing.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+// WithMeterProvider sets the provider of the informer's metrics. The default
+// is a no-op provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
+}
+
+// WithLogger sets the logger for errors the informer recovers from (dropped
+// objects, watch errors, handler panics). The default discards everything;
+// the metrics count these events either way.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithActorSystem runs the informer's actors in sys instead of an actor
+// system of its own. The informer never shuts sys down.
+func WithActorSystem(sys *actor.ActorSystem) Option {
+	return func(o *options) { o.system = sys }
+}
+
+// WithName names the informer in spans, metrics and logs. The default is
+// derived from the example object's type.
+func WithName(name string) Option {
+	return func(o *options) { o.name = name }
+}
+
+// WithResource records the group, version and resource the informer watches,
+// for span and metric attributes.
+func WithResource(gvr schema.GroupVersionResource) Option {
+	return func(o *options) { o.gvr = gvr }
+}
+
+// WithMaxBatch bounds the number of deltas the delta queue hands to the
+// indexer in one message (default 4096).
+func WithMaxBatch(n int) Option {
+	return func(o *options) { o.maxBatch = n }
+}
+
+// WithWatchList forces the reflector's WatchList streaming on or off. By
+// default it follows client-go's WatchListClient feature gate and falls back
+// to a list when the source does not support it.
+func WithWatchList(enabled bool) Option {
+	return func(o *options) { o.useWatchList = &enabled }
+}
+
+// WithPageSize sets the page size of paginated lists (default 500).
+func WithPageSize(n int64) Option {
+	return func(o *options) { o.pageSize = n }
+}
+
+// Factory-only options; a single informer ignores them.
+
+// WithNamespace limits a factory's informers to one namespace.
+func WithNamespace(namespace string) Option {
+	return func(o *options) { o.namespace = namespace }
+}
+
+// WithTweakListOptions lets a factory adjust every list and watch request
+// (label or field selectors, for instance).
+func WithTweakListOptions(tweak func(*metav1.ListOptions)) Option {
+	return func(o *options) { o.tweak = tweak }
+}
+
+// WithTransform sets the transform of every informer of a factory.
+func WithTransform(t cache.TransformFunc) Option {
+	return func(o *options) { o.transform = t }
+}
+
+// WithDynamicClient gives a factory the client for ForResource (custom
+// resources as *unstructured.Unstructured).
+func WithDynamicClient(c dynamic.Interface) Option {
+	return func(o *options) { o.dynamic = c }
+}
+
+func loggerOrDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

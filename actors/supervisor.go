@@ -1,0 +1,92 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/reflector"
+)
+
+// supervisor is the informer's top actor: it spawns the stages as its
+// children (so its supervision strategy applies to them and poisoning it
+// stops them all) and adds and removes listeners.
+type supervisor struct {
+	inf     *SharedIndexInformer
+	ctx     context.Context
+	queue   *fifo.Queue
+	refl    *reflector.Reflector
+	initial []*registration
+
+	indexerPID, queuePID, reflectorPID *actor.PID
+	listeners                          map[indexer.ListenerID]*actor.PID
+}
+
+// addListener spawns a listener for reg and subscribes it to the indexer.
+type addListener struct {
+	reg     *registration
+	initial bool
+}
+
+// removeListener unsubscribes a listener and stops it once its mailbox is
+// drained.
+type removeListener struct {
+	id indexer.ListenerID
+}
+
+func supervisorProps(s *supervisor) *actor.Props {
+	// A stage whose Receive panics (a bug of ours, never a user handler's:
+	// listeners recover those) is restarted over the same state.
+	strategy := actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
+	return actor.PropsFromProducer(func() actor.Actor { return s }, actor.WithSupervisor(strategy))
+}
+
+func (s *supervisor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.start(ctx)
+	case *addListener:
+		s.add(ctx, m.reg, m.initial)
+	case *removeListener:
+		if pid, ok := s.listeners[m.id]; ok {
+			delete(s.listeners, m.id)
+			ctx.Send(s.indexerPID, &indexer.Unsubscribe{ID: m.id})
+			ctx.Poison(pid)
+		}
+	}
+}
+
+func (s *supervisor) start(ctx actor.Context) {
+	inf := s.inf
+	core := indexer.NewCore(inf.store, inf.tel, time.Now)
+	s.indexerPID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return indexer.NewActor(core, inf.store) }))
+	s.queuePID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }))
+	// Handlers added before Run subscribe before the reflector exists, so
+	// they see everything from the first list on.
+	for _, reg := range s.initial {
+		s.add(ctx, reg, false)
+	}
+	s.initial = nil
+	s.reflectorPID = ctx.Spawn(s.refl.Props(s.queuePID))
+}
+
+func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
+	if reg.removed.Load() {
+		return
+	}
+	l := reg.l
+	l.ctx = s.ctx
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &listenerActor{l: l} }))
+	s.listeners[l.id] = pid
+	ctx.Send(s.indexerPID, &indexer.Subscribe{
+		ID:           l.id,
+		Target:       pid,
+		ResyncPeriod: l.resync,
+		Initial:      initial,
+		Pending:      &l.pending,
+		Backlog:      &l.backlog.N,
+	})
+}

@@ -1,0 +1,10 @@
+// Command demo runs actorinformer's SharedIndexInformer on pods and prints
+// what flows through each stage every second, the totals at the end, and one
+// delta's trace from the watch to every handler.
+//
+// With no flags it needs no cluster: a simulated one (client-go's fake
+// clientset and a workload generator) creates, updates and deletes pods.
+// --kubeconfig, $KUBECONFIG or the in-cluster config watch a real cluster
+// instead. Tracing and metrics follow the standard OTEL_* environment
+// variables; see -h.
+package main

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// userSpanName is the span the tracing handler starts under the delta's
+// handler span, standing for the user's own work.
+const userSpanName = "demo.reconcile"
+
+// demoHandler is one of the demo's event handlers and its call counter,
+// which the handler's listener increments while the summary reads it.
+type demoHandler struct {
+	label string // what the summary calls it
+	calls atomic.Int64
+	// handler is what is registered with the informer: a
+	// cache.ResourceEventHandler or an actors.ContextEventHandler whose Go
+	// type names it in the informer's Stats.
+	handler any
+}
+
+// typeName is the handler's Go type name (without package), the suffix of
+// the name the informer gives it in Stats and spans.
+func (h *demoHandler) typeName() string {
+	t := reflect.TypeOf(h.handler)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+// register adds the handler to inf.
+func (h *demoHandler) register(inf *actors.SharedIndexInformer) error {
+	var err error
+	switch x := h.handler.(type) {
+	case actors.ContextEventHandler:
+		_, err = inf.AddContextEventHandler(x)
+	case cache.ResourceEventHandler:
+		_, err = inf.AddEventHandler(x)
+	default:
+		err = fmt.Errorf("demo handler %s has type %T", h.label, x)
+	}
+	return err
+}
+
+// newHandlers builds the demo's handlers: a context-aware one that traces
+// its own work under the delta's span, then the slow and the panicking ones
+// if asked for, then plain counters, n in all (at least as many as the
+// special ones).
+func newHandlers(n int, slow time.Duration, panicEvery int, tp trace.TracerProvider) []*demoHandler {
+	var hs []*demoHandler
+	add := func(label string) *demoHandler {
+		h := &demoHandler{label: label}
+		hs = append(hs, h)
+		return h
+	}
+	h := add("trace")
+	h.handler = &tracer{calls: &h.calls, tracer: tp.Tracer("github.com/actorinformer/actorinformer/cmd/demo")}
+	if slow > 0 {
+		h := add("slow")
+		h.handler = &sleeper{calls: &h.calls, d: slow}
+	}
+	if panicEvery > 0 {
+		h := add("panic")
+		h.handler = &panicker{calls: &h.calls, every: int64(panicEvery)}
+	}
+	counters := n - len(hs)
+	for i := 1; i <= counters; i++ {
+		label := "count"
+		if counters > 1 {
+			label = fmt.Sprintf("count%d", i)
+		}
+		h := add(label)
+		h.handler = &counter{calls: &h.calls}
+	}
+	return hs
+}
+
+// tracer is a ContextEventHandler: the context carries the delta's handler
+// span, so the span it starts joins the delta's trace.
+type tracer struct {
+	calls  *atomic.Int64
+	tracer trace.Tracer
+}
+
+func (h *tracer) OnAdd(ctx context.Context, obj any, _ bool) { h.handle(ctx, "add", obj) }
+func (h *tracer) OnUpdate(ctx context.Context, _, obj any)   { h.handle(ctx, "update", obj) }
+func (h *tracer) OnDelete(ctx context.Context, obj any)      { h.handle(ctx, "delete", obj) }
+
+func (h *tracer) handle(ctx context.Context, what string, obj any) {
+	h.calls.Add(1)
+	// Only deltas the informer traces get a span: no cost for the others.
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	key, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	_, span := h.tracer.Start(ctx, userSpanName, trace.WithAttributes(
+		attribute.String("demo.event", what), attribute.String("demo.key", key)))
+	span.End()
+}
+
+// sleeper is a plain client-go handler that takes d per event, to show that
+// a slow handler only grows its own backlog.
+type sleeper struct {
+	calls *atomic.Int64
+	d     time.Duration
+}
+
+func (h *sleeper) OnAdd(any, bool)   { h.handle() }
+func (h *sleeper) OnUpdate(_, _ any) { h.handle() }
+func (h *sleeper) OnDelete(any)      { h.handle() }
+func (h *sleeper) handle()           { h.calls.Add(1); time.Sleep(h.d) }
+
+// panicker panics on every every-th event, to show that the informer
+// isolates a panicking handler: it goes on with the next event.
+type panicker struct {
+	calls *atomic.Int64
+	every int64
+}
+
+func (h *panicker) OnAdd(any, bool)   { h.handle() }
+func (h *panicker) OnUpdate(_, _ any) { h.handle() }
+func (h *panicker) OnDelete(any)      { h.handle() }
+
+func (h *panicker) handle() {
+	if n := h.calls.Add(1); n%h.every == 0 {
+		panic(fmt.Sprintf("demo: deliberate panic on event %d", n))
+	}
+}
+
+// counter only counts events.
+type counter struct{ calls *atomic.Int64 }
+
+func (h *counter) OnAdd(any, bool)   { h.calls.Add(1) }
+func (h *counter) OnUpdate(_, _ any) { h.calls.Add(1) }
+func (h *counter) OnDelete(any)      { h.calls.Add(1) }
+
+// matchStats lines the informer's handler stats up with hs, relabelled. The
+// informer names handlers after their Go type, so handlers of one type (the
+// counters) are told apart by pairing the busiest stats with the busiest
+// handler; they get the same events, so the pairing is only cosmetic.
+func matchStats(hs []*demoHandler, stats []actors.HandlerStats) []actors.HandlerStats {
+	calls := make([]int64, len(hs))
+	order := make([]int, len(hs))
+	for i, h := range hs {
+		calls[i], order[i] = h.calls.Load(), i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(calls[b], calls[a]) })
+	out := make([]actors.HandlerStats, len(hs))
+	used := make([]bool, len(stats))
+	for _, i := range order {
+		suffix := "." + hs[i].typeName()
+		best := -1
+		for j, st := range stats {
+			if !used[j] && strings.HasSuffix(st.Name, suffix) && (best < 0 || st.Delivered > stats[best].Delivered) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			used[best] = true
+			out[i] = stats[best]
+		}
+		out[i].Name = hs[i].label
+	}
+	return out
+}

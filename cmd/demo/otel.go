@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+const (
+	defaultServiceName = "actorinformer-demo"
+	// defaultSampleRatio is the share of deltas traced when traces stay in
+	// memory: enough to catch complete deltas, little enough to cost nothing.
+	defaultSampleRatio = 0.01
+)
+
+// otelSetup holds the OpenTelemetry providers the demo hands to the
+// informer. The demo never sets OpenTelemetry's globals.
+type otelSetup struct {
+	tracerProvider  trace.TracerProvider // a no-op one when tracing is off
+	meterProvider   metric.MeterProvider // nil when metrics are off
+	keeper          *spanKeeper          // nil when tracing is off
+	traces, metrics string               // what was configured, for the banner
+	shutdowns       []func(context.Context) error
+}
+
+// setupTelemetry configures tracing and metrics from the standard OTEL_*
+// environment variables, which the SDK and autoexport also read themselves:
+//
+//   - OTEL_TRACES_EXPORTER unset: traces stay in memory, sampled at
+//     defaultSampleRatio unless OTEL_TRACES_SAMPLER says otherwise, and the
+//     demo prints one complete delta at exit; "none": no tracing; anything
+//     else (otlp, console): autoexport's exporter, sampled as
+//     OTEL_TRACES_SAMPLER says (the SDK's default: every delta), and the
+//     delta is printed too.
+//   - OTEL_METRICS_EXPORTER unset or "none": no metrics; anything else:
+//     autoexport's reader (otlp, console, prometheus).
+//   - OTEL_SERVICE_NAME (default actorinformer-demo), OTEL_RESOURCE_ATTRIBUTES.
+//
+// handlers is the number of handlers a delta is delivered to, so the span
+// keeper knows when a delta's trace is complete.
+func setupTelemetry(ctx context.Context, handlers int) (*otelSetup, error) {
+	t := &otelSetup{tracerProvider: tracenoop.NewTracerProvider(), traces: "off", metrics: "off"}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", defaultServiceName)),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	if err := t.setupTraces(ctx, res, handlers); err != nil {
+		return nil, errors.Join(err, t.shutdown(ctx))
+	}
+	if err := t.setupMetrics(ctx, res); err != nil {
+		return nil, errors.Join(err, t.shutdown(ctx))
+	}
+	return t, nil
+}
+
+func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, handlers int) error {
+	exporter := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
+	if exporter == "none" {
+		return nil
+	}
+	t.keeper = newSpanKeeper(handlers)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanProcessor(t.keeper)}
+	// Without a sampler option the SDK follows OTEL_TRACES_SAMPLER, and
+	// samples everything when it is unset.
+	sampling := "every delta"
+	if s := os.Getenv("OTEL_TRACES_SAMPLER"); s != "" {
+		sampling = "OTEL_TRACES_SAMPLER=" + s
+	} else if exporter == "" {
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(defaultSampleRatio))))
+		sampling = fmt.Sprintf("%g%% of deltas", defaultSampleRatio*100)
+	}
+	if exporter == "" {
+		t.traces = "in memory, " + sampling + "; one delta printed at exit (OTEL_TRACES_EXPORTER=otlp|console|none to change)"
+	} else {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return fmt.Errorf("traces exporter: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+		t.traces = "OTEL_TRACES_EXPORTER=" + exporter + ", " + sampling
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	t.tracerProvider = tp
+	t.shutdowns = append(t.shutdowns, tp.Shutdown)
+	return nil
+}
+
+func (t *otelSetup) setupMetrics(ctx context.Context, res *resource.Resource) error {
+	exporter := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER"))
+	if exporter == "" || exporter == "none" {
+		return nil
+	}
+	reader, err := autoexport.NewMetricReader(ctx)
+	if err != nil {
+		return fmt.Errorf("metrics exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+	t.meterProvider = mp
+	t.shutdowns = append(t.shutdowns, mp.Shutdown)
+	t.metrics = "OTEL_METRICS_EXPORTER=" + exporter
+	return nil
+}
+
+// shutdown flushes and stops the SDK providers.
+func (t *otelSetup) shutdown(ctx context.Context) error {
+	var errs []error
+	for _, f := range t.shutdowns {
+		errs = append(errs, f(ctx))
+	}
+	t.shutdowns = nil
+	return errors.Join(errs...)
+}

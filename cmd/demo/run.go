@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// config is what the flags set.
+type config struct {
+	// Cluster: a kubeconfig file, the in-cluster config, or (neither) the
+	// simulated cluster.
+	kubeconfig string
+	inCluster  bool
+	namespace  string
+
+	// Simulated cluster.
+	rate       float64
+	pods       int
+	namespaces int
+	seed       uint64
+
+	duration    time.Duration
+	interval    time.Duration
+	resync      time.Duration
+	handlers    int
+	slowHandler time.Duration
+	panicEvery  int
+	logLevel    string
+}
+
+// run runs the demo until ctx is done or cfg.duration has passed: an
+// informer on pods with the demo's handlers, a summary line per interval on
+// out, totals and one traced delta at the end. Logs go to errOut.
+func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
+	if cfg.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.duration)
+		defer cancel()
+	}
+	logger, err := newLogger(errOut, cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush what the exporters still hold, even after Ctrl-C.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, tel.shutdown(flushCtx))
+	}()
+
+	client, sim, source, err := openCluster(cfg)
+	if err != nil {
+		return err
+	}
+	var load *workload
+	if sim != nil {
+		defer sim.Close()
+		load = newWorkload(sim, cfg.seed, cfg.namespaces, cfg.pods)
+		if err := load.populate(); err != nil {
+			return fmt.Errorf("simulated cluster: %w", err)
+		}
+		load.counts = [3]int64{} // count the workload only
+	}
+	fmt.Fprintf(out, "cluster: %s\ntraces:  %s\nmetrics: %s\n", source, tel.traces, tel.metrics)
+
+	factory, inf, handlers, err := newInformer(client, cfg, tel, logger)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	factory.Start(ctx.Done())
+	sum := newSummary(out, inf, handlers, start)
+	waitForSync(ctx, out, factory, inf, handlers, start)
+
+	var wg sync.WaitGroup
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	if load != nil {
+		wg.Go(func() {
+			if err := load.run(loadCtx, cfg.rate); err != nil {
+				logger.Error("workload stopped", "err", err)
+			}
+		})
+	}
+	printEvery(ctx, cfg.interval, sum.line)
+
+	end := time.Now()
+	stopLoad()
+	wg.Wait()
+	factory.Shutdown()
+	sum.final(end, time.Since(end))
+	if load != nil {
+		fmt.Fprintf(out, "workload after the initial %d pods: %d creates, %d updates, %d deletes\n",
+			cfg.pods, load.counts[opCreate], load.counts[opUpdate], load.counts[opDelete])
+	}
+	printTrace(out, tel)
+	return nil
+}
+
+// newInformer creates a factory with the pod informer, passing it the
+// telemetry providers and logger, and registers the demo's handlers.
+func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger *slog.Logger) (*actors.Factory, *actors.SharedIndexInformer, []*demoHandler, error) {
+	opts := []actors.Option{
+		actors.WithTracerProvider(tel.tracerProvider),
+		actors.WithLogger(logger),
+	}
+	if tel.meterProvider != nil {
+		opts = append(opts, actors.WithMeterProvider(tel.meterProvider))
+	}
+	if cfg.namespace != "" {
+		opts = append(opts, actors.WithNamespace(cfg.namespace))
+	}
+	factory := actors.NewFactory(client, cfg.resync, opts...)
+	inf := actors.Pods(factory).Informer()
+	handlers := newHandlers(handlerCount(cfg), cfg.slowHandler, cfg.panicEvery, tel.tracerProvider)
+	for _, h := range handlers {
+		if err := h.register(inf); err != nil {
+			factory.Shutdown()
+			return nil, nil, nil, err
+		}
+	}
+	return factory, inf, handlers, nil
+}
+
+// waitForSync waits for the first list to reach the handlers and says so.
+func waitForSync(ctx context.Context, out io.Writer, f *actors.Factory, inf *actors.SharedIndexInformer, hs []*demoHandler, start time.Time) {
+	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			fmt.Fprintln(out, "stopped before the informer synced")
+			return
+		}
+	}
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = h.label
+	}
+	fmt.Fprintf(out, "synced %d pods in %s; %d handlers: %s\n",
+		len(inf.GetStore().ListKeys()), fmtDuration(time.Since(start)), len(hs), strings.Join(names, ", "))
+}
+
+// handlerCount is how many handlers the demo registers: --handlers, but at
+// least the tracing one plus the slow and panicking ones asked for.
+func handlerCount(cfg config) int {
+	n := 1
+	if cfg.slowHandler > 0 {
+		n++
+	}
+	if cfg.panicEvery > 0 {
+		n++
+	}
+	return max(n, cfg.handlers)
+}
+
+// printEvery calls f every interval until ctx is done.
+func printEvery(ctx context.Context, interval time.Duration, f func(time.Time)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			f(now)
+		}
+	}
+}
+
+// printTrace prints the delta the span keeper kept, if tracing is on.
+func printTrace(out io.Writer, tel *otelSetup) {
+	if tel.keeper == nil {
+		return
+	}
+	spans := tel.keeper.Kept()
+	if len(spans) == 0 {
+		fmt.Fprintln(out, "\nno complete traced delta was recorded (too few events sampled?)")
+		return
+	}
+	fmt.Fprintf(out, "\none traced delta, from the watch to every handler (trace %s):\n", spans[0].SpanContext().TraceID())
+	writeSpanTree(out, spans)
+}
+
+// openCluster returns the client to watch: a real cluster's from a
+// kubeconfig or the in-cluster config, or a simulated cluster's.
+func openCluster(cfg config) (kubernetes.Interface, *simCluster, string, error) {
+	var rc *rest.Config
+	var err error
+	var source string
+	switch {
+	case cfg.kubeconfig != "":
+		// KUBECONFIG may list several files, merged as kubectl does.
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(cfg.kubeconfig)}
+		if len(rules.Precedence) == 1 {
+			rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.kubeconfig}
+		}
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		source = "kubeconfig " + cfg.kubeconfig
+	case cfg.inCluster:
+		rc, err = rest.InClusterConfig()
+		source = "in-cluster config"
+	default:
+		sim := newSimCluster()
+		rate := fmt.Sprintf("%g events/s", cfg.rate)
+		if cfg.rate <= 0 {
+			rate = "as many events/s as the informer takes"
+		}
+		return sim.Client(), sim, fmt.Sprintf("simulated: %d pods in %d namespaces, %s (--kubeconfig for a real cluster)",
+			cfg.pods, max(cfg.namespaces, 1), rate), nil
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", source, err)
+	}
+	// Protobuf decodes faster than JSON; the informer is then the bottleneck.
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return client, nil, source + " (" + rc.Host + ")", nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// summary prints the informer's counters: a line per interval with the
+// rates since the previous line, and totals at the end. It is used by one
+// goroutine.
+type summary struct {
+	w        io.Writer
+	inf      *actors.SharedIndexInformer
+	handlers []*demoHandler
+	start    time.Time
+	prevAt   time.Time
+	prev     actors.Stats
+	prevHs   []actors.HandlerStats
+}
+
+func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, now time.Time) *summary {
+	s := &summary{w: w, inf: inf, handlers: hs, start: now}
+	s.remember(now, inf.Stats())
+	return s
+}
+
+func (s *summary) remember(now time.Time, st actors.Stats) {
+	s.prevAt, s.prev, s.prevHs = now, st, matchStats(s.handlers, st.Handlers)
+}
+
+// line prints the rates since the last line, e.g.
+//
+//	[   3.1s] reflector   201/s | queue in   201/s out   201/s | indexer   201/s | cache    993 | trace   201/s | slow   150/s (backlog 312) | panic   201/s (4 panics)
+func (s *summary) line(now time.Time) {
+	st := s.inf.Stats()
+	hs := matchStats(s.handlers, st.Handlers)
+	dt := now.Sub(s.prevAt).Seconds()
+	rate := func(cur, prev int64) string {
+		if dt <= 0 {
+			return "    -/s"
+		}
+		return fmt.Sprintf("%5.0f/s", float64(cur-prev)/dt)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%6.1fs] reflector %s | queue in %s out %s", now.Sub(s.start).Seconds(),
+		rate(st.ReflectorEvents, s.prev.ReflectorEvents), rate(st.QueueIn, s.prev.QueueIn), rate(st.QueueOut, s.prev.QueueOut))
+	if st.QueueBacklog > 0 {
+		fmt.Fprintf(&b, " (backlog %d)", st.QueueBacklog)
+	}
+	fmt.Fprintf(&b, " | indexer %s | cache %6d", rate(st.IndexerEvents, s.prev.IndexerEvents), st.CacheSize)
+	for i, h := range hs {
+		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, s.prevHs[i].Delivered))
+		writeHandlerTrouble(&b, h)
+	}
+	writeReflectorTrouble(&b, st, s.prev)
+	fmt.Fprintln(s.w, b.String())
+	s.remember(now, st)
+}
+
+func writeHandlerTrouble(b *strings.Builder, h actors.HandlerStats) {
+	switch {
+	case h.Backlog > 0 && h.Panics > 0:
+		fmt.Fprintf(b, " (backlog %d, %d panics)", h.Backlog, h.Panics)
+	case h.Backlog > 0:
+		fmt.Fprintf(b, " (backlog %d)", h.Backlog)
+	case h.Panics > 0:
+		fmt.Fprintf(b, " (%d panics)", h.Panics)
+	}
+}
+
+// writeReflectorTrouble notes relists and watch restarts past the first
+// list and watch, watch errors and dropped objects.
+func writeReflectorTrouble(b *strings.Builder, st, prev actors.Stats) {
+	if n := st.Relists - prev.Relists; n > 0 && prev.Relists > 0 {
+		fmt.Fprintf(b, " | relists +%d", n)
+	}
+	if n := st.WatchRestarts - prev.WatchRestarts; n > 0 && prev.WatchRestarts > 0 {
+		fmt.Fprintf(b, " | watch restarts +%d", n)
+	}
+	if st.WatchErrors > 0 {
+		fmt.Fprintf(b, " | watch errors %d", st.WatchErrors)
+	}
+	if st.Dropped > 0 {
+		fmt.Fprintf(b, " | dropped %d", st.Dropped)
+	}
+}
+
+// final prints the totals of the run, which ended at end; the informer
+// took shutdown to stop.
+func (s *summary) final(end time.Time, shutdown time.Duration) {
+	st := s.inf.Stats()
+	fmt.Fprintf(s.w, "\ntotals after %.1fs (shutdown %s): reflector %d, queue in %d out %d, indexer %d, cache %d objects, lists %d, watches %d, watch errors %d, dropped %d\n",
+		end.Sub(s.start).Seconds(), fmtDuration(shutdown), st.ReflectorEvents, st.QueueIn, st.QueueOut, st.IndexerEvents, st.CacheSize,
+		st.Relists, st.WatchRestarts, st.WatchErrors, st.Dropped)
+	width := len("handler")
+	for _, h := range s.handlers {
+		width = max(width, len(h.label))
+	}
+	fmt.Fprintf(s.w, "  %-*s %10s %12s %7s\n", width, "handler", "delivered", "undelivered", "panics")
+	for _, h := range matchStats(s.handlers, st.Handlers) {
+		fmt.Fprintf(s.w, "  %-*s %10d %12d %7d\n", width, h.Name, h.Delivered, h.Backlog, h.Panics)
+	}
+}

@@ -1,0 +1,53 @@
+package fifo
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// queueActor is the thin actor shell around a Queue.
+type queueActor struct {
+	q        *Queue
+	consumer *actor.PID
+}
+
+// NewActor returns the queue actor: it feeds *Deltas, *Replace, *Resync and
+// *Processed to q and, after each, sends the next batch (if any and if none
+// is in flight) to consumer with ctx.Request, so the consumer answers with
+// ctx.Respond(&Processed{Count: len(batch.Deltas)}).
+//
+// The actor owns q: nothing else may call q's methods except HasSynced and
+// Len. Because the state lives in q, a restarted actor (a new value from the
+// same producer) carries on where the old one stopped.
+func NewActor(q *Queue, consumer *actor.PID) actor.Actor {
+	return &queueActor{q: q, consumer: consumer}
+}
+
+// Props returns props spawning NewActor(q, consumer).
+func Props(q *Queue, consumer *actor.PID) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return NewActor(q, consumer) })
+}
+
+// Receive implements actor.Actor. Nothing in it blocks.
+func (a *queueActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Deltas:
+		a.q.Add(m.Items)
+	case *Replace:
+		a.q.Replace(m.Items, m.ResourceVersion, m.ListTrace)
+	case *Resync:
+		a.q.Resync()
+	case *Processed:
+		a.q.Done(m.Count)
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting,
+		*actor.ReceiveTimeout, *actor.Terminated:
+		return
+	default:
+		a.q.t.Logger.Warn("fifo: unexpected message", "type", fmt.Sprintf("%T", m))
+		return
+	}
+	if b := a.q.Pop(); b != nil {
+		ctx.Request(a.consumer, b)
+	}
+}

@@ -1,0 +1,215 @@
+package fifo
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// testConsumer records the batches it gets. With auto set it acknowledges
+// each at once; otherwise it waits for a release message.
+type testConsumer struct {
+	batches chan []Delta
+	auto    bool
+	known   *syncKnown // applied deltas land here, as the indexer would
+
+	sender *actor.PID
+	n      int
+}
+
+type release struct{}
+
+func (c *testConsumer) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Batch:
+		ds := append([]Delta(nil), m.Deltas...)
+		if c.known != nil {
+			c.known.apply(ds)
+		}
+		if c.auto {
+			// Acknowledge before the test sees the batch, so the queue has
+			// the acknowledgement before anything the test sends next.
+			ctx.Respond(&Processed{Count: len(ds)})
+		} else {
+			c.sender, c.n = ctx.Sender(), len(ds)
+		}
+		c.batches <- ds
+	case release:
+		ctx.Send(c.sender, &Processed{Count: c.n})
+	}
+}
+
+// syncKnown is a cache the consumer writes and the queue reads.
+type syncKnown struct {
+	mu sync.Mutex
+	k  *known
+}
+
+func (s *syncKnown) apply(ds []Delta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range ds {
+		if d.Type == Deleted {
+			s.k.del(d.Key)
+		} else {
+			s.k.set(d.Key, d.Object)
+		}
+	}
+}
+
+func (s *syncKnown) ListKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.k.ListKeys()
+}
+
+func (s *syncKnown) GetByKey(key string) (any, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.k.GetByKey(key)
+}
+
+func newSystem(t *testing.T) *actor.ActorSystem {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	var dead atomic.Int32
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if _, ok := evt.(*actor.DeadLetterEvent); ok {
+			dead.Add(1)
+		}
+	})
+	t.Cleanup(func() {
+		sys.EventStream.Unsubscribe(sub)
+		sys.Shutdown()
+		if n := dead.Load(); n != 0 {
+			t.Errorf("%d dead letters", n)
+		}
+	})
+	return sys
+}
+
+func recv(t *testing.T, ch chan []Delta) []Delta {
+	t.Helper()
+	select {
+	case ds := <-ch:
+		return ds
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for a batch")
+		return nil
+	}
+}
+
+func TestActor_order(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	sys := newSystem(t)
+	sk := &syncKnown{k: newKnown(o("old", 1))}
+	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk}
+	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
+	q := New(Config{Known: sk, MaxBatch: 2})
+	qpid := sys.Root.Spawn(Props(q, cpid))
+
+	sys.Root.Send(qpid, &Replace{Items: []Delta{replaced("a", 1), replaced("b", 1)}, ResourceVersion: "1"})
+	sys.Root.Send(qpid, &Deltas{Items: []Delta{updated("a", 2), added("c", 1), deleted("b", 1), updated("a", 3)}})
+
+	want := []Delta{
+		initial(replaced("a", 1)), initial(replaced("b", 1)), initial(tomb("old", o("old", 1))),
+		updated("a", 2), added("c", 1), deleted("b", 1), updated("a", 3),
+	}
+	var got []Delta
+	for len(got) < len(want) {
+		b := recv(t, cons.batches)
+		if len(b) > 2 {
+			t.Fatalf("batch of %d > MaxBatch", len(b))
+		}
+		got = append(got, b...)
+	}
+	wantDeltas(t, got, want)
+
+	// HasSynced once the consumer acknowledged the initial list.
+	deadline := time.Now().Add(5 * time.Second)
+	for !q.HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatal("never synced")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// Resync goes through the actor too; the cache now holds a, c.
+	sys.Root.Send(qpid, &Resync{})
+	got = recv(t, cons.batches)
+	wantDeltas(t, got, []Delta{synced("a", 3), synced("c", 1)})
+
+	stopBoth(t, sys, cpid, qpid)
+}
+
+func TestActor_oneBatchInFlight(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	sys := newSystem(t)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	tel := telemetry.New(telemetry.Config{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
+	cons := &testConsumer{batches: make(chan []Delta, 100)}
+	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
+	q := New(Config{Telemetry: tel})
+	qpid := sys.Root.Spawn(Props(q, cpid))
+
+	sys.Root.Send(qpid, &Deltas{Items: []Delta{added("a", 1)}})
+	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1)})
+
+	sys.Root.Send(qpid, &Deltas{Items: []Delta{added("b", 1)}})
+	sys.Root.Send(qpid, &Deltas{Items: []Delta{added("c", 1)}})
+	sys.Root.Send(qpid, "unexpected")
+	select {
+	case b := <-cons.batches:
+		t.Fatalf("second batch %s sent before Processed", describe(b))
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := q.Len(); n != 2 {
+		t.Fatalf("Len = %d, want 2", n)
+	}
+
+	sys.Root.Send(cpid, release{})
+	wantDeltas(t, recv(t, cons.batches), []Delta{added("b", 1), added("c", 1)})
+	sys.Root.Send(cpid, release{})
+
+	stopBoth(t, sys, cpid, qpid)
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "unexpected message") || !strings.Contains(logs.String(), "type=string") {
+		t.Fatalf("unknown message not logged: %q", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// stopBoth stops the consumer, then the queue, each after its mailbox is
+// drained (PoisonPill is a user message), so no acknowledgement is left
+// over as a dead letter.
+func stopBoth(t *testing.T, sys *actor.ActorSystem, cpid, qpid *actor.PID) {
+	t.Helper()
+	for _, pid := range []*actor.PID{cpid, qpid} {
+		if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+// Package fifo is the delta queue stage of the informer: it sits between the
+// reflector and the indexer, as client-go's RealFIFO (and, before it,
+// DeltaFIFO) does, and hands the indexer deltas in arrival order.
+//
+// The package has two layers:
+//
+//   - Queue is a plain, single-threaded state machine (only HasSynced and Len
+//     may be called from other goroutines). It is where all the rules live,
+//     and it is tested without actors.
+//   - NewActor (or Props) wraps a Queue in a protoactor actor: *Deltas,
+//     *Replace, *Resync and *Processed messages drive it, and after each one
+//     the actor sends the next *Batch, if any, to the consumer with
+//     ctx.Request. The consumer answers with ctx.Respond(&Processed{...}).
+//
+// # Ordering and batching
+//
+// Every delta is queued as its own entry, in arrival order (no per-key
+// grouping and no "line jumping": a key's later delta is never handed out
+// before another key's earlier one). Pop hands out up to MaxBatch deltas at
+// a time; while a batch is in flight (popped, not yet acknowledged with
+// Done) Pop returns nil, so the consumer sees at most one batch at a time.
+// Until the first Replace's deltas are all popped, a batch never mixes them
+// with later deltas, so HasSynced turns true exactly when the initial list
+// is applied.
+//
+// A batch's Deltas slice belongs to the queue: the consumer must treat it as
+// read-only and must not keep it (or the *Batch) after answering Processed;
+// the queue reuses both. Batches are views of the queue's own array, so
+// popping copies nothing.
+//
+// # Effective state
+//
+// Some rules need to know whether a key exists. A key's effective state is
+// its last queued delta if any, else its last delta in the in-flight batch,
+// else the cache (Config.Known). A Deleted delta, tombstone or not, means
+// absent. The in-flight batch comes before the cache because the consumer
+// may not have applied it yet.
+//
+// # Rules
+//
+//   - Deletes collapse: a Deleted delta whose key's last queued delta is
+//     already Deleted is dropped; if the queued one's object is a
+//     cache.DeletedFinalStateUnknown and the new one's is not, the new object
+//     takes its place (the more informative object wins, as in DeltaFIFO's
+//     dedupDeltas). A Deleted delta for an absent key is dropped too. Dropped
+//     deltas are counted as merged and, when traced, get a "delta.merged"
+//     event (reason ReasonDuplicateDelete or ReasonAlreadyDeleted).
+//   - Replace queues the listed items (Replaced deltas), then, for every key
+//     whose effective state is present but which the list lacks, a tombstone:
+//     a Deleted delta whose Object is cache.DeletedFinalStateUnknown{Key, Obj}
+//     with the last known object. Tombstones for pending keys come first, in
+//     queue order, then those for keys only in the cache, in ListKeys order.
+//   - The first Replace marks every delta it queues (items and tombstones)
+//     InitialList; HasSynced turns true once all of them are popped and
+//     acknowledged, or at once if there are none. As in client-go, an Add
+//     before the first Replace makes HasSynced true at once and that Replace
+//     is then not an initial list. Deltas queued after the first Replace are
+//     never InitialList.
+//   - Resync queues a Sync delta (with the cached object) for every cached
+//     key with nothing queued and nothing in flight: a pending delta would
+//     make the cached object stale (client-go's UpdateResyncRace).
+//
+// # Telemetry
+//
+// Tombstones and syncs are born in the queue, so it opens their root spans
+// (telemetry.T.StartDelta, with Config.Now as the start): tombstones link to
+// the list span of the Replace that made them. When tracing is off or the
+// sampler drops them, their Trace is nil. Every traced delta's
+// Trace.QueueDepth is set, as it is queued, to the number of deltas queued
+// ahead of it (the in-flight batch not counted). Metrics are recorded once
+// per call: Queued, Dequeued and Merged, and Metrics.QueueBacklog tracks
+// Len.
+//
+// # Memory
+//
+// The queue keeps one array of deltas (in flight, then queued) indexed by
+// sequence number, and a map from key to the sequence number of its last
+// delta, so "has something pending" and "last pending delta" are O(1). A
+// map entry whose delta has been acknowledged is left for the key's next
+// delta to overwrite, unless that delta was a Deleted one, so the map holds
+// at most the cached keys plus the pending ones and busy keys cause no map
+// churn. Acknowledged slots are zeroed at once. The array is compacted when
+// at least half of it is free space in front (amortized O(1) per delta),
+// reallocated when full (never moving the in-flight batch, which the
+// consumer may be reading), and shrunk or dropped after a burst. Add and
+// Pop allocate nothing beyond map and array growth; Replace reserves room
+// for all its deltas at once.
+package fifo

@@ -1,0 +1,91 @@
+package fifo
+
+import (
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// DeltaType says what happened to an object.
+type DeltaType uint8
+
+// The delta types, as client-go's cache.DeltaType.
+const (
+	Added DeltaType = iota + 1
+	Updated
+	Deleted
+	// Replaced is an object seen in a list or relist.
+	Replaced
+	// Sync is a periodic resync of a cached object.
+	Sync
+)
+
+var deltaTypeNames = [...]string{"", "Added", "Updated", "Deleted", "Replaced", "Sync"}
+
+func (t DeltaType) String() string {
+	if int(t) < len(deltaTypeNames) {
+		return deltaTypeNames[t]
+	}
+	return "Unknown"
+}
+
+// CacheType converts to client-go's name for the same delta type.
+func (t DeltaType) CacheType() cache.DeltaType { return cache.DeltaType(t.String()) }
+
+// Delta is one change to one object as it travels from the reflector through
+// the queue to the indexer. It is passed by value inside batches.
+type Delta struct {
+	Type DeltaType
+	// Key is the object's cache key (cache.MetaNamespaceKeyFunc), computed once
+	// by the reflector (or the queue, for tombstones and syncs).
+	Key string
+	// Object is the (transformed) object, or a cache.DeletedFinalStateUnknown
+	// for a tombstone.
+	Object any
+	// InitialList is set by the queue on the items (tombstones included) of
+	// the first Replace: handlers get them as OnAdd(obj, true).
+	InitialList bool
+	// Trace is the delta's trace state; nil when it is not sampled.
+	Trace *telemetry.DeltaTrace
+}
+
+// Deltas carries watch events (Added, Updated, Deleted) from the reflector to
+// the queue, in arrival order. The queue takes ownership of Items.
+type Deltas struct {
+	Items []Delta
+}
+
+// Replace carries the full result of a list or relist (Replaced deltas, one
+// per listed object). The queue adds a tombstone for every known key missing
+// from it. The queue takes ownership of Items.
+type Replace struct {
+	Items           []Delta
+	ResourceVersion string
+	// ListTrace is the list span; tombstones' traces link to it.
+	ListTrace *telemetry.DeltaTrace
+}
+
+// Resync asks the queue to queue a Sync delta for every known key that has
+// nothing queued.
+type Resync struct{}
+
+// Batch is what the queue hands to its consumer (the indexer): deltas in
+// arrival order. The consumer answers with Processed once it has applied
+// them; until then the queue sends no other batch.
+type Batch struct {
+	Deltas []Delta
+}
+
+// Processed acknowledges a Batch: its deltas are applied to the cache and
+// handed to the listeners.
+type Processed struct {
+	Count int
+}
+
+// KnownObjects is the queue's read-only view of the cache, used to find
+// the keys a Replace must tombstone and the objects a Resync re-emits.
+// Implementations must be safe for use while the cache's writer runs.
+type KnownObjects interface {
+	ListKeys() []string
+	GetByKey(key string) (item any, exists bool, err error)
+}

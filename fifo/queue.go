@@ -1,0 +1,494 @@
+package fifo
+
+import (
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// DefaultMaxBatch is the default maximum number of deltas in one Batch.
+const DefaultMaxBatch = 4096
+
+// Reasons recorded (as telemetry.AttrReason) on the "delta.merged" event of
+// a Deleted delta the queue drops.
+const (
+	// ReasonDuplicateDelete: the key's last queued delta is already a
+	// Deleted one; the two collapse into one.
+	ReasonDuplicateDelete = "duplicate_delete"
+	// ReasonAlreadyDeleted: the key is absent (its last in-flight delta is a
+	// Deleted one, or the cache does not hold it and nothing is pending).
+	ReasonAlreadyDeleted = "already_deleted"
+)
+
+// EventMerged is the span event recorded on a dropped delta's trace.
+const EventMerged = "delta.merged"
+
+// minCap is the smallest backing array the queue allocates.
+const minCap = 64
+
+// inPlace tells relocate to compact within the current array.
+const inPlace = -1
+
+// Config configures a Queue.
+type Config struct {
+	// Known is the cache's read handle (the indexer's store). nil means an
+	// empty cache.
+	Known KnownObjects
+	// MaxBatch is the maximum number of deltas in one Batch; 0 means
+	// DefaultMaxBatch.
+	MaxBatch int
+	// Telemetry is the informer's telemetry; nil means telemetry.Nop().
+	Telemetry *telemetry.T
+	// Now is the clock for the root spans of tombstones and syncs; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Queue is the delta queue's state machine: every delta in arrival order,
+// one entry per delta, handed out in batches of at most MaxBatch deltas with
+// at most one batch in flight. See the package documentation for the rules.
+//
+// A Queue is not safe for concurrent use, except HasSynced and Len.
+type Queue struct {
+	known    KnownObjects
+	maxBatch int
+	t        *telemetry.T
+	now      func() time.Time
+
+	// buf holds the deltas: buf[:lo] are zeroed, free slots; buf[lo:head]
+	// is the in-flight batch; buf[head:] are the queued deltas. The delta at
+	// buf[i] has sequence number base+i. Sequence numbers grow forever.
+	buf      []Delta
+	lo, head int
+	base     uint64
+	// last maps keys to the sequence number of their last delta. An entry
+	// below base+lo is stale: that delta has been acknowledged, so the key
+	// has nothing pending. A stale entry is left in place (the key's next
+	// delta overwrites it: no map churn for keys that change often) unless
+	// the acknowledged delta was a Deleted one; so the map holds at most the
+	// cached keys plus the pending ones.
+	last map[string]uint64
+	// shrinkCap: when the queue drains and its backing array is larger, the
+	// array is dropped so a burst does not pin memory.
+	shrinkCap int
+
+	// batches alternate between Pops, so a Batch value is rewritten only two
+	// batches later, when the consumer is long done with it.
+	batches [2]Batch
+	flip    int
+
+	// populated is set by the first Add or Replace. initialEnd is the
+	// sequence number after the first Replace's last delta: the queue has
+	// synced once everything before it is acknowledged.
+	populated  bool
+	initialEnd uint64
+	synced     atomic.Bool
+	length     atomic.Int64
+
+	// Scratch space for Replace, reused between calls.
+	listed map[string]struct{}
+	tombs  []Delta
+}
+
+// New returns an empty queue.
+func New(cfg Config) *Queue {
+	q := &Queue{
+		known:    cfg.Known,
+		maxBatch: cfg.MaxBatch,
+		t:        cfg.Telemetry,
+		now:      cfg.Now,
+		last:     make(map[string]uint64),
+		listed:   make(map[string]struct{}),
+	}
+	if q.known == nil {
+		q.known = emptyKnown{}
+	}
+	if q.maxBatch <= 0 {
+		q.maxBatch = DefaultMaxBatch
+	}
+	if q.t == nil {
+		q.t = telemetry.Nop()
+	}
+	if q.now == nil {
+		q.now = time.Now
+	}
+	q.shrinkCap = max(4*q.maxBatch, 1024)
+	return q
+}
+
+// HasSynced reports whether the first Replace's deltas (items and
+// tombstones) have all been popped and acknowledged with Done. As in
+// client-go, an Add before the first Replace counts as synced at once, and
+// an empty first Replace syncs at once. Safe for concurrent use.
+func (q *Queue) HasSynced() bool { return q.synced.Load() }
+
+// Len returns the number of queued deltas, not counting the in-flight
+// batch. Safe for concurrent use.
+func (q *Queue) Len() int { return int(q.length.Load()) }
+
+// Add queues watch deltas (Added, Updated, Deleted) in arrival order. A
+// Deleted delta is dropped when the key's last queued delta is already a
+// Deleted one (keeping the more informative object) or when the key is
+// absent. The queue does not retain items.
+func (q *Queue) Add(items []Delta) {
+	if len(items) == 0 {
+		return
+	}
+	if !q.populated {
+		// client-go: an Add/Update/Delete before the first Replace means
+		// there is no initial list to wait for.
+		q.populated = true
+		q.synced.Store(true)
+	}
+	q.reserve(len(items))
+	queued, merged := 0, 0
+	for i := range items {
+		d := items[i]
+		d.InitialList = false
+		if d.Type == Deleted && q.dropDelete(&d) {
+			merged++
+			continue
+		}
+		q.push(d)
+		queued++
+	}
+	q.record(queued, merged)
+}
+
+// dropDelete decides whether the Deleted delta d is dropped, merging it
+// into a queued Deleted delta when there is one.
+func (q *Queue) dropDelete(d *Delta) bool {
+	if s, ok := q.pending(d.Key); ok {
+		prev := &q.buf[q.index(s)]
+		if prev.Type != Deleted {
+			return false
+		}
+		reason := ReasonAlreadyDeleted
+		if q.index(s) >= q.head {
+			// Queued, not in flight: collapse, keeping the non-tombstone.
+			reason = ReasonDuplicateDelete
+			if isTombstone(prev.Object) && !isTombstone(d.Object) {
+				prev.Object = d.Object
+			}
+		}
+		q.merged(d, reason)
+		return true
+	}
+	// Nothing pending: the cache decides. On a lookup error, keep the
+	// delete (as DeltaFIFO does).
+	if _, exists, err := q.known.GetByKey(d.Key); err == nil && !exists {
+		q.merged(d, ReasonAlreadyDeleted)
+		return true
+	}
+	return false
+}
+
+// merged records a dropped delta on its trace.
+func (q *Queue) merged(d *Delta, reason string) {
+	if d.Trace != nil { // spares building the attribute when not traced
+		q.t.Event(d.Trace, telemetry.SpanQueue, EventMerged, telemetry.AttrReason.String(reason))
+	}
+}
+
+// Replace queues the result of a list (Replaced deltas, already keyed and
+// transformed), then a tombstone — a Deleted delta whose Object is a
+// cache.DeletedFinalStateUnknown holding the last known object — for every
+// key present in the queue's view of the world but missing from the list.
+// The deltas of the first Replace are marked InitialList. The queue does not
+// retain items. rv, the list's resource version, is not used by the queue.
+func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrace) {
+	first := !q.populated
+	q.populated = true
+
+	var link trace.SpanContext
+	if listTrace != nil {
+		link = listTrace.Parent
+	}
+	tracing := q.t.Tracing()
+	var now time.Time
+	if tracing {
+		now = q.now()
+	}
+
+	clear(q.listed)
+	for i := range items {
+		q.listed[items[i].Key] = struct{}{}
+	}
+
+	// Keys with something pending, in order of their last delta.
+	for i := q.lo; i < len(q.buf); i++ {
+		d := &q.buf[i]
+		if q.last[d.Key] != q.seq(i) {
+			continue // not the key's last delta (last is never stale here)
+		}
+		if _, ok := q.listed[d.Key]; ok || d.Type == Deleted {
+			continue // still present, or already absent
+		}
+		q.tombs = append(q.tombs, q.tombstone(d.Key, d.Object, tracing, now, link))
+	}
+	// Keys only in the cache.
+	for _, k := range q.known.ListKeys() {
+		if _, ok := q.listed[k]; ok {
+			continue
+		}
+		if _, ok := q.pending(k); ok {
+			continue // handled above
+		}
+		obj, exists, err := q.known.GetByKey(k)
+		if err != nil {
+			q.t.Logger.Error("fifo: cache lookup failed during replace; queueing a tombstone without object", "key", k, "error", err)
+			obj = nil
+		} else if !exists {
+			continue // gone since ListKeys: absent
+		}
+		q.tombs = append(q.tombs, q.tombstone(k, obj, tracing, now, link))
+	}
+
+	q.reserve(len(items) + len(q.tombs))
+	for i := range items {
+		d := items[i]
+		d.InitialList = first
+		q.push(d)
+	}
+	for i := range q.tombs {
+		d := q.tombs[i]
+		d.InitialList = first
+		q.push(d)
+	}
+	n := len(items) + len(q.tombs)
+	clear(q.tombs)
+	q.tombs = q.tombs[:0]
+	clear(q.listed)
+
+	if first {
+		if n == 0 {
+			q.synced.Store(true)
+		} else {
+			q.initialEnd = q.seq(len(q.buf))
+		}
+	}
+	q.record(n, 0)
+}
+
+func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, link trace.SpanContext) Delta {
+	if ts, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = ts.Obj
+	}
+	d := Delta{Type: Deleted, Key: key, Object: cache.DeletedFinalStateUnknown{Key: key, Obj: obj}}
+	if tracing {
+		d.Trace = q.t.StartDelta(Deleted.String(), objectMeta(key, obj), now, link)
+	}
+	return d
+}
+
+// Resync queues a Sync delta, with the cached object, for every cached key
+// that has nothing queued and nothing in flight.
+func (q *Queue) Resync() {
+	tracing := q.t.Tracing()
+	var now time.Time
+	if tracing {
+		now = q.now()
+	}
+	n := 0
+	for _, k := range q.known.ListKeys() {
+		if _, ok := q.pending(k); ok {
+			// Something pending would make the cached object stale.
+			continue
+		}
+		obj, exists, err := q.known.GetByKey(k)
+		if err != nil {
+			q.t.Logger.Error("fifo: cache lookup failed during resync; skipping key", "key", k, "error", err)
+			continue
+		}
+		if !exists {
+			continue
+		}
+		d := Delta{Type: Sync, Key: k, Object: obj}
+		if tracing {
+			d.Trace = q.t.StartDelta(Sync.String(), objectMeta(k, obj), now, trace.SpanContext{})
+		}
+		q.push(d)
+		n++
+	}
+	q.record(n, 0)
+}
+
+// Pop returns the next batch: at most MaxBatch queued deltas in arrival
+// order. It returns nil when nothing is queued or a batch is already in
+// flight. Until the first Replace's deltas are all popped, a batch does not
+// mix them with later deltas.
+//
+// The batch's Deltas slice belongs to the queue: the consumer must only read
+// it, and must not keep it after acknowledging it (Done); the queue reuses
+// it.
+func (q *Queue) Pop() *Batch {
+	if q.head > q.lo || q.head == len(q.buf) {
+		return nil
+	}
+	k := min(len(q.buf)-q.head, q.maxBatch)
+	if !q.synced.Load() && q.initialEnd > q.seq(q.head) {
+		k = min(k, int(q.initialEnd-q.seq(q.head)))
+	}
+	b := &q.batches[q.flip]
+	q.flip ^= 1
+	b.Deltas = q.buf[q.head : q.head+k : q.head+k]
+	q.head += k
+	q.t.Metrics.Dequeued(k)
+	q.setLen()
+	return b
+}
+
+// Done acknowledges the in-flight batch: it has been applied to the cache.
+// n is the batch's length; the whole batch is acknowledged whatever n is.
+func (q *Queue) Done(n int) {
+	if q.head == q.lo {
+		q.t.Logger.Warn("fifo: Done with no batch in flight", "count", n)
+		return
+	}
+	if want := q.head - q.lo; n != want {
+		q.t.Logger.Warn("fifo: Done count differs from the in-flight batch", "count", n, "batch", want)
+	}
+	// Moving lo past the batch makes the map entries of the keys whose last
+	// delta it holds stale; drop those of deleted keys.
+	for i := q.lo; i < q.head; i++ {
+		if d := &q.buf[i]; d.Type == Deleted && q.last[d.Key] == q.seq(i) {
+			delete(q.last, d.Key)
+		}
+	}
+	clear(q.buf[q.lo:q.head])
+	q.lo = q.head
+	// Nothing is in flight now, so the array may be rearranged.
+	switch live := len(q.buf) - q.lo; {
+	case live == 0:
+		// Drained: start again at the front of the array, or drop it if a
+		// burst made it large.
+		if cap(q.buf) > q.shrinkCap {
+			q.relocate(0)
+		} else {
+			q.relocate(inPlace)
+		}
+	case cap(q.buf) > q.shrinkCap && 4*live < cap(q.buf):
+		q.relocate(max(2*live, minCap))
+	case q.lo >= live:
+		// At least as much free space in front as live deltas: compact.
+		// Each delta is moved at most once per slot freed before it, so
+		// this is O(1) amortized.
+		q.relocate(inPlace)
+	}
+	if q.populated && !q.synced.Load() && q.seq(q.lo) >= q.initialEnd {
+		q.synced.Store(true)
+	}
+}
+
+// push appends one delta, stamping its trace with the queue depth.
+func (q *Queue) push(d Delta) {
+	if len(q.buf) == cap(q.buf) {
+		q.grow(1)
+	}
+	if d.Trace != nil {
+		d.Trace.QueueDepth = len(q.buf) - q.head
+	}
+	q.last[d.Key] = q.seq(len(q.buf))
+	q.buf = append(q.buf, d)
+}
+
+// pending returns the sequence number of key's last delta if it is queued
+// or in flight.
+func (q *Queue) pending(key string) (uint64, bool) {
+	s, ok := q.last[key]
+	return s, ok && s >= q.seq(q.lo)
+}
+
+// reserve makes room for n more deltas in buf.
+func (q *Queue) reserve(n int) {
+	if len(q.buf)+n > cap(q.buf) {
+		q.grow(n)
+	}
+}
+
+// grow makes room for at least n more deltas in buf, without ever moving
+// the in-flight batch in place (the consumer may be reading it).
+func (q *Queue) grow(n int) {
+	live := len(q.buf) - q.lo
+	if q.lo == q.head && q.lo > 0 && live+n <= cap(q.buf)*3/4 {
+		// Nothing in flight and a useful amount of free space in front.
+		q.relocate(inPlace)
+		return
+	}
+	// Reallocate, leaving the free front behind. If a batch is in flight,
+	// the old array stays intact for the consumer.
+	q.relocate(max(2*live+n, minCap))
+}
+
+// relocate moves the live deltas (in flight and queued) to the front of a
+// new array of capacity newCap (nil if 0), or, when newCap < 0, to the front
+// of the current array, which is only allowed with nothing in flight.
+func (q *Queue) relocate(newCap int) {
+	live := len(q.buf) - q.lo
+	switch {
+	case newCap < 0:
+		copy(q.buf, q.buf[q.lo:])
+		clear(q.buf[max(live, q.lo):]) // zero the vacated tail; [live:lo] already is
+		q.buf = q.buf[:live]
+	case newCap == 0:
+		q.buf = nil
+	default:
+		nb := make([]Delta, live, newCap)
+		copy(nb, q.buf[q.lo:])
+		q.buf = nb
+	}
+	q.base += uint64(q.lo)
+	q.head -= q.lo
+	q.lo = 0
+}
+
+func (q *Queue) seq(i int) uint64   { return q.base + uint64(i) }
+func (q *Queue) index(s uint64) int { return int(s - q.base) }
+
+func (q *Queue) record(queued, merged int) {
+	if queued > 0 {
+		q.t.Metrics.Queued(queued)
+	}
+	if merged > 0 {
+		q.t.Metrics.Merged(merged)
+	}
+	q.setLen()
+}
+
+func (q *Queue) setLen() {
+	n := int64(len(q.buf) - q.head)
+	q.length.Store(n)
+	q.t.Metrics.QueueBacklog.Store(n)
+}
+
+func isTombstone(obj any) bool {
+	_, ok := obj.(cache.DeletedFinalStateUnknown)
+	return ok
+}
+
+// objectMeta extracts what a root span records about obj, falling back to
+// the key.
+func objectMeta(key string, obj any) telemetry.ObjectMeta {
+	if obj != nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			return telemetry.ObjectMeta{
+				Namespace:       m.GetNamespace(),
+				Name:            m.GetName(),
+				UID:             string(m.GetUID()),
+				ResourceVersion: m.GetResourceVersion(),
+			}
+		}
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	return telemetry.ObjectMeta{Namespace: ns, Name: name}
+}
+
+type emptyKnown struct{}
+
+func (emptyKnown) ListKeys() []string                 { return nil }
+func (emptyKnown) GetByKey(string) (any, bool, error) { return nil, false, nil }

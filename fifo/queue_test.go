@@ -1,0 +1,715 @@
+package fifo
+
+import (
+	"strconv"
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// op is one step of a script run against a queue.
+type op func(t *testing.T, q *Queue)
+
+func add(ds ...Delta) op { return func(_ *testing.T, q *Queue) { q.Add(ds) } }
+func replace(ds ...Delta) op {
+	return func(_ *testing.T, q *Queue) { q.Replace(ds, "1", nil) }
+}
+func resync() op { return func(_ *testing.T, q *Queue) { q.Resync() } }
+
+// inflight pops one batch and leaves it in flight; the batch is checked
+// against want.
+func inflight(want ...Delta) op {
+	return func(t *testing.T, q *Queue) {
+		t.Helper()
+		wantDeltas(t, popOne(t, q), want)
+	}
+}
+func done() op {
+	return func(t *testing.T, q *Queue) {
+		t.Helper()
+		if q.head == q.lo {
+			t.Fatalf("done: nothing in flight")
+		}
+		q.Done(q.head - q.lo)
+	}
+}
+
+type script struct {
+	name   string
+	known  []obj
+	ops    []op
+	want   []Delta // what popAll returns after the ops
+	merged int64
+}
+
+func runScripts(t *testing.T, scripts []script) {
+	t.Helper()
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			tel := telemetry.Nop()
+			q := New(Config{Known: newKnown(sc.known...), Telemetry: tel})
+			for _, step := range sc.ops {
+				step(t, q)
+			}
+			if q.head > q.lo {
+				q.Done(q.head - q.lo)
+			}
+			wantDeltas(t, popAll(t, q), sc.want)
+			if got := tel.Metrics.QueueMerged.Load(); got != sc.merged {
+				t.Errorf("merged = %d, want %d", got, sc.merged)
+			}
+			if n := q.pendingKeys(); n != 0 {
+				t.Errorf("%d keys pending after drain", n)
+			}
+			if got := tel.Metrics.QueueBacklog.Load(); got != 0 {
+				t.Errorf("backlog = %d after drain", got)
+			}
+		})
+	}
+}
+
+// TestQueue_detectLineJumpers is RealFIFO's: every delta in arrival order,
+// a re-added key does not jump the line.
+func TestQueue_detectLineJumpers(t *testing.T) {
+	q := New(Config{MaxBatch: 1})
+	q.Add([]Delta{added("foo", 10), added("bar", 1), added("foo", 11), added("foo", 13), added("zab", 30)})
+	got := popOne(t, q)
+	q.Done(1)
+	q.Add([]Delta{added("foo", 14)}) // must not jump ahead of bar, zab
+	got = append(got, popAll(t, q)...)
+	wantDeltas(t, got, []Delta{
+		added("foo", 10), added("bar", 1), added("foo", 11), added("foo", 13), added("zab", 30), added("foo", 14),
+	})
+}
+
+func TestQueue_addUpdateDelete(t *testing.T) {
+	runScripts(t, []script{{
+		name: "all deltas of a key, in order",
+		ops:  []op{add(added("foo", 10), updated("foo", 12), added("bar", 1), deleted("foo", 15))},
+		want: []Delta{added("foo", 10), updated("foo", 12), added("bar", 1), deleted("foo", 15)},
+	}})
+}
+
+func TestQueue_deletes(t *testing.T) {
+	runScripts(t, []script{
+		{
+			name:   "consecutive deletes collapse, tombstone then object keeps the object",
+			known:  []obj{o("foo", 1)},
+			ops:    []op{add(tomb("foo", o("foo", 1)), deleted("foo", 2))},
+			want:   []Delta{deleted("foo", 2)},
+			merged: 1,
+		},
+		{
+			name:   "consecutive deletes collapse, object then tombstone keeps the object",
+			known:  []obj{o("foo", 1)},
+			ops:    []op{add(deleted("foo", 2), tomb("foo", o("foo", 1)))},
+			want:   []Delta{deleted("foo", 2)},
+			merged: 1,
+		},
+		{
+			name:   "consecutive deletes collapse, both objects keeps the first",
+			known:  []obj{o("foo", 1)},
+			ops:    []op{add(deleted("foo", 2)), add(deleted("foo", 3))},
+			want:   []Delta{deleted("foo", 2)},
+			merged: 1,
+		},
+		{
+			name:   "consecutive tombstones collapse",
+			known:  []obj{o("foo", 1)},
+			ops:    []op{add(tomb("foo", o("foo", 1)), tomb("foo", nil))},
+			want:   []Delta{tomb("foo", o("foo", 1))},
+			merged: 1,
+		},
+		{
+			name:   "collapse keeps the queued delta's position",
+			known:  []obj{o("foo", 1), o("bar", 1)},
+			ops:    []op{add(tomb("foo", nil), updated("bar", 2), deleted("foo", 3))},
+			want:   []Delta{deleted("foo", 3), updated("bar", 2)},
+			merged: 1,
+		},
+		{
+			name:   "add, delete, delete",
+			ops:    []op{add(added("foo", 1), deleted("foo", 1), deleted("foo", 1))},
+			want:   []Delta{added("foo", 1), deleted("foo", 1)},
+			merged: 1,
+		},
+		{
+			name: "deletes separated by an add do not collapse",
+			ops:  []op{add(added("foo", 1), deleted("foo", 1), added("foo", 2), deleted("foo", 2))},
+			want: []Delta{added("foo", 1), deleted("foo", 1), added("foo", 2), deleted("foo", 2)},
+		},
+		{
+			name:   "delete of an unknown key is ignored",
+			ops:    []op{add(deleted("foo", 1), added("bar", 1))},
+			want:   []Delta{added("bar", 1)},
+			merged: 1,
+		},
+		{
+			name:  "delete of a cached key is queued",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(deleted("foo", 1))},
+			want:  []Delta{deleted("foo", 1)},
+		},
+		{
+			name:   "delete of a key added in the in-flight batch is queued",
+			ops:    []op{add(added("foo", 1)), inflight(added("foo", 1)), add(deleted("foo", 1))},
+			want:   []Delta{deleted("foo", 1)},
+			merged: 0,
+		},
+		{
+			name:   "delete of a key deleted in the in-flight batch is ignored, though still cached",
+			known:  []obj{o("foo", 1)},
+			ops:    []op{add(deleted("foo", 1)), inflight(deleted("foo", 1)), add(deleted("foo", 1), tomb("foo", nil))},
+			merged: 2,
+		},
+		{
+			name:  "delete after the in-flight delete and a re-add is queued",
+			known: []obj{o("foo", 1)},
+			ops: []op{add(deleted("foo", 1)), inflight(deleted("foo", 1)),
+				add(added("foo", 2), deleted("foo", 2))},
+			want: []Delta{added("foo", 2), deleted("foo", 2)},
+		},
+	})
+}
+
+func TestQueue_deleteLookupError(t *testing.T) {
+	k := newKnown()
+	k.err["foo"] = errLookup
+	q := New(Config{Known: k})
+	q.Add([]Delta{deleted("foo", 1)})
+	wantDeltas(t, popAll(t, q), []Delta{deleted("foo", 1)})
+}
+
+// TestQueue_replaceTombstones covers the keys a Replace must tombstone: the
+// ones known only to the cache, only to the queue, only to the in-flight
+// batch; RealFIFO's ReplaceMakesDeletions and
+// ReplaceMakesDeletionsForObjectsOnlyInQueue cases, with this queue's order
+// (listed items first, then tombstones).
+func TestQueue_replaceTombstones(t *testing.T) {
+	obj1, obj2 := o("foo", 2), o("foo", 3)
+	runScripts(t, []script{
+		{
+			name:  "keys only in the cache",
+			known: []obj{o("foo", 5), o("bar", 6), o("baz", 7)},
+			ops:   []op{replace(replaced("foo", 5))},
+			want: []Delta{
+				initial(replaced("foo", 5)),
+				initial(tomb("bar", o("bar", 6))),
+				initial(tomb("baz", o("baz", 7))),
+			},
+		},
+		{
+			name: "key only in the queue",
+			ops:  []op{add(added("foo", 2)), replace()},
+			want: []Delta{added("foo", 2), tomb("foo", obj1)},
+		},
+		{
+			name: "key only in the in-flight batch",
+			ops:  []op{add(added("foo", 2)), inflight(added("foo", 2)), replace()},
+			want: []Delta{tomb("foo", obj1)},
+		},
+		{
+			name:  "in-flight batch wins over the cache",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(updated("foo", 2)), inflight(updated("foo", 2)), replace()},
+			want:  []Delta{tomb("foo", obj1)},
+		},
+		{
+			name:  "queue wins over the cache",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(updated("foo", 2)), replace()},
+			want:  []Delta{updated("foo", 2), tomb("foo", obj1)},
+		},
+		{
+			name:  "queue wins over the in-flight batch",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(updated("foo", 2)), inflight(updated("foo", 2)), add(updated("foo", 3)), replace()},
+			want:  []Delta{updated("foo", 3), tomb("foo", obj2)},
+		},
+		{
+			name:  "no tombstone when the key's last queued delta is Deleted",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(deleted("foo", 1)), replace()},
+			want:  []Delta{deleted("foo", 1)},
+		},
+		{
+			name: "added then deleted object has a single delete",
+			ops:  []op{add(added("foo", 2), deleted("foo", 2)), replace()},
+			want: []Delta{added("foo", 2), deleted("foo", 2)},
+		},
+		{
+			name:  "no tombstone when the key's in-flight delta is Deleted, though still cached",
+			known: []obj{o("foo", 1)},
+			ops:   []op{add(deleted("foo", 1)), inflight(deleted("foo", 1)), replace()},
+		},
+		{
+			name: "added, deleted, added: tombstone of the last object",
+			ops:  []op{add(added("foo", 2), deleted("foo", 2), added("foo", 3)), replace()},
+			want: []Delta{added("foo", 2), deleted("foo", 2), added("foo", 3), tomb("foo", obj2)},
+		},
+		{
+			name: "single tombstone over several replaces",
+			ops:  []op{add(added("foo", 2)), replace(), replace()},
+			want: []Delta{added("foo", 2), tomb("foo", obj1)},
+		},
+		{
+			name: "replaced objects get a single tombstone",
+			ops:  []op{add(added("foo", 2)), replace(replaced("foo", 2)), replace(replaced("foo", 2)), replace()},
+			want: []Delta{added("foo", 2), replaced("foo", 2), replaced("foo", 2), tomb("foo", obj1)},
+		},
+		{
+			name:  "deleted and re-added key in the queue: tombstone of the queued object",
+			known: []obj{o("foo", 5), o("bar", 6), o("baz", 7)},
+			ops:   []op{add(deleted("bar", 6), added("bar", 100)), replace(replaced("foo", 5))},
+			want: []Delta{
+				deleted("bar", 6), added("bar", 100), replaced("foo", 5),
+				tomb("bar", o("bar", 100)), tomb("baz", o("baz", 7)),
+			},
+		},
+		{
+			name:  "second replace tombstones the first one's item",
+			known: []obj{o("foo", 5), o("bar", 6), o("baz", 7)},
+			ops: []op{
+				replace(replaced("bar", 100), replaced("foo", 5)),
+				replace(replaced("foo", 5)),
+			},
+			want: []Delta{
+				initial(replaced("bar", 100)), initial(replaced("foo", 5)), initial(tomb("baz", o("baz", 7))),
+				replaced("foo", 5), tomb("bar", o("bar", 100)),
+			},
+		},
+		{
+			name: "pending tombstones in queue order",
+			ops:  []op{add(added("b", 1), added("a", 1), updated("b", 2)), replace()},
+			want: []Delta{added("b", 1), added("a", 1), updated("b", 2), tomb("a", o("a", 1)), tomb("b", o("b", 2))},
+		},
+	})
+}
+
+// TestQueue_replaceWithDeleteDeltaIn is DeltaFIFO's
+// TestDeltaFIFO_replaceWithDeleteDeltaIn.
+func TestQueue_replaceWithDeleteDeltaIn(t *testing.T) {
+	runScripts(t, []script{{
+		name:  "delete then replace",
+		known: []obj{o("foo", 1)},
+		ops:   []op{add(deleted("foo", 1)), replace(replaced("foo", 2))},
+		want:  []Delta{deleted("foo", 1), replaced("foo", 2)},
+	}})
+}
+
+func TestQueue_replaceTombstoneObjects(t *testing.T) {
+	t.Run("cached tombstone is unwrapped", func(t *testing.T) {
+		k := newKnown()
+		k.set("foo", cache.DeletedFinalStateUnknown{Key: "foo", Obj: o("foo", 1)})
+		q := New(Config{Known: k})
+		q.Replace(nil, "1", nil)
+		wantDeltas(t, popAll(t, q), []Delta{initial(tomb("foo", o("foo", 1)))})
+	})
+	t.Run("lookup error gives a tombstone without object", func(t *testing.T) {
+		k := newKnown(o("foo", 1), o("bar", 1))
+		k.err["foo"] = errLookup
+		q := New(Config{Known: k})
+		q.Replace(nil, "1", nil)
+		wantDeltas(t, popAll(t, q), []Delta{initial(tomb("foo", nil)), initial(tomb("bar", o("bar", 1)))})
+	})
+	t.Run("key gone between ListKeys and GetByKey is absent", func(t *testing.T) {
+		q := New(Config{Known: vanishing{}})
+		q.Replace(nil, "1", nil)
+		wantDeltas(t, popAll(t, q), nil)
+	})
+}
+
+type vanishing struct{}
+
+func (vanishing) ListKeys() []string                 { return []string{"foo"} }
+func (vanishing) GetByKey(string) (any, bool, error) { return nil, false, nil }
+
+// TestQueue_HasSyncedCorrectOnDeletion is DeltaFIFO's: tombstones of the
+// first Replace count towards HasSynced, and HasSynced waits for Done.
+func TestQueue_HasSyncedCorrectOnDeletion(t *testing.T) {
+	q := New(Config{MaxBatch: 1, Known: newKnown(o("foo", 5), o("bar", 6), o("baz", 7))})
+	if q.HasSynced() {
+		t.Fatal("synced before anything happened")
+	}
+	q.Replace([]Delta{replaced("foo", 5)}, "0", nil)
+	want := []Delta{
+		initial(replaced("foo", 5)),
+		initial(tomb("bar", o("bar", 6))),
+		initial(tomb("baz", o("baz", 7))),
+	}
+	for _, w := range want {
+		if q.HasSynced() {
+			t.Fatal("HasSynced true before the initial list was processed")
+		}
+		got := popOne(t, q)
+		wantDeltas(t, got, []Delta{w})
+		if q.HasSynced() {
+			t.Fatal("HasSynced true before Done")
+		}
+		q.Done(1)
+	}
+	if !q.HasSynced() {
+		t.Fatal("HasSynced false after the initial list was processed")
+	}
+}
+
+func TestQueue_HasSynced(t *testing.T) {
+	t.Run("empty first replace syncs at once", func(t *testing.T) {
+		q := New(Config{})
+		q.Replace(nil, "1", nil)
+		if !q.HasSynced() {
+			t.Fatal("not synced")
+		}
+	})
+	t.Run("add before the first replace syncs at once, replace is not initial", func(t *testing.T) {
+		q := New(Config{})
+		q.Add([]Delta{added("a", 1)})
+		if !q.HasSynced() {
+			t.Fatal("not synced")
+		}
+		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
+		wantDeltas(t, popAll(t, q), []Delta{added("a", 1), replaced("a", 1)})
+	})
+	t.Run("second replace does not affect HasSynced", func(t *testing.T) {
+		k := newKnown()
+		q := New(Config{Known: k})
+		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
+		wantDeltas(t, popAll(t, q), []Delta{initial(replaced("a", 1))})
+		k.set("a", o("a", 1)) // the consumer applied it
+		if !q.HasSynced() {
+			t.Fatal("not synced after the first replace")
+		}
+		q.Replace([]Delta{replaced("b", 1)}, "2", nil)
+		if !q.HasSynced() {
+			t.Fatal("second replace unsynced the queue")
+		}
+		wantDeltas(t, popAll(t, q), []Delta{replaced("b", 1), tomb("a", o("a", 1))})
+	})
+	t.Run("replace before the first one is processed is not initial", func(t *testing.T) {
+		q := New(Config{})
+		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
+		q.Replace([]Delta{replaced("a", 2)}, "2", nil)
+		q.Add([]Delta{initial(added("c", 1))}) // InitialList from outside is cleared
+		if b := q.Pop(); len(b.Deltas) != 1 {
+			t.Fatalf("first batch mixes the initial list with later deltas: %s", describe(b.Deltas))
+		}
+		q.Done(1)
+		if !q.HasSynced() {
+			t.Fatal("not synced")
+		}
+		wantDeltas(t, popAll(t, q), []Delta{replaced("a", 2), added("c", 1)})
+	})
+	t.Run("initial list split across batches", func(t *testing.T) {
+		q := New(Config{MaxBatch: 2})
+		q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
+		q.Add([]Delta{added("d", 1)})
+		b := popOne(t, q)
+		q.Done(len(b))
+		if q.HasSynced() {
+			t.Fatal("synced too early")
+		}
+		b = popOne(t, q)
+		wantDeltas(t, b, []Delta{initial(replaced("c", 1))})
+		q.Done(1)
+		if !q.HasSynced() {
+			t.Fatal("not synced")
+		}
+	})
+}
+
+// TestQueue_UpdateResyncRace is DeltaFIFO's: a resync skips keys with
+// something queued, and (here) keys with something in flight.
+func TestQueue_resync(t *testing.T) {
+	runScripts(t, []script{
+		{
+			name:  "update then resync",
+			known: []obj{o("foo", 5)},
+			ops:   []op{add(updated("foo", 6)), resync()},
+			want:  []Delta{updated("foo", 6)},
+		},
+		{
+			name:  "resync skips in-flight keys",
+			known: []obj{o("foo", 5), o("bar", 1)},
+			ops:   []op{add(updated("foo", 6)), inflight(updated("foo", 6)), resync()},
+			want:  []Delta{synced("bar", 1)},
+		},
+		{
+			name:  "resync skips queued deletes",
+			known: []obj{o("foo", 5), o("bar", 1)},
+			ops:   []op{add(deleted("foo", 5)), resync()},
+			want:  []Delta{deleted("foo", 5), synced("bar", 1)},
+		},
+		{
+			name:  "resync of everything cached",
+			known: []obj{o("foo", 5), o("bar", 1)},
+			ops:   []op{resync()},
+			want:  []Delta{synced("foo", 5), synced("bar", 1)},
+		},
+		{
+			name:  "resync twice queues twice",
+			known: []obj{o("foo", 5)},
+			ops:   []op{resync(), inflight(synced("foo", 5)), done(), resync()},
+			want:  []Delta{synced("foo", 5)},
+		},
+		{
+			name: "resync with an empty cache",
+			ops:  []op{resync()},
+		},
+	})
+	t.Run("lookup error skips the key", func(t *testing.T) {
+		k := newKnown(o("foo", 1), o("bar", 1))
+		k.err["foo"] = errLookup
+		q := New(Config{Known: k})
+		q.Resync()
+		wantDeltas(t, popAll(t, q), []Delta{synced("bar", 1)})
+	})
+}
+
+func TestQueue_popInFlight(t *testing.T) {
+	q := New(Config{})
+	if q.Pop() != nil {
+		t.Fatal("Pop on an empty queue")
+	}
+	q.Done(0) // no batch in flight: ignored
+	q.Add([]Delta{added("a", 1)})
+	b := popOne(t, q)
+	q.Add([]Delta{added("b", 1)})
+	if q.Pop() != nil {
+		t.Fatal("Pop returned a batch while one is in flight")
+	}
+	if q.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", q.Len())
+	}
+	q.Done(5) // wrong count: still acknowledges the batch
+	wantDeltas(t, b, []Delta{added("a", 1)})
+	wantDeltas(t, popAll(t, q), []Delta{added("b", 1)})
+}
+
+func TestQueue_maxBatch(t *testing.T) {
+	q := New(Config{MaxBatch: 3})
+	var in []Delta
+	for i := range 10 {
+		in = append(in, added("k", i))
+	}
+	q.Add(in)
+	var sizes []int
+	var out []Delta
+	for b := q.Pop(); b != nil; b = q.Pop() {
+		sizes = append(sizes, len(b.Deltas))
+		out = append(out, b.Deltas...)
+		q.Done(len(b.Deltas))
+	}
+	if want := []int{3, 3, 3, 1}; len(sizes) != len(want) || sizes[0] != 3 || sizes[3] != 1 {
+		t.Fatalf("batch sizes %v, want %v", sizes, want)
+	}
+	wantDeltas(t, out, in)
+	if New(Config{}).maxBatch != DefaultMaxBatch {
+		t.Fatal("default MaxBatch")
+	}
+}
+
+// TestQueue_batchReuse checks that a batch's slice is left alone while in
+// flight, whatever is added, and reused once acknowledged.
+func TestQueue_batchReuse(t *testing.T) {
+	q := New(Config{})
+	q.Add([]Delta{added("a", 1), added("b", 1)})
+	b := q.Pop()
+	s := b.Deltas
+	snap := append([]Delta(nil), s...)
+	if cap(s) != len(s) {
+		t.Fatalf("batch slice has spare capacity %d: a consumer append would clobber the queue", cap(s)-len(s))
+	}
+	// Grow the queue a lot while the batch is in flight.
+	for i := range 1000 {
+		q.Add([]Delta{updated("c", i)})
+		q.Resync()
+		q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", i)}, "", nil)
+	}
+	wantDeltas(t, s, snap)
+	q.Done(len(s))
+	popAll(t, q)
+
+	// Drained: the next batch reuses the previous batch's memory.
+	q.Add([]Delta{added("x", 1)})
+	b1 := q.Pop()
+	p := &b1.Deltas[0]
+	q.Done(1)
+	if b1.Deltas[0] != (Delta{}) {
+		t.Fatal("acknowledged slot not zeroed")
+	}
+	q.Add([]Delta{added("y", 1)})
+	b2 := q.Pop()
+	if &b2.Deltas[0] != p {
+		t.Fatal("batch memory not reused after Done")
+	}
+	if b2 == b1 {
+		t.Fatal("consecutive batches share a Batch value")
+	}
+	q.Done(1)
+}
+
+// TestQueue_bounded checks the array does not grow without bound, both when
+// the queue drains between batches and when a batch is always in flight.
+func TestQueue_bounded(t *testing.T) {
+	t.Run("drains", func(t *testing.T) {
+		q := New(Config{MaxBatch: 16})
+		for i := range 10000 {
+			q.Add([]Delta{added("a", i), added("b", i), added("c", i)})
+			popAll(t, q)
+		}
+		if c := cap(q.buf); c > minCap {
+			t.Fatalf("cap %d", c)
+		}
+	})
+	t.Run("always in flight", func(t *testing.T) {
+		q := New(Config{MaxBatch: 10})
+		q.Add([]Delta{added("x", 0)})
+		q.Pop()
+		maxCap := 0
+		for i := range 100000 {
+			q.Add([]Delta{added("a", i), added("b", i), added("c", i)})
+			if i%3 == 0 {
+				q.Add([]Delta{added("d", i)})
+			}
+			if i%4 == 3 {
+				q.Done(q.head - q.lo)
+				if q.Pop() == nil {
+					t.Fatal("nothing to pop")
+				}
+			}
+			maxCap = max(maxCap, cap(q.buf))
+		}
+		// The backlog grows steadily (13.3 deltas in, 10 out, per 4 steps),
+		// so the peak is now.
+		peak := len(q.buf) - q.lo
+		for b := q.Pop(); b != nil || q.head > q.lo; b = q.Pop() {
+			q.Done(q.head - q.lo)
+		}
+		if maxCap > 4*peak+minCap {
+			t.Fatalf("cap %d for a peak of %d live deltas", maxCap, peak)
+		}
+		if q.pendingKeys() != 0 || q.Len() != 0 {
+			t.Fatalf("not drained: %d keys, len %d", q.pendingKeys(), q.Len())
+		}
+	})
+	t.Run("steady backlog with a batch always in flight", func(t *testing.T) {
+		q := New(Config{MaxBatch: 10})
+		q.Add(make10(0))
+		q.Add(make10(0))
+		q.Pop()
+		maxCap := 0
+		for i := range 100000 {
+			q.Add(make10(i))
+			q.Done(q.head - q.lo)
+			q.Pop()
+			maxCap = max(maxCap, cap(q.buf))
+		}
+		if maxCap > 64 {
+			t.Fatalf("cap %d for ~20 live deltas", maxCap)
+		}
+	})
+	t.Run("burst then shrink", func(t *testing.T) {
+		q := New(Config{MaxBatch: 10})
+		for i := range 100000 {
+			q.Add([]Delta{added("a", i)})
+		}
+		for range 9000 {
+			q.Pop()
+			q.Done(q.head - q.lo)
+		}
+		if c := cap(q.buf); c > 4*(q.Len()+10)+minCap {
+			t.Fatalf("cap %d for %d live deltas after a burst", c, q.Len())
+		}
+		popAll(t, q)
+		if cap(q.buf) > q.shrinkCap {
+			t.Fatalf("cap %d kept after draining a burst", cap(q.buf))
+		}
+	})
+}
+
+var keys10 = []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
+
+func make10(v int) []Delta {
+	ds := make([]Delta, 10)
+	for i := range ds {
+		ds[i] = Delta{Type: Updated, Key: keys10[i], Object: v}
+	}
+	return ds
+}
+
+func TestQueue_queueDepthAndMetrics(t *testing.T) {
+	tel := telemetry.Nop()
+	q := New(Config{Telemetry: tel, Known: newKnown(o("k", 1))})
+	traces := make([]*telemetry.DeltaTrace, 4)
+	for i := range traces {
+		traces[i] = &telemetry.DeltaTrace{}
+	}
+	d := func(i int) Delta { return Delta{Type: Updated, Key: "a", Object: i, Trace: traces[i]} }
+	q.Add([]Delta{d(0), d(1)})
+	if traces[0].QueueDepth != 0 || traces[1].QueueDepth != 1 {
+		t.Fatalf("depths %d %d", traces[0].QueueDepth, traces[1].QueueDepth)
+	}
+	q.Pop() // two in flight, not counted
+	q.Add([]Delta{d(2), d(3)})
+	if traces[2].QueueDepth != 0 || traces[3].QueueDepth != 1 {
+		t.Fatalf("depths %d %d", traces[2].QueueDepth, traces[3].QueueDepth)
+	}
+	if got := tel.Metrics.QueueBacklog.Load(); got != 2 || q.Len() != 2 {
+		t.Fatalf("backlog %d len %d, want 2", got, q.Len())
+	}
+	q.Add([]Delta{deleted("zz", 1), deleted("k", 1), deleted("k", 1)})
+	m := &tel.Metrics.Counters
+	if m.QueueIn.Load() != 5 || m.QueueOut.Load() != 2 || m.QueueMerged.Load() != 2 {
+		t.Fatalf("in %d out %d merged %d", m.QueueIn.Load(), m.QueueOut.Load(), m.QueueMerged.Load())
+	}
+	q.Done(2)
+	popAll(t, q)
+	if m.QueueOut.Load() != 5 || m.QueueBacklog.Load() != 0 {
+		t.Fatalf("out %d backlog %d", m.QueueOut.Load(), m.QueueBacklog.Load())
+	}
+}
+
+// TestQueue_keyChurn checks the bookkeeping map forgets deleted keys: it
+// holds at most the cached keys plus the pending ones.
+func TestQueue_keyChurn(t *testing.T) {
+	q := New(Config{MaxBatch: 7})
+	maxMap := 0
+	for i := range 100000 {
+		k := "k" + strconv.Itoa(i)
+		q.Add([]Delta{{Type: Added, Key: k}, {Type: Updated, Key: k}, {Type: Deleted, Key: k}})
+		if i%3 == 0 {
+			popAll(t, q)
+		}
+		maxMap = max(maxMap, len(q.last))
+	}
+	popAll(t, q)
+	if maxMap > 3 || len(q.last) != 0 {
+		t.Fatalf("bookkeeping map reached %d entries, %d left", maxMap, len(q.last))
+	}
+
+	// Kept for live keys (no churn), dropped by tombstones.
+	k := newKnown()
+	q = New(Config{Known: k})
+	for i := range 5000 {
+		q.Add([]Delta{{Type: Added, Key: "k" + strconv.Itoa(i)}})
+	}
+	if n := q.pendingKeys(); n != 5000 {
+		t.Fatalf("%d pending keys, want 5000", n)
+	}
+	for _, d := range popAll(t, q) {
+		k.set(d.Key, d.Object) // the consumer applies them
+	}
+	if n := len(q.last); n != 5000 {
+		t.Fatalf("%d entries for 5000 live keys", n)
+	}
+	q.Replace(nil, "", nil)
+	if q.Len() != 5000 {
+		t.Fatalf("Len %d, want 5000 tombstones", q.Len())
+	}
+	popAll(t, q)
+	if n := len(q.last); n != 0 {
+		t.Fatalf("%d entries after every key was deleted", n)
+	}
+}

@@ -1,0 +1,189 @@
+package indexer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/fifo"
+)
+
+// ErrStopped is returned by Store.AddIndexers once the indexer actor that
+// owns the store has stopped.
+var ErrStopped = errors.New("indexer: indexers were not added because the informer's indexer actor has stopped")
+
+// AddIndexersTimeout bounds how long Store.AddIndexers waits for the indexer
+// actor once the store is sealed.
+const AddIndexersTimeout = time.Minute
+
+// resyncTick is the one tick value the resync timer sends.
+var resyncTick = &ResyncTick{}
+
+// indexerActor is the thin protoactor shell around a Core.
+type indexerActor struct {
+	core  *Core
+	store *Store
+	// queue is the delta queue, learned from the sender of batches.
+	queue   *actor.PID
+	timer   *resyncTimer
+	stopped chan struct{}
+}
+
+// NewActor returns the indexer actor for core, whose cache is store. Give it
+// a producer that returns a new value each time, e.g.
+//
+//	actor.PropsFromProducer(func() actor.Actor { return indexer.NewActor(core, store) })
+//
+// and keep core and store outside it: they survive a restart.
+//
+// The actor handles:
+//   - *fifo.Batch (sent with Request by the queue): applies the deltas, sends
+//     the resulting *Notifications, one shared value, to every subscriber,
+//     then answers the sender with *fifo.Processed. The sender is remembered
+//     as the queue.
+//   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
+//     Initial first gets the cached objects as an initial batch.
+//   - *AddIndexers: adds indexers, answering on Reply.
+//   - *ResyncTick: when a listener's resync is due, sends *fifo.Resync to the
+//     queue. The actor runs its own timer sending these every
+//     Core.ResyncCheckPeriod, re-armed when subscriptions change and
+//     stopped with the actor.
+//
+// When it starts it seals store (external writes now fail with ErrReadOnly)
+// and routes Store.AddIndexers through itself.
+func NewActor(core *Core, store *Store) actor.Actor {
+	return &indexerActor{core: core, store: store}
+}
+
+func (a *indexerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *fifo.Batch:
+		if s := ctx.Sender(); s != nil {
+			a.queue = s
+		}
+		if n := a.core.Apply(m.Deltas); n != nil {
+			for _, t := range a.core.Targets() {
+				ctx.Send(t, n)
+			}
+		}
+		if ctx.Sender() != nil {
+			ctx.Respond(&fifo.Processed{Count: len(m.Deltas)})
+		}
+	case *Subscribe:
+		if initial := a.core.Subscribe(m); initial != nil {
+			ctx.Send(m.Target, initial)
+		}
+		a.armTimer(ctx)
+	case *Unsubscribe:
+		a.core.Unsubscribe(m.ID)
+		a.armTimer(ctx)
+	case *AddIndexers:
+		err := a.core.AddIndexers(m.Indexers)
+		select {
+		case m.Reply <- err:
+		default: // Reply must be buffered; never block the actor on it.
+		}
+	case *ResyncTick:
+		if a.queue != nil && a.core.ResyncDue(a.core.now()) {
+			ctx.Send(a.queue, &fifo.Resync{})
+		}
+	case *actor.Started:
+		a.stopped = make(chan struct{})
+		a.store.Seal()
+		a.store.SetAddIndexersHook(addIndexersHook(ctx.ActorSystem(), ctx.Self(), a.stopped))
+		a.armTimer(ctx)
+	case *actor.Stopping, *actor.Restarting, *actor.Stopped:
+		a.stop()
+	}
+}
+
+func (a *indexerActor) stop() {
+	a.stopTimer()
+	if a.stopped != nil {
+		close(a.stopped)
+		a.stopped = nil
+	}
+}
+
+// addIndexersHook forwards Store.AddIndexers to the actor and waits for its
+// answer, so that indexers are added between two batches.
+func addIndexersHook(sys *actor.ActorSystem, self *actor.PID, stopped <-chan struct{}) func(cache.Indexers) error {
+	return func(idx cache.Indexers) error {
+		select {
+		case <-stopped:
+			return ErrStopped
+		default:
+		}
+		m := &AddIndexers{Indexers: idx, Reply: make(chan error, 1)}
+		sys.Root.Send(self, m)
+		timeout := time.NewTimer(AddIndexersTimeout)
+		defer timeout.Stop()
+		select {
+		case err := <-m.Reply:
+			return err
+		case <-stopped:
+			// It may have been handled just before the actor stopped.
+			select {
+			case err := <-m.Reply:
+				return err
+			default:
+				return ErrStopped
+			}
+		case <-timeout.C:
+			return fmt.Errorf("indexer: AddIndexers: no answer from the indexer actor within %v", AddIndexersTimeout)
+		}
+	}
+}
+
+// armTimer makes the resync timer match the subscribers' check period.
+func (a *indexerActor) armTimer(ctx actor.Context) {
+	p := a.core.ResyncCheckPeriod()
+	if a.timer != nil && a.timer.period == p {
+		return
+	}
+	a.stopTimer()
+	if p > 0 {
+		a.timer = startResyncTimer(ctx.ActorSystem(), ctx.Self(), p)
+	}
+}
+
+func (a *indexerActor) stopTimer() {
+	if a.timer != nil {
+		a.timer.stopAndWait()
+		a.timer = nil
+	}
+}
+
+// resyncTimer sends *ResyncTick to the actor every period until stopped.
+type resyncTimer struct {
+	period     time.Duration
+	stop, done chan struct{}
+}
+
+func startResyncTimer(sys *actor.ActorSystem, self *actor.PID, period time.Duration) *resyncTimer {
+	t := &resyncTimer{period: period, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				sys.Root.Send(self, resyncTick)
+			case <-t.stop:
+				return
+			}
+		}
+	}()
+	return t
+}
+
+// stopAndWait stops the timer and waits for its goroutine to end; Root.Send
+// never blocks on the default mailbox, so this is quick.
+func (t *resyncTimer) stopAndWait() {
+	close(t.stop)
+	<-t.done
+}

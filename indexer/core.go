@@ -1,0 +1,302 @@
+package indexer
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// applyChunk bounds how many deltas are applied per write-lock hold, so that
+// readers are not starved by a large batch (a relist).
+const applyChunk = 256
+
+// Core is the indexer's state machine: it applies batches of deltas to the
+// Store, turns them into notifications for the subscribed listeners, and
+// keeps the listeners' resync schedule. It has no goroutine of its own.
+//
+// Core is not safe for concurrent use: one goroutine (the indexer actor)
+// calls its methods. It is the Store's only writer once the Store is sealed.
+type Core struct {
+	store *Store
+	t     *telemetry.T
+	now   func() time.Time
+
+	subs []subscriber
+	// targets is parallel to subs and copied on change, so a slice handed
+	// out by Targets is never modified.
+	targets []*actor.PID
+	// syncing is replaced, never modified, by ResyncDue: batches share it.
+	syncing []ListenerID
+
+	traced []tracedApply // scratch, reused across batches
+}
+
+type subscriber struct {
+	id               ListenerID
+	target           *actor.PID
+	period           time.Duration
+	next             time.Time
+	pending, backlog *atomic.Int64
+}
+
+// tracedApply remembers when a traced delta was applied, so that its spans
+// are recorded after the write lock is released.
+type tracedApply struct {
+	delta, item int // item is -1 when no notification was built
+	typ         NotificationType
+	start, end  time.Time
+}
+
+// NewCore returns a core writing to store. A nil t records nothing; a nil
+// now means time.Now.
+func NewCore(store *Store, t *telemetry.T, now func() time.Time) *Core {
+	if t == nil {
+		t = telemetry.Nop()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	store.SetIndexErrorHandler(func(key, index string, err error) {
+		t.Metrics.Drop("index_error")
+		t.Logger.Error("index function failed; the object is cached but left out of this index",
+			"informer", t.Info.Name, "key", key, "index", index, "err", err)
+	})
+	return &Core{store: store, t: t, now: now}
+}
+
+// Store returns the cache the core writes.
+func (c *Core) Store() *Store { return c.store }
+
+// Apply applies deltas to the cache in order, as client-go's processDeltas:
+// Added, Updated, Replaced and Sync update the object if its key is cached
+// (an update notification, marked Sync when the resource version did not
+// change) and add it otherwise; Deleted removes the key and notifies the
+// deleted object. It returns the batch to send, the same value, to every
+// subscriber, with their Backlog and Pending counters already raised; nil
+// when there is no subscriber or no delta. Apply does not retain deltas.
+func (c *Core) Apply(deltas []fifo.Delta) *Notifications {
+	if len(deltas) == 0 {
+		return nil
+	}
+	c.t.Metrics.Applied(len(deltas))
+
+	tracing := false
+	var batchStart time.Time
+	if c.t.Tracing() {
+		for i := range deltas {
+			if deltas[i].Trace != nil {
+				tracing = true
+				batchStart = c.now()
+				break
+			}
+		}
+	}
+
+	var items []Notification
+	if len(c.subs) > 0 {
+		items = make([]Notification, 0, len(deltas))
+	}
+	c.traced = c.traced[:0]
+	initial := 0
+	for start := 0; start < len(deltas); start += applyChunk {
+		end := min(start+applyChunk, len(deltas))
+		items, initial = c.applyChunk(deltas, start, end, items, initial, tracing)
+	}
+
+	if tracing {
+		c.recordSpans(deltas, items, batchStart)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	for i := range c.subs {
+		s := &c.subs[i]
+		if s.backlog != nil {
+			s.backlog.Add(int64(len(items)))
+		}
+		if s.pending != nil && initial > 0 {
+			s.pending.Add(int64(initial))
+		}
+	}
+	return &Notifications{Items: items, Syncing: c.syncing}
+}
+
+// applyChunk applies deltas[start:end] under one write lock hold.
+func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notification, initial int, tracing bool) ([]Notification, int) {
+	s := c.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := start; i < end; i++ {
+		d := &deltas[i]
+		var t0 time.Time
+		traced := tracing && d.Trace != nil
+		if traced {
+			t0 = c.now()
+		}
+		var n Notification
+		switch d.Type {
+		case fifo.Added, fifo.Updated, fifo.Replaced, fifo.Sync:
+			old, existed := s.upsertLocked(d.Key, d.Object)
+			if existed {
+				n = Notification{Type: NotifyUpdate, Key: d.Key, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object)}
+			} else {
+				n = Notification{Type: NotifyAdd, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+			}
+		case fifo.Deleted:
+			s.deleteLocked(d.Key)
+			n = Notification{Type: NotifyDelete, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+		default:
+			// Unknown types are skipped, as client-go's processDeltas does.
+			continue
+		}
+		item := -1
+		if items != nil {
+			item = len(items)
+			items = append(items, n)
+			if n.InitialList {
+				initial++
+			}
+		}
+		if traced {
+			c.traced = append(c.traced, tracedApply{delta: i, item: item, typ: n.Type, start: t0, end: c.now()})
+		}
+	}
+	// The cache's version is that of the last object written, as client-go
+	// (tombstones carry none).
+	for i := end - 1; i >= start; i-- {
+		if rv, err := rvOf(deltas[i].Object); err == nil {
+			s.rv = rv
+			break
+		}
+	}
+	return items, initial
+}
+
+// recordSpans records the fifo.queue and indexer.apply spans of the traced
+// deltas and stamps their notifications with the indexer span.
+func (c *Core) recordSpans(deltas []fifo.Delta, items []Notification, batchStart time.Time) {
+	handoff := c.now()
+	batchSize := telemetry.AttrBatchSize.Int(len(deltas))
+	for _, tr := range c.traced {
+		d := &deltas[tr.delta]
+		q := c.t.Stage(d.Trace, telemetry.SpanQueue, d.Trace.Since, batchStart,
+			telemetry.AttrQueueDepth.Int(d.Trace.QueueDepth), batchSize)
+		ix := c.t.Stage(q, telemetry.SpanIndexer, tr.start, tr.end,
+			telemetry.AttrDeltaType.String(d.Type.String()), telemetry.AttrNotification.String(tr.typ.String()))
+		ix.Since = handoff
+		if tr.item >= 0 {
+			items[tr.item].Trace = ix
+		}
+	}
+	c.traced = c.traced[:0]
+}
+
+// sameResourceVersion reports whether an update is a resync: both objects
+// have metadata and the same resource version.
+func sameResourceVersion(old, cur any) bool {
+	o, err := rvOf(old)
+	if err != nil {
+		return false
+	}
+	n, err := rvOf(cur)
+	return err == nil && o == n
+}
+
+// Subscribe registers a listener; it receives every batch Apply returns from
+// now on. A listener subscribing again with the same ID replaces its former
+// subscription. When s.Initial is set it returns the initial batch to send the
+// listener first: an add (InitialList set) for every cached object, with the
+// listener's Pending and Backlog raised. The batch is returned even when the
+// cache is empty, so that the listener learns it has the whole cache.
+func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
+	c.Unsubscribe(s.ID)
+	sub := subscriber{id: s.ID, target: s.Target, period: s.ResyncPeriod, pending: s.Pending, backlog: s.Backlog}
+	if sub.period > 0 {
+		sub.next = c.now().Add(sub.period)
+	}
+	c.subs = append(c.subs, sub)
+	c.targets = append(slices.Clip(c.targets), s.Target)
+	if !s.Initial {
+		return nil
+	}
+
+	st := c.store
+	st.mu.RLock()
+	items := make([]Notification, 0, len(st.items))
+	for key, e := range st.items {
+		items = append(items, Notification{Type: NotifyAdd, Key: key, New: e.obj, InitialList: true})
+	}
+	st.mu.RUnlock()
+	// An empty initial batch is still sent: it tells the listener that it
+	// is subscribed and has everything the cache held.
+	if s.Pending != nil {
+		s.Pending.Add(int64(len(items)))
+	}
+	if s.Backlog != nil {
+		s.Backlog.Add(int64(len(items)))
+	}
+	return &Notifications{Items: items, Initial: true}
+}
+
+// Unsubscribe removes a listener; unknown IDs are ignored.
+func (c *Core) Unsubscribe(id ListenerID) {
+	i := slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
+	if i < 0 {
+		return
+	}
+	c.subs = slices.Delete(c.subs, i, i+1)
+	c.targets = slices.Delete(slices.Clone(c.targets), i, i+1)
+}
+
+// Subscribers returns the subscribed listeners' IDs in subscription order.
+func (c *Core) Subscribers() []ListenerID {
+	ids := make([]ListenerID, len(c.subs))
+	for i := range c.subs {
+		ids[i] = c.subs[i].id
+	}
+	return ids
+}
+
+// Targets returns the subscribed listeners' mailboxes in subscription order.
+// The slice is never modified afterwards; do not modify it either.
+func (c *Core) Targets() []*actor.PID { return c.targets }
+
+// ResyncDue decides, like client-go's shouldResync, which listeners resync
+// now: those with a resync period whose next resync time has come. Their
+// next time becomes now plus their period. The result is the syncing set of
+// every following batch, until the next call. It reports whether any
+// listener is due, in which case the queue should be asked for a Resync.
+func (c *Core) ResyncDue(now time.Time) bool {
+	var syncing []ListenerID
+	for i := range c.subs {
+		s := &c.subs[i]
+		if s.period > 0 && !now.Before(s.next) {
+			syncing = append(syncing, s.id)
+			s.next = now.Add(s.period)
+		}
+	}
+	c.syncing = syncing
+	return len(syncing) > 0
+}
+
+// ResyncCheckPeriod is how often ResyncDue should be asked: the smallest
+// non-zero resync period of the subscribers, or 0 when none wants resyncs.
+func (c *Core) ResyncCheckPeriod() time.Duration {
+	var p time.Duration
+	for i := range c.subs {
+		if d := c.subs[i].period; d > 0 && (p == 0 || d < p) {
+			p = d
+		}
+	}
+	return p
+}
+
+// AddIndexers adds indexers to the cache and indexes the cached objects; a
+// name already in use is an error and adds nothing.
+func (c *Core) AddIndexers(idx cache.Indexers) error { return c.store.addIndexers(idx) }

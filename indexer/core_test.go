@@ -1,0 +1,448 @@
+package indexer
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time            { return c.t }
+func (c *fakeClock) Step(d time.Duration)      { c.t = c.t.Add(d) }
+func newFakeClock() *fakeClock                 { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func counters() (p, b *atomic.Int64)           { return new(atomic.Int64), new(atomic.Int64) }
+func newTestCore(s *Store) (*Core, *fakeClock) { c := newFakeClock(); return NewCore(s, nil, c.Now), c }
+
+func TestCoreApply(t *testing.T) {
+	a1, a2 := pod("ns", "a", "1"), pod("ns", "a", "2")
+	a1again := pod("ns", "a", "1") // a new object with the same RV: a resync
+	b1 := pod("ns", "b", "1")
+	type step struct {
+		deltas []fifo.Delta
+		want   []expected
+		keys   []string // cache content after the step
+	}
+	cases := []struct {
+		name  string
+		seed  []any
+		steps []step
+	}{{
+		name: "add to an empty cache, then update",
+		steps: []step{
+			{deltas: []fifo.Delta{delta(fifo.Added, a1)},
+				want: []expected{{Type: NotifyAdd, Key: "ns/a", NewRV: "1"}}, keys: []string{"ns/a"}},
+			{deltas: []fifo.Delta{delta(fifo.Updated, a2)},
+				want: []expected{{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"}}, keys: []string{"ns/a"}},
+		},
+	}, {
+		name: "Added for a cached key is an update",
+		seed: []any{a1},
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Added, a2)},
+			want: []expected{{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"}}, keys: []string{"ns/a"}}},
+	}, {
+		name: "Updated for an unknown key is an add",
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Updated, a2)},
+			want: []expected{{Type: NotifyAdd, Key: "ns/a", NewRV: "2"}}, keys: []string{"ns/a"}}},
+	}, {
+		name: "Sync and Replaced with an unchanged RV are resyncs",
+		seed: []any{a1, b1},
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Sync, a1), delta(fifo.Replaced, b1), delta(fifo.Replaced, a1again)},
+			want: []expected{
+				{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "1", Sync: true},
+				{Type: NotifyUpdate, Key: "ns/b", OldRV: "1", NewRV: "1", Sync: true},
+				{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "1", Sync: true},
+			}, keys: []string{"ns/a", "ns/b"}}},
+	}, {
+		name: "Replaced with a new RV is a plain update",
+		seed: []any{a1},
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Replaced, a2)},
+			want: []expected{{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"}}, keys: []string{"ns/a"}}},
+	}, {
+		name: "Sync for a key no longer cached is an add",
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Sync, a1)},
+			want: []expected{{Type: NotifyAdd, Key: "ns/a", NewRV: "1"}}, keys: []string{"ns/a"}}},
+	}, {
+		name: "delete, and tombstone delete",
+		seed: []any{a1, b1},
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Deleted, a1), delta(fifo.Deleted, tombstone(b1))},
+			want: []expected{
+				{Type: NotifyDelete, Key: "ns/a", NewRV: "1"},
+				{Type: NotifyDelete, Key: "ns/b", Tombstone: true},
+			}, keys: []string{}}},
+	}, {
+		name: "delete of an unknown key is still notified",
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Deleted, tombstone(a1))},
+			want: []expected{{Type: NotifyDelete, Key: "ns/a", Tombstone: true}}, keys: []string{}}},
+	}, {
+		name: "InitialList is carried on adds and deletes, not updates",
+		seed: []any{a1},
+		steps: []step{{deltas: []fifo.Delta{
+			{Type: fifo.Replaced, Key: "ns/b", Object: b1, InitialList: true},
+			{Type: fifo.Replaced, Key: "ns/a", Object: a2, InitialList: true},
+			{Type: fifo.Deleted, Key: "ns/c", Object: tombstone(pod("ns", "c", "1")), InitialList: true},
+		}, want: []expected{
+			{Type: NotifyAdd, Key: "ns/b", NewRV: "1", InitialList: true},
+			{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"},
+			{Type: NotifyDelete, Key: "ns/c", Tombstone: true, InitialList: true},
+		}, keys: []string{"ns/a", "ns/b"}}},
+	}, {
+		name: "objects without metadata never count as resyncs",
+		steps: []step{
+			{deltas: []fifo.Delta{{Type: fifo.Added, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyAdd, Key: "x"}}, keys: []string{"x"}},
+			{deltas: []fifo.Delta{{Type: fifo.Sync, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyUpdate, Key: "x"}}, keys: []string{"x"}},
+		},
+	}, {
+		name: "unknown delta types are skipped",
+		steps: []step{{deltas: []fifo.Delta{{Type: 0, Key: "ns/a", Object: a1}, delta(fifo.Added, b1)},
+			want: []expected{{Type: NotifyAdd, Key: "ns/b", NewRV: "1"}}, keys: []string{"ns/b"}}},
+	}, {
+		name: "a key added and deleted in one batch",
+		steps: []step{{deltas: []fifo.Delta{delta(fifo.Added, a1), delta(fifo.Updated, a2), delta(fifo.Deleted, a2), delta(fifo.Added, a1)},
+			want: []expected{
+				{Type: NotifyAdd, Key: "ns/a", NewRV: "1"},
+				{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"},
+				{Type: NotifyDelete, Key: "ns/a", NewRV: "2"},
+				{Type: NotifyAdd, Key: "ns/a", NewRV: "1"},
+			}, keys: []string{"ns/a"}}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore(nil, nil)
+			for _, o := range tc.seed {
+				if err := s.Add(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, _ := newTestCore(s)
+			c.Subscribe(&Subscribe{ID: 1})
+			for i, st := range tc.steps {
+				n := c.Apply(st.deltas)
+				if n == nil {
+					t.Fatalf("step %d: no notifications", i)
+				}
+				if got := summarize(n.Items); !reflect.DeepEqual(got, st.want) {
+					t.Fatalf("step %d:\n got %+v\nwant %+v", i, got, st.want)
+				}
+				if n.Initial {
+					t.Errorf("step %d: batch marked Initial", i)
+				}
+				if got := sorted(s.ListKeys()); !slices.Equal(got, st.keys) {
+					t.Fatalf("step %d: cache keys %v, want %v", i, got, st.keys)
+				}
+			}
+		})
+	}
+}
+
+func TestCoreApplyNotificationObjects(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	c.Subscribe(&Subscribe{ID: 1})
+	a1, a2 := pod("ns", "a", "1"), pod("ns", "a", "2")
+	ts := tombstone(a2)
+	n := c.Apply([]fifo.Delta{delta(fifo.Added, a1), delta(fifo.Updated, a2), delta(fifo.Deleted, ts)})
+	if n.Items[0].New != any(a1) || n.Items[0].Old != nil {
+		t.Errorf("add carries %v/%v", n.Items[0].Old, n.Items[0].New)
+	}
+	if n.Items[1].Old != any(a1) || n.Items[1].New != any(a2) {
+		t.Errorf("update carries %v/%v", n.Items[1].Old, n.Items[1].New)
+	}
+	if n.Items[2].New != any(ts) {
+		t.Errorf("delete carries %v", n.Items[2].New)
+	}
+}
+
+func TestCoreApplyLargeBatch(t *testing.T) {
+	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	c, _ := newTestCore(s)
+	c.Subscribe(&Subscribe{ID: 1})
+	const n = 3*applyChunk + 17
+	deltas := make([]fifo.Delta, n)
+	for i := range deltas {
+		deltas[i] = delta(fifo.Added, pod("ns", strconv.Itoa(i), strconv.Itoa(i)))
+	}
+	got := c.Apply(deltas)
+	if len(got.Items) != n || s.Len() != n {
+		t.Fatalf("%d notifications, %d cached, want %d", len(got.Items), s.Len(), n)
+	}
+	for i, it := range got.Items {
+		if it.Key != deltas[i].Key {
+			t.Fatalf("item %d is %s, want %s: order lost", i, it.Key, deltas[i].Key)
+		}
+	}
+	if keys, _ := s.IndexKeys(cache.NamespaceIndex, "ns"); len(keys) != n {
+		t.Fatalf("namespace index has %d keys", len(keys))
+	}
+	if rv := s.LastStoreSyncResourceVersion(); rv != strconv.Itoa(n-1) {
+		t.Fatalf("LastStoreSyncResourceVersion = %q", rv)
+	}
+}
+
+func TestCoreLastStoreSyncResourceVersion(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "5"))})
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "y", "6")), delta(fifo.Deleted, tombstone(pod("a", "x", "5")))})
+	if rv := s.LastStoreSyncResourceVersion(); rv != "6" {
+		t.Fatalf("LastStoreSyncResourceVersion = %q, want 6: a tombstone has no version", rv)
+	}
+}
+
+func TestCoreCounters(t *testing.T) {
+	s := NewStore(nil, nil)
+	tel := telemetry.Nop()
+	c := NewCore(s, tel, nil)
+	p1, b1 := counters()
+	c.Subscribe(&Subscribe{ID: 1, Pending: p1, Backlog: b1})
+	c.Subscribe(&Subscribe{ID: 2}) // nil counters are fine
+	p3, b3 := counters()
+	c.Subscribe(&Subscribe{ID: 3, Pending: p3, Backlog: b3})
+
+	n := c.Apply([]fifo.Delta{
+		{Type: fifo.Replaced, Key: "a/x", Object: pod("a", "x", "1"), InitialList: true},
+		{Type: fifo.Replaced, Key: "a/y", Object: pod("a", "y", "1"), InitialList: true},
+		{Type: fifo.Deleted, Key: "a/z", Object: tombstone(pod("a", "z", "1")), InitialList: true},
+		{Type: fifo.Updated, Key: "a/x", Object: pod("a", "x", "2")},
+	})
+	if len(n.Items) != 4 {
+		t.Fatalf("%d items", len(n.Items))
+	}
+	for i, ctr := range []*atomic.Int64{p1, p3} {
+		if got := ctr.Load(); got != 3 {
+			t.Errorf("listener %d: Pending = %d, want 3", i, got)
+		}
+	}
+	for i, ctr := range []*atomic.Int64{b1, b3} {
+		if got := ctr.Load(); got != 4 {
+			t.Errorf("listener %d: Backlog = %d, want 4", i, got)
+		}
+	}
+	c.Apply([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "3"))})
+	if p1.Load() != 3 || b1.Load() != 5 {
+		t.Errorf("after a second batch Pending = %d, Backlog = %d; want 3, 5", p1.Load(), b1.Load())
+	}
+	if got := tel.Metrics.IndexerEvents.Load(); got != 5 {
+		t.Errorf("IndexerEvents = %d, want 5", got)
+	}
+}
+
+func TestCoreNoSubscribers(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	if n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))}); n != nil {
+		t.Fatalf("notifications without subscribers: %+v", n)
+	}
+	if s.Len() != 1 {
+		t.Fatal("delta not applied")
+	}
+	c.Subscribe(&Subscribe{ID: 1})
+	if n := c.Apply(nil); n != nil {
+		t.Fatalf("notifications for an empty batch: %+v", n)
+	}
+	if n := c.Apply([]fifo.Delta{{Type: 0, Key: "k", Object: "v"}}); n != nil {
+		t.Fatalf("notifications for a batch of skipped deltas: %+v", n)
+	}
+}
+
+func TestCoreLateSubscribe(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	early := &Subscribe{ID: 1}
+	c.Subscribe(early)
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
+
+	pending, backlog := counters()
+	pid := actor.NewPID("nonhost", "late")
+	initial := c.Subscribe(&Subscribe{ID: 2, Target: pid, Initial: true, Pending: pending, Backlog: backlog})
+	if initial == nil || !initial.Initial {
+		t.Fatalf("initial batch = %+v", initial)
+	}
+	got := summarize(initial.Items)
+	slices.SortFunc(got, func(a, b expected) int {
+		if a.Key < b.Key {
+			return -1
+		}
+		return 1
+	})
+	want := []expected{
+		{Type: NotifyAdd, Key: "a/x", NewRV: "1", InitialList: true},
+		{Type: NotifyAdd, Key: "a/y", NewRV: "1", InitialList: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("initial batch\n got %+v\nwant %+v", got, want)
+	}
+	if pending.Load() != 2 || backlog.Load() != 2 {
+		t.Fatalf("Pending = %d, Backlog = %d; want 2, 2", pending.Load(), backlog.Load())
+	}
+	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
+		t.Fatalf("Subscribers = %v", ids)
+	}
+	if ts := c.Targets(); len(ts) != 2 || ts[1] != pid {
+		t.Fatalf("Targets = %v", ts)
+	}
+	n := c.Apply([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "2"))})
+	if n == nil || len(n.Items) != 1 || n.Initial {
+		t.Fatalf("later batch = %+v", n)
+	}
+	if pending.Load() != 2 || backlog.Load() != 3 {
+		t.Fatalf("after the later batch Pending = %d, Backlog = %d; want 2, 3", pending.Load(), backlog.Load())
+	}
+
+	// Initial on an empty cache: an empty initial batch, nothing pending.
+	c2, _ := newTestCore(NewStore(nil, nil))
+	p2, b2 := counters()
+	if n := c2.Subscribe(&Subscribe{ID: 1, Initial: true, Pending: p2, Backlog: b2}); n == nil || !n.Initial || len(n.Items) != 0 {
+		t.Fatalf("initial batch for an empty cache: %+v", n)
+	}
+	if p2.Load() != 0 || b2.Load() != 0 {
+		t.Fatal("counters raised for an empty initial batch")
+	}
+	// Without Initial nothing is sent, even with a populated cache.
+	if n := c.Subscribe(&Subscribe{ID: 3}); n != nil {
+		t.Fatalf("initial batch without Initial: %+v", n)
+	}
+}
+
+func TestCoreUnsubscribe(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	pids := []*actor.PID{actor.NewPID("h", "1"), actor.NewPID("h", "2"), actor.NewPID("h", "3")}
+	backlogs := make([]*atomic.Int64, 3)
+	for i, p := range pids {
+		backlogs[i] = new(atomic.Int64)
+		c.Subscribe(&Subscribe{ID: ListenerID(i + 1), Target: p, Backlog: backlogs[i]})
+	}
+	before := c.Targets()
+	c.Unsubscribe(2)
+	c.Unsubscribe(2)  // idempotent
+	c.Unsubscribe(99) // unknown
+	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
+		t.Fatalf("Subscribers = %v", ids)
+	}
+	if ts := c.Targets(); len(ts) != 2 || ts[0] != pids[0] || ts[1] != pids[2] {
+		t.Fatalf("Targets = %v", ts)
+	}
+	if len(before) != 3 || before[1] != pids[1] {
+		t.Fatal("a slice returned by Targets was modified")
+	}
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	if backlogs[1].Load() != 0 || backlogs[0].Load() != 1 || backlogs[2].Load() != 1 {
+		t.Fatalf("backlogs = %d %d %d", backlogs[0].Load(), backlogs[1].Load(), backlogs[2].Load())
+	}
+	// Subscribing again with a known ID replaces the subscription.
+	c.Subscribe(&Subscribe{ID: 1, Target: pids[1]})
+	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
+		t.Fatalf("Subscribers after re-subscribe = %v", ids)
+	}
+	c.Unsubscribe(1)
+	c.Unsubscribe(3)
+	if n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "y", "1"))}); n != nil {
+		t.Fatal("notifications after every listener left")
+	}
+}
+
+func TestCoreResync(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, clk := newTestCore(s)
+	if c.ResyncCheckPeriod() != 0 {
+		t.Fatal("check period without subscribers")
+	}
+	c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 10 * time.Second})
+	c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 30 * time.Second})
+	c.Subscribe(&Subscribe{ID: 3})
+	if p := c.ResyncCheckPeriod(); p != 10*time.Second {
+		t.Fatalf("ResyncCheckPeriod = %v", p)
+	}
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	syncBatch := func() *Notifications { return c.Apply([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "1"))}) }
+
+	steps := []struct {
+		advance time.Duration
+		due     bool
+		syncing []ListenerID
+	}{
+		{5 * time.Second, false, nil},
+		{5 * time.Second, true, []ListenerID{1}}, // t=10: exactly due
+		{1 * time.Second, false, nil},            // t=11: the set is replaced, now empty
+		{9 * time.Second, true, []ListenerID{1}}, // t=20
+		{10 * time.Second, true, []ListenerID{1, 2}},
+		{0, false, nil},
+	}
+	var kept *Notifications
+	for i, st := range steps {
+		clk.Step(st.advance)
+		if due := c.ResyncDue(clk.Now()); due != st.due {
+			t.Fatalf("step %d: ResyncDue = %v", i, due)
+		}
+		n := syncBatch()
+		if !slices.Equal(n.Syncing, st.syncing) {
+			t.Fatalf("step %d: Syncing = %v, want %v", i, n.Syncing, st.syncing)
+		}
+		if !n.Items[0].Sync {
+			t.Fatalf("step %d: a same-RV Sync is not marked Sync", i)
+		}
+		for _, id := range []ListenerID{1, 2, 3} {
+			if n.SyncsTo(id) != slices.Contains(st.syncing, id) {
+				t.Fatalf("step %d: SyncsTo(%d) = %v", i, id, n.SyncsTo(id))
+			}
+		}
+		if i == 1 {
+			kept = n
+		}
+	}
+	if !slices.Equal(kept.Syncing, []ListenerID{1}) {
+		t.Fatalf("a sent batch's Syncing changed to %v", kept.Syncing)
+	}
+	c.Unsubscribe(1)
+	if p := c.ResyncCheckPeriod(); p != 30*time.Second {
+		t.Fatalf("ResyncCheckPeriod after unsubscribe = %v", p)
+	}
+	c.Unsubscribe(2)
+	if p := c.ResyncCheckPeriod(); p != 0 {
+		t.Fatalf("ResyncCheckPeriod with no resyncing listener = %v", p)
+	}
+}
+
+func TestCoreAddIndexers(t *testing.T) {
+	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	c, _ := newTestCore(s)
+	c.Apply([]fifo.Delta{
+		delta(fifo.Added, podIP("a", "x", "1", "10.0.0.1")),
+		delta(fifo.Added, podIP("b", "y", "1", "10.0.0.1")),
+		delta(fifo.Added, podIP("b", "z", "1", "10.0.0.2")),
+		delta(fifo.Added, pod("b", "w", "1")),
+	})
+	if err := c.AddIndexers(cache.Indexers{"byPodIP": podIPIndex}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := s.IndexKeys("byPodIP", "10.0.0.1"); !slices.Equal(keys, []string{"a/x", "b/y"}) {
+		t.Fatalf("IndexKeys = %v", keys)
+	}
+	if vals := sorted(s.ListIndexFuncValues("byPodIP")); !slices.Equal(vals, []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Fatalf("ListIndexFuncValues = %v", vals)
+	}
+	// Later deltas maintain the new index.
+	c.Apply([]fifo.Delta{delta(fifo.Updated, podIP("b", "y", "2", "10.0.0.3")), delta(fifo.Deleted, pod("a", "x", "1"))})
+	if keys, _ := s.IndexKeys("byPodIP", "10.0.0.1"); len(keys) != 0 {
+		t.Fatalf("stale keys %v", keys)
+	}
+	if vals := sorted(s.ListIndexFuncValues("byPodIP")); !slices.Equal(vals, []string{"10.0.0.2", "10.0.0.3"}) {
+		t.Fatalf("ListIndexFuncValues = %v", vals)
+	}
+	if err := c.AddIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, "new": podIPIndex}); err == nil {
+		t.Fatal("no error for a conflicting name")
+	}
+	if _, ok := s.GetIndexers()["new"]; ok {
+		t.Fatal("a conflicting AddIndexers added an index")
+	}
+}

@@ -1,0 +1,19 @@
+// Package indexer is the informer's cache stage: it applies the delta queue's
+// batches to the cache and fans the resulting notifications out to the
+// listeners, one shared batch for all of them.
+//
+// It has three parts:
+//   - Store, the cache: a cache.Indexer whose reads are concurrent and whose
+//     only writer, once sealed, is the indexer actor. Listers and
+//     controllers read it as they read client-go's indexer.
+//   - Core, the state machine: applies deltas with client-go's
+//     processDeltas semantics (add or update by key presence, resync
+//     detection by resource version, tombstone deletes), builds the
+//     notifications, keeps subscriptions and the resync schedule, and
+//     records the fifo.queue and indexer.apply spans of traced deltas.
+//   - NewActor, the protoactor shell: decodes messages, calls the Core, and
+//     sends what it returns.
+//
+// Writes hold the store's write lock for at most a few hundred deltas at a
+// time, so readers keep going during a large relist.
+package indexer

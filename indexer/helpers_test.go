@@ -1,0 +1,130 @@
+package indexer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/fifo"
+)
+
+func pod(ns, name, rv string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv}}
+}
+
+func podIP(ns, name, rv, ip string) *corev1.Pod {
+	p := pod(ns, name, rv)
+	p.Status.PodIP = ip
+	return p
+}
+
+func key(obj any) string {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+func delta(t fifo.DeltaType, obj any) fifo.Delta {
+	return fifo.Delta{Type: t, Key: key(obj), Object: obj}
+}
+
+func tombstone(obj any) cache.DeletedFinalStateUnknown {
+	return cache.DeletedFinalStateUnknown{Key: key(obj), Obj: obj}
+}
+
+// labelValues is a multi-value index: one value per label, "k=v".
+func labelValues(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("not a pod: %T", obj)
+	}
+	vals := make([]string, 0, len(p.Labels))
+	for k, v := range p.Labels {
+		vals = append(vals, k+"="+v)
+	}
+	return vals, nil
+}
+
+func podIPIndex(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("not a pod: %T", obj)
+	}
+	if p.Status.PodIP == "" {
+		return nil, nil
+	}
+	return []string{p.Status.PodIP}, nil
+}
+
+// describe renders objects as sorted "key@rv#ptr" strings, so that two
+// results compare equal only when they hold the very same objects.
+func describe(objs []any) string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		rv := ""
+		if p, ok := o.(*corev1.Pod); ok {
+			rv = p.ResourceVersion
+		}
+		out[i] = fmt.Sprintf("%s@%s#%p", key(o), rv, o)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// sameObjects reports whether a and b hold the very same objects.
+func sameObjects(a, b []any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	set := make(map[any]struct{}, len(a))
+	for _, o := range a {
+		set[o] = struct{}{}
+	}
+	for _, o := range b {
+		if _, ok := set[o]; !ok {
+			return false
+		}
+	}
+	return len(set) == len(a)
+}
+
+func sorted(s []string) []string {
+	c := append([]string(nil), s...)
+	sort.Strings(c)
+	return c
+}
+
+// expected is the comparable summary of one notification.
+type expected struct {
+	Type        NotificationType
+	Key         string
+	OldRV       string
+	NewRV       string
+	Sync        bool
+	InitialList bool
+	Tombstone   bool
+}
+
+func summarize(items []Notification) []expected {
+	out := make([]expected, len(items))
+	for i, n := range items {
+		e := expected{Type: n.Type, Key: n.Key, Sync: n.Sync, InitialList: n.InitialList}
+		if p, ok := n.Old.(*corev1.Pod); ok {
+			e.OldRV = p.ResourceVersion
+		}
+		switch o := n.New.(type) {
+		case *corev1.Pod:
+			e.NewRV = o.ResourceVersion
+		case cache.DeletedFinalStateUnknown:
+			e.Tombstone = true
+		}
+		out[i] = e
+	}
+	return out
+}

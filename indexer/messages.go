@@ -1,0 +1,114 @@
+package indexer
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// The indexer actor accepts *fifo.Batch (answering the queue with
+// *fifo.Processed) and the messages below.
+
+// ListenerID identifies one registered handler's listener.
+type ListenerID uint64
+
+// Subscribe registers a listener. When Initial is set (a handler added to a
+// running informer), the listener first receives a Notifications batch with
+// an OnAdd(obj, true) for every cached object, before any later change.
+type Subscribe struct {
+	ID ListenerID
+	// Target is the listener actor's mailbox.
+	Target *actor.PID
+	// ResyncPeriod is the handler's resync period; 0 means never.
+	ResyncPeriod time.Duration
+	Initial      bool
+	// Pending is incremented by the number of initial-list notifications
+	// (InitialList set) the indexer sends this listener, before it sends
+	// them; the listener decrements it as it delivers them. The handler's
+	// registration HasSynced needs it back at zero.
+	Pending *atomic.Int64
+	// Backlog is incremented by the size of every batch sent to this
+	// listener, before it is sent; the listener decrements it as it works.
+	Backlog *atomic.Int64
+}
+
+// Unsubscribe removes a listener; it receives nothing more.
+type Unsubscribe struct {
+	ID ListenerID
+}
+
+// AddIndexers adds indexers to the running cache, indexing the objects it
+// already holds. The result is sent on Reply (buffered, capacity 1).
+type AddIndexers struct {
+	Indexers cache.Indexers
+	Reply    chan error
+}
+
+// ResyncTick asks the indexer which listeners are due for a resync; if any
+// are, it asks the queue for a Resync. Sent by the informer's resync timer.
+type ResyncTick struct{}
+
+// NotificationType is what a handler is told.
+type NotificationType uint8
+
+const (
+	NotifyAdd NotificationType = iota + 1
+	NotifyUpdate
+	NotifyDelete
+)
+
+func (t NotificationType) String() string {
+	switch t {
+	case NotifyAdd:
+		return "add"
+	case NotifyUpdate:
+		return "update"
+	case NotifyDelete:
+		return "delete"
+	}
+	return "unknown"
+}
+
+// Notification is one call to make on a handler.
+type Notification struct {
+	Type NotificationType
+	Key  string
+	// Old is set for updates.
+	Old any
+	// New is the object added or updated, or the deleted object (possibly a
+	// cache.DeletedFinalStateUnknown).
+	New any
+	// InitialList marks OnAdd calls that belong to the initial list.
+	InitialList bool
+	// Sync marks an update whose resourceVersion did not change (a resync):
+	// only listeners in the batch's Syncing set receive it.
+	Sync bool
+	// Trace is the parent (the indexer span) for the listener spans; nil
+	// when the delta is not sampled.
+	Trace *telemetry.DeltaTrace
+}
+
+// Notifications is one batch sent to listeners. The same batch value is
+// shared by every listener: it is read-only once sent.
+type Notifications struct {
+	Items []Notification
+	// Syncing lists the listeners due for a resync; Sync notifications
+	// go only to them.
+	Syncing []ListenerID
+	// Initial marks the synthetic initial batch sent to one new listener.
+	Initial bool
+}
+
+// SyncsTo reports whether Sync notifications of this batch go to id.
+func (n *Notifications) SyncsTo(id ListenerID) bool {
+	for _, s := range n.Syncing {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,514 @@
+package indexer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clientgofeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ErrReadOnly is returned by the Store's write methods once the informer has
+// started: from then on only the informer's indexer actor writes the cache.
+var ErrReadOnly = errors.New("indexer: the cache is read-only: it is owned by the informer's indexer actor")
+
+// Compile-time check: Store is a drop-in cache.Indexer (listers, controllers).
+var _ cache.Indexer = (*Store)(nil)
+
+// Store is the informer's cache: objects by key plus their indices.
+//
+// Its read methods (List, ListKeys, Get, GetByKey, Index, IndexKeys,
+// ListIndexFuncValues, ByIndex, GetIndexers, LastStoreSyncResourceVersion,
+// Len) may be called by multiple goroutines simultaneously, also while the
+// cache is being written; they return fresh slices. Objects they return are
+// shared with the cache and every handler: treat them as read-only.
+//
+// Until Seal is called, the cache.Indexer write methods work as client-go's
+// indexer (unit tests seed caches that way). After Seal, the cache has a
+// single writer, the indexer actor: Add, Update, Delete and Replace return
+// ErrReadOnly, Bookmark is ignored, and AddIndexers is forwarded to the actor
+// through the hook set by SetAddIndexersHook.
+type Store struct {
+	keyFunc cache.KeyFunc
+
+	sealed atomic.Bool
+	hook   atomic.Pointer[func(cache.Indexers) error]
+
+	mu    sync.RWMutex
+	items map[string]entry
+	// defs holds the indices in the order they were added; entry.vals is
+	// parallel to it.
+	defs   []*indexDef
+	byName map[string]*indexDef
+	rv     string
+	// indexError reports an index function that failed on an object.
+	indexError func(key, index string, err error)
+}
+
+// SetIndexErrorHandler sets the function told about an index function that
+// fails (or panics) on an object: the object stays cached but out of that
+// index. Set it before the store is used; the indexer actor logs and counts
+// these.
+func (s *Store) SetIndexErrorHandler(f func(key, index string, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexError = f
+	for _, d := range s.defs {
+		d.onError = f
+	}
+}
+
+// entry is one cached object and the values it is indexed under, one slice
+// per index (nil when there is no index). Keeping the values spares calling
+// the index functions on the old object at every update and delete.
+type entry struct {
+	obj  any
+	vals [][]string
+}
+
+// indexDef is one named index: its function and its value → keys map.
+type indexDef struct {
+	name    string
+	fn      cache.IndexFunc
+	values  map[string]sets.Set[string]
+	onError func(key, index string, err error)
+}
+
+// NewStore returns an empty cache indexed by indexers. A nil keyFunc means
+// cache.DeletionHandlingMetaNamespaceKeyFunc, the informers' key function.
+func NewStore(keyFunc cache.KeyFunc, indexers cache.Indexers) *Store {
+	if keyFunc == nil {
+		keyFunc = cache.DeletionHandlingMetaNamespaceKeyFunc
+	}
+	s := &Store{
+		keyFunc: keyFunc,
+		items:   map[string]entry{},
+		byName:  map[string]*indexDef{},
+	}
+	s.addIndexDefsLocked(indexers)
+	return s
+}
+
+// Seal makes the cache read-only for everyone but its owner (the indexer
+// actor, through the package's internal write path). The informer calls it
+// when it starts. Seal cannot be undone.
+func (s *Store) Seal() { s.sealed.Store(true) }
+
+// Sealed reports whether Seal was called.
+func (s *Store) Sealed() bool { return s.sealed.Load() }
+
+// SetAddIndexersHook sets the function AddIndexers calls once the store is
+// sealed; the indexer actor installs one that asks the actor to add them. A
+// nil hook removes it.
+func (s *Store) SetAddIndexersHook(hook func(cache.Indexers) error) {
+	if hook == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&hook)
+}
+
+// Len returns the number of cached objects.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.items)
+}
+
+// ---- cache.Store writes (external; refused after Seal) ----
+
+// Add inserts or replaces obj. After Seal it returns ErrReadOnly.
+func (s *Store) Add(obj any) error { return s.Update(obj) }
+
+// Update inserts or replaces obj. After Seal it returns ErrReadOnly.
+func (s *Store) Update(obj any) error {
+	if s.sealed.Load() {
+		return ErrReadOnly
+	}
+	key, err := s.keyFunc(obj)
+	if err != nil {
+		return cache.KeyError{Obj: obj, Err: err}
+	}
+	rv, rvErr := rvOf(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.upsertLocked(key, obj)
+	if rvErr == nil {
+		s.rv = rv
+	}
+	return nil
+}
+
+// Delete removes obj's key. After Seal it returns ErrReadOnly.
+func (s *Store) Delete(obj any) error {
+	if s.sealed.Load() {
+		return ErrReadOnly
+	}
+	key, err := s.keyFunc(obj)
+	if err != nil {
+		return cache.KeyError{Obj: obj, Err: err}
+	}
+	rv, rvErr := rvOf(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleteLocked(key)
+	if rvErr == nil {
+		s.rv = rv
+	}
+	return nil
+}
+
+// Replace swaps the content for list and rebuilds the indices. After Seal it
+// returns ErrReadOnly.
+func (s *Store) Replace(list []any, resourceVersion string) error {
+	if s.sealed.Load() {
+		return ErrReadOnly
+	}
+	objs := make(map[string]any, len(list))
+	for _, obj := range list {
+		key, err := s.keyFunc(obj)
+		if err != nil {
+			return cache.KeyError{Obj: obj, Err: err}
+		}
+		objs[key] = obj
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = make(map[string]entry, len(objs))
+	for _, d := range s.defs {
+		d.values = map[string]sets.Set[string]{}
+	}
+	for key, obj := range objs {
+		s.upsertLocked(key, obj)
+	}
+	s.rv = resourceVersion
+	return nil
+}
+
+// Resync does nothing, as in client-go.
+func (s *Store) Resync() error { return nil }
+
+// Bookmark records rv as the last resource version seen. It is ignored after
+// Seal: the indexer actor is then the only one to move the cache's version.
+func (s *Store) Bookmark(rv string) {
+	if s.sealed.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.rv = rv
+	s.mu.Unlock()
+}
+
+// AddIndexers adds indices and indexes the cached objects with them; a name
+// already in use is an error and adds nothing. After Seal it goes through
+// the indexer actor (see SetAddIndexersHook).
+func (s *Store) AddIndexers(newIndexers cache.Indexers) error {
+	if s.sealed.Load() {
+		if hook := s.hook.Load(); hook != nil {
+			return (*hook)(newIndexers)
+		}
+	}
+	// Not sealed, or sealed without an actor: the write lock alone keeps
+	// this consistent with the writer.
+	return s.addIndexers(newIndexers)
+}
+
+// ---- cache.Store reads ----
+
+// List returns every cached object, in no particular order.
+func (s *Store) List() []any {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	list := make([]any, 0, len(s.items))
+	for _, e := range s.items {
+		list = append(list, e.obj)
+	}
+	return list
+}
+
+// ListKeys returns every cached key, in no particular order.
+func (s *Store) ListKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]string, 0, len(s.items))
+	for k := range s.items {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Get returns the cached object with obj's key.
+func (s *Store) Get(obj any) (item any, exists bool, err error) {
+	key, err := s.keyFunc(obj)
+	if err != nil {
+		return nil, false, cache.KeyError{Obj: obj, Err: err}
+	}
+	return s.GetByKey(key)
+}
+
+// GetByKey returns the cached object with key.
+func (s *Store) GetByKey(key string) (item any, exists bool, err error) {
+	s.mu.RLock()
+	e, exists := s.items[key]
+	s.mu.RUnlock()
+	return e.obj, exists, nil
+}
+
+// LastStoreSyncResourceVersion returns the resource version of the last
+// object written (or of the last Replace or Bookmark). Like client-go it
+// returns "" when the AtomicFIFO feature is off.
+func (s *Store) LastStoreSyncResourceVersion() string {
+	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
+		return ""
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+// ---- cache.Indexer reads ----
+
+// Index returns the cached objects that share at least one value of the
+// named index with obj.
+func (s *Store) Index(indexName string, obj any) ([]any, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.byName[indexName]
+	if d == nil {
+		return nil, noIndex(indexName)
+	}
+	vals, err := d.fn(obj)
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) == 1 {
+		set := d.values[vals[0]]
+		list := make([]any, 0, len(set))
+		for key := range set {
+			list = append(list, s.items[key].obj)
+		}
+		return list, nil
+	}
+	// Several values may name the same key: deduplicate.
+	keys := sets.Set[string]{}
+	for _, v := range vals {
+		for key := range d.values[v] {
+			keys.Insert(key)
+		}
+	}
+	list := make([]any, 0, len(keys))
+	for key := range keys {
+		list = append(list, s.items[key].obj)
+	}
+	return list, nil
+}
+
+// IndexKeys returns, sorted, the keys of the cached objects indexed under
+// indexedValue in the named index.
+func (s *Store) IndexKeys(indexName, indexedValue string) ([]string, error) {
+	s.mu.RLock()
+	d := s.byName[indexName]
+	if d == nil {
+		s.mu.RUnlock()
+		return nil, noIndex(indexName)
+	}
+	set := d.values[indexedValue]
+	keys := make([]string, 0, len(set))
+	for key := range set {
+		keys = append(keys, key)
+	}
+	s.mu.RUnlock()
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// ListIndexFuncValues returns the values of the named index, in no
+// particular order; none for an unknown index.
+func (s *Store) ListIndexFuncValues(indexName string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var values map[string]sets.Set[string]
+	if d := s.byName[indexName]; d != nil {
+		values = d.values
+	}
+	names := make([]string, 0, len(values))
+	for v := range values {
+		names = append(names, v)
+	}
+	return names
+}
+
+// ByIndex returns the cached objects indexed under indexedValue in the named
+// index.
+func (s *Store) ByIndex(indexName, indexedValue string) ([]any, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.byName[indexName]
+	if d == nil {
+		return nil, noIndex(indexName)
+	}
+	set := d.values[indexedValue]
+	list := make([]any, 0, len(set))
+	for key := range set {
+		list = append(list, s.items[key].obj)
+	}
+	return list, nil
+}
+
+// GetIndexers returns a copy of the index functions by name.
+func (s *Store) GetIndexers() cache.Indexers {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(cache.Indexers, len(s.defs))
+	for _, d := range s.defs {
+		out[d.name] = d.fn
+	}
+	return out
+}
+
+func noIndex(name string) error {
+	// client-go's wording, which callers may match.
+	return fmt.Errorf("Index with name %s does not exist", name)
+}
+
+func rvOf(obj any) (string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	return m.GetResourceVersion(), nil
+}
+
+// ---- single-writer internals (the core and the external writes) ----
+
+// addIndexers is AddIndexers without the seal check.
+func (s *Store) addIndexers(newIndexers cache.Indexers) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := sets.New[string]()
+	for _, d := range s.defs {
+		old.Insert(d.name)
+	}
+	if conflict := old.Intersection(sets.KeySet(newIndexers)); conflict.Len() > 0 {
+		return fmt.Errorf("indexer conflict: %v", conflict)
+	}
+	first := len(s.defs)
+	s.addIndexDefsLocked(newIndexers)
+	if len(s.defs) == first {
+		return nil
+	}
+	for key, e := range s.items {
+		e.vals = slices.Grow(e.vals, len(s.defs)-first)
+		for i := first; i < len(s.defs); i++ {
+			e.vals = append(e.vals, s.defs[i].index(key, nil, e.obj))
+		}
+		s.items[key] = e
+	}
+	return nil
+}
+
+// addIndexDefsLocked appends empty indices, in name order so that a store
+// is laid out the same way whatever the map order.
+func (s *Store) addIndexDefsLocked(indexers cache.Indexers) {
+	names := make([]string, 0, len(indexers))
+	for name := range indexers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d := &indexDef{name: name, fn: indexers[name], values: map[string]sets.Set[string]{}, onError: s.indexError}
+		s.defs = append(s.defs, d)
+		s.byName[name] = d
+	}
+}
+
+// upsertLocked stores obj under key and moves it in every index. It returns
+// the object it replaced, if any. The write lock must be held.
+func (s *Store) upsertLocked(key string, obj any) (old any, existed bool) {
+	e, existed := s.items[key]
+	if len(s.defs) > 0 {
+		if e.vals == nil {
+			e.vals = make([][]string, len(s.defs))
+		}
+		for i, d := range s.defs {
+			e.vals[i] = d.index(key, e.vals[i], obj)
+		}
+	}
+	old = e.obj
+	e.obj = obj
+	s.items[key] = e
+	return old, existed
+}
+
+// deleteLocked removes key and its index entries. The write lock must be
+// held.
+func (s *Store) deleteLocked(key string) {
+	e, ok := s.items[key]
+	if !ok {
+		return
+	}
+	for i, d := range s.defs {
+		for _, v := range e.vals[i] {
+			d.remove(key, v)
+		}
+	}
+	delete(s.items, key)
+}
+
+// call runs the index function, turning a panic into an error.
+func (d *indexDef) call(obj any) (vals []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("index function panicked: %v", r)
+		}
+	}()
+	return d.fn(obj)
+}
+
+// index moves key from its old values to those of obj and returns the new
+// values. client-go panics when an index function fails; here the object
+// stays cached but is left out of that index, and the failure is reported
+// through the store's index error handler.
+func (d *indexDef) index(key string, oldVals []string, obj any) []string {
+	vals, err := d.call(obj)
+	if err != nil {
+		if d.onError != nil {
+			d.onError(key, d.name, err)
+		}
+		vals = nil
+	}
+	if len(vals) == 1 && len(oldVals) == 1 && vals[0] == oldVals[0] {
+		// The common case: one value, unchanged.
+		return oldVals
+	}
+	for _, v := range oldVals {
+		d.remove(key, v)
+	}
+	for _, v := range vals {
+		set := d.values[v]
+		if set == nil {
+			set = sets.Set[string]{}
+			d.values[v] = set
+		}
+		set[key] = struct{}{}
+	}
+	return vals
+}
+
+func (d *indexDef) remove(key, v string) {
+	set := d.values[v]
+	if set == nil {
+		return
+	}
+	delete(set, key)
+	// Empty sets are dropped so that short-lived values do not pile up
+	// (kubernetes/kubernetes#84959).
+	if len(set) == 0 {
+		delete(d.values, v)
+	}
+}

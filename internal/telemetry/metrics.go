@@ -1,0 +1,233 @@
+package telemetry
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+)
+
+// Metric names; docs/tracing.md lists them with their attributes.
+const (
+	MetricReflectorEvents = "actorinformer.reflector.events"
+	MetricRelists         = "actorinformer.reflector.relists"
+	MetricWatchRestarts   = "actorinformer.reflector.watch.restarts"
+	MetricWatchErrors     = "actorinformer.reflector.watch.errors"
+	MetricDropped         = "actorinformer.reflector.dropped"
+	MetricQueueIn         = "actorinformer.fifo.events.in"
+	MetricQueueOut        = "actorinformer.fifo.events.out"
+	MetricQueueMerged     = "actorinformer.fifo.merged"
+	MetricQueueBacklog    = "actorinformer.fifo.backlog"
+	MetricIndexerEvents   = "actorinformer.indexer.events"
+	MetricListenerEvents  = "actorinformer.listener.events"
+	MetricListenerBacklog = "actorinformer.listener.backlog"
+	MetricHandlerDuration = "actorinformer.handler.duration"
+	MetricHandlerPanics   = "actorinformer.handler.panics"
+)
+
+// Counters are always-on totals kept with atomics (a few nanoseconds per
+// batch); the demo and Stats read them. OTel instruments mirror them when a
+// real MeterProvider is configured.
+type Counters struct {
+	ReflectorEvents atomic.Int64
+	Relists         atomic.Int64
+	WatchRestarts   atomic.Int64
+	WatchErrors     atomic.Int64
+	Dropped         atomic.Int64
+	QueueIn         atomic.Int64
+	QueueOut        atomic.Int64
+	QueueMerged     atomic.Int64
+	QueueBacklog    atomic.Int64
+	IndexerEvents   atomic.Int64
+}
+
+// Metrics records the pipeline's metrics. Methods may be called by multiple
+// goroutines simultaneously.
+type Metrics struct {
+	Counters
+	enabled bool
+	t       *T
+
+	reflectorEvents, relists, watchRestarts, watchErrors, dropped metric.Int64Counter
+	queueIn, queueOut, queueMerged, indexerEvents                 metric.Int64Counter
+	listenerEvents, handlerPanics                                 metric.Int64Counter
+	handlerDuration                                               metric.Float64Histogram
+	queueBacklog, listenerBacklog                                 metric.Int64ObservableGauge
+
+	mu       sync.Mutex
+	backlogs map[*Backlog]struct{}
+	reg      metric.Registration
+}
+
+// Backlog is one listener's pending-notification count, observed by the
+// listener backlog gauge.
+type Backlog struct {
+	Handler string
+	attrs   metric.MeasurementOption
+	N       atomic.Int64
+}
+
+func isNoopMeter(m metric.Meter) bool {
+	switch m.(type) {
+	case metricnoop.Meter, *metricnoop.Meter:
+		return true
+	}
+	return reflect.TypeOf(m).String() == "noop.Meter"
+}
+
+func newMetrics(m metric.Meter, t *T) *Metrics {
+	ms := &Metrics{t: t, backlogs: map[*Backlog]struct{}{}}
+	if isNoopMeter(m) {
+		return ms
+	}
+	ms.enabled = true
+	ms.reflectorEvents, _ = m.Int64Counter(MetricReflectorEvents, metric.WithDescription("Deltas received by the reflector (watch events, list items)."))
+	ms.relists, _ = m.Int64Counter(MetricRelists, metric.WithDescription("Lists and relists started by the reflector."))
+	ms.watchRestarts, _ = m.Int64Counter(MetricWatchRestarts, metric.WithDescription("Watches (re)started by the reflector."))
+	ms.watchErrors, _ = m.Int64Counter(MetricWatchErrors, metric.WithDescription("List and watch errors, by reason."))
+	ms.dropped, _ = m.Int64Counter(MetricDropped, metric.WithDescription("Objects dropped by the reflector (wrong type, malformed, transform error), by reason."))
+	ms.queueIn, _ = m.Int64Counter(MetricQueueIn, metric.WithDescription("Deltas queued by the delta queue."))
+	ms.queueOut, _ = m.Int64Counter(MetricQueueOut, metric.WithDescription("Deltas handed by the delta queue to the indexer."))
+	ms.queueMerged, _ = m.Int64Counter(MetricQueueMerged, metric.WithDescription("Deltas merged into a queued one (collapsed deletes)."))
+	ms.indexerEvents, _ = m.Int64Counter(MetricIndexerEvents, metric.WithDescription("Deltas applied to the cache by the indexer."))
+	ms.listenerEvents, _ = m.Int64Counter(MetricListenerEvents, metric.WithDescription("Notifications delivered to a handler."))
+	ms.handlerPanics, _ = m.Int64Counter(MetricHandlerPanics, metric.WithDescription("Handler panics recovered by a listener."))
+	ms.handlerDuration, _ = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"), metric.WithDescription("Handler execution time."))
+	ms.queueBacklog, _ = m.Int64ObservableGauge(MetricQueueBacklog, metric.WithDescription("Deltas waiting in the delta queue."))
+	ms.listenerBacklog, _ = m.Int64ObservableGauge(MetricListenerBacklog, metric.WithDescription("Notifications waiting in a listener's mailbox."))
+	ms.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(ms.queueBacklog, ms.QueueBacklog.Load(), t.baseSet)
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		for b := range ms.backlogs {
+			o.ObserveInt64(ms.listenerBacklog, b.N.Load(), b.attrs)
+		}
+		return nil
+	}, ms.queueBacklog, ms.listenerBacklog)
+	return ms
+}
+
+// Enabled reports whether a real MeterProvider is configured.
+func (m *Metrics) Enabled() bool { return m.enabled }
+
+// Close unregisters the gauge callbacks.
+func (m *Metrics) Close() {
+	if m.reg != nil {
+		_ = m.reg.Unregister()
+	}
+}
+
+func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(append([]attribute.KeyValue(nil), m.t.base...), kv...)...)
+}
+
+// NewBacklog registers a listener backlog gauge for handler.
+func (m *Metrics) NewBacklog(handler string) *Backlog {
+	b := &Backlog{Handler: handler, attrs: m.with(AttrHandler.String(handler))}
+	m.mu.Lock()
+	m.backlogs[b] = struct{}{}
+	m.mu.Unlock()
+	return b
+}
+
+// DropBacklog unregisters b.
+func (m *Metrics) DropBacklog(b *Backlog) {
+	m.mu.Lock()
+	delete(m.backlogs, b)
+	m.mu.Unlock()
+}
+
+func (m *Metrics) ReflectorReceived(n int) {
+	m.ReflectorEvents.Add(int64(n))
+	if m.enabled {
+		m.reflectorEvents.Add(context.Background(), int64(n), m.t.baseSet)
+	}
+}
+
+func (m *Metrics) Relist() {
+	m.Relists.Add(1)
+	if m.enabled {
+		m.relists.Add(context.Background(), 1, m.t.baseSet)
+	}
+}
+
+func (m *Metrics) WatchRestart() {
+	m.WatchRestarts.Add(1)
+	if m.enabled {
+		m.watchRestarts.Add(context.Background(), 1, m.t.baseSet)
+	}
+}
+
+// WatchError counts a list or watch error; reason is a short word such as
+// "expired", "forbidden", "network", "watch_error_event".
+func (m *Metrics) WatchError(reason string) {
+	m.WatchErrors.Add(1)
+	if m.enabled {
+		m.watchErrors.Add(context.Background(), 1, m.with(AttrReason.String(reason)))
+	}
+}
+
+// Drop counts an object the reflector could not use; reason is e.g.
+// "wrong_type", "no_key", "transform".
+func (m *Metrics) Drop(reason string) {
+	m.Dropped.Add(1)
+	if m.enabled {
+		m.dropped.Add(context.Background(), 1, m.with(AttrReason.String(reason)))
+	}
+}
+
+func (m *Metrics) Queued(n int) {
+	m.QueueIn.Add(int64(n))
+	if m.enabled {
+		m.queueIn.Add(context.Background(), int64(n), m.t.baseSet)
+	}
+}
+
+func (m *Metrics) Dequeued(n int) {
+	m.QueueOut.Add(int64(n))
+	if m.enabled {
+		m.queueOut.Add(context.Background(), int64(n), m.t.baseSet)
+	}
+}
+
+func (m *Metrics) Merged(n int) {
+	m.QueueMerged.Add(int64(n))
+	if m.enabled {
+		m.queueMerged.Add(context.Background(), int64(n), m.t.baseSet)
+	}
+}
+
+func (m *Metrics) Applied(n int) {
+	m.IndexerEvents.Add(int64(n))
+	if m.enabled {
+		m.indexerEvents.Add(context.Background(), int64(n), m.t.baseSet)
+	}
+}
+
+// HandlerAttrs builds the measurement option for one handler, once.
+func (m *Metrics) HandlerAttrs(handler string) metric.MeasurementOption {
+	return m.with(AttrHandler.String(handler))
+}
+
+func (m *Metrics) Delivered(n int, handler metric.MeasurementOption) {
+	if m.enabled {
+		m.listenerEvents.Add(context.Background(), int64(n), handler)
+	}
+}
+
+func (m *Metrics) HandlerDuration(d time.Duration, handler metric.MeasurementOption) {
+	if m.enabled {
+		m.handlerDuration.Record(context.Background(), d.Seconds(), handler)
+	}
+}
+
+func (m *Metrics) HandlerPanic(handler metric.MeasurementOption) {
+	if m.enabled {
+		m.handlerPanics.Add(context.Background(), 1, handler)
+	}
+}

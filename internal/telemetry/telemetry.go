@@ -1,0 +1,224 @@
+// Package telemetry holds the tracing, metrics and logging state shared by the
+// informer's stages. It never reads or sets OpenTelemetry globals: providers
+// come from the informer's options and default to no-op.
+//
+// A delta is traced only when the tracer provider is not a no-op one and its
+// sampler records the delta's root span; otherwise the delta carries a nil
+// *DeltaTrace and every later stage skips all span work for it.
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// ScopeName is the instrumentation scope of every tracer and meter the
+// library creates.
+const ScopeName = "github.com/actorinformer/actorinformer"
+
+// Span names, one per stage a delta crosses. docs/tracing.md lists them.
+const (
+	SpanReflector = "reflector.receive" // root: the reflector got the delta from a watch, list or resync
+	SpanList      = "reflector.list"    // one list or relist call; item traces link to it
+	SpanQueue     = "fifo.queue"        // time in the delta queue, until the indexer takes it
+	SpanIndexer   = "indexer.apply"     // the indexer applying the delta to the cache
+	SpanListener  = "listener.deliver"  // time in one listener's mailbox
+	SpanHandler   = "handler"           // one handler's execution
+)
+
+// Attribute keys. k8s.namespace.name follows the OpenTelemetry semantic
+// conventions; the rest have no convention and live under actorinformer.*.
+const (
+	AttrNamespace       = attribute.Key("k8s.namespace.name")
+	AttrObjectName      = attribute.Key("actorinformer.object.name")
+	AttrObjectUID       = attribute.Key("actorinformer.object.uid")
+	AttrResourceVersion = attribute.Key("actorinformer.object.resource_version")
+	AttrDeltaType       = attribute.Key("actorinformer.delta.type")
+	AttrInformer        = attribute.Key("actorinformer.informer.name")
+	AttrGroup           = attribute.Key("actorinformer.resource.group")
+	AttrVersion         = attribute.Key("actorinformer.resource.version")
+	AttrResource        = attribute.Key("actorinformer.resource.resource")
+	AttrHandler         = attribute.Key("actorinformer.handler.name")
+	AttrQueueDepth      = attribute.Key("actorinformer.queue.depth")
+	AttrBatchSize       = attribute.Key("actorinformer.batch.size")
+	AttrNotification    = attribute.Key("actorinformer.notification.type")
+	AttrListItems       = attribute.Key("actorinformer.list.items")
+	AttrReason          = attribute.Key("actorinformer.reason")
+)
+
+// DeltaTrace is the trace state one delta carries from stage to stage inside
+// the pipeline's own messages. Parent is the span the next stage's span is a
+// child of; Since is when the delta entered its current hop, which becomes
+// the next span's start time. A nil *DeltaTrace means "not sampled": no stage
+// creates a span for it.
+type DeltaTrace struct {
+	Parent trace.SpanContext
+	Since  time.Time
+	// QueueDepth is the delta queue's length when the delta was enqueued.
+	QueueDepth int
+}
+
+// Config is what an informer hands to its stages.
+type Config struct {
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	Logger         *slog.Logger
+	// Informer describes the informer for span and metric attributes.
+	Informer InformerInfo
+}
+
+// InformerInfo names the informer and the resource it watches.
+type InformerInfo struct {
+	Name                     string
+	Group, Version, Resource string
+}
+
+// T is the per-informer telemetry handle. Its methods may be called by
+// multiple goroutines simultaneously.
+type T struct {
+	tracer  trace.Tracer // nil when the provider is a no-op one
+	Logger  *slog.Logger
+	Metrics *Metrics
+	Info    InformerInfo
+	base    []attribute.KeyValue
+	baseSet metric.MeasurementOption
+}
+
+// New builds a T. Nil providers and logger mean no-op.
+func New(cfg Config) *T {
+	t := &T{Logger: cfg.Logger, Info: cfg.Informer}
+	if t.Logger == nil {
+		t.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TracerProvider != nil && !isNoopTracerProvider(cfg.TracerProvider) {
+		t.tracer = cfg.TracerProvider.Tracer(ScopeName)
+	}
+	mp := cfg.MeterProvider
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	t.base = []attribute.KeyValue{
+		AttrInformer.String(cfg.Informer.Name),
+		AttrGroup.String(cfg.Informer.Group),
+		AttrVersion.String(cfg.Informer.Version),
+		AttrResource.String(cfg.Informer.Resource),
+	}
+	t.baseSet = metric.WithAttributeSet(attribute.NewSet(t.base...))
+	t.Metrics = newMetrics(mp.Meter(ScopeName), t)
+	return t
+}
+
+// Nop returns a T that records nothing.
+func Nop() *T { return New(Config{}) }
+
+func isNoopTracerProvider(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return true
+	}
+	// The deprecated trace.NewNoopTracerProvider has an unexported type.
+	return reflect.TypeOf(tp).String() == "trace.noopTracerProvider"
+}
+
+// Tracing reports whether spans may be created at all.
+func (t *T) Tracing() bool { return t != nil && t.tracer != nil }
+
+// BaseAttributes are the informer-level attributes put on root spans.
+func (t *T) BaseAttributes() []attribute.KeyValue { return t.base }
+
+// ObjectMeta is the little the root span needs to know about an object.
+type ObjectMeta struct {
+	Namespace, Name, UID, ResourceVersion string
+}
+
+// StartDelta opens and closes the root span of one delta: the reflector
+// receiving it at start and handing it on now. link, when valid, points at
+// the list span the delta came from. It returns nil when tracing is off or the
+// sampler drops the delta.
+func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link trace.SpanContext) *DeltaTrace {
+	if t.tracer == nil {
+		return nil
+	}
+	attrs := make([]attribute.KeyValue, 0, len(t.base)+5)
+	attrs = append(attrs, t.base...)
+	attrs = append(attrs,
+		AttrDeltaType.String(deltaType),
+		AttrNamespace.String(meta.Namespace),
+		AttrObjectName.String(meta.Name),
+		AttrObjectUID.String(meta.UID),
+		AttrResourceVersion.String(meta.ResourceVersion),
+	)
+	opts := []trace.SpanStartOption{
+		trace.WithNewRoot(),
+		trace.WithTimestamp(start),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrs...),
+	}
+	if link.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+	}
+	_, span := t.tracer.Start(context.Background(), SpanReflector, opts...)
+	if !span.IsRecording() {
+		span.End()
+		return nil
+	}
+	now := time.Now()
+	span.End(trace.WithTimestamp(now))
+	return &DeltaTrace{Parent: span.SpanContext(), Since: now}
+}
+
+// StartList opens the span of one list call. The caller ends it. When
+// tracing is off it returns a non-recording span whose context is invalid.
+func (t *T) StartList(ctx context.Context, resourceVersion string) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return t.tracer.Start(ctx, SpanList, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append([]attribute.KeyValue{attribute.String("actorinformer.list.resource_version", resourceVersion)}, t.base...)...))
+}
+
+// Stage records one finished stage span (start..end) as a child of
+// dt.Parent and returns the trace state for the next hop, starting at end.
+// dt must not be nil.
+func (t *T) Stage(dt *DeltaTrace, name string, start, end time.Time, attrs ...attribute.KeyValue) *DeltaTrace {
+	ctx := trace.ContextWithSpanContext(context.Background(), dt.Parent)
+	_, span := t.tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	sc := span.SpanContext()
+	span.End(trace.WithTimestamp(end))
+	return &DeltaTrace{Parent: sc, Since: end}
+}
+
+// StartChild opens a span as a child of dt.Parent starting at start and
+// returns it with a context carrying it; the caller ends it. Used for handler
+// spans, whose context is handed to context-aware handlers.
+func (t *T) StartChild(base context.Context, dt *DeltaTrace, name string, start time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx := trace.ContextWithSpanContext(base, dt.Parent)
+	return t.tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+}
+
+// Event adds a zero-length span named name under dt, used to record that a
+// delta was dropped or merged (the span's event says why).
+func (t *T) Event(dt *DeltaTrace, spanName, event string, attrs ...attribute.KeyValue) {
+	if dt == nil || t.tracer == nil {
+		return
+	}
+	ctx := trace.ContextWithSpanContext(context.Background(), dt.Parent)
+	_, span := t.tracer.Start(ctx, spanName)
+	span.AddEvent(event, trace.WithAttributes(attrs...))
+	span.End()
+}
+
+// RecordPanic marks span as failed by a handler panic.
+func RecordPanic(span trace.Span, err error, stack string) {
+	span.RecordError(err, trace.WithAttributes(attribute.String("exception.stacktrace", stack)))
+	span.SetStatus(codes.Error, err.Error())
+}

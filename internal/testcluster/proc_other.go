@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package testcluster
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,259 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/codes"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/pager"
+	"k8s.io/utils/clock"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// reflectorActor is the shell around a Machine: it runs the blocking list
+// and watch calls in goroutines that report back with messages, and carries
+// out the Machine's Effects. Its Receive never blocks, except on Stopping,
+// where it waits for its goroutines (which never block on a send) to end.
+type reflectorActor struct {
+	r     *Reflector
+	m     *Machine
+	queue *actor.PID
+
+	root      *actor.RootContext
+	self      *actor.PID
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	cancelOp  context.CancelFunc // the running list or watch
+	timer     clock.Timer
+	wg        sync.WaitGroup
+	stopped   bool
+}
+
+func (r *Reflector) newActor(queue *actor.PID) *reflectorActor {
+	return &reflectorActor{r: r, m: newMachine(r), queue: queue}
+}
+
+func (a *reflectorActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *watchEvents:
+		if msg.from == a {
+			a.apply(ctx, a.m.WatchEvents(msg.gen, msg.events, msg.at))
+		}
+	case *watchEnded:
+		if msg.from == a {
+			a.apply(ctx, a.m.WatchEnded(msg.gen))
+		}
+	case *listDone:
+		if msg.from == a {
+			a.apply(ctx, a.m.ListDone(msg.gen, msg.res))
+		}
+	case *watchFailed:
+		if msg.from == a {
+			a.apply(ctx, a.m.WatchFailed(msg.gen, msg.err))
+		}
+	case *backoffElapsed:
+		if msg.from == a {
+			a.apply(ctx, a.m.BackoffElapsed(msg.gen))
+		}
+	case *actor.Started:
+		a.root = ctx.ActorSystem().Root
+		a.self = ctx.Self()
+		a.runCtx, a.cancelRun = context.WithCancel(context.Background())
+		a.apply(ctx, a.m.Start())
+	case *actor.Stopping, *actor.Restarting:
+		a.shutdown()
+	}
+}
+
+func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
+	if a.stopped {
+		return
+	}
+	if e.Replace != nil {
+		ctx.Send(a.queue, e.Replace)
+	}
+	if e.Deltas != nil {
+		ctx.Send(a.queue, e.Deltas)
+	}
+	if e.StopWatch {
+		a.stopOp()
+	}
+	if e.HandleError != nil {
+		a.r.handleError(a.runCtx, e.HandleError)
+	}
+	switch {
+	case e.List != nil:
+		a.stopOp()
+		a.startList(*e.List)
+	case e.Watch != nil:
+		a.stopOp()
+		a.startWatch(*e.Watch)
+	case e.Wait != nil:
+		a.startWait(*e.Wait)
+	}
+}
+
+func (a *reflectorActor) stopOp() {
+	if a.cancelOp != nil {
+		a.cancelOp()
+		a.cancelOp = nil
+	}
+}
+
+func (a *reflectorActor) shutdown() {
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	a.m.Stop()
+	a.stopOp()
+	if a.cancelRun != nil {
+		a.cancelRun()
+	}
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.wg.Wait()
+}
+
+func (a *reflectorActor) startWait(req WaitRequest) {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	root, self, msg := a.root, a.self, &backoffElapsed{from: a, gen: req.Gen}
+	a.timer = a.r.clock.AfterFunc(req.Duration, func() { root.Send(self, msg) })
+}
+
+func (a *reflectorActor) startList(req ListRequest) {
+	ctx, cancel := context.WithCancel(a.runCtx)
+	a.cancelOp = cancel
+	a.wg.Add(1)
+	go a.runList(ctx, req)
+}
+
+func (a *reflectorActor) startWatch(req WatchRequest) {
+	ctx, cancel := context.WithCancel(a.runCtx)
+	a.cancelOp = cancel
+	a.wg.Add(1)
+	go a.runWatch(ctx, req)
+}
+
+// runList lists all pages through tools/pager (which itself falls back to
+// a full list when a continue token expires) and reports the result.
+func (a *reflectorActor) runList(ctx context.Context, req ListRequest) {
+	defer a.wg.Done()
+	res := a.list(ctx, req)
+	if ctx.Err() != nil {
+		return // abandoned: nobody waits for it
+	}
+	a.root.Send(a.self, &listDone{from: a, gen: req.Gen, res: res})
+}
+
+func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListResult) {
+	tel := a.r.tel
+	defer func() {
+		if p := recover(); p != nil {
+			res = ListResult{Err: fmt.Errorf("panic in list: %v", p)}
+			tel.Logger.Error("ListerWatcher panicked in list", "reflector", a.r.name, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	p := pager.New(a.r.lw.ListWithContext)
+	p.PageSize = req.PageSize
+	if !tel.Tracing() {
+		res.List, res.Paginated, res.Err = p.ListWithAlloc(ctx, req.Options)
+		return res
+	}
+	lctx, span := tel.StartList(ctx, req.Options.ResourceVersion)
+	res.List, res.Paginated, res.Err = p.ListWithAlloc(lctx, req.Options)
+	res.ReceivedAt = time.Now()
+	if res.Err != nil {
+		span.RecordError(res.Err)
+		span.SetStatus(codes.Error, res.Err.Error())
+	} else if !isNil(res.List) {
+		span.SetAttributes(telemetry.AttrListItems.Int(meta.LenList(res.List)))
+	}
+	res.Span = span.SpanContext()
+	span.End()
+	return res
+}
+
+// runWatch opens a watch and reads it in batches: it blocks for one event,
+// then takes what is already waiting (up to MaxBatch) without blocking, and
+// sends the batch to the actor as one message.
+func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
+	defer a.wg.Done()
+	w, err := a.openWatch(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.root.Send(a.self, &watchFailed{from: a, gen: req.Gen, err: err})
+		}
+		return
+	}
+	defer w.Stop()
+	ch := w.ResultChan()
+	tracing := a.r.tel.Tracing()
+	maxBatch := a.r.maxBatch
+	buf := make([]watch.Event, 0, 64)
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok = <-ch:
+		}
+		if !ok {
+			a.root.Send(a.self, &watchEnded{from: a, gen: req.Gen})
+			return
+		}
+		msg := &watchEvents{from: a, gen: req.Gen}
+		if tracing {
+			msg.at = time.Now()
+		}
+		buf = append(buf[:0], ev)
+		open := true
+	drain:
+		for len(buf) < maxBatch {
+			select {
+			case ev, ok = <-ch:
+				if !ok {
+					open = false
+					break drain
+				}
+				buf = append(buf, ev)
+			default:
+				break drain
+			}
+		}
+		msg.events = slices.Clone(buf)
+		clear(buf) // drop references to the objects
+		a.root.Send(a.self, msg)
+		if !open {
+			a.root.Send(a.self, &watchEnded{from: a, gen: req.Gen})
+			return
+		}
+	}
+}
+
+func (a *reflectorActor) openWatch(ctx context.Context, req WatchRequest) (w watch.Interface, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w, err = nil, fmt.Errorf("panic in watch: %v", p)
+			a.r.tel.Logger.Error("ListerWatcher panicked in watch", "reflector", a.r.name, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	w, err = a.r.lw.WatchWithContext(ctx, req.Options)
+	if err == nil && isNil(w) {
+		err = errors.New("watch returned no watcher")
+	}
+	return w, err
+}

@@ -1,0 +1,166 @@
+package reflector
+
+import (
+	"errors"
+	"net"
+	"reflect"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Error reasons passed to telemetry.Metrics.WatchError.
+const (
+	ReasonExpired         = "expired"
+	ReasonGone            = "gone"
+	ReasonTooLargeRV      = "too_large_resource_version"
+	ReasonForbidden       = "forbidden"
+	ReasonUnauthorized    = "unauthorized"
+	ReasonTooManyRequests = "too_many_requests"
+	ReasonInternal        = "internal"
+	ReasonNetwork         = "network"
+	ReasonVeryShortWatch  = "very_short_watch"
+	ReasonWatchErrorEvent = "watch_error_event"
+	ReasonOther           = "other"
+)
+
+// Drop reasons passed to telemetry.Metrics.Drop.
+const (
+	DropWrongType   = "wrong_type" // Go type or (unstructured) GVK differs from the expected one, or a Table
+	DropNilObject   = "nil_object" // the event carried no object
+	DropNoMeta      = "no_meta"    // the object has no ObjectMeta
+	DropTransform   = "transform"  // the TransformFunc failed or returned nil
+	DropNoKey       = "no_key"     // no cache key could be computed
+	DropUnknownType = "unknown_event_type"
+)
+
+// errorReason names err for the watch error metric.
+func errorReason(err error, fromEvent bool) string {
+	var short *cache.VeryShortWatchError
+	switch {
+	case apierrors.IsResourceExpired(err):
+		return ReasonExpired
+	case apierrors.IsGone(err):
+		return ReasonGone
+	case isTooLargeResourceVersionError(err):
+		return ReasonTooLargeRV
+	case apierrors.IsForbidden(err):
+		return ReasonForbidden
+	case apierrors.IsUnauthorized(err):
+		return ReasonUnauthorized
+	case apierrors.IsTooManyRequests(err):
+		return ReasonTooManyRequests
+	case apierrors.IsInternalError(err):
+		return ReasonInternal
+	case errors.As(err, &short):
+		return ReasonVeryShortWatch
+	case isNetworkError(err):
+		return ReasonNetwork
+	case fromEvent:
+		return ReasonWatchErrorEvent
+	}
+	return ReasonOther
+}
+
+func isNetworkError(err error) bool {
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// isExpiredError is client-go's: 410 with reason Expired or Gone.
+func isExpiredError(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+}
+
+// isTooLargeResourceVersionError is client-go's, old apiservers included.
+func isTooLargeResourceVersionError(err error) bool {
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	if !apierrors.IsTimeout(err) {
+		return false
+	}
+	var apierr apierrors.APIStatus
+	if !errors.As(err, &apierr) || apierr == nil || apierr.Status().Details == nil {
+		return false
+	}
+	for _, cause := range apierr.Status().Details.Causes {
+		if cause.Message == "Too large resource version" {
+			return true
+		}
+	}
+	return strings.Contains(apierr.Status().Message, "Too large resource version")
+}
+
+// isWatchErrorRetriable is client-go's: the apiserver is likely unreachable
+// or overloaded, so back off and re-watch from where we were, no relist.
+func isWatchErrorRetriable(err error) bool {
+	return utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)
+}
+
+// errorFromEvent turns a watch.Error event's object into an error without
+// panicking on a nil or typed-nil object.
+func errorFromEvent(obj runtime.Object) error {
+	if isNil(obj) {
+		return &apierrors.UnexpectedObjectError{}
+	}
+	return apierrors.FromObject(obj)
+}
+
+// isNil reports whether v is nil or a nil pointer (or other nil-able kind)
+// in an interface: calling methods on such objects panics.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
+
+var unsupportedTableGVK = map[schema.GroupVersionKind]bool{
+	metav1beta1.SchemeGroupVersion.WithKind("Table"): true,
+	metav1.SchemeGroupVersion.WithKind("Table"):      true,
+}
+
+// isUnsupportedTableObject: informers do not take objects in Table format
+// (client-go #132926).
+func isUnsupportedTableObject(obj runtime.Object) bool {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetKind() != "Table" {
+		return false
+	}
+	return unsupportedTableGVK[u.GroupVersionKind()]
+}
+
+func isUnsupportedTableListObject(obj runtime.Object) (bool, schema.GroupVersionKind) {
+	u, ok := obj.(*unstructured.UnstructuredList)
+	if !ok {
+		return false, schema.GroupVersionKind{}
+	}
+	gvk := u.GroupVersionKind()
+	return unsupportedTableGVK[gvk], gvk
+}
+
+// objectGVK reads obj's GVK without trusting GetObjectKind to be non-nil.
+func objectGVK(obj runtime.Object) schema.GroupVersionKind {
+	ok := obj.GetObjectKind()
+	if isNil(ok) {
+		return schema.GroupVersionKind{}
+	}
+	return ok.GroupVersionKind()
+}

@@ -1,0 +1,825 @@
+package reflector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// defaultPageSize is tools/pager's default page size.
+const defaultPageSize = 500
+
+// State is where the reflector is in client-go's ListAndWatch cycle.
+type State uint8
+
+const (
+	// StateIdle: not started.
+	StateIdle State = iota
+	// StateListing: a (paginated) list is in flight.
+	StateListing
+	// StateWatchListing: a WatchList stream is in flight, collecting the
+	// initial events until the initial-events-end bookmark.
+	StateWatchListing
+	// StateWatching: a watch is open (or being opened); events become Deltas.
+	StateWatching
+	// StateBackingOff: waiting for the backoff timer before the next step.
+	StateBackingOff
+	// StateStopped: stopped for good.
+	StateStopped
+)
+
+var stateNames = [...]string{"Idle", "Listing", "WatchListing", "Watching", "BackingOff", "Stopped"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "Unknown"
+}
+
+// nextStep is what a backoff leads to.
+type nextStep uint8
+
+const (
+	stepListAndWatch nextStep = iota // client-go's next ListAndWatch: watch-list or list, then watch
+	stepWatch                        // re-watch from the last RV, no relist
+	stepWatchList                    // retry the watch-list stream
+)
+
+// ListRequest asks the shell to list through tools/pager.
+type ListRequest struct {
+	Gen     uint64
+	Options metav1.ListOptions
+	// PageSize is the pager's page size; 0 lists in one request.
+	PageSize int64
+}
+
+// WatchRequest asks the shell to open a watch and stream its events back.
+type WatchRequest struct {
+	Gen     uint64
+	Options metav1.ListOptions
+	// WatchList marks the initial-events stream of a WatchList sync.
+	WatchList bool
+}
+
+// WaitRequest asks the shell to call BackoffElapsed(Gen) after Duration.
+type WaitRequest struct {
+	Gen      uint64
+	Duration time.Duration
+}
+
+// Effects is what the shell must do after a Machine step, in this order:
+// send Replace, then Deltas, to the queue; stop the running list or watch
+// if StopWatch; call the watch error handler with HandleError; then start
+// List, Watch or Wait (at most one of them is set).
+type Effects struct {
+	Replace     *fifo.Replace
+	Deltas      *fifo.Deltas
+	StopWatch   bool
+	HandleError error
+	List        *ListRequest
+	Watch       *WatchRequest
+	Wait        *WaitRequest
+}
+
+// ListResult is what a list (all its pages) returned.
+type ListResult struct {
+	List      runtime.Object
+	Paginated bool
+	Err       error
+	// ReceivedAt is when the list returned; set only when tracing.
+	ReceivedAt time.Time
+	// Span is the list span; items' root spans link to it. Zero when not tracing.
+	Span trace.SpanContext
+}
+
+// Machine is client-go's ListAndWatch loop as a plain state machine: each
+// method takes one input (a list result, watch events, a timer) and returns
+// the Effects for the shell to carry out. It does no I/O and starts no
+// goroutine. Reports carry the Gen of the request they answer; reports of
+// an older Gen are stale and ignored.
+//
+// A Machine is not safe for concurrent use; the reflector actor owns it.
+type Machine struct {
+	r *Reflector // shared handle: config and published status
+
+	name, typeDesc         string
+	expectedType           reflect.Type
+	expectedGVK            *schema.GroupVersionKind
+	transform              cache.TransformFunc
+	pageSize               int64
+	useWatchList           bool
+	minTimeout, maxTimeout time.Duration
+	maxInternalRetry       time.Duration
+	clock                  clock.Clock
+	delay                  wait.DelayFunc
+	rand                   func() float64
+	tel                    *telemetry.T
+	log                    *slog.Logger
+	tracing                bool
+
+	state State
+	gen   uint64
+	next  nextStep
+
+	rv              string
+	rvUnavailable   bool // client-go's isLastSyncResourceVersionUnavailable
+	paginatedResult bool
+
+	listRV      string // RV of the list attempt that started this sync
+	listPage    int64
+	listRetried bool
+
+	watchStart       time.Time
+	propagateRV      bool
+	eventCount       int
+	receivedNonAdded bool
+	retry            cache.RetryWithDeadline
+
+	wl      []fifo.Delta   // watch-list items in arrival order; Type 0 marks a deleted one
+	wlIndex map[string]int // key → index in wl
+	wlHoles int
+	wlRV    string
+	wlSpan  trace.Span
+}
+
+// NewMachine returns a Machine over r's configuration, starting from r's
+// last synced resource version. The actor made by Props makes its own;
+// this is for driving the logic without an actor system.
+func (r *Reflector) NewMachine() *Machine { return newMachine(r) }
+
+func newMachine(r *Reflector) *Machine {
+	m := &Machine{
+		r:                r,
+		name:             r.name,
+		typeDesc:         r.typeDesc,
+		expectedType:     r.expectedType,
+		expectedGVK:      r.expectedGVK,
+		transform:        r.cfg.Transform,
+		pageSize:         r.cfg.PageSize,
+		useWatchList:     r.useWatchList,
+		minTimeout:       r.minTimeout,
+		maxTimeout:       r.maxTimeout,
+		maxInternalRetry: r.cfg.MaxInternalErrorRetryDuration,
+		clock:            r.clock,
+		delay:            r.backoff.DelayWithReset(r.clock, backoffReset),
+		rand:             rand.Float64,
+		tel:              r.tel,
+		log:              r.tel.Logger,
+		tracing:          r.tel.Tracing(),
+	}
+	// A restarted actor resumes from the last synced RV, as client-go's Run
+	// loop does, so a relist never goes back in time.
+	m.rv = r.LastSyncResourceVersion()
+	return m
+}
+
+// State returns the current state.
+func (m *Machine) State() State { return m.state }
+
+// LastSyncResourceVersion is the machine's own view of the last RV.
+func (m *Machine) LastSyncResourceVersion() string { return m.rv }
+
+// Start begins the first ListAndWatch.
+func (m *Machine) Start() Effects {
+	var e Effects
+	if m.state == StateIdle {
+		m.listAndWatch(&e)
+	}
+	return e
+}
+
+// Stop stops for good; later inputs are ignored.
+func (m *Machine) Stop() Effects {
+	if m.state == StateStopped {
+		return Effects{}
+	}
+	m.state = StateStopped
+	m.gen++
+	m.endWatchListSpan(nil)
+	m.wl, m.wlIndex = nil, nil
+	return Effects{StopWatch: true}
+}
+
+// ListDone takes the result of the list started by ListRequest gen.
+func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
+	var e Effects
+	if m.state != StateListing || gen != m.gen {
+		return e
+	}
+	if res.Err == nil && isNil(res.List) {
+		res.Err = fmt.Errorf("list returned no object")
+	}
+	if err := res.Err; err != nil {
+		m.countError(err, false)
+		if !m.listRetried && (isExpiredError(err) || isTooLargeResourceVersionError(err)) {
+			// The RV we listed at is gone or not there yet: list once more,
+			// at the latest RV (""), with the same pager, as client-go does.
+			m.rvUnavailable = true
+			m.listRetried = true
+			m.issueList(&e, metav1.ListOptions{ResourceVersion: m.relistRV()})
+			return e
+		}
+		m.endListAndWatch(&e, fmt.Errorf("failed to list %v: %w", m.typeDesc, err))
+		return e
+	}
+	if bad, gvk := isUnsupportedTableListObject(res.List); bad {
+		m.endListAndWatch(&e, fmt.Errorf("failed to list %v: unsupported list gvk: %v", m.typeDesc, gvk))
+		return e
+	}
+	// Only a paginated answer to RV "0" says the watch cache is off; a
+	// paginated RV "" answer comes from etcd whatever the cache does.
+	if m.listRV == "0" && res.Paginated {
+		m.paginatedResult = true
+	}
+	m.rvUnavailable = false
+	listMeta, err := meta.ListAccessor(res.List)
+	if err != nil {
+		m.endListAndWatch(&e, fmt.Errorf("unable to understand list result %T: %v", res.List, err))
+		return e
+	}
+	rv := listMeta.GetResourceVersion()
+	items, err := meta.ExtractListWithAlloc(res.List)
+	if err != nil {
+		m.endListAndWatch(&e, fmt.Errorf("unable to understand list result %T (%v)", res.List, err))
+		return e
+	}
+	m.tel.Metrics.ReflectorReceived(len(items))
+	rep := &fifo.Replace{Items: make([]fifo.Delta, 0, len(items)), ResourceVersion: rv}
+	if res.Span.IsValid() {
+		rep.ListTrace = &telemetry.DeltaTrace{Parent: res.Span, Since: res.ReceivedAt}
+	}
+	for _, item := range items {
+		if isNil(item) {
+			m.drop(DropNilObject, "LIST", nil)
+			continue
+		}
+		acc, err := meta.Accessor(item)
+		if err != nil {
+			m.drop(DropNoMeta, "LIST", err)
+			continue
+		}
+		if d, ok := m.delta(fifo.Replaced, item, acc, "LIST", res.ReceivedAt, res.Span); ok {
+			rep.Items = append(rep.Items, d)
+		}
+	}
+	e.Replace = rep
+	m.setRV(rv)
+	m.r.synced(false)
+	m.log.Debug("Caches populated", "reflector", m.name, "type", m.typeDesc, "items", len(rep.Items), "resourceVersion", rv)
+	m.startWatch(&e)
+	return e
+}
+
+// WatchFailed takes the error of the watch call of WatchRequest gen.
+func (m *Machine) WatchFailed(gen uint64, err error) Effects {
+	var e Effects
+	if gen != m.gen {
+		return e
+	}
+	switch m.state {
+	case StateWatching:
+		m.countError(err, false)
+		if isWatchErrorRetriable(err) {
+			m.log.Debug("Watch failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
+			m.backoff(&e, stepWatch)
+			return e
+		}
+		m.endListAndWatch(&e, err)
+	case StateWatchListing:
+		m.countError(err, false)
+		m.watchListFailed(&e, err)
+	}
+	return e
+}
+
+// WatchEvents takes one batch of events of the watch of WatchRequest gen.
+// receivedAt is when the batch arrived (zero unless tracing). The machine
+// does not keep events.
+func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) Effects {
+	var e Effects
+	if gen != m.gen {
+		return e
+	}
+	switch m.state {
+	case StateWatching:
+		m.tel.Metrics.ReflectorReceived(len(events))
+		m.watchEvents(&e, events, receivedAt)
+	case StateWatchListing:
+		m.tel.Metrics.ReflectorReceived(len(events))
+		m.watchListEvents(&e, events, receivedAt)
+	}
+	return e
+}
+
+// WatchEnded takes the close of the result channel of the watch of
+// WatchRequest gen.
+func (m *Machine) WatchEnded(gen uint64) Effects {
+	var e Effects
+	if gen != m.gen {
+		return e
+	}
+	short := m.eventCount == 0 && m.clock.Since(m.watchStart) < time.Second
+	switch m.state {
+	case StateWatching:
+		if short {
+			m.watchStreamError(&e, &cache.VeryShortWatchError{Name: m.name})
+			return e
+		}
+		m.retry.After(nil)
+		m.log.Debug("Watch close", "reflector", m.name, "type", m.typeDesc, "totalItems", m.eventCount)
+		m.startWatch(&e)
+	case StateWatchListing:
+		if short {
+			err := &cache.VeryShortWatchError{Name: m.name}
+			m.countError(err, false)
+			m.watchListFailed(&e, err)
+			return e
+		}
+		// Closed before the initial-events-end bookmark: stream again.
+		m.startWatchList(&e)
+	}
+	return e
+}
+
+// BackoffElapsed takes the end of the wait of WaitRequest gen.
+func (m *Machine) BackoffElapsed(gen uint64) Effects {
+	var e Effects
+	if m.state != StateBackingOff || gen != m.gen {
+		return e
+	}
+	switch m.next {
+	case stepListAndWatch:
+		m.listAndWatch(&e)
+	case stepWatch:
+		m.startWatch(&e)
+	case stepWatchList:
+		m.startWatchList(&e)
+	}
+	return e
+}
+
+// listAndWatch is one iteration of client-go's ListAndWatch.
+func (m *Machine) listAndWatch(e *Effects) {
+	m.retry = cache.NewRetryWithDeadline(m.maxInternalRetry, time.Minute, apierrors.IsInternalError, m.clock)
+	if m.useWatchList {
+		m.startWatchList(e)
+		return
+	}
+	m.startList(e)
+}
+
+// endListAndWatch ends a ListAndWatch iteration: report err (if any) to
+// the watch error handler, then wait for the backoff before the next one,
+// as client-go's Run loop does after every iteration.
+func (m *Machine) endListAndWatch(e *Effects, err error) {
+	if err != nil {
+		e.HandleError = err
+	}
+	m.backoff(e, stepListAndWatch)
+}
+
+func (m *Machine) backoff(e *Effects, next nextStep) {
+	m.gen++
+	m.state = StateBackingOff
+	m.next = next
+	e.Wait = &WaitRequest{Gen: m.gen, Duration: m.delay()}
+}
+
+// relistResourceVersion: "0" for the first list (served from the watch
+// cache), the last RV after, "" (a quorum read) once that RV was reported
+// expired or too large.
+func (m *Machine) relistRV() string {
+	if m.rvUnavailable {
+		return ""
+	}
+	if m.rv == "" {
+		return "0"
+	}
+	return m.rv
+}
+
+func (m *Machine) rewatchRV() string {
+	if m.rvUnavailable {
+		return ""
+	}
+	return m.rv
+}
+
+func (m *Machine) startList(e *Effects) {
+	rv := m.relistRV()
+	m.listRV = rv
+	m.listRetried = false
+	switch {
+	case m.pageSize != 0:
+		m.listPage = m.pageSize
+	case m.paginatedResult:
+		// The first list came back paginated: the watch cache is probably
+		// off, keep paginating.
+		m.listPage = defaultPageSize
+	case rv != "" && rv != "0":
+		// Unpaginated, so the watch cache can serve it (it ignores RV !=
+		// "0" lists with a limit) rather than etcd.
+		m.listPage = 0
+	default:
+		m.listPage = defaultPageSize
+	}
+	m.issueList(e, metav1.ListOptions{ResourceVersion: rv})
+}
+
+func (m *Machine) issueList(e *Effects, opts metav1.ListOptions) {
+	m.gen++
+	m.state = StateListing
+	e.List = &ListRequest{Gen: m.gen, Options: opts, PageSize: m.listPage}
+	m.tel.Metrics.Relist()
+}
+
+func (m *Machine) timeoutSeconds() *int64 {
+	s := int64(m.minTimeout.Seconds() + m.rand()*(m.maxTimeout.Seconds()-m.minTimeout.Seconds()))
+	return &s
+}
+
+func (m *Machine) beginStream() {
+	m.gen++
+	m.eventCount = 0
+	m.receivedNonAdded = false
+	m.watchStart = m.clock.Now()
+	m.tel.Metrics.WatchRestart()
+}
+
+func (m *Machine) startWatch(e *Effects) {
+	m.beginStream()
+	m.state = StateWatching
+	rv := m.rv
+	// From "" or "0" the server first sends synthetic Added events in no RV
+	// order; only a later non-Added event proves we are past them.
+	m.propagateRV = rv != "" && rv != "0"
+	e.Watch = &WatchRequest{Gen: m.gen, Options: metav1.ListOptions{
+		ResourceVersion:     rv,
+		TimeoutSeconds:      m.timeoutSeconds(),
+		AllowWatchBookmarks: true,
+	}}
+}
+
+func (m *Machine) startWatchList(e *Effects) {
+	m.beginStream()
+	m.state = StateWatchListing
+	m.wl = nil
+	m.wlIndex = map[string]int{}
+	m.wlHoles = 0
+	m.wlRV = ""
+	rv := m.rewatchRV()
+	if m.tracing {
+		m.endWatchListSpan(nil)
+		_, m.wlSpan = m.tel.StartList(context.Background(), rv)
+	}
+	m.tel.Metrics.Relist()
+	e.Watch = &WatchRequest{Gen: m.gen, WatchList: true, Options: metav1.ListOptions{
+		ResourceVersion:      rv,
+		AllowWatchBookmarks:  true,
+		SendInitialEvents:    ptr.To(true),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		TimeoutSeconds:       m.timeoutSeconds(),
+	}}
+}
+
+// watchListFailed is client-go's watchList error path: back off and retry
+// on connection refused / 429, retry at once from RV "" on expired or too
+// large, fall back to a list otherwise.
+func (m *Machine) watchListFailed(e *Effects, err error) {
+	switch {
+	case isWatchErrorRetriable(err):
+		m.log.Debug("watch-list failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
+		m.endWatchListSpan(err)
+		m.backoff(e, stepWatchList)
+	case isExpiredError(err) || isTooLargeResourceVersionError(err):
+		m.rvUnavailable = true
+		m.startWatchList(e)
+	default:
+		m.log.Debug("Data couldn't be fetched in watchlist mode. Falling back to regular list.",
+			"reflector", m.name, "type", m.typeDesc, "err", err)
+		m.endWatchListSpan(err)
+		m.wl, m.wlIndex = nil, nil
+		m.startList(e)
+	}
+}
+
+func (m *Machine) endWatchListSpan(err error) {
+	if m.wlSpan == nil {
+		return
+	}
+	if err != nil {
+		m.wlSpan.RecordError(err)
+		m.wlSpan.SetStatus(codes.Error, err.Error())
+	}
+	m.wlSpan.End()
+	m.wlSpan = nil
+}
+
+// watchStreamError is client-go's handling of an error that ended a watch
+// (error event or very short watch): none of them reaches the watch error
+// handler. 429 backs off and re-watches; internal errors re-watch at once
+// while MaxInternalErrorRetryDuration allows; anything else (410 included)
+// ends the ListAndWatch, so the next one relists at the last RV after the
+// backoff (and at "" if that list is expired too).
+func (m *Machine) watchStreamError(e *Effects, err error) {
+	e.StopWatch = true
+	m.countError(err, true)
+	m.retry.After(err)
+	switch {
+	case isExpiredError(err):
+		m.log.Debug("Watch closed", "reflector", m.name, "type", m.typeDesc, "err", err)
+		m.endListAndWatch(e, nil)
+	case apierrors.IsTooManyRequests(err):
+		m.log.Debug("Watch returned 429 - backing off", "reflector", m.name, "type", m.typeDesc)
+		m.backoff(e, stepWatch)
+	case apierrors.IsInternalError(err) && m.retry.ShouldRetry():
+		m.log.Debug("Retrying watch after internal error", "reflector", m.name, "type", m.typeDesc, "err", err)
+		m.startWatch(e)
+	default:
+		m.log.Warn("watch ended with error", "reflector", m.name, "type", m.typeDesc, "err", err)
+		m.endListAndWatch(e, nil)
+	}
+}
+
+// accept applies client-go's checks to a watch event's object; it returns
+// the object's metadata, or false after logging and counting the drop.
+func (m *Machine) accept(ev *watch.Event) (metav1.Object, bool) {
+	obj := ev.Object
+	if m.expectedType != nil && reflect.TypeOf(obj) != m.expectedType {
+		m.dropType(ev, fmt.Errorf("expected type %v, got %T", m.expectedType, obj))
+		return nil, false
+	}
+	if isNil(obj) {
+		m.drop(DropNilObject, string(ev.Type), nil)
+		return nil, false
+	}
+	if m.expectedGVK != nil {
+		if gvk := objectGVK(obj); gvk != *m.expectedGVK {
+			m.dropType(ev, fmt.Errorf("expected gvk %v, got %v", *m.expectedGVK, gvk))
+			return nil, false
+		}
+	}
+	if isUnsupportedTableObject(obj) {
+		m.dropType(ev, fmt.Errorf("unsupported gvk %v", objectGVK(obj)))
+		return nil, false
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		m.drop(DropNoMeta, string(ev.Type), err)
+		return nil, false
+	}
+	return acc, true
+}
+
+func (m *Machine) dropType(ev *watch.Event, err error) {
+	m.drop(DropWrongType, string(ev.Type), err)
+}
+
+func (m *Machine) drop(reason, event string, err error) {
+	m.tel.Metrics.Drop(reason)
+	m.log.Error("reflector dropped an object", "informer", m.name, "type", m.typeDesc, "reason", reason, "event", event, "err", err)
+}
+
+// delta transforms obj and keys it. acc is obj's metadata, used for the
+// root span only.
+func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object, event string, at time.Time, link trace.SpanContext) (fifo.Delta, bool) {
+	var o any = obj
+	if m.transform != nil {
+		var err error
+		o, err = m.transform(obj)
+		if err == nil && isNil(o) {
+			err = fmt.Errorf("transform returned nil")
+		}
+		if err != nil {
+			m.drop(DropTransform, event, err)
+			return fifo.Delta{}, false
+		}
+	}
+	var key string
+	if m.transform == nil {
+		// Same as cache.DeletionHandlingMetaNamespaceKeyFunc(obj), minus
+		// its second metadata lookup: obj is neither a tombstone nor an
+		// ExplicitKey (those are not runtime.Objects).
+		key = acc.GetName()
+		if ns := acc.GetNamespace(); ns != "" {
+			key = ns + "/" + key
+		}
+	} else {
+		var err error
+		if key, err = cache.DeletionHandlingMetaNamespaceKeyFunc(o); err != nil {
+			m.drop(DropNoKey, event, err)
+			return fifo.Delta{}, false
+		}
+	}
+	d := fifo.Delta{Type: t, Key: key, Object: o}
+	if m.tracing {
+		d.Trace = m.tel.StartDelta(t.String(), telemetry.ObjectMeta{
+			Namespace:       acc.GetNamespace(),
+			Name:            acc.GetName(),
+			UID:             string(acc.GetUID()),
+			ResourceVersion: acc.GetResourceVersion(),
+		}, at, link)
+	}
+	return d, true
+}
+
+// watchEvents is client-go's handleWatch over one batch.
+func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
+	var out []fifo.Delta
+	lastRV, rvSeen := "", false
+	var streamErr error
+	for i := range events {
+		ev := &events[i]
+		if ev.Type == watch.Error {
+			// client-go stops at the error: later events are not used.
+			streamErr = errorFromEvent(ev.Object)
+			break
+		}
+		acc, ok := m.accept(ev)
+		if !ok {
+			continue
+		}
+		var t fifo.DeltaType
+		switch ev.Type {
+		case watch.Added:
+			t = fifo.Added
+		case watch.Modified:
+			m.receivedNonAdded = true
+			t = fifo.Updated
+		case watch.Deleted:
+			m.receivedNonAdded = true
+			t = fifo.Deleted
+		case watch.Bookmark:
+			// A bookmark only moves the RV on.
+			m.receivedNonAdded = true
+		default:
+			m.drop(DropUnknownType, string(ev.Type), nil)
+		}
+		if t != 0 {
+			if d, ok := m.delta(t, ev.Object, acc, string(ev.Type), at, trace.SpanContext{}); ok {
+				if out == nil {
+					out = make([]fifo.Delta, 0, len(events)-i)
+				}
+				out = append(out, d)
+			}
+		}
+		if m.propagateRV || m.receivedNonAdded {
+			lastRV, rvSeen = acc.GetResourceVersion(), true
+		}
+		m.eventCount++
+	}
+	if len(out) > 0 {
+		e.Deltas = &fifo.Deltas{Items: out}
+	}
+	if rvSeen {
+		m.setRV(lastRV)
+	}
+	if streamErr != nil {
+		m.watchStreamError(e, streamErr)
+	}
+}
+
+// watchListEvents is client-go's handleListWatch over one batch: objects
+// collect in a temporary store until the initial-events-end bookmark.
+func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time) {
+	var link trace.SpanContext
+	if m.wlSpan != nil {
+		link = m.wlSpan.SpanContext()
+	}
+	for i := range events {
+		ev := &events[i]
+		if ev.Type == watch.Error {
+			err := errorFromEvent(ev.Object)
+			e.StopWatch = true
+			m.countError(err, true)
+			m.watchListFailed(e, err)
+			return
+		}
+		acc, ok := m.accept(ev)
+		if !ok {
+			continue
+		}
+		done := false
+		switch ev.Type {
+		case watch.Added:
+			m.wlPut(ev, acc, at, link)
+		case watch.Modified:
+			m.receivedNonAdded = true
+			m.wlPut(ev, acc, at, link)
+		case watch.Deleted:
+			m.receivedNonAdded = true
+			m.wlDelete(ev)
+		case watch.Bookmark:
+			m.receivedNonAdded = true
+			done = acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+		default:
+			m.drop(DropUnknownType, string(ev.Type), nil)
+		}
+		if m.receivedNonAdded {
+			m.wlRV = acc.GetResourceVersion()
+		}
+		m.eventCount++
+		if done {
+			m.finishWatchList(e)
+			// The same watch goes on as a normal one.
+			m.watchEvents(e, events[i+1:], at)
+			return
+		}
+	}
+}
+
+func (m *Machine) wlPut(ev *watch.Event, acc metav1.Object, at time.Time, link trace.SpanContext) {
+	d, ok := m.delta(fifo.Replaced, ev.Object, acc, string(ev.Type), at, link)
+	if !ok {
+		return
+	}
+	if i, ok := m.wlIndex[d.Key]; ok {
+		m.wl[i] = d
+		return
+	}
+	m.wlIndex[d.Key] = len(m.wl)
+	m.wl = append(m.wl, d)
+}
+
+func (m *Machine) wlDelete(ev *watch.Event) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(ev.Object)
+	if err != nil {
+		m.drop(DropNoKey, string(ev.Type), err)
+		return
+	}
+	if i, ok := m.wlIndex[key]; ok {
+		m.wl[i] = fifo.Delta{}
+		delete(m.wlIndex, key)
+		m.wlHoles++
+	}
+}
+
+// finishWatchList emits the one Replace of a WatchList sync and turns the
+// stream into a normal watch.
+func (m *Machine) finishWatchList(e *Effects) {
+	items := m.wl
+	if m.wlHoles > 0 {
+		kept := items[:0]
+		for _, d := range items {
+			if d.Type != 0 {
+				kept = append(kept, d)
+			}
+		}
+		clear(items[len(kept):])
+		items = kept
+	}
+	if items == nil {
+		items = []fifo.Delta{}
+	}
+	rep := &fifo.Replace{Items: items, ResourceVersion: m.wlRV}
+	if m.wlSpan != nil {
+		m.wlSpan.SetAttributes(telemetry.AttrListItems.Int(len(items)))
+		rep.ListTrace = &telemetry.DeltaTrace{Parent: m.wlSpan.SpanContext(), Since: time.Now()}
+		m.endWatchListSpan(nil)
+	}
+	e.Replace = rep
+	m.wl, m.wlIndex, m.wlHoles = nil, nil, 0
+	m.rvUnavailable = false
+	m.setRV(m.wlRV)
+	m.r.synced(true)
+	m.log.Debug("Caches populated by watch-list", "reflector", m.name, "type", m.typeDesc, "items", len(items), "resourceVersion", m.wlRV)
+
+	m.state = StateWatching
+	m.propagateRV = true
+	m.eventCount = 0
+	m.receivedNonAdded = false
+	m.watchStart = m.clock.Now()
+}
+
+func (m *Machine) setRV(rv string) {
+	if rv == m.rv {
+		return
+	}
+	m.rv = rv
+	m.r.setRV(rv)
+}
+
+func (m *Machine) countError(err error, fromEvent bool) {
+	m.tel.Metrics.WatchError(errorReason(err, fromEvent))
+}

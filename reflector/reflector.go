@@ -1,0 +1,282 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+	"k8s.io/utils/clock"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
+)
+
+// client-go's reflector defaults.
+const (
+	defaultMinWatchTimeout = 5 * time.Minute
+	defaultBackoffInit     = 800 * time.Millisecond
+	defaultBackoffMax      = 30 * time.Second
+	defaultBackoffFactor   = 2.0
+	defaultBackoffJitter   = 1.0
+	// backoffReset: the backoff goes back to its start once this long has
+	// passed since it last did (wait.Backoff.DelayWithReset, as client-go).
+	backoffReset = 2 * time.Minute
+	// DefaultMaxBatch is the most watch events read into one batch.
+	DefaultMaxBatch = 1024
+)
+
+// DefaultBackoff is client-go's reflector backoff: 800ms doubling to 30s,
+// jitter 1.0.
+func DefaultBackoff() wait.Backoff {
+	return wait.Backoff{
+		Duration: defaultBackoffInit,
+		Cap:      defaultBackoffMax,
+		Steps:    int(math.Ceil(float64(defaultBackoffMax) / float64(defaultBackoffInit))),
+		Factor:   defaultBackoffFactor,
+		Jitter:   defaultBackoffJitter,
+	}
+}
+
+// Config configures a reflector. ListerWatcher is required.
+type Config struct {
+	// ListerWatcher lists and watches the resource. It should honour its
+	// context (ListWithContext/WatchWithContext): stopping the actor waits
+	// for the calls in flight to return.
+	ListerWatcher cache.ListerWatcher
+	// ExpectedType is an example object: watch events of another Go type
+	// (or, for *unstructured.Unstructured with apiVersion and kind set,
+	// another GVK) are dropped. Nil accepts any type.
+	ExpectedType runtime.Object
+	// Queue receives the *fifo.Replace and *fifo.Deltas messages, unless
+	// Props is given another PID.
+	Queue *actor.PID
+	// Name names the reflector in logs; default: the telemetry informer
+	// name, else the expected type.
+	Name string
+	// Transform is applied to every listed or watched object before it is
+	// queued.
+	Transform cache.TransformFunc
+	// WatchErrorHandler is called when a ListAndWatch iteration fails, as
+	// client-go calls its reflector's; default: log at error level.
+	WatchErrorHandler cache.WatchErrorHandlerWithContext
+	// PageSize is the list page size. 0 means client-go's rule: 500 for
+	// RV "" and "0" lists, and unpaginated for lists at a given RV unless
+	// the first list came back paginated.
+	PageSize int64
+	// UseWatchList turns WatchList streaming on or off. Nil means client-go's
+	// WatchListClient feature gate. Either way it is off when the
+	// ListerWatcher says it does not support WatchList semantics.
+	UseWatchList *bool
+	// MinWatchTimeout: watch requests time out after a random time in
+	// [MinWatchTimeout, 2*MinWatchTimeout]. Values under 5 minutes are
+	// raised to 5 minutes, as in client-go.
+	MinWatchTimeout time.Duration
+	// MaxInternalErrorRetryDuration: how long to re-watch at once after
+	// internal (500) watch errors instead of relisting. 0: never.
+	MaxInternalErrorRetryDuration time.Duration
+	// Backoff overrides DefaultBackoff (tests use a fast one).
+	Backoff *wait.Backoff
+	// Clock runs backoff timers and measures watch durations; default real.
+	Clock clock.WithDelayedExecution
+	// MaxBatch caps the watch events in one batch; default DefaultMaxBatch.
+	MaxBatch int
+	// Telemetry: logging, metrics and tracing; default none.
+	Telemetry *telemetry.T
+}
+
+// Status is a snapshot of what the reflector has synced.
+type Status struct {
+	// ResourceVersion is the last synced resource version.
+	ResourceVersion string
+	// Syncs counts the Replaces sent (initial sync and relists).
+	Syncs int64
+	// LastSyncUsedWatchList tells whether the last of them came from a
+	// WatchList stream rather than a list.
+	LastSyncUsedWatchList bool
+	// UseWatchList tells whether syncs try WatchList first.
+	UseWatchList bool
+}
+
+// Reflector is the handle of one reflector: its configuration and what it
+// has synced. Props makes the actor that does the work. Its methods may be
+// called by multiple goroutines simultaneously. Run at most one reflector
+// actor from a handle at a time: they would share the status.
+type Reflector struct {
+	cfg          Config
+	lw           cache.ListerWatcherWithContext
+	name         string
+	typeDesc     string
+	expectedType reflect.Type
+	expectedGVK  *schema.GroupVersionKind
+	useWatchList bool
+	minTimeout   time.Duration
+	maxTimeout   time.Duration
+	backoff      wait.Backoff
+	clock        clock.WithDelayedExecution
+	maxBatch     int
+	tel          *telemetry.T
+	// cacheRef is never run: it is what handlers written for client-go
+	// (which get a *cache.Reflector) are given.
+	cacheRef *cache.Reflector
+
+	mu            sync.RWMutex
+	rv            string
+	syncs         int64
+	usedWatchList bool
+}
+
+// New builds a reflector handle. It panics if cfg.ListerWatcher is nil.
+func New(cfg Config) *Reflector {
+	if cfg.ListerWatcher == nil {
+		panic("reflector: Config.ListerWatcher is nil")
+	}
+	r := &Reflector{cfg: cfg, lw: cache.ToListerWatcherWithContext(cfg.ListerWatcher)}
+	r.tel = cfg.Telemetry
+	if r.tel == nil {
+		r.tel = telemetry.Nop()
+	}
+	r.clock = cfg.Clock
+	if r.clock == nil {
+		r.clock = clock.RealClock{}
+	}
+	r.backoff = DefaultBackoff()
+	if cfg.Backoff != nil {
+		r.backoff = *cfg.Backoff
+	}
+	r.maxBatch = cfg.MaxBatch
+	if r.maxBatch <= 0 {
+		r.maxBatch = DefaultMaxBatch
+	}
+	r.minTimeout = defaultMinWatchTimeout
+	if cfg.MinWatchTimeout > defaultMinWatchTimeout {
+		r.minTimeout = cfg.MinWatchTimeout
+	}
+	r.maxTimeout = 2 * r.minTimeout
+
+	var example any // for cacheRef, which cannot take a typed nil
+	if cfg.ExpectedType != nil {
+		r.expectedType = reflect.TypeOf(cfg.ExpectedType)
+		if !isNil(cfg.ExpectedType) {
+			example = cfg.ExpectedType
+			if u, ok := cfg.ExpectedType.(*unstructured.Unstructured); ok {
+				if gvk := u.GroupVersionKind(); !gvk.Empty() {
+					r.expectedGVK = &gvk
+				}
+			}
+		}
+	}
+	r.name = cfg.Name
+	if r.name == "" {
+		r.name = r.tel.Info.Name
+	}
+	r.cacheRef = cache.NewNamedReflector(r.name, cfg.ListerWatcher, example, nil, 0)
+	r.typeDesc = r.cacheRef.TypeDescription()
+	if example == nil && r.expectedType != nil {
+		r.typeDesc = r.expectedType.String()
+	}
+	if r.name == "" {
+		r.name = r.typeDesc
+	}
+
+	if cfg.UseWatchList != nil {
+		r.useWatchList = *cfg.UseWatchList
+	} else {
+		r.useWatchList = clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
+	}
+	if r.useWatchList && watchlist.DoesClientNotSupportWatchListSemantics(cfg.ListerWatcher) {
+		r.tel.Logger.Debug("the ListerWatcher does not support WatchList semantics; WatchList is off", "reflector", r.name)
+		r.useWatchList = false
+	}
+	return r
+}
+
+// Props returns fresh Props for the reflector actor, which sends its
+// messages to queue (cfg.Queue when queue is nil). The actor starts listing
+// when started and stops every goroutine and timer of its own when stopped.
+// A restarted actor resumes from the last synced resource version.
+func (r *Reflector) Props(queue *actor.PID, opts ...actor.PropsOption) *actor.Props {
+	if queue == nil {
+		queue = r.cfg.Queue
+	}
+	if queue == nil {
+		panic("reflector: no queue PID")
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return r.newActor(queue) }, opts...)
+}
+
+// Name is the reflector's name.
+func (r *Reflector) Name() string { return r.name }
+
+// TypeDescription describes the expected type, as client-go's reflector.
+func (r *Reflector) TypeDescription() string { return r.typeDesc }
+
+// LastSyncResourceVersion is the resource version last seen in a list,
+// a watch-list or a watch event (bookmarks included).
+func (r *Reflector) LastSyncResourceVersion() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.rv
+}
+
+// LastSyncUsedWatchList tells whether the last initial sync or relist was
+// served by a WatchList stream.
+func (r *Reflector) LastSyncUsedWatchList() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.usedWatchList
+}
+
+// Status returns a snapshot of the reflector's sync state.
+func (r *Reflector) Status() Status {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return Status{ResourceVersion: r.rv, Syncs: r.syncs, LastSyncUsedWatchList: r.usedWatchList, UseWatchList: r.useWatchList}
+}
+
+func (r *Reflector) setRV(rv string) {
+	r.mu.Lock()
+	r.rv = rv
+	r.mu.Unlock()
+}
+
+func (r *Reflector) synced(watchList bool) {
+	r.mu.Lock()
+	r.syncs++
+	r.usedWatchList = watchList
+	r.mu.Unlock()
+}
+
+// handleError is what client-go's Run loop does with a failed ListAndWatch.
+func (r *Reflector) handleError(ctx context.Context, err error) {
+	if h := r.cfg.WatchErrorHandler; h != nil {
+		h(ctx, r.cacheRef, err)
+		return
+	}
+	r.defaultWatchErrorHandler(err)
+}
+
+// defaultWatchErrorHandler is cache.DefaultWatchErrorHandler over slog.
+func (r *Reflector) defaultWatchErrorHandler(err error) {
+	log := r.tel.Logger
+	switch {
+	case isExpiredError(err):
+		log.Debug("Watch closed", "reflector", r.name, "type", r.typeDesc, "err", err)
+	case errors.Is(err, io.EOF):
+		// closed normally
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		log.Info("Watch closed with unexpected EOF", "reflector", r.name, "type", r.typeDesc, "err", err)
+	default:
+		log.Error("Failed to watch", "reflector", r.name, "type", r.typeDesc, "err", err)
+	}
+}
