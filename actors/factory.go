@@ -39,6 +39,7 @@ type Factory struct {
 	informers    map[schema.GroupVersionResource]*factoryEntry
 	shuttingDown bool
 	wg           sync.WaitGroup
+	sysDown      sync.Once
 }
 
 type factoryEntry struct {
@@ -302,7 +303,8 @@ func (f *Factory) StopInformer(gvr schema.GroupVersionResource) bool {
 }
 
 // Shutdown stops every informer, waits for them, and shuts the factory's own
-// actor system down. The factory starts nothing afterwards.
+// actor system down. The factory starts nothing afterwards. Calling it again
+// does nothing.
 func (f *Factory) Shutdown() {
 	f.mu.Lock()
 	f.shuttingDown = true
@@ -314,6 +316,6 @@ func (f *Factory) Shutdown() {
 	f.mu.Unlock()
 	f.wg.Wait()
 	if f.ownSystem {
-		f.sys.Shutdown()
+		f.sysDown.Do(f.sys.Shutdown)
 	}
 }

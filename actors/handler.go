@@ -57,10 +57,37 @@ func (p plainHandler) OnAdd(_ context.Context, obj any, initial bool) { p.h.OnAd
 func (p plainHandler) OnUpdate(_ context.Context, o, n any)           { p.h.OnUpdate(o, n) }
 func (p plainHandler) OnDelete(_ context.Context, obj any)            { p.h.OnDelete(obj) }
 
+// NamedHandler gives h a name for its spans, metrics, logs and Stats;
+// otherwise a handler is named after its type or where its functions live.
+func NamedHandler(name string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	return namedHandler{ResourceEventHandler: h, name: name}
+}
+
+// NamedContextHandler is NamedHandler for a ContextEventHandler.
+func NamedContextHandler(name string, h ContextEventHandler) ContextEventHandler {
+	return namedContextHandler{ContextEventHandler: h, name: name}
+}
+
+type namedHandler struct {
+	cache.ResourceEventHandler
+	name string
+}
+
+func (n namedHandler) HandlerName() string { return n.name }
+
+type namedContextHandler struct {
+	ContextEventHandler
+	name string
+}
+
+func (n namedContextHandler) HandlerName() string { return n.name }
+
 // handlerName names a handler for spans, metrics and logs, in the spirit of
 // client-go's own naming: the handler's type, or where its functions live.
 func handlerName(h any) string {
 	switch f := h.(type) {
+	case interface{ HandlerName() string }:
+		return f.HandlerName()
 	case cache.ResourceEventHandlerFuncs:
 		return funcsName(f.AddFunc, f.UpdateFunc, f.DeleteFunc)
 	case *cache.ResourceEventHandlerFuncs:

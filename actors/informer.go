@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,6 +227,15 @@ func (s *SharedIndexInformer) LastSyncResourceVersion() string {
 	return ""
 }
 
+// LastSyncUsedWatchList reports whether the last initial sync or relist came
+// from a WatchList stream rather than a list; false before Run.
+func (s *SharedIndexInformer) LastSyncUsedWatchList() bool {
+	if r := s.refl.Load(); r != nil {
+		return r.LastSyncUsedWatchList()
+	}
+	return false
+}
+
 // SetWatchErrorHandler sets the handler called on every list or watch error.
 func (s *SharedIndexInformer) SetWatchErrorHandler(handler cache.WatchErrorHandler) error {
 	return s.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
@@ -345,7 +356,8 @@ type Stats struct {
 	WatchErrors     int64
 	Dropped         int64
 	CacheSize       int
-	Handlers        []HandlerStats
+	// Handlers lists the registered handlers in the order they were added.
+	Handlers []HandlerStats
 }
 
 // HandlerStats describes one handler's listener.
@@ -373,10 +385,15 @@ func (s *SharedIndexInformer) Stats() Stats {
 		CacheSize:       len(s.store.ListKeys()),
 	}
 	s.mu.Lock()
+	regs := make([]*registration, 0, len(s.regs))
 	for reg := range s.regs {
-		st.Handlers = append(st.Handlers, reg.stats())
+		regs = append(regs, reg)
 	}
 	s.mu.Unlock()
+	slices.SortFunc(regs, func(a, b *registration) int { return cmp.Compare(a.l.id, b.l.id) })
+	for _, reg := range regs {
+		st.Handlers = append(st.Handlers, reg.stats())
+	}
 	return st
 }
 

@@ -463,3 +463,23 @@ func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
 		t.Fatalf("handler without resync got %d updates", others.Load())
 	}
 }
+
+func TestNamedHandlersInStats(t *testing.T) {
+	_, lw := newSource(t)
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)
+	for _, name := range []string{"first", "second", "third"} {
+		if _, err := inf.AddEventHandler(actors.NamedHandler(name, cache.ResourceEventHandlerFuncs{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := inf.AddContextEventHandler(actors.NamedContextHandler("fourth", actors.ContextEventHandlerFuncs{})); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range inf.Stats().Handlers {
+		names = append(names, h.Name)
+	}
+	if fmt.Sprint(names) != "[first second third fourth]" {
+		t.Fatalf("handlers in Stats: %v", names)
+	}
+}

@@ -29,6 +29,9 @@ Telemetry, from the standard OpenTelemetry environment:
                             (JSON spans on stdout), none
   OTEL_TRACES_SAMPLER(_ARG) e.g. traceidratio + 0.01; with an exporter the
                             default is every delta
+  OTEL_BSP_MAX_QUEUE_SIZE   spans waiting for the exporter (default 2048);
+                            spans beyond are dropped, e.g. during the first
+                            list when every delta is sampled
   OTEL_METRICS_EXPORTER     unset/none: no metrics; otlp, console, prometheus
   OTEL_SERVICE_NAME         default actorinformer-demo
 
@@ -69,7 +72,7 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "time between summary lines")
 	fs.IntVar(&cfg.handlers, "handlers", 3, "event handlers: a context-aware one that starts a child span, then the slow and panicking ones if enabled, then counters")
-	fs.DurationVar(&cfg.slowHandler, "slow-handler", 0, "add a handler that sleeps this long per event (e.g. 2ms), to see its backlog grow while the others keep up")
+	fs.DurationVar(&cfg.slowHandler, "slow-handler", 0, "add a handler that sleeps this long per event (e.g. 2ms), to see its backlog grow (without bound, as in client-go) while the others keep up")
 	fs.IntVar(&cfg.panicEvery, "panic-every", 0, "add a handler that panics on every N-th event, to see panics isolated (0 = none)")
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "informer log level on stderr: debug (with panic stacks), info, warn, error, off")
