@@ -166,8 +166,9 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	return reg, nil
 }
 
-// RemoveEventHandler stops the handler's listener. Notifications already in
-// its mailbox are still delivered. Removing twice is not an error.
+// RemoveEventHandler stops the handler's listener. Once it returns the
+// handler is not called again (a call already running finishes); removing
+// twice is not an error.
 func (s *SharedIndexInformer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
 	reg, ok := handle.(*registration)
 	if !ok || reg.inf != s {
@@ -179,7 +180,7 @@ func (s *SharedIndexInformer) RemoveEventHandler(handle cache.ResourceEventHandl
 		return nil
 	}
 	delete(s.regs, reg)
-	reg.removed.Store(true)
+	reg.l.removed.Store(true)
 	if s.started && !s.stopped {
 		s.sys.Root.Send(s.sup, &removeListener{id: reg.l.id})
 	} else {

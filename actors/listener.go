@@ -39,6 +39,9 @@ type listener struct {
 	initialDone atomic.Bool
 	delivered   atomic.Int64
 	panics      atomic.Int64
+	// removed is set by RemoveEventHandler: from then on the handler is
+	// not called, even for notifications already in the mailbox.
+	removed atomic.Bool
 }
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T) *listener {
@@ -66,7 +69,7 @@ func (l *listener) deliver(n *indexer.Notifications) {
 		if it.InitialList {
 			initial++
 		}
-		if !it.Sync || n.SyncsTo(l.id) {
+		if (!it.Sync || n.SyncsTo(l.id)) && !l.removed.Load() {
 			l.call(it)
 		}
 		done++

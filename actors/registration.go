@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -10,9 +9,8 @@ import (
 
 // registration is the handle AddEventHandler returns.
 type registration struct {
-	l       *listener
-	inf     *SharedIndexInformer
-	removed atomic.Bool
+	l   *listener
+	inf *SharedIndexInformer
 }
 
 // HasSynced reports whether the informer has synced and every notification

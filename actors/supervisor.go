@@ -74,7 +74,7 @@ func (s *supervisor) start(ctx actor.Context) {
 }
 
 func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
-	if reg.removed.Load() {
+	if reg.l.removed.Load() {
 		return
 	}
 	l := reg.l

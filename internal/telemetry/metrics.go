@@ -82,7 +82,7 @@ func isNoopMeter(m metric.Meter) bool {
 
 func newMetrics(m metric.Meter, t *T) *Metrics {
 	ms := &Metrics{t: t, backlogs: map[*Backlog]struct{}{}}
-	if isNoopMeter(m) {
+	if CompiledOut || isNoopMeter(m) {
 		return ms
 	}
 	ms.enabled = true
@@ -113,7 +113,7 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 }
 
 // Enabled reports whether a real MeterProvider is configured.
-func (m *Metrics) Enabled() bool { return m.enabled }
+func (m *Metrics) Enabled() bool { return !CompiledOut && m.enabled }
 
 // Close unregisters the gauge callbacks.
 func (m *Metrics) Close() {
@@ -144,21 +144,21 @@ func (m *Metrics) DropBacklog(b *Backlog) {
 
 func (m *Metrics) ReflectorReceived(n int) {
 	m.ReflectorEvents.Add(int64(n))
-	if m.enabled {
+	if m.Enabled() {
 		m.reflectorEvents.Add(context.Background(), int64(n), m.t.baseSet)
 	}
 }
 
 func (m *Metrics) Relist() {
 	m.Relists.Add(1)
-	if m.enabled {
+	if m.Enabled() {
 		m.relists.Add(context.Background(), 1, m.t.baseSet)
 	}
 }
 
 func (m *Metrics) WatchRestart() {
 	m.WatchRestarts.Add(1)
-	if m.enabled {
+	if m.Enabled() {
 		m.watchRestarts.Add(context.Background(), 1, m.t.baseSet)
 	}
 }
@@ -167,7 +167,7 @@ func (m *Metrics) WatchRestart() {
 // "expired", "forbidden", "network", "watch_error_event".
 func (m *Metrics) WatchError(reason string) {
 	m.WatchErrors.Add(1)
-	if m.enabled {
+	if m.Enabled() {
 		m.watchErrors.Add(context.Background(), 1, m.with(AttrReason.String(reason)))
 	}
 }
@@ -176,35 +176,35 @@ func (m *Metrics) WatchError(reason string) {
 // "wrong_type", "no_key", "transform".
 func (m *Metrics) Drop(reason string) {
 	m.Dropped.Add(1)
-	if m.enabled {
+	if m.Enabled() {
 		m.dropped.Add(context.Background(), 1, m.with(AttrReason.String(reason)))
 	}
 }
 
 func (m *Metrics) Queued(n int) {
 	m.QueueIn.Add(int64(n))
-	if m.enabled {
+	if m.Enabled() {
 		m.queueIn.Add(context.Background(), int64(n), m.t.baseSet)
 	}
 }
 
 func (m *Metrics) Dequeued(n int) {
 	m.QueueOut.Add(int64(n))
-	if m.enabled {
+	if m.Enabled() {
 		m.queueOut.Add(context.Background(), int64(n), m.t.baseSet)
 	}
 }
 
 func (m *Metrics) Merged(n int) {
 	m.QueueMerged.Add(int64(n))
-	if m.enabled {
+	if m.Enabled() {
 		m.queueMerged.Add(context.Background(), int64(n), m.t.baseSet)
 	}
 }
 
 func (m *Metrics) Applied(n int) {
 	m.IndexerEvents.Add(int64(n))
-	if m.enabled {
+	if m.Enabled() {
 		m.indexerEvents.Add(context.Background(), int64(n), m.t.baseSet)
 	}
 }
@@ -215,19 +215,19 @@ func (m *Metrics) HandlerAttrs(handler string) metric.MeasurementOption {
 }
 
 func (m *Metrics) Delivered(n int, handler metric.MeasurementOption) {
-	if m.enabled {
+	if m.Enabled() {
 		m.listenerEvents.Add(context.Background(), int64(n), handler)
 	}
 }
 
 func (m *Metrics) HandlerDuration(d time.Duration, handler metric.MeasurementOption) {
-	if m.enabled {
+	if m.Enabled() {
 		m.handlerDuration.Record(context.Background(), d.Seconds(), handler)
 	}
 }
 
 func (m *Metrics) HandlerPanic(handler metric.MeasurementOption) {
-	if m.enabled {
+	if m.Enabled() {
 		m.handlerPanics.Add(context.Background(), 1, handler)
 	}
 }

@@ -1,10 +1,3 @@
-// Package telemetry holds the tracing, metrics and logging state shared by the
-// informer's stages. It never reads or sets OpenTelemetry globals: providers
-// come from the informer's options and default to no-op.
-//
-// A delta is traced only when the tracer provider is not a no-op one and its
-// sampler records the delta's root span; otherwise the delta carries a nil
-// *DeltaTrace and every later stage skips all span work for it.
 package telemetry
 
 import (
@@ -99,7 +92,7 @@ func New(cfg Config) *T {
 	if t.Logger == nil {
 		t.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.TracerProvider != nil && !isNoopTracerProvider(cfg.TracerProvider) {
+	if !CompiledOut && cfg.TracerProvider != nil && !isNoopTracerProvider(cfg.TracerProvider) {
 		t.tracer = cfg.TracerProvider.Tracer(ScopeName)
 	}
 	mp := cfg.MeterProvider
@@ -130,7 +123,7 @@ func isNoopTracerProvider(tp trace.TracerProvider) bool {
 }
 
 // Tracing reports whether spans may be created at all.
-func (t *T) Tracing() bool { return t != nil && t.tracer != nil }
+func (t *T) Tracing() bool { return !CompiledOut && t != nil && t.tracer != nil }
 
 // BaseAttributes are the informer-level attributes put on root spans.
 func (t *T) BaseAttributes() []attribute.KeyValue { return t.base }
@@ -145,7 +138,7 @@ type ObjectMeta struct {
 // the list span the delta came from. It returns nil when tracing is off or the
 // sampler drops the delta.
 func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link trace.SpanContext) *DeltaTrace {
-	if t.tracer == nil {
+	if CompiledOut || t.tracer == nil {
 		return nil
 	}
 	attrs := make([]attribute.KeyValue, 0, len(t.base)+5)
@@ -179,7 +172,7 @@ func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link 
 // StartList opens the span of one list call. The caller ends it. When
 // tracing is off it returns a non-recording span whose context is invalid.
 func (t *T) StartList(ctx context.Context, resourceVersion string) (context.Context, trace.Span) {
-	if t.tracer == nil {
+	if CompiledOut || t.tracer == nil {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return t.tracer.Start(ctx, SpanList, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
@@ -208,7 +201,7 @@ func (t *T) StartChild(base context.Context, dt *DeltaTrace, name string, start 
 // Event adds a zero-length span named name under dt, used to record that a
 // delta was dropped or merged (the span's event says why).
 func (t *T) Event(dt *DeltaTrace, spanName, event string, attrs ...attribute.KeyValue) {
-	if dt == nil || t.tracer == nil {
+	if CompiledOut || dt == nil || t.tracer == nil {
 		return
 	}
 	ctx := trace.ContextWithSpanContext(context.Background(), dt.Parent)
