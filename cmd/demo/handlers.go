@@ -1,12 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"reflect"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,20 +22,9 @@ const userSpanName = "demo.reconcile"
 type demoHandler struct {
 	label string // what the summary calls it
 	calls atomic.Int64
-	// handler is what is registered with the informer: a
-	// cache.ResourceEventHandler or an actors.ContextEventHandler whose Go
-	// type names it in the informer's Stats.
+	// handler is what is registered with the informer, named label: a
+	// cache.ResourceEventHandler or an actors.ContextEventHandler.
 	handler any
-}
-
-// typeName is the handler's Go type name (without package), the suffix of
-// the name the informer gives it in Stats and spans.
-func (h *demoHandler) typeName() string {
-	t := reflect.TypeOf(h.handler)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.Name()
 }
 
 // register adds the handler to inf.
@@ -47,9 +32,9 @@ func (h *demoHandler) register(inf *actors.SharedIndexInformer) error {
 	var err error
 	switch x := h.handler.(type) {
 	case actors.ContextEventHandler:
-		_, err = inf.AddContextEventHandler(x)
+		_, err = inf.AddContextEventHandler(actors.NamedContextHandler(h.label, x))
 	case cache.ResourceEventHandler:
-		_, err = inf.AddEventHandler(x)
+		_, err = inf.AddEventHandler(actors.NamedHandler(h.label, x))
 	default:
 		err = fmt.Errorf("demo handler %s has type %T", h.label, x)
 	}
@@ -147,33 +132,3 @@ type counter struct{ calls *atomic.Int64 }
 func (h *counter) OnAdd(any, bool)   { h.calls.Add(1) }
 func (h *counter) OnUpdate(_, _ any) { h.calls.Add(1) }
 func (h *counter) OnDelete(any)      { h.calls.Add(1) }
-
-// matchStats lines the informer's handler stats up with hs, relabelled. The
-// informer names handlers after their Go type, so handlers of one type (the
-// counters) are told apart by pairing the busiest stats with the busiest
-// handler; they get the same events, so the pairing is only cosmetic.
-func matchStats(hs []*demoHandler, stats []actors.HandlerStats) []actors.HandlerStats {
-	calls := make([]int64, len(hs))
-	order := make([]int, len(hs))
-	for i, h := range hs {
-		calls[i], order[i] = h.calls.Load(), i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(calls[b], calls[a]) })
-	out := make([]actors.HandlerStats, len(hs))
-	used := make([]bool, len(stats))
-	for _, i := range order {
-		suffix := "." + hs[i].typeName()
-		best := -1
-		for j, st := range stats {
-			if !used[j] && strings.HasSuffix(st.Name, suffix) && (best < 0 || st.Delivered > stats[best].Delivered) {
-				best = j
-			}
-		}
-		if best >= 0 {
-			used[best] = true
-			out[i] = stats[best]
-		}
-		out[i].Name = hs[i].label
-	}
-	return out
-}

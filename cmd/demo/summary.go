@@ -19,7 +19,6 @@ type summary struct {
 	start    time.Time
 	prevAt   time.Time
 	prev     actors.Stats
-	prevHs   []actors.HandlerStats
 }
 
 func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, now time.Time) *summary {
@@ -29,7 +28,7 @@ func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler,
 }
 
 func (s *summary) remember(now time.Time, st actors.Stats) {
-	s.prevAt, s.prev, s.prevHs = now, st, matchStats(s.handlers, st.Handlers)
+	s.prevAt, s.prev = now, st
 }
 
 // line prints the rates since the last line, e.g.
@@ -37,7 +36,7 @@ func (s *summary) remember(now time.Time, st actors.Stats) {
 //	[   3.1s] reflector   201/s | queue in   201/s out   201/s | indexer   201/s | cache    993 | trace   201/s | slow   150/s (backlog 312) | panic   201/s (4 panics)
 func (s *summary) line(now time.Time) {
 	st := s.inf.Stats()
-	hs := matchStats(s.handlers, st.Handlers)
+	hs := st.Handlers
 	dt := now.Sub(s.prevAt).Seconds()
 	rate := func(cur, prev int64) string {
 		if dt <= 0 {
@@ -53,7 +52,7 @@ func (s *summary) line(now time.Time) {
 	}
 	fmt.Fprintf(&b, " | indexer %s | cache %6d", rate(st.IndexerEvents, s.prev.IndexerEvents), st.CacheSize)
 	for i, h := range hs {
-		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, s.prevHs[i].Delivered))
+		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, s.prev.Handlers[i].Delivered))
 		writeHandlerTrouble(&b, h)
 	}
 	writeReflectorTrouble(&b, st, s.prev)
@@ -101,7 +100,7 @@ func (s *summary) final(end time.Time, shutdown time.Duration) {
 		width = max(width, len(h.label))
 	}
 	fmt.Fprintf(s.w, "  %-*s %10s %12s %7s\n", width, "handler", "delivered", "undelivered", "panics")
-	for _, h := range matchStats(s.handlers, st.Handlers) {
+	for _, h := range st.Handlers {
 		fmt.Fprintf(s.w, "  %-*s %10d %12d %7d\n", width, h.Name, h.Delivered, h.Backlog, h.Panics)
 	}
 }
