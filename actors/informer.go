@@ -52,6 +52,8 @@ type SharedIndexInformer struct {
 	sys               *actor.ActorSystem
 	sup               *actor.PID
 
+	// halted is set as the informer stops: listeners stop calling handlers.
+	halted    atomic.Bool
 	queue     atomic.Pointer[fifo.Queue]
 	refl      atomic.Pointer[reflector.Reflector]
 	stoppedCh chan struct{}
@@ -155,7 +157,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 		}
 	}
 	s.nextID++
-	l := newListener(s.nextID, h, name, resync, s.tel)
+	l := newListener(s.nextID, h, name, resync, s.tel, &s.halted)
 	reg := &registration{l: l, inf: s}
 	s.regs[reg] = struct{}{}
 	if !s.started {
@@ -332,6 +334,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+	s.halted.Store(true)
 	_ = sys.Root.PoisonFuture(s.sup).Wait()
 	if ownSystem {
 		sys.Shutdown()

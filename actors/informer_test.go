@@ -483,3 +483,43 @@ func TestNamedHandlersInStats(t *testing.T) {
 		t.Fatalf("handlers in Stats: %v", names)
 	}
 }
+
+// TestStopDoesNotWaitForABacklog: stopping drops what a slow handler has not
+// taken yet, as client-go's listeners do, instead of delivering all of it.
+func TestStopDoesNotWaitForABacklog(t *testing.T) {
+	src, lw := newSource(t)
+	for i := 0; i < 100; i++ {
+		src.Add(pod("ns", fmt.Sprint("p", i), i))
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	gate := make(chan struct{})
+	var calls atomic.Int64
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: func(any, bool) {
+		if calls.Add(1) == 1 {
+			<-gate
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	eventually(t, 10*time.Second, "first call", func() string {
+		if calls.Load() == 0 {
+			return "handler not called yet"
+		}
+		return ""
+	})
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	eventually(t, 10*time.Second, "stopping", func() string {
+		if !inf.IsStopped() {
+			return "not stopping"
+		}
+		return ""
+	})
+	close(gate)
+	<-stopped
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times after its informer stopped, want only the one in progress", n)
+	}
+}

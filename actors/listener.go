@@ -42,10 +42,15 @@ type listener struct {
 	// removed is set by RemoveEventHandler: from then on the handler is
 	// not called, even for notifications already in the mailbox.
 	removed atomic.Bool
+	// halted is the informer's: set when it stops, so that a listener in
+	// the middle of a large batch drops the rest instead of delaying the
+	// stop (client-go's listeners drop what they hold when stopped, too).
+	halted *atomic.Bool
 }
 
-func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T) *listener {
+func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
 	return &listener{
+		halted:  halted,
 		id:      id,
 		name:    name,
 		handler: h,
@@ -69,7 +74,7 @@ func (l *listener) deliver(n *indexer.Notifications) {
 		if it.InitialList {
 			initial++
 		}
-		if (!it.Sync || n.SyncsTo(l.id)) && !l.removed.Load() {
+		if (!it.Sync || n.SyncsTo(l.id)) && !l.removed.Load() && !l.halted.Load() {
 			l.call(it)
 		}
 		done++

@@ -13,8 +13,9 @@ type queueActor struct {
 }
 
 // NewActor returns the queue actor: it feeds *Deltas, *Replace, *Resync and
-// *Processed to q and, after each, sends the next batch (if any and if none
-// is in flight) to consumer with ctx.Request, so the consumer answers with
+// *Processed to q (recycling each *Deltas: see NewDeltas) and, after each,
+// sends the next batch (if any and if none is in flight) to consumer with
+// ctx.Request, so the consumer answers with
 // ctx.Respond(&Processed{Count: len(batch.Deltas)}).
 //
 // The actor owns q: nothing else may call q's methods except HasSynced and
@@ -34,6 +35,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Deltas:
 		a.q.Add(m.Items)
+		recycle(m) // the queue owns m and has copied its items
 	case *Replace:
 		a.q.Replace(m.Items, m.ResourceVersion, m.ListTrace)
 	case *Resync:

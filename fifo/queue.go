@@ -91,8 +91,7 @@ type Queue struct {
 	length     atomic.Int64
 
 	// Scratch space for Replace, reused between calls.
-	listed map[string]struct{}
-	tombs  []Delta
+	tombs []Delta
 }
 
 // New returns an empty queue.
@@ -103,7 +102,6 @@ func New(cfg Config) *Queue {
 		t:        cfg.Telemetry,
 		now:      cfg.Now,
 		last:     make(map[string]uint64),
-		listed:   make(map[string]struct{}),
 	}
 	if q.known == nil {
 		q.known = emptyKnown{}
@@ -215,9 +213,11 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		now = q.now()
 	}
 
-	clear(q.listed)
+	// Built for this call, at its final size, and dropped after: relists
+	// are rare, and a map kept for reuse would pin a slot per listed key.
+	listed := make(map[string]struct{}, len(items))
 	for i := range items {
-		q.listed[items[i].Key] = struct{}{}
+		listed[items[i].Key] = struct{}{}
 	}
 
 	// Keys with something pending, in order of their last delta.
@@ -226,14 +226,14 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		if q.last[d.Key] != q.seq(i) {
 			continue // not the key's last delta (last is never stale here)
 		}
-		if _, ok := q.listed[d.Key]; ok || d.Type == Deleted {
+		if _, ok := listed[d.Key]; ok || d.Type == Deleted {
 			continue // still present, or already absent
 		}
 		q.tombs = append(q.tombs, q.tombstone(d.Key, d.Object, tracing, now, link))
 	}
 	// Keys only in the cache.
 	for _, k := range q.known.ListKeys() {
-		if _, ok := q.listed[k]; ok {
+		if _, ok := listed[k]; ok {
 			continue
 		}
 		if _, ok := q.pending(k); ok {
@@ -263,7 +263,6 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	n := len(items) + len(q.tombs)
 	clear(q.tombs)
 	q.tombs = q.tombs[:0]
-	clear(q.listed)
 
 	if first {
 		if n == 0 {

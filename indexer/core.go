@@ -31,7 +31,8 @@ type Core struct {
 	// targets is parallel to subs and copied on change, so a slice handed
 	// out by Targets is never modified.
 	targets []*actor.PID
-	// syncing is replaced, never modified, by ResyncDue: batches share it.
+	// syncing: listeners due for a resync, plus those subscribed since the
+	// last ResyncDue. Replaced, never modified: batches share it.
 	syncing []ListenerID
 
 	traced []tracedApply // scratch, reused across batches
@@ -222,6 +223,10 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 	}
 	c.subs = append(c.subs, sub)
 	c.targets = append(slices.Clip(c.targets), s.Target)
+	// Like client-go's processor, which puts every listener it adds in its
+	// syncing set until the next resync check: with no resync period at all,
+	// same-resourceVersion updates (a relist) reach every handler.
+	c.syncing = append(slices.Clip(c.syncing), s.ID)
 	if !s.Initial {
 		return nil
 	}
@@ -252,6 +257,9 @@ func (c *Core) Unsubscribe(id ListenerID) {
 	}
 	c.subs = slices.Delete(c.subs, i, i+1)
 	c.targets = slices.Delete(slices.Clone(c.targets), i, i+1)
+	if j := slices.Index(c.syncing, id); j >= 0 {
+		c.syncing = slices.Delete(slices.Clone(c.syncing), j, j+1)
+	}
 }
 
 // Subscribers returns the subscribed listeners' IDs in subscription order.

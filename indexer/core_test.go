@@ -446,3 +446,42 @@ func TestCoreAddIndexers(t *testing.T) {
 		t.Fatal("a conflicting AddIndexers added an index")
 	}
 }
+
+// TestCoreNewListenerSyncing: like client-go's processor, a listener is in
+// the syncing set from its subscription until the next resync check, so
+// with no resync period anywhere a relist's same-resourceVersion updates
+// reach every handler (client-go v0.37 delivers them; seen on a real
+// apiserver in e2e).
+func TestCoreNewListenerSyncing(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, clk := newTestCore(s)
+	c.Subscribe(&Subscribe{ID: 1})
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	relist := func() *Notifications { return c.Apply([]fifo.Delta{delta(fifo.Replaced, pod("a", "x", "1"))}) }
+	if n := relist(); !n.Items[0].Sync || !n.SyncsTo(1) {
+		t.Fatalf("no resync period: same-RV update Sync=%v, SyncsTo(1)=%v; want true, true", n.Items[0].Sync, n.SyncsTo(1))
+	}
+	c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: time.Minute})
+	if n := relist(); !n.SyncsTo(1) || !n.SyncsTo(2) {
+		t.Fatalf("before the first resync check: syncing %v, want [1 2]", n.Syncing)
+	}
+	kept := relist()
+	// The first check leaves only the due listeners, as client-go's
+	// shouldResync does.
+	clk.Step(time.Second)
+	c.ResyncDue(clk.Now())
+	if n := relist(); n.SyncsTo(1) || n.SyncsTo(2) {
+		t.Fatalf("after a resync check with nobody due: syncing %v", n.Syncing)
+	}
+	c.Subscribe(&Subscribe{ID: 3})
+	if n := relist(); !slices.Equal(n.Syncing, []ListenerID{3}) {
+		t.Fatalf("a listener added later: syncing %v, want [3]", n.Syncing)
+	}
+	c.Unsubscribe(3)
+	if n := relist(); n.SyncsTo(3) {
+		t.Fatalf("unsubscribed listener still syncing: %v", n.Syncing)
+	}
+	if !slices.Equal(kept.Syncing, []ListenerID{1, 2}) {
+		t.Fatalf("a sent batch's Syncing changed to %v", kept.Syncing)
+	}
+}

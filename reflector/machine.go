@@ -646,7 +646,7 @@ func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object,
 
 // watchEvents is client-go's handleWatch over one batch.
 func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
-	var out []fifo.Delta
+	var out *fifo.Deltas
 	lastRV, rvSeen := "", false
 	var streamErr error
 	for i := range events {
@@ -679,9 +679,9 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 		if t != 0 {
 			if d, ok := m.delta(t, ev.Object, acc, string(ev.Type), at, trace.SpanContext{}); ok {
 				if out == nil {
-					out = make([]fifo.Delta, 0, len(events)-i)
+					out = fifo.NewDeltas(len(events) - i)
 				}
-				out = append(out, d)
+				out.Items = append(out.Items, d)
 			}
 		}
 		if m.propagateRV || m.receivedNonAdded {
@@ -689,8 +689,8 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 		}
 		m.eventCount++
 	}
-	if len(out) > 0 {
-		e.Deltas = &fifo.Deltas{Items: out}
+	if out != nil {
+		e.Deltas = out
 	}
 	if rvSeen {
 		m.setRV(lastRV)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,21 +32,22 @@ const (
 // Attribute keys. k8s.namespace.name follows the OpenTelemetry semantic
 // conventions; the rest have no convention and live under actorinformer.*.
 const (
-	AttrNamespace       = attribute.Key("k8s.namespace.name")
-	AttrObjectName      = attribute.Key("actorinformer.object.name")
-	AttrObjectUID       = attribute.Key("actorinformer.object.uid")
-	AttrResourceVersion = attribute.Key("actorinformer.object.resource_version")
-	AttrDeltaType       = attribute.Key("actorinformer.delta.type")
-	AttrInformer        = attribute.Key("actorinformer.informer.name")
-	AttrGroup           = attribute.Key("actorinformer.resource.group")
-	AttrVersion         = attribute.Key("actorinformer.resource.version")
-	AttrResource        = attribute.Key("actorinformer.resource.resource")
-	AttrHandler         = attribute.Key("actorinformer.handler.name")
-	AttrQueueDepth      = attribute.Key("actorinformer.queue.depth")
-	AttrBatchSize       = attribute.Key("actorinformer.batch.size")
-	AttrNotification    = attribute.Key("actorinformer.notification.type")
-	AttrListItems       = attribute.Key("actorinformer.list.items")
-	AttrReason          = attribute.Key("actorinformer.reason")
+	AttrNamespace           = attribute.Key("k8s.namespace.name")
+	AttrObjectName          = attribute.Key("actorinformer.object.name")
+	AttrObjectUID           = attribute.Key("actorinformer.object.uid")
+	AttrResourceVersion     = attribute.Key("actorinformer.object.resource_version")
+	AttrDeltaType           = attribute.Key("actorinformer.delta.type")
+	AttrInformer            = attribute.Key("actorinformer.informer.name")
+	AttrGroup               = attribute.Key("actorinformer.resource.group")
+	AttrVersion             = attribute.Key("actorinformer.resource.version")
+	AttrResource            = attribute.Key("actorinformer.resource.resource")
+	AttrHandler             = attribute.Key("actorinformer.handler.name")
+	AttrQueueDepth          = attribute.Key("actorinformer.queue.depth")
+	AttrBatchSize           = attribute.Key("actorinformer.batch.size")
+	AttrNotification        = attribute.Key("actorinformer.notification.type")
+	AttrListItems           = attribute.Key("actorinformer.list.items")
+	AttrListResourceVersion = attribute.Key("actorinformer.list.resource_version")
+	AttrReason              = attribute.Key("actorinformer.reason")
 )
 
 // DeltaTrace is the trace state one delta carries from stage to stage inside
@@ -58,6 +60,19 @@ type DeltaTrace struct {
 	Since  time.Time
 	// QueueDepth is the delta queue's length when the delta was enqueued.
 	QueueDepth int
+	// ctx, when not nil, is a background context carrying the Parent span,
+	// kept from the tracer call that made it so that the next stage does not
+	// rebuild it (two allocations per span).
+	ctx context.Context
+}
+
+// context returns a context carrying dt.Parent, derived from base unless dt
+// already has one derived from context.Background.
+func (dt *DeltaTrace) context(base context.Context) context.Context {
+	if dt.ctx != nil && base == context.Background() {
+		return dt.ctx
+	}
+	return trace.ContextWithSpanContext(base, dt.Parent)
 }
 
 // Config is what an informer hands to its stages.
@@ -84,11 +99,15 @@ type T struct {
 	Info    InformerInfo
 	base    []attribute.KeyValue
 	baseSet metric.MeasurementOption
+
+	roots     atomic.Pointer[rootOptions] // the last shared root span options
+	lastStart atomic.Int64                // UnixNano of the last root span's start
+	kind      trace.SpanStartOption       // the root spans' kind, boxed once
 }
 
 // New builds a T. Nil providers and logger mean no-op.
 func New(cfg Config) *T {
-	t := &T{Logger: cfg.Logger, Info: cfg.Informer}
+	t := &T{Logger: cfg.Logger, Info: cfg.Informer, kind: trace.WithSpanKind(trace.SpanKindConsumer)}
 	if t.Logger == nil {
 		t.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -137,8 +156,20 @@ type ObjectMeta struct {
 // receiving it at start and handing it on now. link, when valid, points at
 // the list span the delta came from. It returns nil when tracing is off or the
 // sampler drops the delta.
+//
+// Most deltas are not sampled, so what happens before the sampler decides is
+// kept to the SDK's own cost: the sampler sees the span name, kind and link
+// but not the attributes, which are set only once the span is known to
+// record; and the start options are shared by the deltas of one batch.
 func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link trace.SpanContext) *DeltaTrace {
 	if CompiledOut || t.tracer == nil {
+		return nil
+	}
+	// context.Background has no span, so the span is a root without
+	// trace.WithNewRoot, which would cost the SDK two allocations.
+	ctx, span := t.tracer.Start(context.Background(), SpanReflector, t.rootOptions(start, link)...)
+	if !span.IsRecording() {
+		span.End()
 		return nil
 	}
 	attrs := make([]attribute.KeyValue, 0, len(t.base)+5)
@@ -150,23 +181,40 @@ func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link 
 		AttrObjectUID.String(meta.UID),
 		AttrResourceVersion.String(meta.ResourceVersion),
 	)
-	opts := []trace.SpanStartOption{
-		trace.WithNewRoot(),
-		trace.WithTimestamp(start),
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrs...),
-	}
-	if link.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
-	}
-	_, span := t.tracer.Start(context.Background(), SpanReflector, opts...)
-	if !span.IsRecording() {
-		span.End()
-		return nil
-	}
+	span.SetAttributes(attrs...)
 	now := time.Now()
 	span.End(trace.WithTimestamp(now))
-	return &DeltaTrace{Parent: span.SpanContext(), Since: now}
+	return &DeltaTrace{Parent: span.SpanContext(), Since: now, ctx: ctx}
+}
+
+// rootOptions are the root span's start options. The deltas of a list, or
+// of a watch batch, share start and link: from the second delta with the same
+// start on, the options built for it are reused, as boxing them costs
+// allocations for every delta otherwise. A lone delta gets its options
+// directly, which costs fewer allocations than building a shared set.
+func (t *T) rootOptions(start time.Time, link trace.SpanContext) []trace.SpanStartOption {
+	if c := t.roots.Load(); c != nil && c.start == start && c.link.Equal(link) {
+		return c.opts
+	}
+	if ns := start.UnixNano(); t.lastStart.Swap(ns) != ns {
+		if link.IsValid() {
+			return []trace.SpanStartOption{trace.WithTimestamp(start), t.kind, trace.WithLinks(trace.Link{SpanContext: link})}
+		}
+		return []trace.SpanStartOption{trace.WithTimestamp(start), t.kind}
+	}
+	c := &rootOptions{start: start, link: link}
+	c.opts = []trace.SpanStartOption{trace.WithTimestamp(start), t.kind}
+	if link.IsValid() {
+		c.opts = append(c.opts, trace.WithLinks(trace.Link{SpanContext: link}))
+	}
+	t.roots.Store(c)
+	return c.opts
+}
+
+type rootOptions struct {
+	start time.Time
+	link  trace.SpanContext
+	opts  []trace.SpanStartOption // read-only once stored
 }
 
 // StartList opens the span of one list call. The caller ends it. When
@@ -176,26 +224,31 @@ func (t *T) StartList(ctx context.Context, resourceVersion string) (context.Cont
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return t.tracer.Start(ctx, SpanList, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append([]attribute.KeyValue{attribute.String("actorinformer.list.resource_version", resourceVersion)}, t.base...)...))
+		trace.WithAttributes(append([]attribute.KeyValue{AttrListResourceVersion.String(resourceVersion)}, t.base...)...))
 }
 
 // Stage records one finished stage span (start..end) as a child of
 // dt.Parent and returns the trace state for the next hop, starting at end.
 // dt must not be nil.
 func (t *T) Stage(dt *DeltaTrace, name string, start, end time.Time, attrs ...attribute.KeyValue) *DeltaTrace {
-	ctx := trace.ContextWithSpanContext(context.Background(), dt.Parent)
-	_, span := t.tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
-	sc := span.SpanContext()
+	ctx, span := t.tracer.Start(dt.context(context.Background()), name, trace.WithTimestamp(start))
+	if len(attrs) > 0 {
+		// Set here rather than as a start option: one copy fewer.
+		span.SetAttributes(attrs...)
+	}
 	span.End(trace.WithTimestamp(end))
-	return &DeltaTrace{Parent: sc, Since: end}
+	return &DeltaTrace{Parent: span.SpanContext(), Since: end, ctx: ctx}
 }
 
 // StartChild opens a span as a child of dt.Parent starting at start and
 // returns it with a context carrying it; the caller ends it. Used for handler
 // spans, whose context is handed to context-aware handlers.
 func (t *T) StartChild(base context.Context, dt *DeltaTrace, name string, start time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	ctx := trace.ContextWithSpanContext(base, dt.Parent)
-	return t.tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(trace.ContextWithSpanContext(base, dt.Parent), name, trace.WithTimestamp(start))
+	if len(attrs) > 0 {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
 }
 
 // Event adds a zero-length span named name under dt, used to record that a
@@ -204,8 +257,7 @@ func (t *T) Event(dt *DeltaTrace, spanName, event string, attrs ...attribute.Key
 	if CompiledOut || dt == nil || t.tracer == nil {
 		return
 	}
-	ctx := trace.ContextWithSpanContext(context.Background(), dt.Parent)
-	_, span := t.tracer.Start(ctx, spanName)
+	_, span := t.tracer.Start(dt.context(context.Background()), spanName)
 	span.AddEvent(event, trace.WithAttributes(attrs...))
 	span.End()
 }

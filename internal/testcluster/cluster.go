@@ -456,7 +456,8 @@ func httpGet(ctx context.Context, hc *http.Client, url, token string) (string, e
 		return "", err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	// Jaeger's /api/traces answers with up to 1000 whole traces: megabytes.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return "", err
 	}

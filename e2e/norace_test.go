@@ -1,0 +1,7 @@
+//go:build !race
+
+package e2e
+
+// raceEnabled tells the figures logged by the tests apart: the race
+// detector slows everything down several times.
+const raceEnabled = false
