@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -150,18 +151,18 @@ func TestLateHandler(t *testing.T) {
 			inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
 			ctx, _ := running(t, inf)
 			waitSynced(t, ctx, inf.HasSynced)
-			v := newView()
-			reg, err := inf.AddEventHandler(v.handler())
+			v := informertest.NewView()
+			reg, err := inf.AddEventHandler(v.Handler())
 			if err != nil {
 				t.Fatal(err)
 			}
 			waitSynced(t, ctx, reg.HasSynced)
-			if v.initial != objects || v.adds != objects {
-				t.Fatalf("late handler: %d initial adds of %d adds, want %d", v.initial, v.adds, objects)
+			if c := v.Counts(); c.Initial != objects || c.Adds != objects {
+				t.Fatalf("late handler: %d initial adds of %d adds, want %d", c.Initial, c.Adds, objects)
 			}
 			src.Add(pod("ns", "after", 99))
 			eventually(t, 10*time.Second, "event after sync", func() string {
-				return diff(sourceSnapshot(t, lw), v.snapshot())
+				return informertest.Diff(sourceSnapshot(t, lw), v.Snapshot())
 			})
 		})
 	}
@@ -332,7 +333,7 @@ func TestFilteringResourceEventHandler(t *testing.T) {
 		Handler: cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc:    func(obj any, _ bool) { record("add " + obj.(*corev1.Pod).Name) },
 			UpdateFunc: func(_, obj any) { record("update " + obj.(*corev1.Pod).Name) },
-			DeleteFunc: func(obj any) { record("delete " + key(obj)) },
+			DeleteFunc: func(obj any) { record("delete " + informertest.Key(obj)) },
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -442,7 +443,7 @@ func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
 	var resyncs, others atomic.Int64
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(old, obj any) {
-		if rv(old) == rv(obj) {
+		if informertest.RV(old) == informertest.RV(obj) {
 			resyncs.Add(1)
 		}
 	}}, time.Second); err != nil {

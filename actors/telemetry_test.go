@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -348,7 +349,7 @@ func TestResyncDeltasAreTraced(t *testing.T) {
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false), actors.WithTracerProvider(tp))
 	resynced := make(chan struct{}, 100)
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
-		if rv(old) == rv(obj) {
+		if informertest.RV(old) == informertest.RV(obj) {
 			resynced <- struct{}{}
 		}
 	}}, time.Second); err != nil {

@@ -100,7 +100,7 @@ func runChurn(t *testing.T, writer, watcher kubernetes.Interface, prefix string,
 
 	for _, s := range []*side{cmOurs, cmRef, podOurs, podRef} {
 		t.Logf("%s: lists=%d watches=%d watch-error-handler calls=%d; early handler %s",
-			s.name, len(s.lw.listCalls()), len(s.lw.watchCalls()), len(s.errs()), s.views["early"].counts())
+			s.name, len(s.lw.listCalls()), len(s.lw.watchCalls()), len(s.errs()), s.views["early"].Counts())
 	}
 	st := cmOurs.ours.Stats()
 	t.Logf("ours configmaps stats: reflector events %d, relists %d, watch restarts %d, watch errors %d, queue merged %d",

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"testing"
 	"time"
 
@@ -51,8 +52,8 @@ func TestCRD(t *testing.T) {
 		f.Shutdown()
 	})
 	cms := actors.ConfigMaps(f)
-	cmView := newView()
-	if _, err := cms.Informer().AddEventHandler(cmView.handler()); err != nil {
+	cmView := informertest.NewView()
+	if _, err := cms.Informer().AddEventHandler(cmView.Handler()); err != nil {
 		t.Fatal(err)
 	}
 	f.Start(stop)
@@ -68,10 +69,10 @@ func TestCRD(t *testing.T) {
 	if f.ForResource(widgetGVR) != ourInf {
 		t.Fatal("ForResource returned a second informer for the same resource")
 	}
-	ours := &side{name: "ours (factory)", inf: ourInf, ours: ourInf, views: map[string]*view{}}
+	ours := &side{name: "ours (factory)", inf: ourInf, ours: ourInf, views: map[string]*informertest.View{}}
 	ours.addView(t, "early")
 	f.Start(stop)
-	ref := &side{name: "client-go", views: map[string]*view{}}
+	ref := &side{name: "client-go", views: map[string]*informertest.View{}}
 	ref.inf = cache.NewSharedIndexInformer(listWatch(dyn.Resource(widgetGVR)), &unstructured.Unstructured{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	ref.addView(t, "early")
@@ -102,7 +103,7 @@ func TestCRD(t *testing.T) {
 	if err := dyn.Resource(crdGVR).Delete(ctx, widgetCRD, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, 50*time.Millisecond, "CRD gone and every widget deleted in the informers", func() string {
+	informertest.Eventually(t, 60*time.Second, 50*time.Millisecond, "CRD gone and every widget deleted in the informers", func() string {
 		if _, err := dyn.Resource(crdGVR).Get(ctx, widgetCRD, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Sprintf("CRD still there (%v)", err)
 		}
@@ -115,7 +116,7 @@ func TestCRD(t *testing.T) {
 	})
 	checkHandlerErrors(t, ours, ref)
 	for _, s := range []*side{ours, ref} {
-		t.Logf("%s: early handler %s", s.name, s.views["early"].counts())
+		t.Logf("%s: early handler %s", s.name, s.views["early"].Counts())
 	}
 
 	if !f.StopInformer(widgetGVR) {
@@ -136,11 +137,11 @@ func TestCRD(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-crd"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, 20*time.Millisecond, "ConfigMap informer sees a new object after StopInformer", func() string {
+	informertest.Eventually(t, 30*time.Second, 20*time.Millisecond, "ConfigMap informer sees a new object after StopInformer", func() string {
 		if _, err := listers.NewNamespaced(cms.Lister(), "default").Get("after-crd"); err != nil {
 			return "lister: " + err.Error()
 		}
-		if _, ok := cmView.snapshot()["default/after-crd"]; !ok {
+		if _, ok := cmView.Snapshot()["default/after-crd"]; !ok {
 			return "handler has not seen it"
 		}
 		return ""
@@ -193,7 +194,7 @@ func createWidgetCRD(t *testing.T, dyn dynamic.Interface) {
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
-	eventually(t, 60*time.Second, 50*time.Millisecond, "CRD established and served", func() string {
+	informertest.Eventually(t, 60*time.Second, 50*time.Millisecond, "CRD established and served", func() string {
 		got, err := dyn.Resource(crdGVR).Get(ctx, widgetCRD, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()

@@ -101,7 +101,7 @@ func TestDisconnected(t *testing.T) {
 					return o.ResourceVersion == "" && o.SendInitialEvents != nil && *o.SendInitialEvents
 				})
 				t.Logf("%s: after unblocking %d lists (410 seen: %v, successful list at rv \"\": %v), %d watches (WatchList at rv \"\": %v); early handler %s; watch-error-handler calls %d",
-					s.name, len(newLists), expired, fromScratchList, len(newWatches), fromScratchWatchList, s.views["early"].counts(), len(s.errs()))
+					s.name, len(newLists), expired, fromScratchList, len(newWatches), fromScratchWatchList, s.views["early"].Counts(), len(s.errs()))
 				for _, o := range newWatches {
 					t.Logf("  %s watch rv=%q sendInitialEvents=%v", s.name, o.ResourceVersion, o.SendInitialEvents != nil && *o.SendInitialEvents)
 				}
@@ -111,9 +111,9 @@ func TestDisconnected(t *testing.T) {
 				// client-go hands a relist's unchanged objects to handlers
 				// without a resync period as updates with the same
 				// resourceVersion; so must we.
-				if unchanged := mode.objects - 20; s.views["early"].sameRVUpdates() < unchanged {
+				if unchanged := mode.objects - 20; s.views["early"].Counts().SameRV < unchanged {
 					t.Errorf("%s: %d same-resourceVersion updates after the relist, want at least %d (the unchanged objects)",
-						s.name, s.views["early"].sameRVUpdates(), unchanged)
+						s.name, s.views["early"].Counts().SameRV, unchanged)
 				}
 				if !mode.watchList && s == ours {
 					// Deterministic: the first list that gets through is
@@ -196,7 +196,7 @@ func TestDisconnected(t *testing.T) {
 			v := s.views["early"]
 			var missing []string
 			for _, k := range doomed {
-				if !v.sawDelete(k) {
+				if !v.SawDelete(k) {
 					missing = append(missing, k)
 				}
 			}
@@ -204,7 +204,7 @@ func TestDisconnected(t *testing.T) {
 				t.Errorf("%s: handler got no delete for %d of the %d objects deleted while it was cut off, e.g. %v", s.name, len(missing), doomedN, missing[:min(3, len(missing))])
 			}
 			t.Logf("%s: early handler %s; lists %d, watches %d, watch-error-handler calls %d",
-				s.name, v.counts(), len(s.lw.listCalls()), len(s.lw.watchCalls()), len(s.errs()))
+				s.name, v.Counts(), len(s.lw.listCalls()), len(s.lw.watchCalls()), len(s.errs()))
 		}
 		if got := ours.relists(); got <= relists {
 			t.Errorf("our reflector did not relist: relists %d -> %d", relists, got)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"slices"
 	"sync"
 	"testing"
@@ -47,7 +48,7 @@ func TestForbidden(t *testing.T) {
 		t.Logf("%s: WaitForCacheSync returned false after %v", s.name, waited[i].Round(time.Millisecond))
 	}
 	for _, s := range []*side{ours, ref} {
-		eventually(t, 30*time.Second, 20*time.Millisecond, s.name+" watch error handler gets Forbidden", func() string {
+		informertest.Eventually(t, 30*time.Second, 20*time.Millisecond, s.name+" watch error handler gets Forbidden", func() string {
 			if errs := s.errs(); !slices.ContainsFunc(errs, apierrors.IsForbidden) {
 				return "errors so far: " + errorsString(errs)
 			}

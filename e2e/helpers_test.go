@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"math/rand"
 	"sort"
 	"strings"
@@ -144,121 +145,6 @@ func listWatch[L runtime.Object](c actors.ListWatchable[L]) *cache.ListWatch {
 	}
 }
 
-// ---- what a handler saw ----
-
-// view is what one handler believes the cache holds: key → resourceVersion,
-// plus the consistency errors of the event sequence it got and every delete.
-type view struct {
-	mu         sync.Mutex
-	objs       map[string]string
-	adds       int
-	updates    int
-	deletes    int
-	tombstones int
-	sameRV     int // updates whose resourceVersion did not change (relists)
-	deleted    map[string]int
-	errs       []string
-}
-
-func newView() *view { return &view{objs: map[string]string{}, deleted: map[string]int{}} }
-
-func rvOf(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return "?"
-	}
-	return m.GetResourceVersion()
-}
-
-func keyOf(obj any) string {
-	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return "?"
-	}
-	return k
-}
-
-func (v *view) handler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			k := keyOf(obj)
-			if _, ok := v.objs[k]; ok {
-				v.errs = append(v.errs, "add of known key "+k)
-			}
-			v.objs[k] = rvOf(obj)
-			v.adds++
-		},
-		UpdateFunc: func(old, obj any) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			k := keyOf(obj)
-			if cur, ok := v.objs[k]; !ok {
-				v.errs = append(v.errs, "update of unknown key "+k)
-			} else if cur != rvOf(old) {
-				v.errs = append(v.errs, fmt.Sprintf("update of %s: old rv %s, handler had %s", k, rvOf(old), cur))
-			}
-			if rvOf(old) == rvOf(obj) {
-				v.sameRV++
-			}
-			v.objs[k] = rvOf(obj)
-			v.updates++
-		},
-		DeleteFunc: func(obj any) {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			k := keyOf(obj)
-			if _, ok := v.objs[k]; !ok {
-				v.errs = append(v.errs, "delete of unknown key "+k)
-			}
-			if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				v.tombstones++
-			}
-			delete(v.objs, k)
-			v.deleted[k]++
-			v.deletes++
-		},
-	}
-}
-
-func (v *view) snapshot() map[string]string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := make(map[string]string, len(v.objs))
-	for k, r := range v.objs {
-		out[k] = r
-	}
-	return out
-}
-
-func (v *view) sawDelete(k string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.deleted[k] > 0
-}
-
-func (v *view) counts() string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return fmt.Sprintf("adds=%d updates=%d (same rv %d) deletes=%d tombstones=%d", v.adds, v.updates, v.sameRV, v.deletes, v.tombstones)
-}
-
-func (v *view) sameRVUpdates() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.sameRV
-}
-
-func (v *view) errors() []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return append([]string(nil), v.errs...)
-}
-
 // ---- informers side by side ----
 
 // side is one informer under test, ours or client-go's, with its handlers.
@@ -267,16 +153,16 @@ type side struct {
 	inf   cache.SharedIndexInformer
 	ours  *actors.SharedIndexInformer // nil for client-go's
 	lw    *recordingLW
-	views map[string]*view
+	views map[string]*informertest.View
 
 	errMu     sync.Mutex
 	watchErrs []error
 }
 
-func (s *side) addView(t testing.TB, name string) *view {
+func (s *side) addView(t testing.TB, name string) *informertest.View {
 	t.Helper()
-	v := newView()
-	if _, err := s.inf.AddEventHandler(v.handler()); err != nil {
+	v := informertest.NewView()
+	if _, err := s.inf.AddEventHandler(v.Handler()); err != nil {
 		t.Fatal(err)
 	}
 	s.views[name] = v
@@ -312,8 +198,8 @@ type pairConfig struct {
 func startPair(t *testing.T, cfg pairConfig) (ours, ref *side) {
 	t.Helper()
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	ours = &side{name: "ours", lw: &recordingLW{inner: cfg.newLW(), noWatchList: cfg.noWatchList}, views: map[string]*view{}}
-	ref = &side{name: "client-go", lw: &recordingLW{inner: cfg.newLW(), noWatchList: cfg.noWatchList}, views: map[string]*view{}}
+	ours = &side{name: "ours", lw: &recordingLW{inner: cfg.newLW(), noWatchList: cfg.noWatchList}, views: map[string]*informertest.View{}}
+	ref = &side{name: "client-go", lw: &recordingLW{inner: cfg.newLW(), noWatchList: cfg.noWatchList}, views: map[string]*informertest.View{}}
 	ours.ours = actors.NewSharedIndexInformer(ours.lw, cfg.example, 0, indexers, cfg.ourOpts...)
 	ours.inf = ours.ours
 	ref.inf = cache.NewSharedIndexInformer(ref.lw, cfg.example, 0, indexers)
@@ -361,18 +247,10 @@ func waitSynced(t testing.TB, timeout time.Duration, fns ...cache.InformerSynced
 
 // ---- snapshots and convergence ----
 
-func storeSnapshot(s cache.Store) map[string]string {
-	out := map[string]string{}
-	for _, obj := range s.List() {
-		out[keyOf(obj)] = rvOf(obj)
-	}
-	return out
-}
-
 func objectsSnapshot[T runtime.Object](objs []T) map[string]string {
 	out := make(map[string]string, len(objs))
 	for _, obj := range objs {
-		out[keyOf(obj)] = rvOf(obj)
+		out[informertest.Key(obj)] = informertest.RV(obj)
 	}
 	return out
 }
@@ -405,54 +283,9 @@ func listSnapshot(obj runtime.Object, err error) (map[string]string, error) {
 	}
 	out := make(map[string]string, len(items))
 	for _, it := range items {
-		out[keyOf(it)] = rvOf(it)
+		out[informertest.Key(it)] = informertest.RV(it)
 	}
 	return out, nil
-}
-
-func diff(want, got map[string]string) string {
-	var d []string
-	for k, r := range want {
-		if g, ok := got[k]; !ok {
-			d = append(d, fmt.Sprintf("%s: missing (want rv %s)", k, r))
-		} else if g != r {
-			d = append(d, fmt.Sprintf("%s: rv %s, want %s", k, g, r))
-		}
-	}
-	for k, r := range got {
-		if _, ok := want[k]; !ok {
-			d = append(d, fmt.Sprintf("%s: unexpected (rv %s)", k, r))
-		}
-	}
-	if len(d) == 0 {
-		return ""
-	}
-	sort.Strings(d)
-	if len(d) > 8 {
-		d = append(d[:8], fmt.Sprintf("... %d more", len(d)-8))
-	}
-	return strings.Join(d, "; ")
-}
-
-// eventually polls cond every interval until it returns "" or timeout
-// passes, then fails the test with the last answer.
-func eventually(t testing.TB, timeout, interval time.Duration, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := cond()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v: %s", what, timeout, last)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: test context done: %s", what, last)
-		case <-time.After(interval):
-		}
-	}
 }
 
 // snapshotSource is one of the things that must equal the server's list.
@@ -466,7 +299,7 @@ type snapshotSource struct {
 func sidesSources(lister func(cache.Indexer) map[string]string, sides ...*side) []snapshotSource {
 	var out []snapshotSource
 	for _, s := range sides {
-		out = append(out, snapshotSource{s.name + " cache", func() map[string]string { return storeSnapshot(s.inf.GetStore()) }})
+		out = append(out, snapshotSource{s.name + " cache", func() map[string]string { return informertest.StoreSnapshot(s.inf.GetStore()) }})
 		if lister != nil {
 			out = append(out, snapshotSource{s.name + " lister", func() map[string]string { return lister(s.inf.GetIndexer()) }})
 		}
@@ -477,7 +310,7 @@ func sidesSources(lister func(cache.Indexer) map[string]string, sides ...*side) 
 		sort.Strings(names)
 		for _, n := range names {
 			v := s.views[n]
-			out = append(out, snapshotSource{s.name + " handler " + n, v.snapshot})
+			out = append(out, snapshotSource{s.name + " handler " + n, v.Snapshot})
 		}
 	}
 	return out
@@ -489,7 +322,7 @@ func waitConverged(t testing.TB, timeout time.Duration, what string, server func
 	t.Helper()
 	start := time.Now()
 	n := 0
-	eventually(t, timeout, 100*time.Millisecond, what, func() string {
+	informertest.Eventually(t, timeout, 100*time.Millisecond, what, func() string {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		want, err := server(ctx)
@@ -498,7 +331,7 @@ func waitConverged(t testing.TB, timeout time.Duration, what string, server func
 		}
 		n = len(want)
 		for _, src := range sources {
-			if d := diff(want, src.get()); d != "" {
+			if d := informertest.Diff(want, src.get()); d != "" {
 				return src.name + ": " + d
 			}
 		}
@@ -513,7 +346,7 @@ func checkHandlerErrors(t testing.TB, sides ...*side) {
 	t.Helper()
 	for _, s := range sides {
 		for n, v := range s.views {
-			if errs := v.errors(); len(errs) > 0 {
+			if errs := v.Errors(); len(errs) > 0 {
 				t.Errorf("%s handler %s saw %d inconsistent events: %v", s.name, n, len(errs), errs[:min(5, len(errs))])
 			}
 		}
@@ -730,7 +563,7 @@ func startChurn(ctx context.Context, spec churnSpec) (stats *churnStats, wait fu
 // from.
 func waitOps(t testing.TB, stats *churnStats, from, n int64) {
 	t.Helper()
-	eventually(t, 120*time.Second, 20*time.Millisecond, fmt.Sprintf("%d more writes", n), func() string {
+	informertest.Eventually(t, 120*time.Second, 20*time.Millisecond, fmt.Sprintf("%d more writes", n), func() string {
 		if d := stats.done() - from; d < n {
 			return fmt.Sprintf("%d writes so far", d)
 		}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -242,7 +243,7 @@ func measureInitialSync(t *testing.T, cs kubernetes.Interface, ns string, who co
 	// Let the informer's last goroutines end (a protoactor mailbox
 	// goroutine may still be unwinding when RunWithContext returns), so
 	// that the next measurement starts from a heap without this informer.
-	eventually(t, 30*time.Second, 10*time.Millisecond, "informer goroutines gone", func() string {
+	informertest.Eventually(t, 30*time.Second, 10*time.Millisecond, "informer goroutines gone", func() string {
 		if g := informerGoroutine(); g != "" {
 			return "still running:\n" + g
 		}

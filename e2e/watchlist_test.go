@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"slices"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestWatchList(t *testing.T) {
 		newLW:   func() cache.ListerWatcherWithContext { return listWatch(cs.CoreV1().ConfigMaps(ns)) },
 		ourOpts: []actors.Option{actors.WithWatchList(true)},
 	})
-	control := &side{name: "ours-list", lw: &recordingLW{inner: listWatch(cs.CoreV1().ConfigMaps(ns))}, views: map[string]*view{}}
+	control := &side{name: "ours-list", lw: &recordingLW{inner: listWatch(cs.CoreV1().ConfigMaps(ns))}, views: map[string]*informertest.View{}}
 	control.ours = actors.NewSharedIndexInformer(control.lw, &corev1.ConfigMap{}, 0, nil, actors.WithWatchList(false))
 	control.inf = control.ours
 	control.addView(t, "early")
