@@ -130,27 +130,39 @@ func (s *InitialSync) Run(impl Impl) ([]Metric, error) {
 // the release of the first event until every handler has had every update.
 type Watch struct {
 	Keys, Events, Handlers int
+	updates
+}
 
+// updates is the input of the watch scenarios, built once: Keys pods listed,
+// then Events Modified events over them.
+type updates struct {
 	prep   once
 	list   *corev1.PodList
 	events []watch.Event
+}
+
+func (u *updates) prepare(keys, events int) {
+	u.prep.Do(func() {
+		p := NewPods(keys)
+		u.list = p.List(keys)
+		u.events = p.Modified(events, uint64(keys))
+	})
+}
+
+// source is a fresh Source over the prepared list and events.
+func (u *updates) source() *Source {
+	return &Source{Lists: []*corev1.PodList{u.list}, Watches: [][]watch.Event{u.events}}
 }
 
 func (s *Watch) Name() string {
 	return fmt.Sprintf("watch: %d updates over %d keys, %d handler(s)", s.Events, s.Keys, s.Handlers)
 }
 
-func (s *Watch) Prepare() {
-	s.prep.Do(func() {
-		p := NewPods(s.Keys)
-		s.list = p.List(s.Keys)
-		s.events = p.Modified(s.Events, uint64(s.Keys))
-	})
-}
+func (s *Watch) Prepare() { s.prepare(s.Keys, s.Events) }
 
 func (s *Watch) Run(impl Impl) ([]Metric, error) {
 	s.Prepare()
-	src := &Source{Lists: []*corev1.PodList{s.list}, Watches: [][]watch.Event{s.events}}
+	src := s.source()
 	src.Gate()
 	inf := NewInformer(impl, src)
 	cs, err := addCounters(inf, s.Handlers)
@@ -191,10 +203,7 @@ func (s *Watch) Run(impl Impl) ([]Metric, error) {
 type SlowHandler struct {
 	Keys, Events, Rate, Handlers int
 	Delay                        time.Duration
-
-	prep   once
-	list   *corev1.PodList
-	events []watch.Event
+	updates
 }
 
 func (s *SlowHandler) Name() string {
@@ -205,17 +214,11 @@ func (s *SlowHandler) Name() string {
 	return fmt.Sprintf("slow handler: %d updates over %d keys at %d/s, %d handlers, %s", s.Events, s.Keys, s.Rate, s.Handlers, slow)
 }
 
-func (s *SlowHandler) Prepare() {
-	s.prep.Do(func() {
-		p := NewPods(s.Keys)
-		s.list = p.List(s.Keys)
-		s.events = p.Modified(s.Events, uint64(s.Keys))
-	})
-}
+func (s *SlowHandler) Prepare() { s.prepare(s.Keys, s.Events) }
 
 func (s *SlowHandler) Run(impl Impl) ([]Metric, error) {
 	s.Prepare()
-	src := &Source{Lists: []*corev1.PodList{s.list}, Watches: [][]watch.Event{s.events}}
+	src := s.source()
 	src.Gate()
 	src.Pace(time.Second / time.Duration(s.Rate))
 	base := time.Now()
