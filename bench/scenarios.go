@@ -171,8 +171,8 @@ func (s *Watch) Run(impl Impl) ([]Metric, error) {
 	}
 	r := start(inf, src)
 	defer r.Stop()
-	if err := waitAll(guard(s.Keys), expectAll(cs, Counts{Adds: int64(s.Keys)})...); err != nil {
-		return nil, fmt.Errorf("%s: sync: %w", impl, err)
+	if err := waitInitialAdds(impl, cs, s.Keys); err != nil {
+		return nil, err
 	}
 	done := expectAll(cs, Counts{Adds: int64(s.Keys), Updates: int64(s.Events)})
 
@@ -241,8 +241,8 @@ func (s *SlowHandler) Run(impl Impl) ([]Metric, error) {
 	}
 	r := start(inf, src)
 	defer r.Stop()
-	if err := waitAll(guard(s.Keys), expectAll(cs, Counts{Adds: int64(s.Keys)})...); err != nil {
-		return nil, fmt.Errorf("%s: sync: %w", impl, err)
+	if err := waitInitialAdds(impl, cs, s.Keys); err != nil {
+		return nil, err
 	}
 	want := Counts{Adds: int64(s.Keys), Updates: int64(s.Events)}
 	done := expectAll(fast, want)
@@ -365,8 +365,8 @@ func (s *Relist) Run(impl Impl) ([]Metric, error) {
 	}
 	r := start(inf, src)
 	defer r.Stop()
-	if err := waitAll(guard(s.Objects), expectAll(cs, Counts{Adds: int64(s.Objects)})...); err != nil {
-		return nil, fmt.Errorf("%s: sync: %w", impl, err)
+	if err := waitInitialAdds(impl, cs, s.Objects); err != nil {
+		return nil, err
 	}
 	// Every listed object that is still cached reaches handlers as an
 	// update: changed ones as real updates, unchanged ones as resyncs,
@@ -412,3 +412,12 @@ func (s *Relist) Run(impl Impl) ([]Metric, error) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 func us(ns int64) float64        { return float64(ns) / float64(time.Microsecond) }
+
+// waitInitialAdds waits until every counter has had the n adds of the
+// initial list.
+func waitInitialAdds(impl Impl, cs []*Counter, n int) error {
+	if err := waitAll(guard(n), expectAll(cs, Counts{Adds: int64(n)})...); err != nil {
+		return fmt.Errorf("%s: sync: %w", impl, err)
+	}
+	return nil
+}
