@@ -127,12 +127,6 @@ func memStats() runtime.MemStats {
 	return m
 }
 
-// settledHeap collects garbage and returns the live heap.
-func settledHeap() uint64 {
-	runtime.GC()
-	return memStats().HeapAlloc
-}
-
 // heapSampler records the largest heap (live objects and not yet collected
 // garbage, runtime/metrics' heap objects class: MemStats.HeapAlloc) seen at
 // a coarse interval, without stopping the world.
