@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"math/rand"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 )
 
 // TestConvergenceWithClientGo drives thousands of random adds, updates and

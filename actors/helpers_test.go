@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"testing"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
+
+	"github.com/actorinformer/actorinformer/internal/informertest"
 )
 
 // noWatchList wraps a FakeControllerSource so that both client-go's informer

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 )
 
 // running starts inf and returns a stop function that waits for Run to end.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 

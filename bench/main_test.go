@@ -4,13 +4,10 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// client-go's informer leaves these behind until its own goroutines
-		// wind down (as in actors/main_test.go).
-		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*Broadcaster).loop"),
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	)
+	goleak.VerifyTestMain(m, leakcheck.Options()...)
 }

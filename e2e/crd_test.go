@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"testing"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
@@ -131,7 +132,7 @@ func TestCRD(t *testing.T) {
 	stopRef()
 	// Nothing the widget informers started is left, while the cluster
 	// connections and the ConfigMap informer (in the baseline) go on.
-	goleak.VerifyNone(t, append([]goleak.Option{baseline}, leakIgnores...)...)
+	goleak.VerifyNone(t, leakcheck.Options(baseline)...)
 
 	// The factory's other informer still works.
 	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-crd"}}, metav1.CreateOptions{}); err != nil {

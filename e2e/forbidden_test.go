@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 

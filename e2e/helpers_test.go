@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"math/rand"
 	"sort"
 	"strings"
@@ -27,15 +26,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
-
-// leakIgnores are the goroutines that may outlive a test: klog's flush
-// daemon lives as long as the process.
-var leakIgnores = []goleak.Option{
-	goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run"),
-}
 
 // startCluster starts a cluster and registers, before it, a goroutine-leak
 // check that runs after every other cleanup (cleanups run last-in
@@ -43,7 +37,7 @@ var leakIgnores = []goleak.Option{
 // client connections to them have ended too.
 func startCluster(t *testing.T, opts testcluster.Options) *testcluster.Cluster {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t, leakIgnores...) })
+	t.Cleanup(func() { goleak.VerifyNone(t, leakcheck.Options()...) })
 	return testcluster.Start(t, opts)
 }
 

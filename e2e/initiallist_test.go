@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"github.com/actorinformer/actorinformer/internal/informertest"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -111,7 +112,7 @@ func recv(t *testing.T, ch chan []Delta) []Delta {
 }
 
 func TestActor_order(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	sys := newSystem(t)
 	sk := &syncKnown{k: newKnown(o("old", 1))}
 	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk}
@@ -154,7 +155,7 @@ func TestActor_order(t *testing.T) {
 }
 
 func TestActor_oneBatchInFlight(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	sys := newSystem(t)
 	var logs bytes.Buffer
 	var logMu sync.Mutex

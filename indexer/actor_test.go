@@ -13,12 +13,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 )
 
 // A bare actor system leaves no goroutine behind once its actors are
 // stopped (checked with goleak below), so no ignore is needed.
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
 
 const waitFor = 10 * time.Second // only bounds a hang; never reached when passing
 
@@ -138,7 +139,7 @@ func (h *harness) stop() {
 		_ = h.sys.Root.PoisonFuture(pid).Wait()
 	}
 	h.sys.Shutdown()
-	goleak.VerifyNone(h.t)
+	goleak.VerifyNone(h.t, leakcheck.Options()...)
 }
 
 func TestActorBatchesAndFanOut(t *testing.T) {

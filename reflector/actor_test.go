@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -141,7 +142,7 @@ func keys(ds []fifo.Delta) string {
 }
 
 func TestActorListThenWatch(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	src := fcache.NewFakeControllerSource()
 	defer src.Shutdown()
 	for _, n := range []string{"a", "b", "c"} {
@@ -178,7 +179,7 @@ func TestActorListThenWatch(t *testing.T) {
 }
 
 func TestActorResetWatchRelists(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	src := fcache.NewFakeControllerSource()
 	defer src.Shutdown()
 	src.Add(pod("a", ""))
@@ -238,7 +239,7 @@ func (w *watchSignaller) waitOpened(t *testing.T, rv string) {
 }
 
 func TestActorForbiddenListBacksOffAndCallsHandler(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	forbidden := apierrors.NewForbidden(podsGR, "", errors.New("rbac says no"))
 	var lists atomic.Int32
 	calls := make(chan error, 100)
@@ -293,7 +294,7 @@ func TestActorForbiddenListBacksOffAndCallsHandler(t *testing.T) {
 }
 
 func TestActorDefaultErrorHandlerLogs(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	listed := make(chan struct{}, 100)
 	lw := &cache.ListWatch{ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
 		listed <- struct{}{}
@@ -314,7 +315,7 @@ func TestActorDefaultErrorHandlerLogs(t *testing.T) {
 }
 
 func TestActorWatchList(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	var watches []metav1.ListOptions
 	opened := make(chan *watch.FakeWatcher, 1)
 	lw := &cache.ListWatch{
@@ -375,7 +376,7 @@ func TestActorStopWhileCallsBlock(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t)
+			defer goleak.VerifyNone(t, leakcheck.Options()...)
 			entered := make(chan struct{})
 			e := startEnv(t, Config{ListerWatcher: tc.lw(entered), UseWatchList: ptr.To(false)})
 			select {
@@ -391,7 +392,7 @@ func TestActorStopWhileCallsBlock(t *testing.T) {
 // A stream full of malformed objects neither crashes nor restarts the
 // actor (a restart would list again), and the good objects get through.
 func TestActorMalformedStream(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	rng := rand.New(rand.NewPCG(7, 7))
 	var events []watch.Event
 	good := 0

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 )
 
 // TestMain checks that the tests leave no goroutine behind: the demo's
 // actors, watches, workload and exporters all stop.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
 
 // setOTelEnv clears the OTEL_* variables the demo and the SDK read, then
 // sets kv (name, value, ...) for the test.

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
@@ -33,11 +34,7 @@ import (
 // processes are killed, so client connections to them have ended too.
 func verifyNoLeaks(t *testing.T) {
 	t.Cleanup(func() {
-		goleak.VerifyNone(t,
-			// klog's flush daemon lives as long as the process.
-			goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-			goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run"),
-		)
+		goleak.VerifyNone(t, leakcheck.Options()...)
 	})
 }
 
