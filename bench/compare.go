@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Stats summarises one metric over the runs of one implementation.
@@ -74,8 +75,10 @@ func Compare(sc Scenario, runs int, impls []Impl, progress func(impl Impl, run i
 	sc.Prepare()
 	t := &Table{Scenario: sc.Name(), Runs: runs, Impls: impls}
 	values := map[Impl][][]float64{}
+	baseline := runtime.NumGoroutine()
 	for i := range runs {
 		for _, impl := range impls {
+			quiesce(baseline)
 			ms, err := sc.Run(impl)
 			if err != nil {
 				return nil, fmt.Errorf("%s, run %d: %w", sc.Name(), i+1, err)
@@ -105,6 +108,19 @@ func Compare(sc Scenario, runs int, impls []Impl, progress func(impl Impl, run i
 		}
 	}
 	return t, nil
+}
+
+// quiesce waits (at most 5 s) until no more than baseline goroutines run, so
+// that a run does not start while goroutines of the previous one still hold
+// its memory: protoactor's dead-letter throttle timer, for one, keeps a
+// stopped actor system reachable for up to a second, and with it the
+// previous informer's cache, which would then count in the next run's
+// baseline heap.
+func quiesce(baseline int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Markdown renders t as a Markdown table: medians with [min–max] over the
