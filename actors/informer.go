@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	cmap "github.com/orcaman/concurrent-map"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -344,7 +345,34 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 }
 
 func newActorSystem(l *slog.Logger) *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }))
+	shrinkRegistry(sys)
+	return sys
+}
+
+// registryBuckets is the number of buckets of the process registry of an
+// actor system the informer or factory creates. protoactor makes 1,024,
+// each a map of 32 shards: about 2.8 MB that a system holds for its whole
+// life, sized for systems of very many actors. An informer has four actors
+// plus one per handler; 16 buckets (512 shards) are plenty for that.
+const registryBuckets = 16
+
+// shrinkRegistry replaces the process registry's buckets of a new actor
+// system with registryBuckets ones, moving what is registered already (the
+// event stream). It must run before the system is used: nothing else may
+// touch the registry meanwhile.
+func shrinkRegistry(sys *actor.ActorSystem) {
+	old := sys.ProcessRegistry.LocalPIDs
+	small := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, registryBuckets)}
+	for i := range small.LocalPIDs {
+		small.LocalPIDs[i] = cmap.New()
+	}
+	for _, bucket := range old.LocalPIDs {
+		for id, p := range bucket.Items() {
+			small.GetBucket(id).Set(id, p)
+		}
+	}
+	sys.ProcessRegistry.LocalPIDs = small
 }
 
 // Stats is a snapshot of the pipeline's counters.
