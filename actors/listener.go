@@ -128,11 +128,11 @@ func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span tr
 	defer func() {
 		if r := recover(); r != nil {
 			stack := string(debug.Stack())
-			err := fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, it.Key, r)
+			err := fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, it.Key(), r)
 			l.panics.Add(1)
 			l.tel.Metrics.HandlerPanic(l.mattrs)
 			l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
-				"informer", l.tel.Info.Name, "handler", l.name, "key", it.Key, "notification", it.Type.String(),
+				"informer", l.tel.Info.Name, "handler", l.name, "key", it.Key(), "notification", it.Type.String(),
 				"panic", fmt.Sprint(r), "stack", stack)
 			if span != nil {
 				telemetry.RecordPanic(span, err, stack)

@@ -79,7 +79,9 @@
 // map entry whose delta has been acknowledged is left for the key's next
 // delta to overwrite, unless that delta was a Deleted one, so the map holds
 // at most the cached keys plus the pending ones and busy keys cause no map
-// churn. Acknowledged slots are zeroed at once. The array is compacted when
+// churn; when the queue drains (every entry is then stale) a map of 1,024
+// entries or more is dropped, so an idle informer's queue holds nothing per
+// cached key. Acknowledged slots are zeroed at once. The array is compacted when
 // at least half of it is free space in front (amortized O(1) per delta),
 // reallocated when full (never moving the in-flight batch, which the
 // consumer may be reading), and shrunk or dropped after a burst. Add and

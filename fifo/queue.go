@@ -34,6 +34,11 @@ const minCap = 64
 // inPlace tells relocate to compact within the current array.
 const inPlace = -1
 
+// dropMapLen is the size from which the per-key map is dropped when the
+// queue drains (smaller ones are kept: rebuilding them costs more than they
+// hold).
+const dropMapLen = 1024
+
 // Config configures a Queue.
 type Config struct {
 	// Known is the cache's read handle (the indexer's store). nil means an
@@ -71,8 +76,11 @@ type Queue struct {
 	// has nothing pending. A stale entry is left in place (the key's next
 	// delta overwrites it: no map churn for keys that change often) unless
 	// the acknowledged delta was a Deleted one; so the map holds at most the
-	// cached keys plus the pending ones.
-	last map[string]uint64
+	// cached keys plus the pending ones. When the queue drains, every entry
+	// is stale: a map of dropMapLen entries or more is then dropped, so an
+	// idle queue does not hold a slot per cached key.
+	last       map[string]uint64
+	dropMapLen int // dropMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
 	// array is dropped so a burst does not pin memory.
 	shrinkCap int
@@ -102,6 +110,8 @@ func New(cfg Config) *Queue {
 		t:        cfg.Telemetry,
 		now:      cfg.Now,
 		last:     make(map[string]uint64),
+
+		dropMapLen: dropMapLen,
 	}
 	if q.known == nil {
 		q.known = emptyKnown{}
@@ -197,8 +207,10 @@ func (q *Queue) merged(d *Delta, reason string) {
 // transformed), then a tombstone — a Deleted delta whose Object is a
 // cache.DeletedFinalStateUnknown holding the last known object — for every
 // key present in the queue's view of the world but missing from the list.
-// The deltas of the first Replace are marked InitialList. The queue does not
-// retain items. rv, the list's resource version, is not used by the queue.
+// The deltas of the first Replace are marked InitialList. The queue takes
+// ownership of items: when it holds nothing else it adopts the slice as its
+// buffer instead of copying a list's worth of deltas. rv, the list's
+// resource version, is not used by the queue.
 func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrace) {
 	first := !q.populated
 	q.populated = true
@@ -213,6 +225,61 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		now = q.now()
 	}
 
+	// With an empty cache and nothing pending (the first list) there is
+	// nothing to tombstone and no set of listed keys to build.
+	cached := q.known.ListKeys()
+	if len(cached) > 0 || len(q.buf) > q.lo {
+		q.tombstones(items, cached, tracing, now, link)
+	}
+
+	n := len(items) + len(q.tombs)
+	if len(q.buf) == 0 {
+		// Nothing in flight or queued: adopt items as the buffer (the
+		// tombstones are appended to it), and size an empty key map for
+		// them at once (the entries of a map that is not empty are all
+		// stale: they are overwritten).
+		q.buf = items
+		if len(q.last) == 0 {
+			q.last = make(map[string]uint64, n)
+		}
+		for i := range q.buf {
+			d := &q.buf[i]
+			d.InitialList = first
+			if d.Trace != nil {
+				d.Trace.QueueDepth = i
+			}
+			q.last[d.Key] = q.seq(i)
+		}
+	} else {
+		q.reserve(n)
+		for i := range items {
+			d := items[i]
+			d.InitialList = first
+			q.push(d)
+		}
+	}
+	for i := range q.tombs {
+		d := q.tombs[i]
+		d.InitialList = first
+		q.push(d)
+	}
+	clear(q.tombs)
+	q.tombs = q.tombs[:0]
+
+	if first {
+		if n == 0 {
+			q.synced.Store(true)
+		} else {
+			q.initialEnd = q.seq(len(q.buf))
+		}
+	}
+	q.record(n, 0)
+}
+
+// tombstones appends to q.tombs a tombstone for every key that is cached or
+// pending, not deleted, and not among items: first the pending keys, in
+// order of their last delta, then the keys only in the cache.
+func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now time.Time, link trace.SpanContext) {
 	// Built for this call, at its final size, and dropped after: relists
 	// are rare, and a map kept for reuse would pin a slot per listed key.
 	listed := make(map[string]struct{}, len(items))
@@ -232,7 +299,7 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		q.tombs = append(q.tombs, q.tombstone(d.Key, d.Object, tracing, now, link))
 	}
 	// Keys only in the cache.
-	for _, k := range q.known.ListKeys() {
+	for _, k := range cached {
 		if _, ok := listed[k]; ok {
 			continue
 		}
@@ -248,30 +315,6 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		}
 		q.tombs = append(q.tombs, q.tombstone(k, obj, tracing, now, link))
 	}
-
-	q.reserve(len(items) + len(q.tombs))
-	for i := range items {
-		d := items[i]
-		d.InitialList = first
-		q.push(d)
-	}
-	for i := range q.tombs {
-		d := q.tombs[i]
-		d.InitialList = first
-		q.push(d)
-	}
-	n := len(items) + len(q.tombs)
-	clear(q.tombs)
-	q.tombs = q.tombs[:0]
-
-	if first {
-		if n == 0 {
-			q.synced.Store(true)
-		} else {
-			q.initialEnd = q.seq(len(q.buf))
-		}
-	}
-	q.record(n, 0)
 }
 
 func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, link trace.SpanContext) Delta {
@@ -336,6 +379,10 @@ func (q *Queue) Pop() *Batch {
 	b := &q.batches[q.flip]
 	q.flip ^= 1
 	b.Deltas = q.buf[q.head : q.head+k : q.head+k]
+	b.InitialRemaining = 0
+	if !q.synced.Load() && q.initialEnd > q.seq(q.head) {
+		b.InitialRemaining = int(q.initialEnd - q.seq(q.head))
+	}
 	q.head += k
 	q.t.Metrics.Dequeued(k)
 	q.setLen()
@@ -365,7 +412,10 @@ func (q *Queue) Done(n int) {
 	switch live := len(q.buf) - q.lo; {
 	case live == 0:
 		// Drained: start again at the front of the array, or drop it if a
-		// burst made it large.
+		// burst made it large. Every map entry is stale now.
+		if len(q.last) >= q.dropMapLen {
+			q.last = make(map[string]uint64)
+		}
 		if cap(q.buf) > q.shrinkCap {
 			q.relocate(0)
 		} else {

@@ -1,8 +1,10 @@
 package fifo
 
 import (
+	"slices"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -510,6 +512,61 @@ func TestQueue_maxBatch(t *testing.T) {
 	}
 }
 
+// TestQueue_initialRemaining checks the size hint batches carry: how many
+// deltas of the first Replace (tombstones included) are not yet handed out,
+// and 0 for the deltas after it and for later relists.
+func TestQueue_initialRemaining(t *testing.T) {
+	k := newKnown()
+	q := New(Config{Known: k, MaxBatch: 4})
+	q.Add([]Delta{added("early", 1)}) // before the first list: no hint
+	var items []Delta
+	for i := range 10 {
+		items = append(items, replaced("k"+strconv.Itoa(i), 1))
+	}
+	q.Replace(items, "1", nil)
+	q.Add([]Delta{updated("k0", 2)})
+	var hints, sizes []int
+	for b := q.Pop(); b != nil; b = q.Pop() {
+		hints = append(hints, b.InitialRemaining)
+		sizes = append(sizes, len(b.Deltas))
+		for _, d := range b.Deltas {
+			if d.Type == Deleted {
+				k.del(d.Key)
+			} else {
+				k.set(d.Key, d.Object)
+			}
+		}
+		q.Done(len(b.Deltas))
+	}
+	// The Add before the list marks the queue synced at once (as in
+	// client-go), so there is no first list to wait for and no hint.
+	if want := []int{0, 0, 0, 0}; !slices.Equal(hints, want) {
+		t.Fatalf("hints %v (batch sizes %v), want %v", hints, sizes, want)
+	}
+
+	// A first list into an empty queue: the tombstone of "early" counts.
+	k = newKnown(obj{"early", 1})
+	q = New(Config{Known: k, MaxBatch: 4})
+	q.Replace(items[:9], "1", nil)
+	q.Add([]Delta{updated("k0", 2)})
+	hints, sizes = nil, nil
+	for b := q.Pop(); b != nil; b = q.Pop() {
+		hints = append(hints, b.InitialRemaining)
+		sizes = append(sizes, len(b.Deltas))
+		q.Done(len(b.Deltas))
+	}
+	if want := []int{10, 6, 2, 0}; !slices.Equal(hints, want) {
+		t.Fatalf("hints %v (batch sizes %v), want %v", hints, sizes, want)
+	}
+	q.Replace(items, "2", nil) // a relist: no hint
+	for b := q.Pop(); b != nil; b = q.Pop() {
+		if b.InitialRemaining != 0 {
+			t.Fatalf("relist batch hints %d", b.InitialRemaining)
+		}
+		q.Done(len(b.Deltas))
+	}
+}
+
 // TestQueue_batchReuse checks that a batch's slice is left alone while in
 // flight, whatever is added, and reused once acknowledged.
 func TestQueue_batchReuse(t *testing.T) {
@@ -672,7 +729,8 @@ func TestQueue_queueDepthAndMetrics(t *testing.T) {
 }
 
 // TestQueue_keyChurn checks the bookkeeping map forgets deleted keys: it
-// holds at most the cached keys plus the pending ones.
+// holds at most the cached keys plus the pending ones, and nothing (from
+// dropMapLen entries up) once the queue drains.
 func TestQueue_keyChurn(t *testing.T) {
 	q := New(Config{MaxBatch: 7})
 	maxMap := 0
@@ -698,18 +756,47 @@ func TestQueue_keyChurn(t *testing.T) {
 	if n := q.pendingKeys(); n != 5000 {
 		t.Fatalf("%d pending keys, want 5000", n)
 	}
-	for _, d := range popAll(t, q) {
-		k.set(d.Key, d.Object) // the consumer applies them
+	// Drain all but the last batch: the entries stay while keys are pending.
+	for q.Len() > 0 {
+		b := q.Pop()
+		for _, d := range b.Deltas {
+			k.set(d.Key, d.Object) // the consumer applies them
+		}
+		if q.Len() == 0 {
+			break // leave it in flight
+		}
+		q.Done(len(b.Deltas))
 	}
 	if n := len(q.last); n != 5000 {
-		t.Fatalf("%d entries for 5000 live keys", n)
+		t.Fatalf("%d entries for 5000 live keys, some pending", n)
+	}
+	q.Done(q.head - q.lo)
+	if n := len(q.last); n != 0 {
+		t.Fatalf("%d entries for 5000 live keys after the queue drained", n)
+	}
+	// A key with nothing pending is still "known" through the cache: a
+	// delete of it is queued, and a Replace tombstones every key.
+	q.Add([]Delta{{Type: Deleted, Key: "k1"}})
+	if q.Len() != 1 {
+		t.Fatalf("delete of a cached key after the drain: Len %d, want 1", q.Len())
+	}
+	for _, d := range popAll(t, q) {
+		k.del(d.Key)
 	}
 	q.Replace(nil, "", nil)
-	if q.Len() != 5000 {
-		t.Fatalf("Len %d, want 5000 tombstones", q.Len())
+	if q.Len() != 4999 {
+		t.Fatalf("Len %d, want 4999 tombstones", q.Len())
 	}
 	popAll(t, q)
 	if n := len(q.last); n != 0 {
 		t.Fatalf("%d entries after every key was deleted", n)
+	}
+}
+
+// TestDeltaSize checks that a Delta's layout stays at 48 bytes: the queue's
+// buffer holds one per queued delta.
+func TestDeltaSize(t *testing.T) {
+	if size := unsafe.Sizeof(Delta{}); size != 48 {
+		t.Errorf("Delta takes %d bytes, want 48", size)
 	}
 }

@@ -64,6 +64,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		if s := ctx.Sender(); s != nil {
 			a.queue = s
 		}
+		a.core.Expect(m.InitialRemaining)
 		if n := a.core.Apply(m.Deltas); n != nil {
 			for _, t := range a.core.Targets() {
 				ctx.Send(t, n)

@@ -74,6 +74,22 @@ func NewCore(store *Store, t *telemetry.T, now func() time.Time) *Core {
 // Store returns the cache the core writes.
 func (c *Core) Store() *Store { return c.store }
 
+// Expect sizes an empty cache for n objects, the deltas of a first list not
+// yet applied (fifo.Batch.InitialRemaining), so that the cache is built at
+// its final size instead of growing in steps, as client-go's Replace does.
+// It does nothing when n is 0 or the cache holds objects.
+func (c *Core) Expect(n int) {
+	if n <= 0 {
+		return
+	}
+	s := c.store
+	s.mu.Lock()
+	if len(s.items) == 0 {
+		s.items = make(map[string]any, n)
+	}
+	s.mu.Unlock()
+}
+
 // Apply applies deltas to the cache in order, as client-go's processDeltas:
 // Added, Updated, Replaced and Sync update the object if its key is cached
 // (an update notification, marked Sync when the resource version did not
@@ -145,13 +161,13 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		case fifo.Added, fifo.Updated, fifo.Replaced, fifo.Sync:
 			old, existed := s.upsertLocked(d.Key, d.Object)
 			if existed {
-				n = Notification{Type: NotifyUpdate, Key: d.Key, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object)}
+				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object)}
 			} else {
-				n = Notification{Type: NotifyAdd, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+				n = Notification{Type: NotifyAdd, New: d.Object, InitialList: d.InitialList}
 			}
 		case fifo.Deleted:
 			s.deleteLocked(d.Key)
-			n = Notification{Type: NotifyDelete, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList}
 		default:
 			// Unknown types are skipped, as client-go's processDeltas does.
 			continue
@@ -234,8 +250,8 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 	st := c.store
 	st.mu.RLock()
 	items := make([]Notification, 0, len(st.items))
-	for key, e := range st.items {
-		items = append(items, Notification{Type: NotifyAdd, Key: key, New: e.obj, InitialList: true})
+	for _, obj := range st.items {
+		items = append(items, Notification{Type: NotifyAdd, New: obj, InitialList: true})
 	}
 	st.mu.RUnlock()
 	// An empty initial batch is still sent: it tells the listener that it

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
@@ -98,8 +99,8 @@ func TestCoreApply(t *testing.T) {
 	}, {
 		name: "objects without metadata never count as resyncs",
 		steps: []step{
-			{deltas: []fifo.Delta{{Type: fifo.Added, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyAdd, Key: "x"}}, keys: []string{"x"}},
-			{deltas: []fifo.Delta{{Type: fifo.Sync, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyUpdate, Key: "x"}}, keys: []string{"x"}},
+			{deltas: []fifo.Delta{{Type: fifo.Added, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyAdd}}, keys: []string{"x"}},
+			{deltas: []fifo.Delta{{Type: fifo.Sync, Key: "x", Object: "v1"}}, want: []expected{{Type: NotifyUpdate}}, keys: []string{"x"}},
 		},
 	}, {
 		name: "unknown delta types are skipped",
@@ -176,8 +177,8 @@ func TestCoreApplyLargeBatch(t *testing.T) {
 		t.Fatalf("%d notifications, %d cached, want %d", len(got.Items), s.Len(), n)
 	}
 	for i, it := range got.Items {
-		if it.Key != deltas[i].Key {
-			t.Fatalf("item %d is %s, want %s: order lost", i, it.Key, deltas[i].Key)
+		if it.Key() != deltas[i].Key {
+			t.Fatalf("item %d is %s, want %s: order lost", i, it.Key(), deltas[i].Key)
 		}
 	}
 	if keys, _ := s.IndexKeys(cache.NamespaceIndex, "ns"); len(keys) != n {
@@ -483,5 +484,44 @@ func TestCoreNewListenerSyncing(t *testing.T) {
 	}
 	if !slices.Equal(kept.Syncing, []ListenerID{1, 2}) {
 		t.Fatalf("a sent batch's Syncing changed to %v", kept.Syncing)
+	}
+}
+
+// TestCoreExpect checks that sizing the cache for a first list keeps what
+// it holds: Expect only acts on an empty cache.
+func TestCoreExpect(t *testing.T) {
+	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	c := NewCore(s, nil, nil)
+	c.Expect(1000)
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
+	c.Expect(1000)
+	c.Expect(0)
+	if keys := s.ListKeys(); len(keys) != 2 {
+		t.Fatalf("cache holds %v after Expect, want a/x and a/y", keys)
+	}
+	if keys, _ := s.IndexKeys(cache.NamespaceIndex, "a"); len(keys) != 2 {
+		t.Fatalf("namespace index holds %v", keys)
+	}
+}
+
+// TestNotificationKeyAndSize checks the key a notification derives (for
+// logs) and that its layout stays at 48 bytes: every backlogged
+// notification of a slow handler costs that.
+func TestNotificationKeyAndSize(t *testing.T) {
+	p := pod("a", "x", "1")
+	for _, c := range []struct {
+		n    Notification
+		want string
+	}{
+		{Notification{Type: NotifyAdd, New: p}, "a/x"},
+		{Notification{Type: NotifyDelete, New: cache.DeletedFinalStateUnknown{Key: "a/x", Obj: p}}, "a/x"},
+		{Notification{Type: NotifyAdd, New: "no metadata"}, "<no key: object has no meta: object does not implement the Object interfaces>"},
+	} {
+		if got := c.n.Key(); got != c.want {
+			t.Errorf("Key() = %q, want %q", got, c.want)
+		}
+	}
+	if size := unsafe.Sizeof(Notification{}); size != 48 {
+		t.Errorf("Notification takes %d bytes, want 48", size)
 	}
 }

@@ -114,7 +114,9 @@ type expected struct {
 func summarize(items []Notification) []expected {
 	out := make([]expected, len(items))
 	for i, n := range items {
-		e := expected{Type: n.Type, Key: n.Key, Sync: n.Sync, InitialList: n.InitialList}
+		// Key is "" for an object without metadata.
+		k, _ := cache.DeletionHandlingMetaNamespaceKeyFunc(n.New)
+		e := expected{Type: n.Type, Key: k, Sync: n.Sync, InitialList: n.InitialList}
 		if p, ok := n.Old.(*corev1.Pod); ok {
 			e.OldRV = p.ResourceVersion
 		}

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -74,22 +75,36 @@ func (t NotificationType) String() string {
 }
 
 // Notification is one call to make on a handler.
+//
+// A Notification takes 48 bytes on 64-bit machines (a handler's backlog
+// costs that per notification, plus the objects): it carries no key (Key
+// derives it) and its flags share a word with Type.
 type Notification struct {
 	Type NotificationType
-	Key  string
-	// Old is set for updates.
-	Old any
-	// New is the object added or updated, or the deleted object (possibly a
-	// cache.DeletedFinalStateUnknown).
-	New any
 	// InitialList marks OnAdd calls that belong to the initial list.
 	InitialList bool
 	// Sync marks an update whose resourceVersion did not change (a resync):
 	// only listeners in the batch's Syncing set receive it.
 	Sync bool
+	// Old is set for updates.
+	Old any
+	// New is the object added or updated, or the deleted object (possibly a
+	// cache.DeletedFinalStateUnknown).
+	New any
 	// Trace is the parent (the indexer span) for the listener spans; nil
 	// when the delta is not sampled.
 	Trace *telemetry.DeltaTrace
+}
+
+// Key returns the cache key of the notification's object (tombstones
+// included), or a description of the error when it has none. It is
+// computed on each call: for logs and errors, not for the hot path.
+func (n *Notification) Key() string {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(n.New)
+	if err != nil {
+		return fmt.Sprintf("<no key: %v>", err)
+	}
+	return k
 }
 
 // Notifications is one batch sent to listeners. The same batch value is

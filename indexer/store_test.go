@@ -79,7 +79,7 @@ func refApply(ref cache.Indexer, deltas []fifo.Delta) []expected {
 			if err := ref.Delete(d.Object); err != nil {
 				panic(err)
 			}
-			n = Notification{Type: NotifyDelete, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList}
 		default:
 			if old, exists, err := ref.Get(d.Object); err == nil && exists {
 				_ = ref.Update(d.Object)
@@ -90,10 +90,10 @@ func refApply(ref cache.Indexer, deltas []fifo.Delta) []expected {
 						sync = nm.GetResourceVersion() == om.GetResourceVersion()
 					}
 				}
-				n = Notification{Type: NotifyUpdate, Key: d.Key, Old: old, New: d.Object, Sync: sync}
+				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sync}
 			} else {
 				_ = ref.Add(d.Object)
-				n = Notification{Type: NotifyAdd, Key: d.Key, New: d.Object, InitialList: d.InitialList}
+				n = Notification{Type: NotifyAdd, New: d.Object, InitialList: d.InitialList}
 			}
 		}
 		out = append(out, summarize([]Notification{n})...)
@@ -398,6 +398,41 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 	if vals := s.ListIndexFuncValues("err"); len(vals) != 0 {
 		t.Fatalf("failed object indexed under %v", vals)
 	}
+
+	// The values an object is indexed under are computed again from the old
+	// object on update and delete: a failing old object is in no index, and
+	// its failure is not reported a second time.
+	reported = nil
+	c.Apply([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: podIP("ns", "k", "2", "10.0.0.1")}})
+	if keys, _ := s.IndexKeys("ip", "10.0.0.1"); !slices.Equal(keys, []string{"k"}) {
+		t.Fatalf("after updating the failing object to a pod: ip index holds %v", keys)
+	}
+	if want := []string{"k@err"}; !slices.Equal(reported, want) {
+		t.Fatalf("reported %v, want %v", reported, want)
+	}
+	reported = nil
+	c.Apply([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: "not a pod again"}})
+	if vals := s.ListIndexFuncValues("ip"); len(vals) != 0 {
+		t.Fatalf("after updating the pod to a failing object: ip index holds %v", vals)
+	}
+	slices.Sort(reported)
+	if want := []string{"k@err", "k@ip", "k@panic"}; !slices.Equal(reported, want) {
+		t.Fatalf("reported %v, want %v", reported, want)
+	}
+	reported = nil
+	c.Apply([]fifo.Delta{{Type: fifo.Deleted, Key: "k", Object: "not a pod again"}})
+	if _, ok, _ := s.GetByKey("k"); ok {
+		t.Fatal("deleted object still cached")
+	}
+	if len(reported) != 0 {
+		t.Fatalf("delete reported %v", reported)
+	}
+	for _, name := range []string{"ip", "err", "panic"} {
+		if vals := s.ListIndexFuncValues(name); len(vals) != 0 {
+			t.Fatalf("after the delete, index %s holds %v", name, vals)
+		}
+	}
+
 	if err := s.Add(pod("a", "b", "1")); err != nil {
 		t.Fatal(err)
 	}
