@@ -368,9 +368,8 @@ func shrinkRegistry(sys *actor.ActorSystem) {
 		small.LocalPIDs[i] = cmap.New()
 	}
 	for _, bucket := range old.LocalPIDs {
-		for id, p := range bucket.Items() {
-			small.GetBucket(id).Set(id, p)
-		}
+		// IterCb, not Items: Items starts goroutines per shard.
+		bucket.IterCb(func(id string, p any) { small.GetBucket(id).Set(id, p) })
 	}
 	sys.ProcessRegistry.LocalPIDs = small
 }
