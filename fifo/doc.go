@@ -84,7 +84,9 @@
 // cached key. Acknowledged slots are zeroed at once. The array is compacted when
 // at least half of it is free space in front (amortized O(1) per delta),
 // reallocated when full (never moving the in-flight batch, which the
-// consumer may be reading), and shrunk or dropped after a burst. Add and
+// consumer may be reading), and shrunk or dropped after a burst. A list that
+// arrives while the queue holds nothing becomes the array as it is, and is
+// dropped when the queue drains. Add and
 // Pop allocate nothing beyond map and array growth; Replace reserves room
 // for all its deltas at once.
 package fifo

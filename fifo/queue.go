@@ -82,8 +82,10 @@ type Queue struct {
 	last       map[string]uint64
 	dropMapLen int // dropMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
-	// array is dropped so a burst does not pin memory.
+	// array is dropped so a burst does not pin memory. An array adopted from
+	// a Replace (listBuf) is dropped whatever its size: lists are rare.
 	shrinkCap int
+	listBuf   bool
 
 	// batches alternate between Pops, so a Batch value is rewritten only two
 	// batches later, when the consumer is long done with it.
@@ -239,6 +241,7 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		// them at once (the entries of a map that is not empty are all
 		// stale: they are overwritten).
 		q.buf = items
+		q.listBuf = true
 		if len(q.last) == 0 {
 			q.last = make(map[string]uint64, n)
 		}
@@ -408,6 +411,10 @@ func (q *Queue) Done(n int) {
 	}
 	clear(q.buf[q.lo:q.head])
 	q.lo = q.head
+	// The consumer is done with the batch: let go of its slice, which
+	// would otherwise pin the array (a whole list, when the queue adopted
+	// one) until the batch value is reused.
+	q.batches[q.flip^1].Deltas = nil
 	// Nothing is in flight now, so the array may be rearranged.
 	switch live := len(q.buf) - q.lo; {
 	case live == 0:
@@ -416,7 +423,7 @@ func (q *Queue) Done(n int) {
 		if len(q.last) >= q.dropMapLen {
 			q.last = make(map[string]uint64)
 		}
-		if cap(q.buf) > q.shrinkCap {
+		if cap(q.buf) > q.shrinkCap || q.listBuf {
 			q.relocate(0)
 		} else {
 			q.relocate(inPlace)
@@ -486,10 +493,12 @@ func (q *Queue) relocate(newCap int) {
 		q.buf = q.buf[:live]
 	case newCap == 0:
 		q.buf = nil
+		q.listBuf = false
 	default:
 		nb := make([]Delta, live, newCap)
 		copy(nb, q.buf[q.lo:])
 		q.buf = nb
+		q.listBuf = false
 	}
 	q.base += uint64(q.lo)
 	q.head -= q.lo

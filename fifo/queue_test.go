@@ -591,10 +591,14 @@ func TestQueue_batchReuse(t *testing.T) {
 	// Drained: the next batch reuses the previous batch's memory.
 	q.Add([]Delta{added("x", 1)})
 	b1 := q.Pop()
-	p := &b1.Deltas[0]
+	s1 := b1.Deltas
+	p := &s1[0]
 	q.Done(1)
-	if b1.Deltas[0] != (Delta{}) {
+	if s1[0] != (Delta{}) {
 		t.Fatal("acknowledged slot not zeroed")
+	}
+	if b1.Deltas != nil {
+		t.Fatal("an acknowledged batch still holds its slice (it pins the queue's array)")
 	}
 	q.Add([]Delta{added("y", 1)})
 	b2 := q.Pop()
@@ -798,5 +802,37 @@ func TestQueue_keyChurn(t *testing.T) {
 func TestDeltaSize(t *testing.T) {
 	if size := unsafe.Sizeof(Delta{}); size != 48 {
 		t.Errorf("Delta takes %d bytes, want 48", size)
+	}
+}
+
+// TestQueue_listBufferReleased checks that a list adopted as the queue's
+// buffer is let go once the queue drains (an idle informer holds no
+// list-sized array), while the small array of ordinary traffic is kept.
+func TestQueue_listBufferReleased(t *testing.T) {
+	k := newKnown()
+	// shrinkCap (4 × MaxBatch) above the list's size: only the list rule
+	// can drop the array.
+	q := New(Config{Known: k, MaxBatch: 1000})
+	items := make([]Delta, 2000)
+	for i := range items {
+		items[i] = replaced("k"+strconv.Itoa(i), 1)
+	}
+	q.Replace(items, "1", nil)
+	if &q.buf[0] != &items[0] {
+		t.Fatal("the list was copied, not adopted")
+	}
+	for _, d := range popAll(t, q) {
+		k.set(d.Key, d.Object)
+	}
+	if cap(q.buf) != 0 || len(q.last) != 0 {
+		t.Fatalf("after the list drained: buffer cap %d, %d key entries", cap(q.buf), len(q.last))
+	}
+	q.Add([]Delta{updated("k1", 2)})
+	popAll(t, q)
+	if cap(q.buf) == 0 {
+		t.Fatal("the array of ordinary traffic was dropped at the drain")
+	}
+	if !q.HasSynced() {
+		t.Fatal("not synced")
 	}
 }
