@@ -58,6 +58,10 @@ type SharedIndexInformer struct {
 	queue     atomic.Pointer[fifo.Queue]
 	refl      atomic.Pointer[reflector.Reflector]
 	stoppedCh chan struct{}
+	// signals are the DoneCheckers handed out by HasSyncedChecker, re-checked
+	// when the queue syncs and when a listener delivers its initial
+	// notifications.
+	signals syncSignals
 }
 
 // NewSharedIndexInformer creates an informer for the objects lw lists and
@@ -159,6 +163,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	}
 	s.nextID++
 	l := newListener(s.nextID, h, name, resync, s.tel, &s.halted)
+	l.synced = s.signals.poke
 	reg := &registration{l: l, inf: s}
 	s.regs[reg] = struct{}{}
 	if !s.started {
@@ -219,7 +224,7 @@ func (s *SharedIndexInformer) HasSynced() bool {
 
 // HasSyncedChecker returns a DoneChecker for HasSynced.
 func (s *SharedIndexInformer) HasSyncedChecker() cache.DoneChecker {
-	return newPollChecker("informer "+s.opts.name, s.HasSynced, s.stoppedCh)
+	return s.signals.add("informer "+s.opts.name, s.HasSynced)
 }
 
 // LastSyncResourceVersion is the resource version of the last list or watch
@@ -309,7 +314,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 		sys = newActorSystem(s.tel.Logger)
 	}
 	s.sys = sys
-	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel})
+	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel, OnSynced: s.signals.poke})
 	s.queue.Store(q)
 	watchErr := s.watchErrorHandler
 	r := reflector.New(reflector.Config{

@@ -46,6 +46,10 @@ type listener struct {
 	// the middle of a large batch drops the rest instead of delaying the
 	// stop (client-go's listeners drop what they hold when stopped, too).
 	halted *atomic.Bool
+	// synced is told when the listener has delivered its last pending
+	// initial notification or its initial batch: registrations' done
+	// signals depend on that. nil in tests that build a bare listener.
+	synced func()
 }
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
@@ -86,6 +90,13 @@ func (l *listener) deliver(n *indexer.Notifications) {
 	l.flush(done, initial)
 	if n.Initial {
 		l.initialDone.Store(true)
+		l.tellSynced()
+	}
+}
+
+func (l *listener) tellSynced() {
+	if l.synced != nil {
+		l.synced()
 	}
 }
 
@@ -95,8 +106,8 @@ func (l *listener) flush(done, initial int64) {
 		l.delivered.Add(done)
 		l.tel.Metrics.Delivered(int(done), l.mattrs)
 	}
-	if initial > 0 {
-		l.pending.Add(-initial)
+	if initial > 0 && l.pending.Add(-initial) == 0 {
+		l.tellSynced()
 	}
 }
 

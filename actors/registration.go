@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync"
-	"time"
 
 	"k8s.io/client-go/tools/cache"
 )
@@ -22,7 +21,7 @@ func (r *registration) HasSynced() bool {
 
 // HasSyncedChecker returns a DoneChecker for HasSynced.
 func (r *registration) HasSyncedChecker() cache.DoneChecker {
-	return newPollChecker("handler "+r.l.name, r.HasSynced, r.inf.stoppedCh)
+	return r.inf.signals.add("handler "+r.l.name, r.HasSynced)
 }
 
 func (r *registration) stats() HandlerStats {
@@ -34,44 +33,60 @@ func (r *registration) stats() HandlerStats {
 	}
 }
 
-// pollChecker is a cache.DoneChecker whose channel closes once done()
-// holds. It polls only after Done is first called, and stops polling when
-// the informer stops.
-type pollChecker struct {
+// doneSignal is a cache.DoneChecker whose channel closes once done()
+// holds. It does not poll and starts no goroutine: the informer re-checks
+// its signals (syncSignals.poke) whenever what they depend on moves (the
+// queue syncing, a listener delivering its initial notifications).
+type doneSignal struct {
 	name string
 	done func() bool
-	stop <-chan struct{}
 	once sync.Once
 	ch   chan struct{}
 }
 
-func newPollChecker(name string, done func() bool, stop <-chan struct{}) *pollChecker {
-	return &pollChecker{name: name, done: done, stop: stop, ch: make(chan struct{})}
+func (d *doneSignal) Name() string { return d.name }
+
+func (d *doneSignal) Done() <-chan struct{} { return d.ch }
+
+// check closes the channel if done() holds, and reports whether it is
+// closed.
+func (d *doneSignal) check() bool {
+	if d.done() {
+		d.once.Do(func() { close(d.ch) })
+		return true
+	}
+	return false
 }
 
-func (p *pollChecker) Name() string { return p.name }
+// syncSignals holds an informer's open done signals.
+type syncSignals struct {
+	mu   sync.Mutex
+	open []*doneSignal
+}
 
-func (p *pollChecker) Done() <-chan struct{} {
-	p.once.Do(func() {
-		if p.done() {
-			close(p.ch)
-			return
+// add returns a new signal for done, already closed if done() holds.
+func (s *syncSignals) add(name string, done func() bool) *doneSignal {
+	d := &doneSignal{name: name, done: done, ch: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Checked under the lock, after which every poke sees it: a change that
+	// makes done() hold is followed by a poke.
+	if !d.check() {
+		s.open = append(s.open, d)
+	}
+	return d
+}
+
+// poke re-checks the open signals, dropping those that closed.
+func (s *syncSignals) poke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	open := s.open[:0]
+	for _, d := range s.open {
+		if !d.check() {
+			open = append(open, d)
 		}
-		go func() {
-			t := time.NewTicker(10 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-p.stop:
-					return
-				case <-t.C:
-					if p.done() {
-						close(p.ch)
-						return
-					}
-				}
-			}
-		}()
-	})
-	return p.ch
+	}
+	clear(s.open[len(open):])
+	s.open = open
 }

@@ -52,6 +52,9 @@ type Config struct {
 	// Now is the clock for the root spans of tombstones and syncs; nil means
 	// time.Now.
 	Now func() time.Time
+	// OnSynced, if set, is called once, on the queue's goroutine, when
+	// HasSynced turns true.
+	OnSynced func()
 }
 
 // Queue is the delta queue's state machine: every delta in arrival order,
@@ -64,6 +67,7 @@ type Queue struct {
 	maxBatch int
 	t        *telemetry.T
 	now      func() time.Time
+	onSynced func()
 
 	// buf holds the deltas: buf[:lo] are zeroed, free slots; buf[lo:head]
 	// is the in-flight batch; buf[head:] are the queued deltas. The delta at
@@ -111,6 +115,7 @@ func New(cfg Config) *Queue {
 		maxBatch: cfg.MaxBatch,
 		t:        cfg.Telemetry,
 		now:      cfg.Now,
+		onSynced: cfg.OnSynced,
 		last:     make(map[string]uint64),
 
 		dropMapLen: dropMapLen,
@@ -153,7 +158,7 @@ func (q *Queue) Add(items []Delta) {
 		// client-go: an Add/Update/Delete before the first Replace means
 		// there is no initial list to wait for.
 		q.populated = true
-		q.synced.Store(true)
+		q.markSynced()
 	}
 	q.reserve(len(items))
 	queued, merged := 0, 0
@@ -271,7 +276,7 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 
 	if first {
 		if n == 0 {
-			q.synced.Store(true)
+			q.markSynced()
 		} else {
 			q.initialEnd = q.seq(len(q.buf))
 		}
@@ -437,7 +442,7 @@ func (q *Queue) Done(n int) {
 		q.relocate(inPlace)
 	}
 	if q.populated && !q.synced.Load() && q.seq(q.lo) >= q.initialEnd {
-		q.synced.Store(true)
+		q.markSynced()
 	}
 }
 
@@ -503,6 +508,16 @@ func (q *Queue) relocate(newCap int) {
 	q.base += uint64(q.lo)
 	q.head -= q.lo
 	q.lo = 0
+}
+
+// markSynced turns HasSynced true, telling OnSynced.
+func (q *Queue) markSynced() {
+	if q.synced.Swap(true) {
+		return
+	}
+	if q.onSynced != nil {
+		q.onSynced()
+	}
 }
 
 func (q *Queue) seq(i int) uint64   { return q.base + uint64(i) }

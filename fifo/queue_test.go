@@ -836,3 +836,39 @@ func TestQueue_listBufferReleased(t *testing.T) {
 		t.Fatal("not synced")
 	}
 }
+
+// TestQueue_onSynced checks that OnSynced is called once, when HasSynced
+// turns true: after the first list's last delta is acknowledged.
+func TestQueue_onSynced(t *testing.T) {
+	calls := 0
+	q := New(Config{MaxBatch: 2, OnSynced: func() { calls++ }})
+	q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
+	b := q.Pop()
+	q.Done(len(b.Deltas))
+	if calls != 0 || q.HasSynced() {
+		t.Fatalf("after the first batch: %d calls, synced %v", calls, q.HasSynced())
+	}
+	popAll(t, q)
+	if calls != 1 || !q.HasSynced() {
+		t.Fatalf("after the list: %d calls, synced %v", calls, q.HasSynced())
+	}
+	q.Replace([]Delta{replaced("a", 2)}, "2", nil)
+	q.Add([]Delta{updated("a", 3)})
+	popAll(t, q)
+	if calls != 1 {
+		t.Fatalf("%d calls after a relist, want 1", calls)
+	}
+
+	// An Add before any list syncs at once, as does an empty first list.
+	for _, first := range []func(*Queue){
+		func(q *Queue) { q.Add([]Delta{added("a", 1)}) },
+		func(q *Queue) { q.Replace(nil, "1", nil) },
+	} {
+		calls = 0
+		q := New(Config{OnSynced: func() { calls++ }})
+		first(q)
+		if calls != 1 || !q.HasSynced() {
+			t.Fatalf("%d calls, synced %v", calls, q.HasSynced())
+		}
+	}
+}
