@@ -293,6 +293,38 @@ func TestActorForbiddenListBacksOffAndCallsHandler(t *testing.T) {
 	}
 }
 
+// TestActorWatchErrorHandlerPanics checks that a watch error handler that
+// panics is logged and does not stop the reflector from retrying.
+func TestActorWatchErrorHandlerPanics(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	calls := make(chan struct{}, 100)
+	lw := &cache.ListWatch{
+		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+			return nil, errors.New("list failed")
+		},
+		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return nil, errors.New("no") },
+	}
+	e := startEnv(t, Config{
+		ListerWatcher: lw,
+		UseWatchList:  ptr.To(false),
+		WatchErrorHandler: func(context.Context, *cache.Reflector, error) {
+			calls <- struct{}{}
+			panic("handler bug")
+		},
+	})
+	for i := range 3 {
+		select {
+		case <-calls:
+		case <-time.After(waitFor):
+			t.Fatalf("handler called %d times", i)
+		}
+	}
+	e.stop()
+	if logs := e.logs.String(); !strings.Contains(logs, "watch error handler panicked") || !strings.Contains(logs, "handler bug") {
+		t.Fatalf("panic not logged:\n%s", logs)
+	}
+}
+
 func TestActorDefaultErrorHandlerLogs(t *testing.T) {
 	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	listed := make(chan struct{}, 100)

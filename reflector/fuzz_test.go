@@ -121,6 +121,8 @@ func randomTransform(rng *rand.Rand) cache.TransformFunc {
 			return "a string", nil
 		case 4:
 			return cache.DeletedFinalStateUnknown{Key: "k"}, nil
+		case 5:
+			panic("transform bug")
 		}
 		return obj, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"runtime/debug"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -601,13 +602,25 @@ func (m *Machine) drop(reason, event string, err error) {
 	m.log.Error("reflector dropped an object", "informer", m.name, "type", m.typeDesc, "reason", reason, "event", event, "err", err)
 }
 
+// callTransform runs the user's transform, turning a panic into an error:
+// the object is then dropped like one the transform rejects, and the
+// stream goes on.
+func (m *Machine) callTransform(obj runtime.Object) (o any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			o, err = nil, fmt.Errorf("transform panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return m.transform(obj)
+}
+
 // delta transforms obj and keys it. acc is obj's metadata, used for the
 // root span only.
 func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object, event string, at time.Time, link trace.SpanContext) (fifo.Delta, bool) {
 	var o any = obj
 	if m.transform != nil {
 		var err error
-		o, err = m.transform(obj)
+		o, err = m.callTransform(obj)
 		if err == nil && isNil(o) {
 			err = fmt.Errorf("transform returned nil")
 		}

@@ -479,6 +479,8 @@ func TestMachineTransform(t *testing.T) {
 			return nil, errors.New("cannot transform")
 		case "nil":
 			return nil, nil
+		case "panic":
+			panic("transform bug")
 		}
 		q := p.DeepCopy()
 		q.Labels = map[string]string{"transformed": "yes"}
@@ -495,19 +497,24 @@ func TestMachineTransform(t *testing.T) {
 		ev(watch.Added, pod("b", "11")),
 		ev(watch.Modified, pod("bad", "12")),
 		ev(watch.Added, pod("nil", "13")),
+		ev(watch.Added, pod("panic", "14")),
+		ev(watch.Added, pod("c", "15")),
 	}, time.Time{})
-	if e.Deltas == nil || len(e.Deltas.Items) != 1 || e.Deltas.Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" {
+	// A transform that panics drops its object like one that fails; the
+	// events after it are kept.
+	if e.Deltas == nil || len(e.Deltas.Items) != 2 || e.Deltas.Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" ||
+		e.Deltas.Items[1].Key != "ns/c" {
 		t.Fatalf("deltas: %s", describe(e))
 	}
-	if n := h.counters().Dropped.Load(); n != 3 {
-		t.Fatalf("dropped %d, want 3", n)
+	if n := h.counters().Dropped.Load(); n != 4 {
+		t.Fatalf("dropped %d, want 4", n)
 	}
-	if !strings.Contains(h.logs.String(), "reason=transform") {
-		t.Fatalf("no transform drop logged:\n%s", h.logs.String())
+	if !strings.Contains(h.logs.String(), "reason=transform") || !strings.Contains(h.logs.String(), "transform panicked: transform bug") {
+		t.Fatalf("no transform drop or panic logged:\n%s", h.logs.String())
 	}
 	// Dropped events still move the RV on, as in client-go.
-	if rv := h.r.LastSyncResourceVersion(); rv != "13" {
-		t.Fatalf("RV %q, want 13", rv)
+	if rv := h.r.LastSyncResourceVersion(); rv != "15" {
+		t.Fatalf("RV %q, want 15", rv)
 	}
 }
 

@@ -3,9 +3,11 @@ package reflector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -258,8 +260,17 @@ func (r *Reflector) synced(watchList bool) {
 }
 
 // handleError is what client-go's Run loop does with a failed ListAndWatch.
+//
+// The user's handler runs on the reflector actor: a panic in it is logged
+// and recovered, so the reflector goes on backing off and retrying.
 func (r *Reflector) handleError(ctx context.Context, err error) {
 	if h := r.cfg.WatchErrorHandler; h != nil {
+		defer func() {
+			if p := recover(); p != nil {
+				r.tel.Logger.Error("watch error handler panicked", "reflector", r.name, "error", err,
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+		}()
 		h(ctx, r.cacheRef, err)
 		return
 	}
