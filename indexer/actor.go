@@ -27,9 +27,12 @@ type indexerActor struct {
 	core  *Core
 	store *Store
 	// queue is the delta queue, learned from the sender of batches.
-	queue   *actor.PID
-	timer   *resyncTimer
-	stopped chan struct{}
+	queue *actor.PID
+	// inflight is the length of the batch being applied, 0 between batches:
+	// if applying it panics, the restart acknowledges it (see Receive).
+	inflight int
+	timer    *resyncTimer
+	stopped  chan struct{}
 }
 
 // NewActor returns the indexer actor for core, whose cache is store. Give it
@@ -65,11 +68,13 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 			a.queue = s
 		}
 		a.core.Expect(m.InitialRemaining)
+		a.inflight = len(m.Deltas)
 		if n := a.core.Apply(m.Deltas); n != nil {
 			for _, t := range a.core.Targets() {
 				ctx.Send(t, n)
 			}
 		}
+		a.inflight = 0
 		if ctx.Sender() != nil {
 			ctx.Respond(&fifo.Processed{Count: len(m.Deltas)})
 		}
@@ -96,7 +101,20 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		a.store.Seal()
 		a.store.SetAddIndexersHook(addIndexersHook(ctx.ActorSystem(), ctx.Self(), a.stopped))
 		a.armTimer(ctx)
-	case *actor.Stopping, *actor.Restarting, *actor.Stopped:
+	case *actor.Restarting:
+		// Receive panicked (a bug of ours: user index functions are
+		// recovered in the store). If it was applying a batch, the queue
+		// waits for its acknowledgement and would stall: acknowledge it. The
+		// batch may be partly applied and its notifications unsent; the next
+		// relist repairs the cache.
+		if a.inflight > 0 && a.queue != nil {
+			a.core.t.Logger.Error("indexer: applying a batch panicked; acknowledging it so that the pipeline goes on (the batch may be partly applied)",
+				"informer", a.core.t.Info.Name, "deltas", a.inflight)
+			ctx.Send(a.queue, &fifo.Processed{Count: a.inflight})
+			a.inflight = 0
+		}
+		a.stop()
+	case *actor.Stopping, *actor.Stopped:
 		a.stop()
 	}
 }

@@ -1,13 +1,16 @@
 package indexer
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
@@ -123,5 +126,42 @@ func TestTracingOff(t *testing.T) {
 	d.Trace = root
 	if n := c.Apply([]fifo.Delta{d}); n.Items[0].Trace != nil {
 		t.Fatal("trace stamped with tracing off")
+	}
+}
+
+// TestActorAcknowledgesABatchThatPanicked makes applying a batch panic
+// inside the indexer actor (the clock of traced deltas panics once) and
+// checks that the queue still gets its acknowledgement, so the pipeline
+// does not stall, and that the restarted actor applies the next batch.
+func TestActorAcknowledgesABatchThatPanicked(t *testing.T) {
+	tel, _ := newTracing(t)
+	var calls atomic.Int32
+	now := func() time.Time {
+		if calls.Add(1) == 1 {
+			panic("clock bug")
+		}
+		return time.Now()
+	}
+	store := NewStore(nil, nil)
+	h := &harness{t: t, sys: newSystem(), store: store}
+	h.core = NewCore(store, tel, now)
+	h.indexer = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return NewActor(h.core, store) }))
+	h.queue = &queueActor{indexer: h.indexer, processed: make(chan *fifo.Processed, 16), resyncs: make(chan *fifo.Resync, 16)}
+	h.queuePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.queue }))
+	h.pids = append(h.pids, h.queuePID)
+	t.Cleanup(h.stop)
+
+	traced := func(p *corev1.Pod) fifo.Delta {
+		d := delta(fifo.Added, p)
+		d.Trace = tel.StartDelta("Added", telemetry.ObjectMeta{Namespace: p.Namespace, Name: p.Name}, time.Now(), trace.SpanContext{})
+		return d
+	}
+	h.apply(traced(pod("ns", "a", "1")), traced(pod("ns", "b", "1"))) // panics, acknowledged on restart
+	if calls.Load() != 1 {
+		t.Fatalf("clock called %d times, want the 1 that panicked", calls.Load())
+	}
+	h.apply(traced(pod("ns", "c", "1")))
+	if _, ok, _ := store.GetByKey("ns/c"); !ok {
+		t.Fatal("the batch after the panic was not applied")
 	}
 }
