@@ -524,3 +524,75 @@ func TestStopDoesNotWaitForABacklog(t *testing.T) {
 		t.Fatalf("handler called %d times after its informer stopped, want only the one in progress", n)
 	}
 }
+
+// TestLaggingHandlerGetsEveryEventInOrder holds one handler back while
+// thousands of updates arrive one at a time (small batches, which the
+// indexer compacts for a listener that far behind), then lets it go: it
+// must see every event, in order (its view checks each update's old
+// resourceVersion against the one it holds), like the handler that kept up.
+func TestLaggingHandlerGetsEveryEventInOrder(t *testing.T) {
+	src, lw := newSource(t)
+	const objects, updates = 30, 3000
+	for i := range objects {
+		src.Add(pod("ns", fmt.Sprintf("p%d", i), 0))
+	}
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	gate := make(chan struct{})
+	slowView, fastView := informertest.NewView(), informertest.NewView()
+	sh := slowView.Handler()
+	held := cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { <-gate; sh.AddFunc(obj, initial) },
+		UpdateFunc: func(old, obj any) { <-gate; sh.UpdateFunc(old, obj) },
+		DeleteFunc: func(obj any) { <-gate; sh.DeleteFunc(obj) },
+	}
+	var fastUpdates atomic.Int64
+	fh := fastView.Handler()
+	fast := fh
+	fast.UpdateFunc = func(old, obj any) { fh.UpdateFunc(old, obj); fastUpdates.Add(1) }
+	if _, err := inf.AddEventHandler(held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(fast); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := running(t, inf)
+	waitSynced(t, ctx, inf.HasSynced)
+	for i := range updates {
+		src.Modify(pod("ns", fmt.Sprintf("p%d", i%objects), i+1))
+		// One event at a time through the pipeline: small batches.
+		want := int64(i + 1)
+		informertest.Eventually(t, 10*time.Second, time.Millisecond/10, "fast handler", func() string {
+			if got := fastUpdates.Load(); got < want {
+				return fmt.Sprintf("fast handler has %d updates, want %d", got, want)
+			}
+			return ""
+		})
+	}
+	var slowBacklog int64
+	for _, h := range inf.Stats().Handlers {
+		slowBacklog = max(slowBacklog, h.Backlog)
+	}
+	if slowBacklog < updates {
+		t.Fatalf("held handler's backlog %d, want at least %d", slowBacklog, updates)
+	}
+	close(gate)
+	informertest.Eventually(t, 20*time.Second, 10*time.Millisecond, "held handler", func() string {
+		return informertest.Diff(fastView.Snapshot(), slowView.Snapshot())
+	})
+	for name, v := range map[string]*informertest.View{"held": slowView, "fast": fastView} {
+		if errs := v.Errors(); len(errs) > 0 {
+			t.Fatalf("%s handler saw inconsistent events: %v", name, errs)
+		}
+	}
+	if c := slowView.Counts(); c.Updates != updates {
+		t.Fatalf("held handler got %d updates, want %d", c.Updates, updates)
+	}
+	if d := informertest.Diff(sourceSnapshot(t, lw), slowView.Snapshot()); d != "" {
+		t.Fatalf("held handler's view differs from the source: %s", d)
+	}
+	for _, h := range inf.Stats().Handlers {
+		if h.Backlog != 0 {
+			t.Fatalf("handler %s backlog %d after catching up", h.Name, h.Backlog)
+		}
+	}
+}

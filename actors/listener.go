@@ -81,6 +81,11 @@ func (l *listener) deliver(n *indexer.Notifications) {
 		if (!it.Sync || n.SyncsTo(l.id)) && !l.removed.Load() && !l.halted.Load() {
 			l.call(it)
 		}
+		if n.Owned {
+			// Ours alone: let go of the objects as soon as they are
+			// delivered rather than when the whole batch is.
+			*it = indexer.Notification{}
+		}
 		done++
 		if done == counterFlush {
 			l.flush(done, initial)
@@ -168,6 +173,8 @@ func (a *listenerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *indexer.Notifications:
 		a.l.deliver(m)
+	case *indexer.DrainMarker:
+		ctx.Respond(&indexer.Drained{ID: a.l.id})
 	case *actor.Stopped:
 		a.l.tel.Metrics.DropBacklog(a.l.backlog)
 	}

@@ -31,8 +31,12 @@ type indexerActor struct {
 	// inflight is the length of the batch being applied, 0 between batches:
 	// if applying it panics, the restart acknowledges it (see Receive).
 	inflight int
-	timer    *resyncTimer
-	stopped  chan struct{}
+	// ctx and send: the send function handed to the core, bound once (a
+	// closure per batch would be an allocation per batch).
+	ctx     actor.Context
+	send    func(*actor.PID, any)
+	timer   *resyncTimer
+	stopped chan struct{}
 }
 
 // NewActor returns the indexer actor for core, whose cache is store. Give it
@@ -47,6 +51,7 @@ type indexerActor struct {
 //     the resulting *Notifications, one shared value, to every subscriber,
 //     then answers the sender with *fifo.Processed. The sender is remembered
 //     as the queue.
+//   - *Drained: a listener's answer to a *DrainMarker (see Core.Route).
 //   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
 //     Initial first gets the cached objects as an initial batch.
 //   - *AddIndexers: adds indexers, answering on Reply.
@@ -70,9 +75,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		a.core.Expect(m.InitialRemaining)
 		a.inflight = len(m.Deltas)
 		if n := a.core.Apply(m.Deltas); n != nil {
-			for _, t := range a.core.Targets() {
-				ctx.Send(t, n)
-			}
+			a.core.Route(n, a.sender(ctx))
 		}
 		a.inflight = 0
 		if ctx.Sender() != nil {
@@ -86,6 +89,8 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	case *Unsubscribe:
 		a.core.Unsubscribe(m.ID)
 		a.armTimer(ctx)
+	case *Drained:
+		a.core.Drained(m.ID, a.sender(ctx))
 	case *AddIndexers:
 		err := a.core.AddIndexers(m.Indexers)
 		select {
@@ -117,6 +122,22 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Stopped:
 		a.stop()
 	}
+}
+
+// sender returns the function through which the core sends to listeners:
+// a DrainMarker goes with Request, so that the listener can answer it.
+func (a *indexerActor) sender(ctx actor.Context) func(*actor.PID, any) {
+	a.ctx = ctx
+	if a.send == nil {
+		a.send = func(target *actor.PID, msg any) {
+			if _, ok := msg.(*DrainMarker); ok {
+				a.ctx.Request(target, msg)
+				return
+			}
+			a.ctx.Send(target, msg)
+		}
+	}
+	return a.send
 }
 
 func (a *indexerActor) stop() {

@@ -16,6 +16,17 @@ import (
 // readers are not starved by a large batch (a relist).
 const applyChunk = 256
 
+// A listener whose backlog is above compactAbove notifications gets
+// batches of fewer than compactBelow notifications compacted (see Route).
+// Compacted notifications are kept in arrays of compactChunk: each becomes
+// one batch, so that nothing is copied as the backlog grows and a listener
+// releases what it has delivered a chunk at a time.
+const (
+	compactAbove = 1024
+	compactBelow = 64
+	compactChunk = 256
+)
+
 // Core is the indexer's state machine: it applies batches of deltas to the
 // Store, turns them into notifications for the subscribed listeners, and
 // keeps the listeners' resync schedule. It has no goroutine of its own.
@@ -44,6 +55,13 @@ type subscriber struct {
 	period           time.Duration
 	next             time.Time
 	pending, backlog *atomic.Int64
+	// compact holds the notifications kept back for a listener that is far
+	// behind, in full chunks then the current one; marked is set while a
+	// DrainMarker sent to it is unanswered. Compaction is on while marked
+	// is set.
+	chunks  []*Notifications
+	compact []Notification
+	marked  bool
 }
 
 // tracedApply remembers when a traced delta was applied, so that its spans
@@ -265,11 +283,112 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 	return &Notifications{Items: items, Initial: true}
 }
 
-// Unsubscribe removes a listener; unknown IDs are ignored.
+// Route hands n, a batch Apply returned, to every subscriber, calling send
+// for each message in the order they must be sent: n itself to most
+// listeners. A listener far behind (a backlog above compactAbove) costs a
+// message, a batch value and an array per batch when the batches are small
+// (a slow handler on a quiet stream); for it, the items of batches smaller
+// than compactBelow are appended to one array kept here, and a DrainMarker
+// is sent; once it answers (Drained), the array goes as one batch. The
+// items of later batches join the array while it is kept, so that the
+// listener gets everything in order. Resync items the listener is not due
+// for are left out of the array (and out of its backlog).
+func (c *Core) Route(n *Notifications, send func(target *actor.PID, msg any)) {
+	for i := range c.subs {
+		s := &c.subs[i]
+		if !s.marked && (len(n.Items) >= compactBelow || s.backlog == nil || s.backlog.Load() <= compactAbove) {
+			send(s.target, n)
+			continue
+		}
+		skipped := 0
+		for _, it := range n.Items {
+			if it.Sync && !n.SyncsTo(s.id) {
+				skipped++
+				continue
+			}
+			if len(s.compact) == compactChunk {
+				s.chunks = append(s.chunks, s.batch(s.compact))
+				s.compact = nil
+			}
+			if s.compact == nil {
+				s.compact = make([]Notification, 0, compactChunk)
+			}
+			s.compact = append(s.compact, it)
+		}
+		if skipped > 0 && s.backlog != nil {
+			s.backlog.Add(-int64(skipped))
+		}
+		if !s.marked {
+			s.marked = true
+			send(s.target, drainMarker)
+		}
+	}
+}
+
+// drainMarker is the one DrainMarker value sent.
+var drainMarker = &DrainMarker{}
+
+// Drained handles a listener's answer to a DrainMarker: it has delivered
+// everything sent before. The notifications kept back for it, if any, are
+// sent as one batch, followed by a new marker; otherwise compaction ends
+// for that listener.
+func (c *Core) Drained(id ListenerID, send func(target *actor.PID, msg any)) {
+	i := slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
+	if i < 0 {
+		return
+	}
+	s := &c.subs[i]
+	if len(s.chunks) == 0 && len(s.compact) == 0 {
+		s.marked = false
+		return
+	}
+	for _, b := range s.chunks {
+		send(s.target, b)
+	}
+	clear(s.chunks)
+	s.chunks = s.chunks[:0]
+	if len(s.compact) > 0 {
+		send(s.target, s.batch(s.compact))
+		s.compact = nil
+	}
+	send(s.target, drainMarker)
+}
+
+// chunkItems returns the items of s's full chunks.
+func (s *subscriber) chunkItems() [][]Notification {
+	out := make([][]Notification, len(s.chunks))
+	for i, b := range s.chunks {
+		out[i] = b.Items
+	}
+	return out
+}
+
+// batch wraps notifications kept back for s as a batch for it alone.
+func (s *subscriber) batch(items []Notification) *Notifications {
+	return &Notifications{Items: items, Syncing: []ListenerID{s.id}, Owned: true}
+}
+
+// Unsubscribe removes a listener; unknown IDs are ignored. Notifications
+// kept back for it are dropped.
 func (c *Core) Unsubscribe(id ListenerID) {
 	i := slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
 	if i < 0 {
 		return
+	}
+	s := &c.subs[i]
+	for _, items := range append(s.chunkItems(), s.compact) {
+		if s.backlog != nil {
+			s.backlog.Add(-int64(len(items)))
+		}
+		if s.pending != nil {
+			initial := 0
+			for _, it := range items {
+				if it.InitialList {
+					initial++
+				}
+			}
+			s.pending.Add(-int64(initial))
+		}
 	}
 	c.subs = slices.Delete(c.subs, i, i+1)
 	c.targets = slices.Delete(slices.Clone(c.targets), i, i+1)

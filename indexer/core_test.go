@@ -525,3 +525,169 @@ func TestNotificationKeyAndSize(t *testing.T) {
 		t.Errorf("Notification takes %d bytes, want 48", size)
 	}
 }
+
+// sent records what Route and Drained send, per target.
+type sent struct {
+	msgs map[*actor.PID][]any
+}
+
+func (s *sent) send(target *actor.PID, msg any) {
+	if s.msgs == nil {
+		s.msgs = map[*actor.PID][]any{}
+	}
+	s.msgs[target] = append(s.msgs[target], msg)
+}
+
+func (s *sent) take(target *actor.PID) []any {
+	m := s.msgs[target]
+	delete(s.msgs, target)
+	return m
+}
+
+// TestCoreRouteCompactsForALaggingListener checks the compaction of small
+// batches for a listener far behind: one marker, the items kept in order
+// (resync items it is not due for left out, and out of its backlog), one
+// batch when it answers, then back to shared batches once it has caught
+// up; a listener that keeps up gets every shared batch meanwhile.
+func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
+	s := NewStore(nil, nil)
+	c := NewCore(s, nil, nil)
+	fast, slow := actor.NewPID("nonhost", "fast"), actor.NewPID("nonhost", "slow")
+	var fastBacklog, slowBacklog, slowPending atomic.Int64
+	c.Subscribe(&Subscribe{ID: 1, Target: fast, Backlog: &fastBacklog})
+	c.Subscribe(&Subscribe{ID: 2, Target: slow, Backlog: &slowBacklog, Pending: &slowPending})
+	var out sent
+
+	// Not behind: shared batches.
+	n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "a", "1"))})
+	c.Route(n, out.send)
+	if got := out.take(slow); len(got) != 1 || got[0] != n {
+		t.Fatalf("slow got %v, want the shared batch", got)
+	}
+	out.take(fast)
+
+	slowBacklog.Add(compactAbove) // far behind now
+	c.ResyncDue(time.Now())       // nobody due: the syncing set is empty
+	var batches []*Notifications
+	for i := 2; i <= 4; i++ {
+		n := c.Apply([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", strconv.Itoa(i)))})
+		c.Route(n, out.send)
+		batches = append(batches, n)
+	}
+	// A resync (same resourceVersion) for nobody: left out of the array.
+	n = c.Apply([]fifo.Delta{delta(fifo.Sync, pod("ns", "a", "4"))})
+	c.Route(n, out.send)
+	batches = append(batches, n)
+	if got := out.take(fast); len(got) != 4 {
+		t.Fatalf("fast got %d messages, want the 4 shared batches", len(got))
+	}
+	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
+		t.Fatalf("slow got %v, want one DrainMarker", got)
+	}
+	if got, want := slowBacklog.Load(), int64(1+compactAbove+3); got != want {
+		t.Fatalf("slow backlog %d, want %d (the resync item left out)", got, want)
+	}
+
+	// It answers: one batch with the three updates in order, and a marker.
+	c.Drained(2, out.send)
+	got := out.take(slow)
+	if len(got) != 2 || got[1] != drainMarker {
+		t.Fatalf("after Drained slow got %v, want a batch and a marker", got)
+	}
+	b := got[0].(*Notifications)
+	if want := []expected{
+		{Type: NotifyUpdate, Key: "ns/a", OldRV: "1", NewRV: "2"},
+		{Type: NotifyUpdate, Key: "ns/a", OldRV: "2", NewRV: "3"},
+		{Type: NotifyUpdate, Key: "ns/a", OldRV: "3", NewRV: "4"},
+	}; !reflect.DeepEqual(summarize(b.Items), want) {
+		t.Fatalf("compacted batch %+v, want %+v", summarize(b.Items), want)
+	}
+	if !b.SyncsTo(2) {
+		t.Fatal("the compacted batch does not resync its own listener")
+	}
+
+	// While the second marker is out, even a large batch is kept back, so
+	// that the order holds.
+	var large []fifo.Delta
+	for i := range compactBelow {
+		large = append(large, delta(fifo.Added, pod("ns", "l"+strconv.Itoa(i), "1")))
+	}
+	c.Route(c.Apply(large), out.send)
+	if got := out.take(slow); len(got) != 0 {
+		t.Fatalf("slow got %d messages while its marker is out", len(got))
+	}
+	c.Drained(2, out.send)
+	if got := out.take(slow); len(got) != 2 || len(got[0].(*Notifications).Items) != compactBelow {
+		t.Fatalf("after the second Drained slow got %v", got)
+	}
+	// Caught up: the next Drained ends compaction.
+	c.Drained(2, out.send)
+	if got := out.take(slow); len(got) != 0 {
+		t.Fatalf("Drained with nothing kept back sent %v", got)
+	}
+	slowBacklog.Store(0)
+	n = c.Apply([]fifo.Delta{delta(fifo.Deleted, pod("ns", "a", "4"))})
+	c.Route(n, out.send)
+	if got := out.take(slow); len(got) != 1 || got[0] != n {
+		t.Fatalf("after catching up slow got %v, want the shared batch", got)
+	}
+
+	// Unsubscribing drops what is kept back, and its counts.
+	slowBacklog.Store(compactAbove + 1)
+	c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "z", "1"))}), out.send)
+	before := slowBacklog.Load()
+	c.Unsubscribe(2)
+	if got := slowBacklog.Load(); got != before-1 {
+		t.Fatalf("backlog %d after unsubscribing, want %d", got, before-1)
+	}
+	c.Drained(2, out.send) // unknown by now: ignored
+	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
+		t.Fatalf("slow got %v", got)
+	}
+}
+
+// TestCoreRouteCompactsInChunks checks that notifications kept back for a
+// lagging listener go out in chunks of compactChunk, in order, and that
+// unsubscribing takes all of them out of its counters.
+func TestCoreRouteCompactsInChunks(t *testing.T) {
+	c := NewCore(NewStore(nil, nil), nil, nil)
+	slow := actor.NewPID("nonhost", "slow")
+	var backlog, pending atomic.Int64
+	c.Subscribe(&Subscribe{ID: 1, Target: slow, Backlog: &backlog, Pending: &pending})
+	backlog.Add(compactAbove + 1)
+	var out sent
+	const n = 2*compactChunk + 88
+	for i := range n {
+		c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "p"+strconv.Itoa(i), "1"))}), out.send)
+	}
+	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
+		t.Fatalf("got %v, want one marker", got)
+	}
+	c.Drained(1, out.send)
+	got := out.take(slow)
+	if len(got) != 4 || got[3] != drainMarker {
+		t.Fatalf("got %d messages, want 3 batches and a marker", len(got))
+	}
+	i := 0
+	for j, size := range []int{compactChunk, compactChunk, 88} {
+		b := got[j].(*Notifications)
+		if len(b.Items) != size {
+			t.Fatalf("batch %d has %d items, want %d", j, len(b.Items), size)
+		}
+		for _, it := range b.Items {
+			if k := it.Key(); k != "ns/p"+strconv.Itoa(i) {
+				t.Fatalf("item %d is %s: order lost", i, k)
+			}
+			i++
+		}
+	}
+	// Kept back again, then unsubscribed: the counters lose those items.
+	for i := range compactChunk + 10 {
+		c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "q"+strconv.Itoa(i), "1"))}), out.send)
+	}
+	before := backlog.Load()
+	c.Unsubscribe(1)
+	if got, want := backlog.Load(), before-int64(compactChunk+10); got != want {
+		t.Fatalf("backlog %d after unsubscribing, want %d", got, want)
+	}
+}

@@ -42,6 +42,19 @@ type Unsubscribe struct {
 	ID ListenerID
 }
 
+// DrainMarker is sent (with Request) to a listener that is far behind,
+// after the last notifications it was sent: when the listener gets to it,
+// it has delivered everything sent before, and answers with Drained. Until
+// then the indexer keeps that listener's notifications in one compact
+// array instead of sending it a batch message per small batch.
+type DrainMarker struct{}
+
+// Drained answers a DrainMarker: the listener has delivered every
+// notification sent to it before the marker.
+type Drained struct {
+	ID ListenerID
+}
+
 // AddIndexers adds indexers to the running cache, indexing the objects it
 // already holds. The result is sent on Reply (buffered, capacity 1).
 type AddIndexers struct {
@@ -116,6 +129,10 @@ type Notifications struct {
 	Syncing []ListenerID
 	// Initial marks the synthetic initial batch sent to one new listener.
 	Initial bool
+	// Owned marks a batch sent to one listener only (the notifications the
+	// indexer kept back for it, see Core.Route): the listener may clear
+	// each notification once it has delivered it.
+	Owned bool
 }
 
 // SyncsTo reports whether Sync notifications of this batch go to id.
