@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
 // A bare actor system leaves no goroutine behind once its actors are
@@ -73,8 +74,13 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, store *Store, now func() time.Time) *harness {
+	return newTracedHarness(t, store, nil, now)
+}
+
+// newTracedHarness is newHarness with the core's telemetry.
+func newTracedHarness(t *testing.T, store *Store, tel *telemetry.T, now func() time.Time) *harness {
 	h := &harness{t: t, sys: newSystem(), store: store}
-	h.core = NewCore(store, nil, now)
+	h.core = NewCore(store, tel, now)
 	h.indexer = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return NewActor(h.core, store) }))
 	h.queue = &queueActor{indexer: h.indexer, processed: make(chan *fifo.Processed, 16), resyncs: make(chan *fifo.Resync, 16)}
 	h.queuePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.queue }))

@@ -354,13 +354,21 @@ func (c *Core) Drained(id ListenerID, send func(target *actor.PID, msg any)) {
 	send(s.target, drainMarker)
 }
 
-// chunkItems returns the items of s's full chunks.
-func (s *subscriber) chunkItems() [][]Notification {
-	out := make([][]Notification, len(s.chunks))
-	for i, b := range s.chunks {
-		out[i] = b.Items
+// forget takes kept-back items that will not be delivered out of s's
+// counters.
+func (s *subscriber) forget(items []Notification) {
+	if s.backlog != nil {
+		s.backlog.Add(-int64(len(items)))
 	}
-	return out
+	if s.pending != nil {
+		initial := 0
+		for _, it := range items {
+			if it.InitialList {
+				initial++
+			}
+		}
+		s.pending.Add(-int64(initial))
+	}
 }
 
 // batch wraps notifications kept back for s as a batch for it alone.
@@ -376,20 +384,10 @@ func (c *Core) Unsubscribe(id ListenerID) {
 		return
 	}
 	s := &c.subs[i]
-	for _, items := range append(s.chunkItems(), s.compact) {
-		if s.backlog != nil {
-			s.backlog.Add(-int64(len(items)))
-		}
-		if s.pending != nil {
-			initial := 0
-			for _, it := range items {
-				if it.InitialList {
-					initial++
-				}
-			}
-			s.pending.Add(-int64(initial))
-		}
+	for _, b := range s.chunks {
+		s.forget(b.Items)
 	}
+	s.forget(s.compact)
 	c.subs = slices.Delete(c.subs, i, i+1)
 	c.targets = slices.Delete(slices.Clone(c.targets), i, i+1)
 	if j := slices.Index(c.syncing, id); j >= 0 {

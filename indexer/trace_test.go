@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -143,13 +142,7 @@ func TestActorAcknowledgesABatchThatPanicked(t *testing.T) {
 		return time.Now()
 	}
 	store := NewStore(nil, nil)
-	h := &harness{t: t, sys: newSystem(), store: store}
-	h.core = NewCore(store, tel, now)
-	h.indexer = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return NewActor(h.core, store) }))
-	h.queue = &queueActor{indexer: h.indexer, processed: make(chan *fifo.Processed, 16), resyncs: make(chan *fifo.Resync, 16)}
-	h.queuePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.queue }))
-	h.pids = append(h.pids, h.queuePID)
-	t.Cleanup(h.stop)
+	h := newTracedHarness(t, store, tel, now)
 
 	traced := func(p *corev1.Pod) fifo.Delta {
 		d := delta(fifo.Added, p)
