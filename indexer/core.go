@@ -39,9 +39,6 @@ type Core struct {
 	now   func() time.Time
 
 	subs []subscriber
-	// targets is parallel to subs and copied on change, so a slice handed
-	// out by Targets is never modified.
-	targets []*actor.PID
 	// syncing: listeners due for a resync, plus those subscribed since the
 	// last ResyncDue. Replaced, never modified: batches share it.
 	syncing []ListenerID
@@ -55,10 +52,10 @@ type subscriber struct {
 	period           time.Duration
 	next             time.Time
 	pending, backlog *atomic.Int64
-	// compact holds the notifications kept back for a listener that is far
-	// behind, in full chunks then the current one; marked is set while a
-	// DrainMarker sent to it is unanswered. Compaction is on while marked
-	// is set.
+	// chunks (full, ready to send) then compact (being filled) hold the
+	// notifications kept back for a listener that is far behind; marked is
+	// set while a DrainMarker sent to it is unanswered. Compaction is on
+	// while marked is set.
 	chunks  []*Notifications
 	compact []Notification
 	marked  bool
@@ -256,7 +253,6 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 		sub.next = c.now().Add(sub.period)
 	}
 	c.subs = append(c.subs, sub)
-	c.targets = append(slices.Clip(c.targets), s.Target)
 	// Like client-go's processor, which puts every listener it adds in its
 	// syncing set until the next resync check: with no resync period at all,
 	// same-resourceVersion updates (a relist) reach every handler.
@@ -288,10 +284,10 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 // listeners. A listener far behind (a backlog above compactAbove) costs a
 // message, a batch value and an array per batch when the batches are small
 // (a slow handler on a quiet stream); for it, the items of batches smaller
-// than compactBelow are appended to one array kept here, and a DrainMarker
-// is sent; once it answers (Drained), the array goes as one batch. The
-// items of later batches join the array while it is kept, so that the
-// listener gets everything in order. Resync items the listener is not due
+// than compactBelow are appended to arrays of compactChunk kept here, and a
+// DrainMarker is sent; once it answers (Drained), each array goes as one
+// batch. The items of later batches join the arrays while any are kept, so
+// that the listener gets everything in order. Resync items the listener is not due
 // for are left out of the array (and out of its backlog).
 func (c *Core) Route(n *Notifications, send func(target *actor.PID, msg any)) {
 	for i := range c.subs {
@@ -330,10 +326,10 @@ var drainMarker = &DrainMarker{}
 
 // Drained handles a listener's answer to a DrainMarker: it has delivered
 // everything sent before. The notifications kept back for it, if any, are
-// sent as one batch, followed by a new marker; otherwise compaction ends
+// sent, one batch per array, followed by a new marker; otherwise compaction ends
 // for that listener.
 func (c *Core) Drained(id ListenerID, send func(target *actor.PID, msg any)) {
-	i := slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
+	i := c.indexOf(id)
 	if i < 0 {
 		return
 	}
@@ -379,7 +375,7 @@ func (s *subscriber) batch(items []Notification) *Notifications {
 // Unsubscribe removes a listener; unknown IDs are ignored. Notifications
 // kept back for it are dropped.
 func (c *Core) Unsubscribe(id ListenerID) {
-	i := slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
+	i := c.indexOf(id)
 	if i < 0 {
 		return
 	}
@@ -389,10 +385,14 @@ func (c *Core) Unsubscribe(id ListenerID) {
 	}
 	s.forget(s.compact)
 	c.subs = slices.Delete(c.subs, i, i+1)
-	c.targets = slices.Delete(slices.Clone(c.targets), i, i+1)
 	if j := slices.Index(c.syncing, id); j >= 0 {
 		c.syncing = slices.Delete(slices.Clone(c.syncing), j, j+1)
 	}
+}
+
+// indexOf returns the index of listener id in c.subs, or -1.
+func (c *Core) indexOf(id ListenerID) int {
+	return slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
 }
 
 // Subscribers returns the subscribed listeners' IDs in subscription order.
@@ -404,9 +404,15 @@ func (c *Core) Subscribers() []ListenerID {
 	return ids
 }
 
-// Targets returns the subscribed listeners' mailboxes in subscription order.
-// The slice is never modified afterwards; do not modify it either.
-func (c *Core) Targets() []*actor.PID { return c.targets }
+// Targets returns the subscribed listeners' mailboxes in subscription order,
+// in a new slice.
+func (c *Core) Targets() []*actor.PID {
+	pids := make([]*actor.PID, len(c.subs))
+	for i := range c.subs {
+		pids[i] = c.subs[i].target
+	}
+	return pids
+}
 
 // ResyncDue decides, like client-go's shouldResync, which listeners resync
 // now: those with a resync period whose next resync time has come. Their
