@@ -27,6 +27,9 @@ type listener struct {
 	resync  time.Duration
 	tel     *telemetry.T
 	mattrs  metric.MeasurementOption
+	// observed is set when tracing or metrics are on (both are fixed when
+	// the informer is built): otherwise call goes straight to the handler.
+	observed bool
 
 	// pending counts initial-list notifications sent but not yet delivered.
 	pending atomic.Int64
@@ -63,6 +66,8 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 		tel:     tel,
 		mattrs:  tel.Metrics.HandlerAttrs(name),
 		backlog: tel.Metrics.NewBacklog(name),
+
+		observed: tel.Tracing() || tel.Metrics.Enabled(),
 	}
 }
 
@@ -117,6 +122,10 @@ func (l *listener) flush(done, initial int64) {
 }
 
 func (l *listener) call(it *indexer.Notification) {
+	if !l.observed {
+		l.invoke(l.ctx, it, nil)
+		return
+	}
 	ctx := l.ctx
 	var span trace.Span
 	if it.Trace != nil && l.tel.Tracing() {

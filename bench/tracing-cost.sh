@@ -10,13 +10,16 @@
 # Usage: bench/tracing-cost.sh [ROUNDS]   (default 6)
 # Environment: ACTORINFORMER_BENCH_FULL (default 1: 200k updates over 10k
 # keys; empty: the small smoke size), BENCHTIME (default 3x), OUT (a folder
-# to keep the raw results in; default a temp folder).
+# to keep the raw results in; default a temp folder), BENCH (the -test.bench
+# pattern; default '^BenchmarkTracingCost$', all variants; e.g.
+# '^BenchmarkTracingCost/noop$' for the no-op comparison alone).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 rounds="${1:-6}"
 benchtime="${BENCHTIME:-3x}"
+bench="${BENCH:-^BenchmarkTracingCost\$}"
 export ACTORINFORMER_BENCH_FULL="${ACTORINFORMER_BENCH_FULL-1}"
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out"
@@ -27,7 +30,7 @@ go test -c -o "$out/traced.test" ./bench
 go test -c -tags actorinformer_notrace -o "$out/notrace.test" ./bench
 
 run() { # run BINARY RESULTFILE
-	(cd bench && "$1" -test.run '^$' -test.bench '^BenchmarkTracingCost$' \
+	(cd bench && "$1" -test.run '^$' -test.bench "$bench" \
 		-test.benchtime "$benchtime" -test.count 1) | grep '^Benchmark' | tee -a "$2"
 }
 
