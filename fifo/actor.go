@@ -20,7 +20,8 @@ type queueActor struct {
 //
 // The actor owns q: nothing else may call q's methods except HasSynced and
 // Len. Because the state lives in q, a restarted actor (a new value from the
-// same producer) carries on where the old one stopped.
+// same producer) carries on where the old one stopped: on Started it sends
+// what q holds if no batch is in flight.
 func NewActor(q *Queue, consumer *actor.PID) actor.Actor {
 	return &queueActor{q: q, consumer: consumer}
 }
@@ -42,7 +43,11 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.q.Resync()
 	case *Processed:
 		a.q.Done(m.Count)
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting,
+	case *actor.Started:
+		// Also sent to an actor restarted after a panic: the queue may hold
+		// deltas with nothing in flight, and no message may come to move
+		// them on.
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting,
 		*actor.ReceiveTimeout, *actor.Terminated:
 		return
 	default:

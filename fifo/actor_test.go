@@ -192,6 +192,21 @@ func TestActor_oneBatchInFlight(t *testing.T) {
 	}
 }
 
+// TestActor_resumesQueuedDeltas: an actor started over a queue that already
+// holds deltas, with nothing in flight — what a queue actor restarted after
+// a panic finds — sends them without waiting for a next message.
+func TestActor_resumesQueuedDeltas(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	sys := newSystem(t)
+	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true}
+	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
+	q := New(Config{})
+	q.Add([]Delta{added("a", 1), added("b", 1)})
+	qpid := sys.Root.Spawn(Props(q, cpid))
+	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1), added("b", 1)})
+	stopBoth(t, sys, cpid, qpid)
+}
+
 type lockedWriter struct {
 	b  *bytes.Buffer
 	mu *sync.Mutex
