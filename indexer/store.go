@@ -3,6 +3,7 @@ package indexer
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,10 +65,25 @@ func (s *Store) SetIndexErrorHandler(f func(key, index string, err error)) {
 
 // indexDef is one named index: its function and its value → keys map.
 type indexDef struct {
-	name    string
-	fn      cache.IndexFunc
-	values  map[string]sets.Set[string]
-	onError func(key, index string, err error)
+	name string
+	fn   cache.IndexFunc
+	// namespace is set when fn is cache.MetaNamespaceIndexFunc, the index
+	// almost every informer has: the store then computes its one value
+	// itself, without the slice the function allocates per call (two calls
+	// per update: the old object and the new one).
+	namespace bool
+	values    map[string]sets.Set[string]
+	onError   func(key, index string, err error)
+	// oldBuf and newBuf back the values call returns for the namespace
+	// index: one for the replaced object, one for the new. Only the writer
+	// (under the write lock) uses them, and never keeps the slices.
+	oldBuf, newBuf [1]string
+}
+
+// isMetaNamespaceIndexFunc reports whether fn is cache.MetaNamespaceIndexFunc
+// itself (not a function wrapping it).
+func isMetaNamespaceIndexFunc(fn cache.IndexFunc) bool {
+	return fn != nil && reflect.ValueOf(fn).Pointer() == reflect.ValueOf(cache.MetaNamespaceIndexFunc).Pointer()
 }
 
 // NewStore returns an empty cache indexed by indexers. A nil keyFunc means
@@ -410,7 +426,8 @@ func (s *Store) addIndexDefsLocked(indexers cache.Indexers) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		d := &indexDef{name: name, fn: indexers[name], values: map[string]sets.Set[string]{}, onError: s.indexError}
+		fn := indexers[name]
+		d := &indexDef{name: name, fn: fn, namespace: isMetaNamespaceIndexFunc(fn), values: map[string]sets.Set[string]{}, onError: s.indexError}
 		s.defs = append(s.defs, d)
 		s.byName[name] = d
 	}
@@ -452,13 +469,23 @@ func (s *Store) deleteLocked(key string) {
 	delete(s.items, key)
 }
 
-// call runs the index function, turning a panic into an error.
-func (d *indexDef) call(obj any) (vals []string, err error) {
+// call runs the index function, turning a panic into an error. For the
+// namespace index it computes the same value as cache.MetaNamespaceIndexFunc
+// into buf instead. The write lock must be held.
+func (d *indexDef) call(obj any, buf *[1]string) (vals []string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("index function panicked: %v", r)
 		}
 	}()
+	if d.namespace {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, fmt.Errorf("object has no meta: %v", err)
+		}
+		buf[0] = m.GetNamespace()
+		return buf[:], nil
+	}
 	return d.fn(obj)
 }
 
@@ -466,7 +493,7 @@ func (d *indexDef) call(obj any) (vals []string, err error) {
 // index function's values, or none when it fails on the object (its failure
 // was reported when the object was indexed, and left it out of the index).
 func (d *indexDef) indexedUnder(obj any) []string {
-	vals, err := d.call(obj)
+	vals, err := d.call(obj, &d.oldBuf)
 	if err != nil {
 		return nil
 	}
@@ -478,7 +505,7 @@ func (d *indexDef) indexedUnder(obj any) []string {
 // stays cached but is left out of that index, and the failure is reported
 // through the store's index error handler.
 func (d *indexDef) index(key string, oldVals []string, obj any) {
-	vals, err := d.call(obj)
+	vals, err := d.call(obj, &d.newBuf)
 	if err != nil {
 		if d.onError != nil {
 			d.onError(key, d.name, err)

@@ -382,6 +382,9 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		"panic": func(obj any) ([]string, error) {
 			return []string{obj.(*corev1.Pod).Spec.NodeName}, nil
 		},
+		// computed by the store itself (isMetaNamespaceIndexFunc): it fails
+		// on objects without metadata like the function does
+		"ns": cache.MetaNamespaceIndexFunc,
 	}
 	s := NewStore(nil, failing)
 	c := NewCore(s, nil, nil)
@@ -392,7 +395,7 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		t.Fatal("object whose indexing failed was not cached")
 	}
 	slices.Sort(reported)
-	if want := []string{"k@err", "k@ip", "k@panic"}; !slices.Equal(reported, want) {
+	if want := []string{"k@err", "k@ip", "k@ns", "k@panic"}; !slices.Equal(reported, want) {
 		t.Fatalf("reported %v, want %v", reported, want)
 	}
 	if vals := s.ListIndexFuncValues("err"); len(vals) != 0 {
@@ -407,6 +410,9 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 	if keys, _ := s.IndexKeys("ip", "10.0.0.1"); !slices.Equal(keys, []string{"k"}) {
 		t.Fatalf("after updating the failing object to a pod: ip index holds %v", keys)
 	}
+	if keys, _ := s.IndexKeys("ns", "ns"); !slices.Equal(keys, []string{"k"}) {
+		t.Fatalf("after updating the failing object to a pod: ns index holds %v", keys)
+	}
 	if want := []string{"k@err"}; !slices.Equal(reported, want) {
 		t.Fatalf("reported %v, want %v", reported, want)
 	}
@@ -416,8 +422,11 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		t.Fatalf("after updating the pod to a failing object: ip index holds %v", vals)
 	}
 	slices.Sort(reported)
-	if want := []string{"k@err", "k@ip", "k@panic"}; !slices.Equal(reported, want) {
+	if want := []string{"k@err", "k@ip", "k@ns", "k@panic"}; !slices.Equal(reported, want) {
 		t.Fatalf("reported %v, want %v", reported, want)
+	}
+	if vals := s.ListIndexFuncValues("ns"); len(vals) != 0 {
+		t.Fatalf("after updating the pod to a failing object: ns index holds %v", vals)
 	}
 	reported = nil
 	c.Apply([]fifo.Delta{{Type: fifo.Deleted, Key: "k", Object: "not a pod again"}})
@@ -427,7 +436,7 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 	if len(reported) != 0 {
 		t.Fatalf("delete reported %v", reported)
 	}
-	for _, name := range []string{"ip", "err", "panic"} {
+	for _, name := range []string{"ip", "err", "panic", "ns"} {
 		if vals := s.ListIndexFuncValues(name); len(vals) != 0 {
 			t.Fatalf("after the delete, index %s holds %v", name, vals)
 		}
@@ -438,6 +447,53 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 	}
 	if _, ok, _ := s.GetByKey("a/b"); !ok {
 		t.Fatal("store unusable after an index failure")
+	}
+}
+
+// TestStoreNamespaceIndexWithoutAllocations: the store recognizes
+// cache.MetaNamespaceIndexFunc and moves an updated object in that index
+// without allocating (the function itself allocates a slice per call); a
+// function wrapping it is run as it is. Both index the same.
+func TestStoreNamespaceIndexWithoutAllocations(t *testing.T) {
+	wrapped := func(obj any) ([]string, error) { return cache.MetaNamespaceIndexFunc(obj) }
+	for _, bc := range []struct {
+		name   string
+		fn     cache.IndexFunc
+		allocs float64
+	}{
+		{"MetaNamespaceIndexFunc", cache.MetaNamespaceIndexFunc, 0},
+		{"wrapped", wrapped, 2}, // the old object's values and the new one's
+	} {
+		t.Run(bc.name, func(t *testing.T) {
+			s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: bc.fn})
+			if got, want := s.defs[0].namespace, bc.allocs == 0; got != want {
+				t.Fatalf("recognized as the namespace index: %v, want %v", got, want)
+			}
+			a, b := pod("ns1", "p", "1"), pod("ns1", "p", "2")
+			if err := s.Add(a); err != nil {
+				t.Fatal(err)
+			}
+			objs := []any{a, b}
+			i := 0
+			allocs := testing.AllocsPerRun(100, func() {
+				s.mu.Lock()
+				s.upsertLocked("ns1/p", objs[i%2])
+				s.mu.Unlock()
+				i++
+			})
+			if allocs != bc.allocs {
+				t.Fatalf("%v allocations per update, want %v", allocs, bc.allocs)
+			}
+			if keys, err := s.IndexKeys(cache.NamespaceIndex, "ns1"); err != nil || !slices.Equal(keys, []string{"ns1/p"}) {
+				t.Fatalf("namespace index: %v %v", keys, err)
+			}
+			if err := s.Delete(b); err != nil {
+				t.Fatal(err)
+			}
+			if vals := s.ListIndexFuncValues(cache.NamespaceIndex); len(vals) != 0 {
+				t.Fatalf("after the delete the index holds %v", vals)
+			}
+		})
 	}
 }
 
