@@ -139,6 +139,7 @@ func linksTo(sp sdktrace.ReadOnlySpan, target sdktrace.ReadOnlySpan) bool {
 // span; the root span of each item it returns, and of each tombstone the
 // relist produces for an object gone meanwhile, links to it.
 func TestListSpanLinksItsItemsAndTombstones(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	for _, n := range []string{"a", "b", "c"} {
 		src.Add(pod("ns", n, 1))
@@ -220,6 +221,7 @@ func TestListSpanLinksItsItemsAndTombstones(t *testing.T) {
 // status Error and an exception event with the stack; the other handler's
 // span for the same delta is untouched.
 func TestHandlerPanicIsRecordedOnItsSpan(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	rec, tp := recordingProvider(t)
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false), actors.WithTracerProvider(tp))
@@ -291,6 +293,7 @@ func TestHandlerPanicIsRecordedOnItsSpan(t *testing.T) {
 // (fifo/trace_test.go covers the other reason, a delete collapsed into a
 // queued one, which cannot be provoked deterministically from here.)
 func TestDroppedDeleteIsRecordedInItsTrace(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	rec, tp := recordingProvider(t)
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false), actors.WithTracerProvider(tp))
@@ -343,6 +346,7 @@ func TestDroppedDeleteIsRecordedInItsTrace(t *testing.T) {
 // TestResyncDeltasAreTraced: a resync's Sync deltas get root spans (made by
 // the queue) and reach only the handlers whose resync is due.
 func TestResyncDeltasAreTraced(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	src.Add(pod("ns", "a", 1))
 	rec, tp := recordingProvider(t)
@@ -449,6 +453,7 @@ func withRV(p *corev1.Pod, rv string) *corev1.Pod {
 // every metric of internal/telemetry/metrics.go: its instrument kind and
 // its value after the script.
 func TestMetrics(t *testing.T) {
+	informertest.NeedsTracing(t)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no list rights"))
 	lw, watches := scriptedLW(func(call int) (runtime.Object, error) {
 		if call == 0 {

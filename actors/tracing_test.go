@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -23,6 +24,7 @@ import (
 // handler, for each of two handlers, in one trace, and that a span started
 // from a context handler's ctx joins it.
 func TestTraceFollowsDeltaToEveryHandler(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -153,6 +155,7 @@ func (c countingTracer) Start(ctx context.Context, name string, opts ...trace.Sp
 // the pipeline asks for each delta's root span (that is where the sampler
 // decides) and for nothing downstream.
 func TestUnsampledDeltaGetsNoStageSpans(t *testing.T) {
+	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
 	rec := tracetest.NewSpanRecorder()
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -31,6 +32,7 @@ func attrOf(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 }
 
 func TestQueue_tracing(t *testing.T) {
+	informertest.NeedsTracing(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
@@ -131,6 +133,7 @@ func TestQueue_tracing(t *testing.T) {
 }
 
 func TestQueue_tracingNeverSampled(t *testing.T) {
+	informertest.NeedsTracing(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
 	defer func() { _ = tp.Shutdown(context.Background()) }()

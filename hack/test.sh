@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): builds the kube-apiserver, etcd and
 # Jaeger binaries the real-cluster tests need when they are missing, then
-# vets and runs every test with the race detector, and a one-iteration smoke
-# run of the benchmarks.
+# vets and runs every test with the race detector, the unit tests again in
+# the build with tracing compiled out, and a one-iteration smoke run of the
+# benchmarks.
 #
 # Real-cluster tests fail (instead of skipping) when the binaries are missing,
 # because this script sets ACTORINFORMER_REQUIRE_CLUSTER=1.
@@ -22,6 +23,11 @@ go vet ./...
 # The build with tracing compiled out (the cost baseline) must keep compiling.
 go vet -tags actorinformer_notrace ./...
 go test -race -count=1 -timeout 45m ./...
+# The same unit tests in the build with tracing compiled out, which must
+# behave the same (tests of what tracing records skip there). Not e2e: its
+# Jaeger test needs spans, and the rest repeats the real-cluster runs.
+go test -count=1 -timeout 10m -tags actorinformer_notrace \
+	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster)
 if [[ -d bench ]]; then
 	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/...
 fi

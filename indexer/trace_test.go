@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -37,6 +38,7 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 }
 
 func TestTracing(t *testing.T) {
+	informertest.NeedsTracing(t)
 	tel, rec := newTracing(t)
 	clk := &tickingClock{t: time.Now()}
 	c := NewCore(NewStore(nil, nil), tel, clk.Now)
@@ -133,6 +135,7 @@ func TestTracingOff(t *testing.T) {
 // checks that the queue still gets its acknowledgement, so the pipeline
 // does not stall, and that the restarted actor applies the next batch.
 func TestActorAcknowledgesABatchThatPanicked(t *testing.T) {
+	informertest.NeedsTracing(t)
 	tel, _ := newTracing(t)
 	var calls atomic.Int32
 	now := func() time.Time {

@@ -25,6 +25,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
@@ -756,6 +757,7 @@ func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpa
 }
 
 func TestMachineTracing(t *testing.T) {
+	informertest.NeedsTracing(t)
 	h, rec := newTracingHarness(t, nil)
 	l := h.expectList(h.m.Start(), "0", 500)
 	_, listSpan := h.tel.StartList(context.Background(), "0")
@@ -794,6 +796,7 @@ func TestMachineTracing(t *testing.T) {
 }
 
 func TestMachineWatchListTracing(t *testing.T) {
+	informertest.NeedsTracing(t)
 	h, rec := newTracingHarness(t, func(c *Config) { c.UseWatchList = ptr.To(true) })
 	w := h.expectWatchList(h.m.Start(), "")
 	e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("a", "1")), ev(watch.Bookmark, bookmark("2", true))}, time.Now())

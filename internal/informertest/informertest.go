@@ -12,7 +12,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
+
+// NeedsTracing skips t in a build with tracing compiled out (-tags
+// actorinformer_notrace), where no span and no OpenTelemetry metric is made
+// whatever the providers: the tests of what they record do not apply there.
+func NeedsTracing(t testing.TB) {
+	t.Helper()
+	if telemetry.CompiledOut {
+		t.Skip("tracing and OpenTelemetry metrics are compiled out (-tags actorinformer_notrace)")
+	}
+}
 
 // RV is obj's resourceVersion, looking through a tombstone; "?" without
 // metadata.
