@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
@@ -84,6 +85,7 @@ func TestDemoWatchesARealCluster(t *testing.T) {
 // finds, in Jaeger, under the default service name, a delta's trace with the
 // tracing handler's own span under its handler span.
 func TestDemoExportsToJaeger(t *testing.T) {
+	informertest.NeedsTracing(t)
 	j := testcluster.StartJaeger(t)
 	setOTelEnv(t,
 		"OTEL_TRACES_EXPORTER", "otlp",
