@@ -127,3 +127,11 @@ func loggerOrDiscard(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// Providers returns the tracer and meter providers opts set, nil for those
+// they leave unset. It lets packages that take the informer's options, such
+// as workqueue, read them.
+func Providers(opts ...Option) (trace.TracerProvider, metric.MeterProvider) {
+	o := buildOptions(opts)
+	return o.tracerProvider, o.meterProvider
+}
