@@ -17,11 +17,13 @@
 // Every delta is queued as its own entry, in arrival order (no per-key
 // grouping and no "line jumping": a key's later delta is never handed out
 // before another key's earlier one). Pop hands out up to MaxBatch deltas at
-// a time; while a batch is in flight (popped, not yet acknowledged with
-// Done) Pop returns nil, so the consumer sees at most one batch at a time.
-// Until the first Replace's deltas are all popped, a batch never mixes them
-// with later deltas, so HasSynced turns true exactly when the initial list
-// is applied.
+// a time, except that a relist is never split: the batch that reaches into
+// one extends to its end, however long, and is marked Atomic so that the
+// consumer applies it in one step. While a batch is in flight (popped, not
+// yet acknowledged with Done) Pop returns nil, so the consumer sees at most
+// one batch at a time. Until the first Replace's deltas are all popped, a
+// batch never mixes them with later deltas, so HasSynced turns true exactly
+// when the initial list is applied.
 //
 // A batch's Deltas slice belongs to the queue: the consumer must treat it as
 // read-only and must not keep it (or the *Batch) after answering Processed;
@@ -45,17 +47,26 @@
 //     dedupDeltas). A Deleted delta for an absent key is dropped too. Dropped
 //     deltas are counted as merged and, when traced, get a "delta.merged"
 //     event (reason ReasonDuplicateDelete or ReasonAlreadyDeleted).
-//   - Replace queues the listed items (Replaced deltas), then, for every key
-//     whose effective state is present but which the list lacks, a tombstone:
-//     a Deleted delta whose Object is cache.DeletedFinalStateUnknown{Key, Obj}
-//     with the last known object. Tombstones for pending keys come first, in
-//     queue order, then those for keys only in the cache, in ListKeys order.
-//   - The first Replace marks every delta it queues (items and tombstones)
-//     InitialList; HasSynced turns true once all of them are popped and
-//     acknowledged, or at once if there are none. As in client-go, an Add
-//     before the first Replace makes HasSynced true at once and that Replace
-//     is then not an initial list. Deltas queued after the first Replace are
-//     never InitialList.
+//   - Replace queues, in client-go v0.37's (AtomicFIFO) order: for every key
+//     whose effective state is present but which the list lacks, a tombstone
+//     — a Deleted delta whose Object is cache.DeletedFinalStateUnknown{Key,
+//     Obj} with the last known object — (those for pending keys first, in
+//     queue order, then those for keys only in the cache, in ListKeys order);
+//     then the listed items (Replaced deltas) in list order; then a Bookmark
+//     delta with the list's resource version, which the consumer makes the
+//     cache's. A Replace while the cache or the queue holds anything is a
+//     relist: Pop hands it out whole (see above). The first list into an
+//     empty cache and queue may be split into batches.
+//   - Bookmark deltas (from Add: watch bookmarks; from Replace) have no key:
+//     they are never tombstoned, collapsed or resynced, and an Add of
+//     bookmarks alone does not end the wait for the first Replace.
+//   - The first Replace marks every delta it queues (tombstones, items and
+//     its bookmark) InitialList; HasSynced turns true once all of them are
+//     popped and acknowledged — for an empty list, once its bookmark is, as
+//     client-go's AtomicFIFO waits for its ReplacedAll delta. As in
+//     client-go, an Add before the first Replace makes HasSynced true at
+//     once and that Replace is then not an initial list. Deltas queued after
+//     the first Replace are never InitialList.
 //   - Resync queues a Sync delta (with the cached object) for every cached
 //     key with nothing queued and nothing in flight: a pending delta would
 //     make the cached object stale (client-go's UpdateResyncRace).
@@ -85,7 +96,8 @@
 // at least half of it is free space in front (amortized O(1) per delta),
 // reallocated when full (never moving the in-flight batch, which the
 // consumer may be reading), and shrunk or dropped after a burst. A list that
-// arrives while the queue holds nothing becomes the array as it is, and is
+// arrives while the queue holds nothing and has no tombstone becomes the
+// array as it is (its bookmark goes in a spare slot, if it has one), and is
 // dropped when the queue drains. Add and
 // Pop allocate nothing beyond map and array growth; Replace reserves room
 // for all its deltas at once.

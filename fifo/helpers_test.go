@@ -31,6 +31,9 @@ func tomb(k string, inner any) Delta {
 
 func initial(d Delta) Delta { d.InitialList = true; return d }
 
+// bm is the Bookmark delta of resource version rv.
+func bm(rv string) Delta { return NewBookmark(rv) }
+
 // known is an ordered fake of the cache's read handle.
 type known struct {
 	keys []string

@@ -18,9 +18,15 @@ const (
 	Replaced
 	// Sync is a periodic resync of a cached object.
 	Sync
+	// Bookmark moves the cache's resource version on, in order with the
+	// other deltas; it carries no object (Object is a cache.BookmarkInfo,
+	// Key is empty) and reaches no handler. The reflector sends one per
+	// watch bookmark; the queue ends every Replace with one holding the
+	// list's resource version.
+	Bookmark
 )
 
-var deltaTypeNames = [...]string{"", "Added", "Updated", "Deleted", "Replaced", "Sync"}
+var deltaTypeNames = [...]string{"", "Added", "Updated", "Deleted", "Replaced", "Sync", "Bookmark"}
 
 func (t DeltaType) String() string {
 	if int(t) < len(deltaTypeNames) {
@@ -44,22 +50,25 @@ type Delta struct {
 	// Key is the object's cache key (cache.MetaNamespaceKeyFunc), computed once
 	// by the reflector (or the queue, for tombstones and syncs).
 	Key string
-	// Object is the (transformed) object, or a cache.DeletedFinalStateUnknown
-	// for a tombstone.
+	// Object is the (transformed) object, a cache.DeletedFinalStateUnknown
+	// for a tombstone, or a cache.BookmarkInfo for a Bookmark.
 	Object any
 	// Trace is the delta's trace state; nil when it is not sampled.
 	Trace *telemetry.DeltaTrace
 }
 
-// Deltas carries watch events (Added, Updated, Deleted) from the reflector to
-// the queue, in arrival order. The queue takes ownership of Items.
+// Deltas carries watch events (Added, Updated, Deleted, Bookmark) from the
+// reflector to the queue, in arrival order. The queue takes ownership of
+// Items.
 type Deltas struct {
 	Items []Delta
 }
 
 // Replace carries the full result of a list or relist (Replaced deltas, one
-// per listed object). The queue adds a tombstone for every known key missing
-// from it. The queue takes ownership of Items.
+// per listed object) and the list's resource version. The queue adds a
+// tombstone for every known key missing from it and a Bookmark with
+// ResourceVersion. The queue takes ownership of Items (a spare slot at the
+// end of the slice saves it a copy).
 type Replace struct {
 	Items           []Delta
 	ResourceVersion string
@@ -81,6 +90,21 @@ type Batch struct {
 	// those still queued. The consumer may size the cache with it. It is 0
 	// once the first Replace has been handed out.
 	InitialRemaining int
+	// Atomic is set when the batch holds a whole relist: the consumer must
+	// apply it in one step, so that readers of the cache see either the
+	// old generation or the new one, never a mix.
+	Atomic bool
+}
+
+// BookmarkRV returns the resource version a Bookmark delta carries.
+func (d *Delta) BookmarkRV() string {
+	b, _ := d.Object.(cache.BookmarkInfo)
+	return b.ResourceVersion
+}
+
+// NewBookmark returns the Bookmark delta for resource version rv.
+func NewBookmark(rv string) Delta {
+	return Delta{Type: Bookmark, Object: cache.BookmarkInfo{ResourceVersion: rv}}
 }
 
 // Processed acknowledges a Batch: its deltas are applied to the cache and

@@ -3,6 +3,8 @@ package fifo
 import (
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
@@ -14,7 +16,10 @@ type model struct {
 	max       int
 	known     *known
 	queued    []Delta
+	run       []int // per queued delta: the relist it belongs to, 0 for none
+	runs      int   // relists so far
 	inflight  []Delta
+	atomic    bool // the in-flight batch holds a relist
 	populated bool
 	synced    bool
 	initLeft  int // first-Replace deltas not yet acknowledged
@@ -47,8 +52,10 @@ func (m *model) add(items []Delta) {
 	if len(items) == 0 {
 		return
 	}
-	if !m.populated {
-		m.populated, m.synced = true, true
+	for _, d := range items {
+		if d.Type != Bookmark && !m.populated {
+			m.populated, m.synced = true, true
+		}
 	}
 	for _, d := range items {
 		d.InitialList = false
@@ -71,12 +78,14 @@ func (m *model) add(items []Delta) {
 			}
 		}
 		m.queued = append(m.queued, d)
+		m.run = append(m.run, 0)
 	}
 }
 
-func (m *model) replace(items []Delta) {
+func (m *model) replace(items []Delta, rv string) {
 	first := !m.populated
 	m.populated = true
+	relist := len(m.known.keys) > 0 || len(m.inflight) > 0 || len(m.queued) > 0
 	listed := map[string]bool{}
 	for _, d := range items {
 		listed[d.Key] = true
@@ -85,6 +94,9 @@ func (m *model) replace(items []Delta) {
 	all := append(append([]Delta(nil), m.inflight...), m.queued...)
 	var tombs []Delta
 	for i, d := range all {
+		if d.Type == Bookmark {
+			continue
+		}
 		isLast := true
 		for _, e := range all[i+1:] {
 			if e.Key == d.Key {
@@ -105,13 +117,19 @@ func (m *model) replace(items []Delta) {
 		}
 		tombs = append(tombs, tomb(k, unwrap(m.known.objs[k])))
 	}
-	for _, d := range append(append([]Delta(nil), items...), tombs...) {
+	run := 0
+	if relist {
+		m.runs++
+		run = m.runs
+	}
+	for _, d := range append(append(tombs, items...), bm(rv)) {
 		d.InitialList = first
 		m.queued = append(m.queued, d)
+		m.run = append(m.run, run)
 	}
 	if first {
-		m.initLeft = len(items) + len(tombs)
-		m.synced = m.initLeft == 0
+		m.initLeft = len(items) + len(tombs) + 1
+		m.synced = false
 	}
 }
 
@@ -128,6 +146,7 @@ func (m *model) resync() {
 			continue
 		}
 		m.queued = append(m.queued, Delta{Type: Sync, Key: k, Object: m.known.objs[k]})
+		m.run = append(m.run, 0)
 	}
 }
 
@@ -144,8 +163,14 @@ func (m *model) pop() []Delta {
 			}
 		}
 	}
+	// A relist is never split.
+	for k < len(m.queued) && m.run[k] != 0 && m.run[k] == m.run[k-1] {
+		k++
+	}
+	m.atomic = slices.ContainsFunc(m.run[:k], func(r int) bool { return r != 0 })
 	m.inflight = append([]Delta(nil), m.queued[:k]...)
 	m.queued = append([]Delta(nil), m.queued[k:]...)
+	m.run = append([]int(nil), m.run[k:]...)
 	return m.inflight
 }
 
@@ -164,9 +189,11 @@ func (m *model) done() {
 // apply is what the consumer does with a batch.
 func apply(k *known, ds []Delta) {
 	for _, d := range ds {
-		if d.Type == Deleted {
+		switch d.Type {
+		case Bookmark:
+		case Deleted:
 			k.del(d.Key)
-		} else {
+		default:
 			k.set(d.Key, d.Object)
 		}
 	}
@@ -196,7 +223,9 @@ func TestQueue_model(t *testing.T) {
 		randDelta := func() Delta {
 			v++
 			k := keys[rng.IntN(len(keys))]
-			switch rng.IntN(6) {
+			switch rng.IntN(7) {
+			case 6:
+				return bm(strconv.Itoa(v))
 			case 0:
 				return added(k, v)
 			case 1, 2:
@@ -229,8 +258,9 @@ func TestQueue_model(t *testing.T) {
 					}
 				}
 				trail = append(trail, "replace "+describe(ds))
-				q.Replace(ds, "", nil)
-				m.replace(ds)
+				rv := strconv.Itoa(v)
+				q.Replace(ds, rv, nil)
+				m.replace(ds, rv)
 			case r < 11:
 				trail = append(trail, "resync")
 				q.Resync()
@@ -243,7 +273,7 @@ func TestQueue_model(t *testing.T) {
 					got = b.Deltas
 				}
 				trail = append(trail, "pop "+describe(got))
-				if (b == nil) != (want == nil) || (b != nil && !reflect.DeepEqual(got, want)) {
+				if (b == nil) != (want == nil) || (b != nil && (!reflect.DeepEqual(got, want) || b.Atomic != m.atomic)) {
 					t.Fatalf("seed %d step %d: pop\n got  %s\n want %s\ntrail:\n%v", seed, step, describe(got), describe(want), trail)
 				}
 				if b != nil {

@@ -1,6 +1,7 @@
 package fifo
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,10 @@ type Queue struct {
 	batches [2]Batch
 	flip    int
 
+	// relists are the sequence number spans of the queued relists, oldest
+	// first: Pop hands each one out whole, in a batch marked Atomic.
+	relists []span
+
 	// populated is set by the first Add or Replace. initialEnd is the
 	// sequence number after the first Replace's last delta: the queue has
 	// synced once everything before it is acknowledged.
@@ -107,6 +112,9 @@ type Queue struct {
 	// Scratch space for Replace, reused between calls.
 	tombs []Delta
 }
+
+// span is the sequence numbers [start, end).
+type span struct{ start, end uint64 }
 
 // New returns an empty queue.
 func New(cfg Config) *Queue {
@@ -146,17 +154,17 @@ func (q *Queue) HasSynced() bool { return q.synced.Load() }
 // batch. Safe for concurrent use.
 func (q *Queue) Len() int { return int(q.length.Load()) }
 
-// Add queues watch deltas (Added, Updated, Deleted) in arrival order. A
-// Deleted delta is dropped when the key's last queued delta is already a
-// Deleted one (keeping the more informative object) or when the key is
-// absent. The queue does not retain items.
+// Add queues watch deltas (Added, Updated, Deleted, Bookmark) in arrival
+// order. A Deleted delta is dropped when the key's last queued delta is
+// already a Deleted one (keeping the more informative object) or when the
+// key is absent. The queue does not retain items.
 func (q *Queue) Add(items []Delta) {
 	if len(items) == 0 {
 		return
 	}
-	if !q.populated {
+	if !q.populated && slices.ContainsFunc(items, func(d Delta) bool { return d.Type != Bookmark }) {
 		// client-go: an Add/Update/Delete before the first Replace means
-		// there is no initial list to wait for.
+		// there is no initial list to wait for (a bookmark does not count).
 		q.populated = true
 		q.markSynced()
 	}
@@ -210,14 +218,17 @@ func (q *Queue) merged(d *Delta, reason string) {
 	}
 }
 
-// Replace queues the result of a list (Replaced deltas, already keyed and
-// transformed), then a tombstone — a Deleted delta whose Object is a
-// cache.DeletedFinalStateUnknown holding the last known object — for every
-// key present in the queue's view of the world but missing from the list.
-// The deltas of the first Replace are marked InitialList. The queue takes
-// ownership of items: when it holds nothing else it adopts the slice as its
-// buffer instead of copying a list's worth of deltas. rv, the list's
-// resource version, is not used by the queue.
+// Replace queues, as client-go's AtomicFIFO delivers a relist: a tombstone
+// — a Deleted delta whose Object is a cache.DeletedFinalStateUnknown holding
+// the last known object — for every key present in the queue's view of the
+// world but missing from the list, then the list's items (Replaced deltas,
+// already keyed and transformed) in list order, then a Bookmark delta with
+// rv, the list's resource version. A relist (a Replace while the cache or
+// the queue holds something) is handed out whole, in one batch marked
+// Atomic. The deltas of the first Replace are marked InitialList. The queue
+// takes ownership of items: when it holds nothing else and there is no
+// tombstone it adopts the slice as its buffer instead of copying a list's
+// worth of deltas.
 func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrace) {
 	first := !q.populated
 	q.populated = true
@@ -233,22 +244,26 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	}
 
 	// With an empty cache and nothing pending (the first list) there is
-	// nothing to tombstone and no set of listed keys to build.
+	// nothing to tombstone, no set of listed keys to build, and no older
+	// generation for readers to see mixed with this one: its deltas may be
+	// applied a batch at a time.
 	cached := q.known.ListKeys()
-	if len(cached) > 0 || len(q.buf) > q.lo {
+	relist := len(cached) > 0 || len(q.buf) > q.lo
+	if relist {
 		q.tombstones(items, cached, tracing, now, link)
 	}
 
-	n := len(items) + len(q.tombs)
-	if len(q.buf) == 0 {
-		// Nothing in flight or queued: adopt items as the buffer (the
-		// tombstones are appended to it), and size an empty key map for
-		// them at once (the entries of a map that is not empty are all
-		// stale: they are overwritten).
-		q.buf = items
+	n := len(q.tombs) + len(items) + 1 // + the bookmark
+	start := q.seq(len(q.buf))
+	if len(q.buf) == 0 && len(q.tombs) == 0 {
+		// Nothing in flight or queued and no tombstone to put first: adopt
+		// items as the buffer (the bookmark is appended to it), and size an
+		// empty key map for them at once (the entries of a map that is not
+		// empty are all stale: they are overwritten).
+		q.buf = slices.Grow(items, 1) // no copy if items has a spare slot
 		q.listBuf = true
 		if len(q.last) == 0 {
-			q.last = make(map[string]uint64, n)
+			q.last = make(map[string]uint64, len(items))
 		}
 		for i := range q.buf {
 			d := &q.buf[i]
@@ -260,26 +275,32 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		}
 	} else {
 		q.reserve(n)
+		for i := range q.tombs {
+			d := q.tombs[i]
+			d.InitialList = first
+			q.push(d)
+		}
 		for i := range items {
 			d := items[i]
 			d.InitialList = first
 			q.push(d)
 		}
 	}
-	for i := range q.tombs {
-		d := q.tombs[i]
-		d.InitialList = first
-		q.push(d)
-	}
+	bm := NewBookmark(rv)
+	bm.InitialList = first
+	q.push(bm)
 	clear(q.tombs)
 	q.tombs = q.tombs[:0]
 
+	end := q.seq(len(q.buf))
+	if relist {
+		q.relists = append(q.relists, span{start, end})
+	}
 	if first {
-		if n == 0 {
-			q.markSynced()
-		} else {
-			q.initialEnd = q.seq(len(q.buf))
-		}
+		// The bookmark belongs to the initial list: HasSynced waits until
+		// the cache has the list's resource version, even for an empty
+		// list, as client-go's AtomicFIFO waits for its ReplacedAll delta.
+		q.initialEnd = end
 	}
 	q.record(n, 0)
 }
@@ -298,7 +319,7 @@ func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now tim
 	// Keys with something pending, in order of their last delta.
 	for i := q.lo; i < len(q.buf); i++ {
 		d := &q.buf[i]
-		if q.last[d.Key] != q.seq(i) {
+		if d.Type == Bookmark || q.last[d.Key] != q.seq(i) {
 			continue // not the key's last delta (last is never stale here)
 		}
 		if _, ok := listed[d.Key]; ok || d.Type == Deleted {
@@ -369,9 +390,11 @@ func (q *Queue) Resync() {
 }
 
 // Pop returns the next batch: at most MaxBatch queued deltas in arrival
-// order. It returns nil when nothing is queued or a batch is already in
-// flight. Until the first Replace's deltas are all popped, a batch does not
-// mix them with later deltas.
+// order, except that a relist is never split: a batch that reaches into one
+// extends to its end, however long, and is marked Atomic. It returns nil
+// when nothing is queued or a batch is already in flight. Until the first
+// Replace's deltas are all popped, a batch does not mix them with later
+// deltas.
 //
 // The batch's Deltas slice belongs to the queue: the consumer must only read
 // it, and must not keep it after acknowledging it (Done); the queue reuses
@@ -384,8 +407,20 @@ func (q *Queue) Pop() *Batch {
 	if !q.synced.Load() && q.initialEnd > q.seq(q.head) {
 		k = min(k, int(q.initialEnd-q.seq(q.head)))
 	}
+	// Relists are popped whole: they start at or after head, since none is
+	// ever split.
+	whole := false
+	for len(q.relists) > 0 && q.relists[0].start < q.seq(q.head+k) {
+		k = max(k, int(q.relists[0].end-q.seq(q.head)))
+		q.relists = q.relists[1:]
+		whole = true
+	}
+	if len(q.relists) == 0 {
+		q.relists = nil // let go of the array
+	}
 	b := &q.batches[q.flip]
 	q.flip ^= 1
+	b.Atomic = whole
 	b.Deltas = q.buf[q.head : q.head+k : q.head+k]
 	b.InitialRemaining = 0
 	if !q.synced.Load() && q.initialEnd > q.seq(q.head) {
@@ -454,7 +489,9 @@ func (q *Queue) push(d Delta) {
 	if d.Trace != nil {
 		d.Trace.QueueDepth = len(q.buf) - q.head
 	}
-	q.last[d.Key] = q.seq(len(q.buf))
+	if d.Type != Bookmark { // bookmarks have no key
+		q.last[d.Key] = q.seq(len(q.buf))
+	}
 	q.buf = append(q.buf, d)
 }
 

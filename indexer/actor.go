@@ -74,7 +74,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		}
 		a.core.Expect(m.InitialRemaining)
 		a.inflight = len(m.Deltas)
-		if n := a.core.Apply(m.Deltas); n != nil {
+		if n := a.core.ApplyBatch(m); n != nil {
 			a.core.Route(n, a.sender(ctx))
 		}
 		a.inflight = 0

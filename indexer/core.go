@@ -12,8 +12,10 @@ import (
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
-// applyChunk bounds how many deltas are applied per write-lock hold, so that
-// readers are not starved by a large batch (a relist).
+// applyChunk bounds how many deltas of a batch that is not Atomic (watch
+// events, the first list) are applied per write-lock hold, so that readers
+// are not held up by a large batch. An Atomic batch (a relist) is applied in
+// one hold, so that readers never see it half applied.
 const applyChunk = 256
 
 // A listener whose backlog is above compactAbove notifications gets
@@ -109,10 +111,30 @@ func (c *Core) Expect(n int) {
 // Added, Updated, Replaced and Sync update the object if its key is cached
 // (an update notification, marked Sync when the resource version did not
 // change) and add it otherwise; Deleted removes the key and notifies the
-// deleted object. It returns the batch to send, the same value, to every
-// subscriber, with their Backlog and Pending counters already raised; nil
-// when there is no subscriber or no delta. Apply does not retain deltas.
-func (c *Core) Apply(deltas []fifo.Delta) *Notifications {
+// deleted object; Bookmark notifies nothing. It returns the batch to send,
+// the same value, to every subscriber, with their Backlog and Pending
+// counters already raised; nil when there is no subscriber or no delta that
+// notifies. Apply does not retain deltas. It holds the write lock for
+// applyChunk deltas at a time.
+//
+// The cache's resource version (LastStoreSyncResourceVersion) moves as in
+// client-go's AtomicFIFO informer: to the object's version on Added, Updated
+// and Deleted (not for a tombstone, which has none), and to a Bookmark's;
+// Replaced and Sync deltas leave it (a list sets it with the Bookmark the
+// queue ends it with, a resync never moves it).
+func (c *Core) Apply(deltas []fifo.Delta) *Notifications { return c.apply(deltas, applyChunk) }
+
+// ApplyBatch is Apply for a batch of the queue: an Atomic batch (a relist)
+// is applied in one write-lock hold.
+func (c *Core) ApplyBatch(b *fifo.Batch) *Notifications {
+	chunk := applyChunk
+	if b.Atomic {
+		chunk = max(len(b.Deltas), 1)
+	}
+	return c.apply(b.Deltas, chunk)
+}
+
+func (c *Core) apply(deltas []fifo.Delta, chunk int) *Notifications {
 	if len(deltas) == 0 {
 		return nil
 	}
@@ -136,8 +158,8 @@ func (c *Core) Apply(deltas []fifo.Delta) *Notifications {
 	}
 	c.traced = c.traced[:0]
 	initial := 0
-	for start := 0; start < len(deltas); start += applyChunk {
-		end := min(start+applyChunk, len(deltas))
+	for start := 0; start < len(deltas); start += chunk {
+		end := min(start+chunk, len(deltas))
 		items, initial = c.applyChunk(deltas, start, end, items, initial, tracing)
 	}
 
@@ -183,6 +205,9 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		case fifo.Deleted:
 			s.deleteLocked(d.Key)
 			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList}
+		case fifo.Bookmark:
+			// Only moves the resource version on (below).
+			continue
 		default:
 			// Unknown types are skipped, as client-go's processDeltas does.
 			continue
@@ -199,13 +224,23 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 			c.traced = append(c.traced, tracedApply{delta: i, item: item, typ: n.Type, start: t0, end: c.now()})
 		}
 	}
-	// The cache's version is that of the last object written, as client-go
-	// (tombstones carry none).
+	// The cache's version: that of the chunk's last delta that moves it
+	// (see Apply).
 	for i := end - 1; i >= start; i-- {
-		if rv, err := rvOf(deltas[i].Object); err == nil {
+		d := &deltas[i]
+		switch d.Type {
+		case fifo.Bookmark:
+			s.rv = d.BookmarkRV()
+		case fifo.Added, fifo.Updated, fifo.Deleted:
+			rv, err := rvOf(d.Object) // fails on a tombstone
+			if err != nil {
+				continue
+			}
 			s.rv = rv
-			break
+		default:
+			continue
 		}
+		break
 	}
 	return items, initial
 }

@@ -1,9 +1,12 @@
 package indexer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,6 +199,133 @@ func TestCoreLastStoreSyncResourceVersion(t *testing.T) {
 	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "y", "6")), delta(fifo.Deleted, tombstone(pod("a", "x", "5")))})
 	if rv := s.LastStoreSyncResourceVersion(); rv != "6" {
 		t.Fatalf("LastStoreSyncResourceVersion = %q, want 6: a tombstone has no version", rv)
+	}
+}
+
+// TestCoreResourceVersion: the cache's version moves as in client-go's
+// AtomicFIFO informer: a list takes the list's version (the queue's
+// bookmark after its items), a watch event its object's, a bookmark its
+// own; a resync and a tombstone leave it.
+func TestCoreResourceVersion(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	p, b := counters()
+	c.Subscribe(&Subscribe{ID: 1, Pending: p, Backlog: b})
+	rv := func(want string) {
+		t.Helper()
+		if got := s.LastStoreSyncResourceVersion(); got != want {
+			t.Fatalf("LastStoreSyncResourceVersion = %q, want %q", got, want)
+		}
+	}
+	initial := func(d fifo.Delta) fifo.Delta { d.InitialList = true; return d }
+
+	// A list at RV 10 whose items are at 5 and 3.
+	n := c.Apply([]fifo.Delta{
+		initial(delta(fifo.Replaced, pod("a", "x", "5"))),
+		initial(delta(fifo.Replaced, pod("a", "y", "3"))),
+		initial(fifo.NewBookmark("10")),
+	})
+	rv("10")
+	if len(n.Items) != 2 || p.Load() != 2 || b.Load() != 2 {
+		t.Fatalf("%d notifications, pending %d, backlog %d: a bookmark is no notification", len(n.Items), p.Load(), b.Load())
+	}
+	c.Apply([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "5"))})
+	rv("10")
+	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "z", "11"))})
+	rv("11")
+	if n := c.Apply([]fifo.Delta{fifo.NewBookmark("20")}); n != nil {
+		t.Fatalf("a bookmark alone gave %d notifications", len(n.Items))
+	}
+	rv("20")
+	c.Apply([]fifo.Delta{delta(fifo.Deleted, pod("a", "z", "21"))})
+	rv("21")
+	c.Apply([]fifo.Delta{delta(fifo.Deleted, tombstone(pod("a", "y", "3")))})
+	rv("21")
+	// A relist: tombstones, items, then its bookmark, in one batch.
+	c.ApplyBatch(&fifo.Batch{Atomic: true, Deltas: []fifo.Delta{
+		delta(fifo.Deleted, tombstone(pod("a", "x", "5"))),
+		delta(fifo.Replaced, pod("a", "w", "25")),
+		fifo.NewBookmark("30"),
+	}})
+	rv("30")
+	if keys := s.ListKeys(); len(keys) != 1 || keys[0] != "a/w" {
+		t.Fatalf("cache %v after the relist", keys)
+	}
+
+	// An empty list at RV 7.
+	s2 := NewStore(nil, nil)
+	c2, _ := newTestCore(s2)
+	c2.Apply([]fifo.Delta{initial(fifo.NewBookmark("7"))})
+	if got := s2.LastStoreSyncResourceVersion(); got != "7" {
+		t.Fatalf("empty list: LastStoreSyncResourceVersion = %q, want 7", got)
+	}
+}
+
+// TestCoreApplyBatchAtomic: an Atomic batch (a relist) is applied in one
+// write-lock hold, so a reader never sees part of it, however large; the
+// notifications keep the batch's order.
+func TestCoreApplyBatchAtomic(t *testing.T) {
+	const n = 20 * applyChunk
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	c.Subscribe(&Subscribe{ID: 1})
+	var old []fifo.Delta
+	for i := range n {
+		old = append(old, delta(fifo.Added, pod("ns", "old"+strconv.Itoa(i), "1")))
+	}
+	c.Apply(old)
+
+	// The relist: every old object goes, as many new ones come.
+	var relist []fifo.Delta
+	for i := range n {
+		relist = append(relist, delta(fifo.Deleted, tombstone(pod("ns", "old"+strconv.Itoa(i), "1"))))
+	}
+	for i := range n {
+		relist = append(relist, delta(fifo.Replaced, pod("ns", "new"+strconv.Itoa(i), "2")))
+	}
+	relist = append(relist, fifo.NewBookmark("2"))
+
+	var mixed atomic.Value
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		defer close(done)
+		once := sync.OnceFunc(func() { close(started) })
+		for {
+			var olds, news int
+			for _, k := range s.ListKeys() {
+				if strings.HasPrefix(k, "ns/old") {
+					olds++
+				} else {
+					news++
+				}
+			}
+			once()
+			if !(olds == n && news == 0 || olds == 0 && news == n) {
+				mixed.CompareAndSwap(nil, fmt.Sprintf("%d old, %d new", olds, news))
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	<-started
+	got := c.ApplyBatch(&fifo.Batch{Deltas: relist, Atomic: true})
+	close(stop)
+	<-done
+	if m := mixed.Load(); m != nil {
+		t.Fatalf("a reader saw part of the relist: %v", m)
+	}
+	if len(got.Items) != 2*n {
+		t.Fatalf("%d notifications, want %d", len(got.Items), 2*n)
+	}
+	for i, it := range got.Items {
+		if it.Key() != relist[i].Key {
+			t.Fatalf("notification %d is %s, want %s: order lost", i, it.Key(), relist[i].Key)
+		}
 	}
 }
 

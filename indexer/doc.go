@@ -15,5 +15,8 @@
 //     sends what it returns.
 //
 // Writes hold the store's write lock for at most a few hundred deltas at a
-// time, so readers keep going during a large relist.
+// time, so readers keep going during a burst of watch events or the first
+// list, except for a relist (a batch the queue marks Atomic): it is applied
+// in one hold, so that readers see the old generation or the new one, never
+// a mix, as with client-go's atomic Replace.
 package indexer

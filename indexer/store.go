@@ -266,9 +266,11 @@ func (s *Store) GetByKey(key string) (item any, exists bool, err error) {
 	return obj, exists, nil
 }
 
-// LastStoreSyncResourceVersion returns the resource version of the last
-// object written (or of the last Replace or Bookmark). Like client-go it
-// returns "" when the AtomicFIFO feature is off.
+// LastStoreSyncResourceVersion returns the resource version the cache has
+// caught up with, as client-go's AtomicFIFO informer keeps it: the last
+// list's, watch event's object's or bookmark's, whichever was applied last
+// (see Core.Apply; before Seal, the last external write's). Like client-go
+// it returns "" when the AtomicFIFO feature is off.
 func (s *Store) LastStoreSyncResourceVersion() string {
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
 		return ""

@@ -427,14 +427,20 @@ func TestActorMalformedStream(t *testing.T) {
 	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	rng := rand.New(rand.NewPCG(7, 7))
 	var events []watch.Event
-	good := 0
+	good, bookmarks := 0, 0
 	for i := range 2000 {
 		t := []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, "", "WEIRD"}[rng.IntN(6)]
 		obj := randomObject(rng)
-		if p, ok := obj.(*v1.Pod); ok && p != nil && (t == watch.Added || t == watch.Modified || t == watch.Deleted) {
-			p.Name = fmt.Sprintf("good-%d", i)
-			p.Namespace = "ns"
-			good++
+		if p, ok := obj.(*v1.Pod); ok && p != nil {
+			switch t {
+			case watch.Added, watch.Modified, watch.Deleted:
+				p.Name = fmt.Sprintf("good-%d", i)
+				p.Namespace = "ns"
+				good++
+			case watch.Bookmark:
+				p.ResourceVersion = fmt.Sprintf("bm-%d", i)
+				bookmarks++ // goes on to the queue, for the cache's version
+			}
 		}
 		events = append(events, watch.Event{Type: t, Object: obj})
 	}
@@ -455,11 +461,21 @@ func TestActorMalformedStream(t *testing.T) {
 	e := startEnv(t, Config{ListerWatcher: lw, UseWatchList: ptr.To(false)})
 	defer e.stop()
 	e.nextReplace()
-	ds := e.deltas(good)
+	ds := e.deltas(good + bookmarks)
 	for _, d := range ds {
+		if d.Type == fifo.Bookmark {
+			if rv := d.BookmarkRV(); !strings.HasPrefix(rv, "bm-") || d.Key != "" {
+				t.Fatalf("unexpected bookmark %+v", d)
+			}
+			bookmarks--
+			continue
+		}
 		if !strings.HasPrefix(d.Key, "ns/good-") {
 			t.Fatalf("unexpected delta %+v", d)
 		}
+	}
+	if bookmarks != 0 {
+		t.Fatalf("%d bookmarks missing", bookmarks)
 	}
 	if n := lists.Load(); n != 1 {
 		t.Fatalf("%d lists: the actor restarted or relisted", n)

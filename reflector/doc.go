@@ -2,7 +2,8 @@
 // client-go's ListAndWatch over a cache.ListerWatcher and sends what it
 // sees to the delta queue actor as *fifo.Replace (one per list, relist or
 // WatchList sync; items are Replaced deltas) and *fifo.Deltas (watch events
-// as Added, Updated and Deleted deltas, in arrival order, batched).
+// as Added, Updated, Deleted and Bookmark deltas, in arrival order,
+// batched).
 //
 // The behaviour is client-go v0.37's Reflector:
 //
@@ -16,9 +17,11 @@
 //     unless the first RV "0" list came back paginated. Config.PageSize
 //     forces a page size.
 //   - The watch asks for bookmarks and times out after a random time in
-//     [5, 10] minutes. Bookmarks only move the RV on. A watch closed cleanly
-//     is re-opened at the last RV with no relist; one closed within a
-//     second without any event counts as an error.
+//     [5, 10] minutes. A bookmark moves the RV on and goes to the queue as
+//     a Bookmark delta, in order with the events, for the cache's version
+//     (client-go's store.Bookmark). A watch closed cleanly is re-opened at
+//     the last RV with no relist; one closed within a second without any
+//     event counts as an error.
 //   - A watch that fails to open with connection refused or 429, or that
 //     gets a 429 error event, backs off and re-watches (no relist). Any
 //     other error ends the ListAndWatch: after the backoff the next one

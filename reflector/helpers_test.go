@@ -210,6 +210,8 @@ func deltasString(ds []fifo.Delta) string {
 		rv := "?"
 		if o, ok := d.Object.(metav1.Object); ok {
 			rv = o.GetResourceVersion()
+		} else if d.Type == fifo.Bookmark {
+			rv = d.BookmarkRV()
 		}
 		s[i] = fmt.Sprintf("%s:%s@%s", d.Type, d.Key, rv)
 	}

@@ -266,7 +266,8 @@ func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 		return e
 	}
 	m.tel.Metrics.ReflectorReceived(len(items))
-	rep := &fifo.Replace{Items: make([]fifo.Delta, 0, len(items)), ResourceVersion: rv}
+	// One spare slot: the queue appends the list's bookmark.
+	rep := &fifo.Replace{Items: make([]fifo.Delta, 0, len(items)+1), ResourceVersion: rv}
 	if res.Span.IsValid() {
 		rep.ListTrace = &telemetry.DeltaTrace{Parent: res.Span, Since: res.ReceivedAt}
 	}
@@ -684,8 +685,14 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 			m.receivedNonAdded = true
 			t = fifo.Deleted
 		case watch.Bookmark:
-			// A bookmark only moves the RV on.
+			// A bookmark moves the RV on, here and, through the queue in
+			// order with the events, in the cache (client-go's
+			// store.Bookmark).
 			m.receivedNonAdded = true
+			if out == nil {
+				out = fifo.NewDeltas(len(events) - i)
+			}
+			out.Items = append(out.Items, fifo.NewBookmark(acc.GetResourceVersion()))
 		default:
 			m.drop(DropUnknownType, string(ev.Type), nil)
 		}

@@ -112,11 +112,26 @@ func TestMachineWatchEventsBecomeDeltas(t *testing.T) {
 	}
 }
 
+// A bookmark moves the reflector's RV on and goes to the queue, in order
+// with the events around it, as a Bookmark delta (client-go's store.Bookmark,
+// which its AtomicFIFO queues), so that the cache's version follows it.
 func TestMachineBookmarkAdvancesRV(t *testing.T) {
 	h := newHarness(t, nil)
 	w := h.startWatching("10")
-	e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Bookmark, bookmark("42", false))}, time.Time{})
-	if e.Deltas != nil || e.Replace != nil || e.List != nil || e.Watch != nil || e.Wait != nil {
+	e := h.m.WatchEvents(w.Gen, []watch.Event{
+		ev(watch.Added, pod("a", "41")), ev(watch.Bookmark, bookmark("42", false)), ev(watch.Modified, pod("a", "43")),
+	}, time.Time{})
+	if e.Replace != nil || e.List != nil || e.Watch != nil || e.Wait != nil || e.Deltas == nil {
+		t.Fatalf("bookmark produced %s", describe(e))
+	}
+	if got := deltasString(e.Deltas.Items); got != "Added:ns/a@41 Bookmark:@42 Updated:ns/a@43" {
+		t.Fatalf("deltas %s", got)
+	}
+	if rv := h.r.LastSyncResourceVersion(); rv != "43" {
+		t.Fatalf("RV %q, want 43", rv)
+	}
+	e = h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Bookmark, bookmark("42", false))}, time.Time{})
+	if e.Deltas == nil || deltasString(e.Deltas.Items) != "Bookmark:@42" {
 		t.Fatalf("bookmark produced %s", describe(e))
 	}
 	if rv := h.r.LastSyncResourceVersion(); rv != "42" {
