@@ -41,15 +41,15 @@ const useDefault = -1
 
 // resyncScenario runs on client-go's informer and ours side by side. The
 // times are real: checks come every second or more, and each window ends
-// half a second away from any resync client-go makes, so scheduling noise
-// cannot move a resync across it while any of the bugs below changes a
-// count.
+// at least half a second away from any resync client-go makes, so
+// scheduling noise cannot move a resync across it while any of the bugs
+// below changes a count.
 type resyncScenario struct {
 	name          string
 	defaultResync time.Duration
 	periods       []time.Duration // one handler per entry
 	before        time.Duration   // between adding the handlers and Run
-	window        time.Duration   // from Run to counting
+	window        time.Duration   // from the informer's sync to counting
 	// want is client-go's count of resync rounds (each a call per pod) per
 	// handler at the end of window.
 	want []int64
@@ -60,10 +60,11 @@ const resyncPods = 2
 func TestResyncScheduleMatchesClientGo(t *testing.T) {
 	for _, sc := range []resyncScenario{{
 		// The checks run at the informer's check period (1 s), not at the
-		// smallest handler period: the 3 s handler resyncs at 3 s and 6 s.
+		// smallest handler period: by 3.5 s the 2 s and the 3 s handlers have
+		// each resynced once (checks every 2 s would resync the 3 s one at 4 s).
 		name: "check period below the handler periods", defaultResync: time.Second,
 		periods: []time.Duration{0, 2 * time.Second, 3 * time.Second},
-		window:  6500 * time.Millisecond, want: []int64{0, 3, 2},
+		window:  3500 * time.Millisecond, want: []int64{0, 1, 1},
 	}, {
 		// The check timer is re-armed after each check: a handler whose
 		// period is the check period resyncs at every check (2, 4, 6, 8 s),
@@ -83,7 +84,7 @@ func TestResyncScheduleMatchesClientGo(t *testing.T) {
 		// check (1 s) and at 4 s.
 		name: "handler added before Run", defaultResync: time.Second,
 		periods: []time.Duration{3 * time.Second},
-		before:  2 * time.Second, window: 4500 * time.Millisecond, want: []int64{2},
+		before:  2 * time.Second, window: 5 * time.Second, want: []int64{2},
 	}} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -121,7 +122,6 @@ func runResyncScenario(t *testing.T, sc resyncScenario) {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	start := time.Now()
 	for _, inf := range infs {
 		wg.Go(func() { inf.Run(stop) })
 	}
@@ -129,17 +129,36 @@ func runResyncScenario(t *testing.T, sc resyncScenario) {
 		close(stop)
 		wg.Wait()
 	}()
-	for _, inf := range infs {
-		waitSynced(t, context.Background(), inf.HasSynced)
-	}
-	time.Sleep(time.Until(start.Add(sc.window)))
-
+	// Each informer's window starts when it has synced: its checks start
+	// when its list is done, however long the start took.
+	var mu sync.Mutex
 	got := map[string][]int64{}
-	for name, cs := range counters {
-		for _, c := range cs {
-			got[name] = append(got[name], c.resyncs.Load())
-		}
+	var counting sync.WaitGroup
+	for name, inf := range infs {
+		counting.Go(func() {
+			deadline := time.Now().Add(30 * time.Second)
+			for !inf.HasSynced() {
+				if time.Now().After(deadline) {
+					t.Errorf("%s: caches did not sync", name)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(sc.window)
+			var n []int64
+			for _, c := range counters[name] {
+				n = append(n, c.resyncs.Load())
+			}
+			mu.Lock()
+			got[name] = n
+			mu.Unlock()
+		})
 	}
+	counting.Wait()
+	if t.Failed() {
+		return
+	}
+
 	want := make([]int64, len(sc.want))
 	for i, rounds := range sc.want {
 		want[i] = rounds * resyncPods
