@@ -148,6 +148,10 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	if resyncPtr != nil {
 		resync = *resyncPtr
 	}
+	// As client-go's AddEventHandlerWithOptions: the requested period is at
+	// least minimumResyncPeriod; before Run a smaller one lowers the check
+	// period, after Run it is raised to it; and the period in force is
+	// determineResyncPeriod's (none when the informer does no checks).
 	if resync > 0 {
 		if resync < minimumResyncPeriod {
 			s.tel.Logger.Warn("resync period is too small; using the minimum", "handler", name, "resyncPeriod", resync, "minimum", minimumResyncPeriod)
@@ -155,14 +159,20 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 		}
 		if resync < s.resyncCheckPeriod {
 			if s.started {
+				s.tel.Logger.Warn("resync period is smaller than the resync check period and the informer has started; using the check period", "handler", name, "resyncPeriod", resync, "resyncCheckPeriod", s.resyncCheckPeriod)
 				resync = s.resyncCheckPeriod
 			} else {
 				s.resyncCheckPeriod = resync
+				for reg := range s.regs {
+					reg.l.resync = determineResyncPeriod(s.tel.Logger, reg.l.name, reg.l.requestedResync, resync)
+				}
 			}
 		}
 	}
 	s.nextID++
-	l := newListener(s.nextID, h, name, resync, s.tel, &s.halted)
+	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
+	l.requestedResync = resync
+	l.added = time.Now()
 	l.synced = s.signals.poke
 	reg := &registration{l: l, inf: s}
 	s.regs[reg] = struct{}{}
@@ -172,6 +182,23 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	}
 	s.sys.Root.Send(s.sup, &addListener{reg: reg, initial: true})
 	return reg, nil
+}
+
+// determineResyncPeriod is client-go's: the resync period a handler that
+// asked for desired gets from an informer whose check period is check.
+func determineResyncPeriod(log *slog.Logger, handler string, desired, check time.Duration) time.Duration {
+	if desired == 0 {
+		return 0
+	}
+	if check == 0 {
+		log.Warn("the resync period is ignored: this informer does no resyncs (its default resync period is 0)", "handler", handler, "resyncPeriod", desired)
+		return 0
+	}
+	if desired < check {
+		log.Warn("the resync period is raised to the informer's resync check period", "handler", handler, "resyncPeriod", desired, "resyncCheckPeriod", check)
+		return check
+	}
+	return desired
 }
 
 // RemoveEventHandler stops the handler's listener. Once it returns the
@@ -328,7 +355,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 		Telemetry:         s.tel,
 	})
 	s.refl.Store(r)
-	sup := &supervisor{inf: s, ctx: ctx, queue: q, refl: r, listeners: map[indexer.ListenerID]*actor.PID{}}
+	sup := &supervisor{inf: s, ctx: ctx, queue: q, refl: r, resyncCheck: s.resyncCheckPeriod, listeners: map[indexer.ListenerID]*actor.PID{}}
 	for reg := range s.regs {
 		sup.initial = append(sup.initial, reg)
 	}

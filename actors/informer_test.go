@@ -440,7 +440,9 @@ func TestForbiddenListReportsAndNeverSyncs(t *testing.T) {
 func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
 	src, lw := newSource(t)
 	src.Add(pod("ns", "a", 1))
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
+	// A default resync period: an informer without one does no resyncs at
+	// all (client-go's determineResyncPeriod).
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, time.Second, nil, actors.WithWatchList(false))
 	var resyncs, others atomic.Int64
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(old, obj any) {
 		if informertest.RV(old) == informertest.RV(obj) {
@@ -449,7 +451,7 @@ func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
 	}}, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(any, any) { others.Add(1) }}); err != nil {
+	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(any, any) { others.Add(1) }}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, _ := running(t, inf)

@@ -24,9 +24,16 @@ type listener struct {
 	name    string
 	handler ContextEventHandler
 	ctx     context.Context
-	resync  time.Duration
-	tel     *telemetry.T
-	mattrs  metric.MeasurementOption
+	// resync is the resync period in force (0: none); requestedResync the
+	// handler's request after the minimum is applied (client-go's
+	// requestedResyncPeriod); added is when the handler was added, from
+	// which its first resync period counts. Set before the listener
+	// subscribes, under the informer's lock.
+	resync          time.Duration
+	requestedResync time.Duration
+	added           time.Time
+	tel             *telemetry.T
+	mattrs          metric.MeasurementOption
 	// observed is set when tracing or metrics are on (both are fixed when
 	// the informer is built): otherwise call goes straight to the handler.
 	observed bool

@@ -20,6 +20,8 @@ type supervisor struct {
 	queue   *fifo.Queue
 	refl    *reflector.Reflector
 	initial []*registration
+	// resyncCheck is the informer's resync check period, fixed by Run.
+	resyncCheck time.Duration
 
 	indexerPID, queuePID, reflectorPID *actor.PID
 	listeners                          map[indexer.ListenerID]*actor.PID
@@ -62,6 +64,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 func (s *supervisor) start(ctx actor.Context) {
 	inf := s.inf
 	core := indexer.NewCore(inf.store, inf.tel, time.Now)
+	core.SetResyncCheckPeriod(s.resyncCheck)
 	s.indexerPID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return indexer.NewActor(core, inf.store) }))
 	s.queuePID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }))
 	// Handlers added before Run subscribe before the reflector exists, so
@@ -85,6 +88,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 		ID:           l.id,
 		Target:       pid,
 		ResyncPeriod: l.resync,
+		Added:        l.added,
 		Initial:      initial,
 		Pending:      &l.pending,
 		Backlog:      &l.backlog.N,

@@ -350,7 +350,8 @@ func TestResyncDeltasAreTraced(t *testing.T) {
 	src, lw := newSource(t)
 	src.Add(pod("ns", "a", 1))
 	rec, tp := recordingProvider(t)
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false), actors.WithTracerProvider(tp))
+	// A default resync period: without one an informer does no resyncs.
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, time.Second, nil, actors.WithWatchList(false), actors.WithTracerProvider(tp))
 	resynced := make(chan struct{}, 100)
 	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
 		if informertest.RV(old) == informertest.RV(obj) {
@@ -359,7 +360,7 @@ func TestResyncDeltasAreTraced(t *testing.T) {
 	}}, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{}); err != nil {
+	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := running(t, inf)

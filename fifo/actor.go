@@ -6,6 +6,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
+// listed is the one Listed value sent.
+var listed = &Listed{}
+
 // queueActor is the thin actor shell around a Queue.
 type queueActor struct {
 	q        *Queue
@@ -16,7 +19,9 @@ type queueActor struct {
 // *Processed to q (recycling each *Deltas: see NewDeltas) and, after each,
 // sends the next batch (if any and if none is in flight) to consumer with
 // ctx.Request, so the consumer answers with
-// ctx.Respond(&Processed{Count: len(batch.Deltas)}).
+// ctx.Respond(&Processed{Count: len(batch.Deltas)}). After each *Replace it
+// also sends the consumer a *Listed (with Request, so that it learns the
+// queue), before the batch.
 //
 // The actor owns q: nothing else may call q's methods except HasSynced and
 // Len. Because the state lives in q, a restarted actor (a new value from the
@@ -39,6 +44,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		recycle(m) // the queue owns m and has copied its items
 	case *Replace:
 		a.q.Replace(m.Items, m.ResourceVersion, m.ListTrace)
+		ctx.Request(a.consumer, listed)
 	case *Resync:
 		a.q.Resync()
 	case *Processed:

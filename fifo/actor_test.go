@@ -22,6 +22,8 @@ type testConsumer struct {
 	batches chan []Delta
 	auto    bool
 	known   *syncKnown // applied deltas land here, as the indexer would
+	// listed, when set, gets the sender of every Listed.
+	listed chan *actor.PID
 
 	sender *actor.PID
 	n      int
@@ -44,6 +46,10 @@ func (c *testConsumer) Receive(ctx actor.Context) {
 			c.sender, c.n = ctx.Sender(), len(ds)
 		}
 		c.batches <- ds
+	case *Listed:
+		if c.listed != nil {
+			c.listed <- ctx.Sender()
+		}
 	case release:
 		ctx.Send(c.sender, &Processed{Count: c.n})
 	}
@@ -117,12 +123,22 @@ func TestActor_order(t *testing.T) {
 	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	sys := newSystem(t)
 	sk := &syncKnown{k: newKnown(o("old", 1))}
-	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk}
+	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk, listed: make(chan *actor.PID, 10)}
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{Known: sk, MaxBatch: 2})
 	qpid := sys.Root.Spawn(Props(q, cpid))
 
 	sys.Root.Send(qpid, &Replace{Items: []Delta{replaced("a", 1), replaced("b", 1)}, ResourceVersion: "1"})
+	// The consumer is told of the list, with the queue as sender (the
+	// indexer starts its resync checks then).
+	select {
+	case from := <-cons.listed:
+		if !from.Equal(qpid) {
+			t.Fatalf("Listed from %v, want the queue %v", from, qpid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Listed after a Replace")
+	}
 	sys.Root.Send(qpid, &Deltas{Items: []Delta{updated("a", 2), added("c", 1), deleted("b", 1), updated("a", 3)}})
 
 	// The list is a relist (the cache holds "old"): one batch, whatever

@@ -11,6 +11,8 @@
 //     *Replace, *Resync and *Processed messages drive it, and after each one
 //     the actor sends the next *Batch, if any, to the consumer with
 //     ctx.Request. The consumer answers with ctx.Respond(&Processed{...}).
+//     After a *Replace it first sends the consumer a *Listed, with which
+//     the indexer (re)starts its resync checks.
 //
 // # Ordering and batching
 //

@@ -76,6 +76,12 @@ type Replace struct {
 	ListTrace *telemetry.DeltaTrace
 }
 
+// Listed is sent by the queue actor, with Request, to its consumer (the
+// indexer) each time it gets a Replace: a list or relist is done and the
+// reflector watches from it. client-go's reflector (re)starts its resync
+// check timer at that point; the indexer does the same.
+type Listed struct{}
+
 // Resync asks the queue to queue a Sync delta for every known key that has
 // nothing queued.
 type Resync struct{}

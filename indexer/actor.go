@@ -19,9 +19,6 @@ var ErrStopped = errors.New("indexer: indexers were not added because the inform
 // actor once the store is sealed.
 const AddIndexersTimeout = time.Minute
 
-// resyncTick is the one tick value the resync timer sends.
-var resyncTick = &ResyncTick{}
-
 // indexerActor is the thin protoactor shell around a Core.
 type indexerActor struct {
 	core  *Core
@@ -35,8 +32,9 @@ type indexerActor struct {
 	// closure per batch would be an allocation per batch).
 	ctx     actor.Context
 	send    func(*actor.PID, any)
-	timer   *resyncTimer
 	stopped chan struct{}
+	// fire is the core's resync check timer callback: it sends the tick.
+	fire func(gen uint64)
 }
 
 // NewActor returns the indexer actor for core, whose cache is store. Give it
@@ -55,10 +53,13 @@ type indexerActor struct {
 //   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
 //     Initial first gets the cached objects as an initial batch.
 //   - *AddIndexers: adds indexers, answering on Reply.
+//   - *fifo.Listed (sent with Request by the queue when it got a list):
+//     (re)starts the resync checks (Core.StartResyncChecks), as client-go's
+//     reflector does after storing a list. The sender is remembered as the
+//     queue.
 //   - *ResyncTick: when a listener's resync is due, sends *fifo.Resync to the
-//     queue. The actor runs its own timer sending these every
-//     Core.ResyncCheckPeriod, re-armed when subscriptions change and
-//     stopped with the actor.
+//     queue. The core's check timer sends these, one check period after the
+//     previous check; it is stopped with the actor.
 //
 // When it starts it seals store (external writes now fail with ErrReadOnly)
 // and routes Store.AddIndexers through itself.
@@ -85,10 +86,8 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		if initial := a.core.Subscribe(m); initial != nil {
 			ctx.Send(m.Target, initial)
 		}
-		a.armTimer(ctx)
 	case *Unsubscribe:
 		a.core.Unsubscribe(m.ID)
-		a.armTimer(ctx)
 	case *Drained:
 		a.core.Drained(m.ID, a.sender(ctx))
 	case *AddIndexers:
@@ -97,15 +96,29 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		case m.Reply <- err:
 		default: // Reply must be buffered; never block the actor on it.
 		}
+	case *fifo.Listed:
+		if s := ctx.Sender(); s != nil {
+			a.queue = s
+		}
+		a.core.StartResyncChecks(a.fire)
 	case *ResyncTick:
-		if a.queue != nil && a.core.ResyncDue(a.core.now()) {
+		var due bool
+		if m.Gen == 0 {
+			due = a.queue != nil && a.core.ResyncDue(a.core.now())
+		} else {
+			due = a.core.ResyncCheck(m.Gen)
+		}
+		if due && a.queue != nil {
 			ctx.Send(a.queue, &fifo.Resync{})
 		}
 	case *actor.Started:
 		a.stopped = make(chan struct{})
 		a.store.Seal()
 		a.store.SetAddIndexersHook(addIndexersHook(ctx.ActorSystem(), ctx.Self(), a.stopped))
-		a.armTimer(ctx)
+		sys, self := ctx.ActorSystem(), ctx.Self()
+		a.fire = func(gen uint64) { sys.Root.Send(self, &ResyncTick{Gen: gen}) }
+		// After a restart: the checks go on.
+		a.core.ResumeResyncChecks(a.fire)
 	case *actor.Restarting:
 		// Receive panicked (a bug of ours: user index functions are
 		// recovered in the store). If it was applying a batch, the queue
@@ -141,7 +154,7 @@ func (a *indexerActor) sender(ctx actor.Context) func(*actor.PID, any) {
 }
 
 func (a *indexerActor) stop() {
-	a.stopTimer()
+	a.core.StopResyncChecks()
 	if a.stopped != nil {
 		close(a.stopped)
 		a.stopped = nil
@@ -176,54 +189,4 @@ func addIndexersHook(sys *actor.ActorSystem, self *actor.PID, stopped <-chan str
 			return fmt.Errorf("indexer: AddIndexers: no answer from the indexer actor within %v", AddIndexersTimeout)
 		}
 	}
-}
-
-// armTimer makes the resync timer match the subscribers' check period.
-func (a *indexerActor) armTimer(ctx actor.Context) {
-	p := a.core.ResyncCheckPeriod()
-	if a.timer != nil && a.timer.period == p {
-		return
-	}
-	a.stopTimer()
-	if p > 0 {
-		a.timer = startResyncTimer(ctx.ActorSystem(), ctx.Self(), p)
-	}
-}
-
-func (a *indexerActor) stopTimer() {
-	if a.timer != nil {
-		a.timer.stopAndWait()
-		a.timer = nil
-	}
-}
-
-// resyncTimer sends *ResyncTick to the actor every period until stopped.
-type resyncTimer struct {
-	period     time.Duration
-	stop, done chan struct{}
-}
-
-func startResyncTimer(sys *actor.ActorSystem, self *actor.PID, period time.Duration) *resyncTimer {
-	t := &resyncTimer{period: period, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(t.done)
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				sys.Root.Send(self, resyncTick)
-			case <-t.stop:
-				return
-			}
-		}
-	}()
-	return t
-}
-
-// stopAndWait stops the timer and waits for its goroutine to end; Root.Send
-// never blocks on the default mailbox, so this is quick.
-func (t *resyncTimer) stopAndWait() {
-	close(t.stop)
-	<-t.done
 }

@@ -284,16 +284,20 @@ func TestActorResyncTick(t *testing.T) {
 	h.stop()
 }
 
-// TestActorResyncTimer only checks that the actor's own timer fires.
+// TestActorResyncTimer: the check timer starts when the queue reports a
+// list (fifo.Listed) and is re-armed after each check.
 func TestActorResyncTimer(t *testing.T) {
 	h := newHarness(t, NewStore(nil, nil), nil)
+	h.core.SetResyncCheckPeriod(5 * time.Millisecond) // before any message reads it
 	pid, _ := h.listener()
 	h.apply(delta(fifo.Added, pod("a", "x", "1")))
 	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: 5 * time.Millisecond})
+	h.sys.Root.Send(h.indexer, &fifo.Listed{})
 	receive(t, h.queue.resyncs, "Resync from the timer")
-	// Re-arming on a subscription change and stopping must not leak.
-	h.sys.Root.Send(h.indexer, &Subscribe{ID: 2, Target: pid, ResyncPeriod: time.Hour})
-	h.sys.Root.Send(h.indexer, &Unsubscribe{ID: 1})
+	receive(t, h.queue.resyncs, "Resync from the re-armed timer")
+	// A relist restarts it; stopping must not leak.
+	h.sys.Root.Send(h.indexer, &fifo.Listed{})
+	receive(t, h.queue.resyncs, "Resync after a restart")
 	h.stop()
 }
 

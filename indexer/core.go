@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
@@ -39,11 +40,22 @@ type Core struct {
 	store *Store
 	t     *telemetry.T
 	now   func() time.Time
+	clock clock.WithDelayedExecution
 
 	subs []subscriber
 	// syncing: listeners due for a resync, plus those subscribed since the
 	// last ResyncDue. Replaced, never modified: batches share it.
 	syncing []ListenerID
+
+	// The resync checks, client-go's reflector resync timer: checkPeriod is
+	// the informer's resync check period (0: no checks); checkTimer, when
+	// armed, calls fire with checkGen; a tick of another generation is stale.
+	// checking is set once StartResyncChecks was called.
+	checkPeriod time.Duration
+	checkTimer  clock.Timer
+	checkGen    uint64
+	checking    bool
+	fire        func(gen uint64)
 
 	traced []tracedApply // scratch, reused across batches
 }
@@ -72,7 +84,8 @@ type tracedApply struct {
 }
 
 // NewCore returns a core writing to store. A nil t records nothing; a nil
-// now means time.Now.
+// now means time.Now. The resync check timer runs on the real clock (see
+// SetClock).
 func NewCore(store *Store, t *telemetry.T, now func() time.Time) *Core {
 	if t == nil {
 		t = telemetry.Nop()
@@ -85,7 +98,14 @@ func NewCore(store *Store, t *telemetry.T, now func() time.Time) *Core {
 		t.Logger.Error("index function failed; the object is cached but left out of this index",
 			"informer", t.Info.Name, "key", key, "index", index, "err", err)
 	})
-	return &Core{store: store, t: t, now: now}
+	return &Core{store: store, t: t, now: now, clock: clock.RealClock{}}
+}
+
+// SetClock makes the core read the time from clk and arm its resync check
+// timer on it. Call it before anything else.
+func (c *Core) SetClock(clk clock.WithDelayedExecution) {
+	c.clock = clk
+	c.now = clk.Now
 }
 
 // Store returns the cache the core writes.
@@ -285,7 +305,13 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 	c.Unsubscribe(s.ID)
 	sub := subscriber{id: s.ID, target: s.Target, period: s.ResyncPeriod, pending: s.Pending, backlog: s.Backlog}
 	if sub.period > 0 {
-		sub.next = c.now().Add(sub.period)
+		// client-go's listener counts its first period from when its
+		// handler was added.
+		from := s.Added
+		if from.IsZero() {
+			from = c.now()
+		}
+		sub.next = from.Add(sub.period)
 	}
 	c.subs = append(c.subs, sub)
 	// Like client-go's processor, which puts every listener it adds in its
@@ -467,16 +493,76 @@ func (c *Core) ResyncDue(now time.Time) bool {
 	return len(syncing) > 0
 }
 
-// ResyncCheckPeriod is how often ResyncDue should be asked: the smallest
-// non-zero resync period of the subscribers, or 0 when none wants resyncs.
-func (c *Core) ResyncCheckPeriod() time.Duration {
-	var p time.Duration
-	for i := range c.subs {
-		if d := c.subs[i].period; d > 0 && (p == 0 || d < p) {
-			p = d
-		}
+// SetResyncCheckPeriod sets how often the listeners' resync schedule is
+// checked once checks have started: client-go's resyncCheckPeriod (the
+// informer's default resync period, lowered by handlers added before it
+// ran). With 0, no check ever runs, and every listener stays in the
+// syncing set. Call it before StartResyncChecks.
+func (c *Core) SetResyncCheckPeriod(d time.Duration) { c.checkPeriod = d }
+
+// ResyncCheckPeriod is the period set by SetResyncCheckPeriod.
+func (c *Core) ResyncCheckPeriod() time.Duration { return c.checkPeriod }
+
+// StartResyncChecks (re)starts the resync checks, as client-go's reflector
+// does each time it has stored a list: the first check comes one check
+// period from now. A timer already armed is stopped and a tick it already
+// sent becomes stale. When a check is due the clock calls fire (from its
+// own goroutine) with the generation to hand back to ResyncCheck; fire must
+// do nothing but pass it on to the core's goroutine.
+func (c *Core) StartResyncChecks(fire func(gen uint64)) {
+	c.fire = fire
+	c.checking = true
+	c.armCheck()
+}
+
+// ResumeResyncChecks re-arms the check timer after StopResyncChecks (an
+// actor restart) if checks had started; otherwise it does nothing.
+func (c *Core) ResumeResyncChecks(fire func(gen uint64)) {
+	if c.checking {
+		c.StartResyncChecks(fire)
 	}
-	return p
+}
+
+// StopResyncChecks stops the check timer; a tick already sent becomes
+// stale.
+func (c *Core) StopResyncChecks() {
+	c.stopCheckTimer()
+	c.checkGen++
+}
+
+// ResyncCheck runs the check that the timer of generation gen asked for:
+// ResyncDue at the clock's current time, after which the timer is armed
+// again for one check period. Like client-go's reflector, which makes a
+// new timer after each check rather than running a ticker, checks are
+// never less than a period apart, so a listener whose period is a multiple
+// of the check period is never found just short of its time and skipped.
+// A stale tick does nothing. It reports whether the queue should be asked
+// for a Resync.
+func (c *Core) ResyncCheck(gen uint64) bool {
+	if gen != c.checkGen || c.checkTimer == nil {
+		return false
+	}
+	c.checkTimer = nil
+	due := c.ResyncDue(c.now())
+	c.armCheck()
+	return due
+}
+
+func (c *Core) armCheck() {
+	c.stopCheckTimer()
+	c.checkGen++
+	if c.checkPeriod <= 0 || c.fire == nil {
+		return
+	}
+	gen, fire := c.checkGen, c.fire
+	c.checkTimer = c.clock.AfterFunc(c.checkPeriod, func() { fire(gen) })
+}
+
+func (c *Core) stopCheckTimer() {
+	if c.checkTimer != nil {
+		c.checkTimer.Stop()
+		c.checkTimer = nil
+	}
 }
 
 // AddIndexers adds indexers to the cache and indexes the cached objects; a

@@ -485,15 +485,9 @@ func TestCoreUnsubscribe(t *testing.T) {
 func TestCoreResync(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, clk := newTestCore(s)
-	if c.ResyncCheckPeriod() != 0 {
-		t.Fatal("check period without subscribers")
-	}
 	c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 10 * time.Second})
 	c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 30 * time.Second})
 	c.Subscribe(&Subscribe{ID: 3})
-	if p := c.ResyncCheckPeriod(); p != 10*time.Second {
-		t.Fatalf("ResyncCheckPeriod = %v", p)
-	}
 	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
 	syncBatch := func() *Notifications { return c.Apply([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "1"))}) }
 
@@ -533,14 +527,6 @@ func TestCoreResync(t *testing.T) {
 	}
 	if !slices.Equal(kept.Syncing, []ListenerID{1}) {
 		t.Fatalf("a sent batch's Syncing changed to %v", kept.Syncing)
-	}
-	c.Unsubscribe(1)
-	if p := c.ResyncCheckPeriod(); p != 30*time.Second {
-		t.Fatalf("ResyncCheckPeriod after unsubscribe = %v", p)
-	}
-	c.Unsubscribe(2)
-	if p := c.ResyncCheckPeriod(); p != 0 {
-		t.Fatalf("ResyncCheckPeriod with no resyncing listener = %v", p)
 	}
 }
 

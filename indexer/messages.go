@@ -26,7 +26,10 @@ type Subscribe struct {
 	Target *actor.PID
 	// ResyncPeriod is the handler's resync period; 0 means never.
 	ResyncPeriod time.Duration
-	Initial      bool
+	// Added is when the handler was added: its first resync is due one
+	// period after it, as in client-go. Zero means the time of subscription.
+	Added   time.Time
+	Initial bool
 	// Pending is incremented by the number of initial-list notifications
 	// (InitialList set) the indexer sends this listener, before it sends
 	// them; the listener decrements it as it delivers them. The handler's
@@ -63,8 +66,12 @@ type AddIndexers struct {
 }
 
 // ResyncTick asks the indexer which listeners are due for a resync; if any
-// are, it asks the queue for a Resync. Sent by the informer's resync timer.
-type ResyncTick struct{}
+// are, it asks the queue for a Resync. The indexer's check timer sends them
+// with the timer's generation (see Core.ResyncCheck); a tick with Gen 0 is
+// a check on demand, which does not touch the timer.
+type ResyncTick struct {
+	Gen uint64
+}
 
 // NotificationType is what a handler is told.
 type NotificationType uint8
