@@ -151,16 +151,13 @@ func (a *reflectorActor) shutdown() {
 	a.reading.Wait()
 }
 
-// report sends msg to the actor unless it is stopping; it tells whether it
-// did.
-func (a *reflectorActor) report(msg any) bool {
+// report sends msg to the actor unless it is stopping.
+func (a *reflectorActor) report(msg any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.abandoned {
-		return false
+	if !a.abandoned {
+		a.root.Send(a.self, msg)
 	}
-	a.root.Send(a.self, msg)
-	return true
 }
 
 // beginReading registers a goroutine about to read a watch, unless the
