@@ -346,6 +346,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 	watchErr := s.watchErrorHandler
 	r := reflector.New(reflector.Config{
 		ListerWatcher:     s.lw,
+		Context:           ctx,
 		ExpectedType:      s.example,
 		Name:              s.opts.name,
 		Transform:         s.transform,

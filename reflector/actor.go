@@ -22,7 +22,12 @@ import (
 // reflectorActor is the shell around a Machine: it runs the blocking list
 // and watch calls in goroutines that report back with messages, and carries
 // out the Machine's Effects. Its Receive never blocks, except on Stopping,
-// where it waits for its goroutines (which never block on a send) to end.
+// where it waits for the goroutines reading a watch (which never block on a
+// send) to stop their watcher and end. A goroutine still inside a List or
+// Watch call is not waited for, since the call may ignore its cancelled
+// context (client-go's Run does not wait for a list either): it is
+// abandoned, reports nothing when the call returns, and stops the watcher
+// the call returned, if any.
 type reflectorActor struct {
 	r     *Reflector
 	m     *Machine
@@ -34,8 +39,15 @@ type reflectorActor struct {
 	cancelRun context.CancelFunc
 	cancelOp  context.CancelFunc // the running list or watch
 	timer     clock.Timer
-	wg        sync.WaitGroup
 	stopped   bool
+
+	// mu guards abandoned, which Stopping sets: from then on the goroutines
+	// send nothing and none starts reading a watch.
+	mu        sync.Mutex
+	abandoned bool
+	// reading counts the goroutines reading a watch; Stopping waits for
+	// them, and so for their watcher's Stop.
+	reading sync.WaitGroup
 }
 
 func (r *Reflector) newActor(queue *actor.PID) *reflectorActor {
@@ -67,7 +79,11 @@ func (a *reflectorActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.root = ctx.ActorSystem().Root
 		a.self = ctx.Self()
-		a.runCtx, a.cancelRun = context.WithCancel(context.Background())
+		parent := a.r.cfg.Context
+		if parent == nil {
+			parent = context.Background()
+		}
+		a.runCtx, a.cancelRun = context.WithCancel(parent)
 		a.apply(ctx, a.m.Start())
 	case *actor.Stopping, *actor.Restarting:
 		a.shutdown()
@@ -89,6 +105,13 @@ func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
 	}
 	if e.HandleError != nil {
 		a.r.handleError(a.runCtx, e.HandleError)
+	}
+	if a.runCtx.Err() != nil {
+		// The run is over and the actor about to stop: like client-go,
+		// which checks its context before each list and watch, start
+		// nothing more.
+		a.stopOp()
+		return
 	}
 	switch {
 	case e.List != nil:
@@ -115,6 +138,9 @@ func (a *reflectorActor) shutdown() {
 	}
 	a.stopped = true
 	a.m.Stop()
+	a.mu.Lock()
+	a.abandoned = true
+	a.mu.Unlock()
 	a.stopOp()
 	if a.cancelRun != nil {
 		a.cancelRun()
@@ -122,7 +148,28 @@ func (a *reflectorActor) shutdown() {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	a.wg.Wait()
+	a.reading.Wait()
+}
+
+// report sends msg to the actor unless it is stopping.
+func (a *reflectorActor) report(msg any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.abandoned {
+		a.root.Send(a.self, msg)
+	}
+}
+
+// beginReading registers a goroutine about to read a watch, unless the
+// actor is stopping; it tells whether it did.
+func (a *reflectorActor) beginReading() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.abandoned {
+		return false
+	}
+	a.reading.Add(1)
+	return true
 }
 
 func (a *reflectorActor) startWait(req WaitRequest) {
@@ -136,26 +183,26 @@ func (a *reflectorActor) startWait(req WaitRequest) {
 func (a *reflectorActor) startList(req ListRequest) {
 	ctx, cancel := context.WithCancel(a.runCtx)
 	a.cancelOp = cancel
-	a.wg.Add(1)
 	go a.runList(ctx, req)
 }
 
 func (a *reflectorActor) startWatch(req WatchRequest) {
 	ctx, cancel := context.WithCancel(a.runCtx)
 	a.cancelOp = cancel
-	a.wg.Add(1)
 	go a.runWatch(ctx, req)
 }
 
 // runList lists all pages through tools/pager (which itself falls back to
 // a full list when a continue token expires) and reports the result.
 func (a *reflectorActor) runList(ctx context.Context, req ListRequest) {
-	defer a.wg.Done()
+	if ctx.Err() != nil {
+		return
+	}
 	res := a.list(ctx, req)
 	if ctx.Err() != nil {
 		return // abandoned: nobody waits for it
 	}
-	a.root.Send(a.self, &listDone{from: a, gen: req.Gen, res: res})
+	a.report(&listDone{from: a, gen: req.Gen, res: res})
 }
 
 func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListResult) {
@@ -188,16 +235,24 @@ func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListRes
 
 // runWatch opens a watch and reads it in batches: it blocks for one event,
 // then takes what is already waiting (up to MaxBatch) without blocking, and
-// sends the batch to the actor as one message.
+// sends the batch to the actor as one message. Once reading, it stops the
+// watcher before it ends, and the actor's Stopping waits for that.
 func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
-	defer a.wg.Done()
+	if ctx.Err() != nil {
+		return
+	}
 	w, err := a.openWatch(ctx, req)
 	if err != nil {
 		if ctx.Err() == nil {
-			a.root.Send(a.self, &watchFailed{from: a, gen: req.Gen, err: err})
+			a.report(&watchFailed{from: a, gen: req.Gen, err: err})
 		}
 		return
 	}
+	if !a.beginReading() {
+		w.Stop() // the actor has stopped meanwhile
+		return
+	}
+	defer a.reading.Done()
 	defer w.Stop()
 	ch := w.ResultChan()
 	tracing := a.r.tel.Tracing()

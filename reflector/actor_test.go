@@ -421,6 +421,77 @@ func TestActorStopWhileCallsBlock(t *testing.T) {
 	}
 }
 
+// TestActorStopAbandonsCallsIgnoringContext: stopping the actor does not
+// wait for a List or Watch call that ignores its cancelled context (it
+// would otherwise take protoactor's 10 s poison timeout); once the call
+// returns, its goroutine ends, reports nothing, and stops the watcher the
+// call returned.
+func TestActorStopAbandonsCallsIgnoringContext(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lw   func(entered, release chan struct{}, w watch.Interface) cache.ListerWatcher
+	}{
+		{"list", func(entered, release chan struct{}, w watch.Interface) cache.ListerWatcher {
+			return &cache.ListWatch{
+				ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+					close(entered)
+					<-release
+					return podList("1", pod("a", "1")), nil
+				},
+				WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return w, nil },
+			}
+		}},
+		{"watch", func(entered, release chan struct{}, w watch.Interface) cache.ListerWatcher {
+			return &cache.ListWatch{
+				ListFunc: func(metav1.ListOptions) (runtime.Object, error) { return podList("1"), nil },
+				WatchFunc: func(metav1.ListOptions) (watch.Interface, error) {
+					close(entered)
+					<-release
+					return w, nil
+				},
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, leakcheck.Options()...)
+			entered, release := make(chan struct{}), make(chan struct{})
+			w := watch.NewFake()
+			e := startEnv(t, Config{ListerWatcher: tc.lw(entered, release, w), UseWatchList: ptr.To(false)})
+			select {
+			case <-entered:
+			case <-time.After(waitFor):
+				t.Fatal("call not made")
+			}
+			stopped := make(chan error, 1)
+			go func() { stopped <- e.sys.Root.PoisonFuture(e.pid).Wait() }()
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Fatalf("stopping the reflector: %v", err)
+				}
+			case <-time.After(5 * time.Second): // far below the 10 s poison timeout
+				close(release)
+				t.Fatal("the reflector did not stop while a call ignoring its context was blocked")
+			}
+			close(release)
+			if tc.name == "watch" {
+				select {
+				case _, ok := <-w.ResultChan():
+					if ok {
+						t.Fatal("event on the late watch")
+					}
+				case <-time.After(waitFor):
+					t.Fatal("the watch returned after the stop was not stopped")
+				}
+			}
+			if err := e.sys.Root.PoisonFuture(e.queue).Wait(); err != nil {
+				t.Fatalf("stopping the queue: %v", err)
+			}
+			e.sys.Shutdown()
+		})
+	}
+}
+
 // A stream full of malformed objects neither crashes nor restarts the
 // actor (a restart would list again), and the good objects get through.
 func TestActorMalformedStream(t *testing.T) {

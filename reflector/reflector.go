@@ -53,9 +53,17 @@ func DefaultBackoff() wait.Backoff {
 // Config configures a reflector. ListerWatcher is required.
 type Config struct {
 	// ListerWatcher lists and watches the resource. It should honour its
-	// context (ListWithContext/WatchWithContext): stopping the actor waits
-	// for the calls in flight to return.
+	// context (ListWithContext/WatchWithContext). Stopping the actor does
+	// not wait for a List or Watch call in flight: the call's goroutine
+	// ends when it returns, stopping the watcher it returned. A watch being
+	// read is stopped (its Stop has returned) before the actor has stopped.
 	ListerWatcher cache.ListerWatcher
+	// Context is the parent of the context the actor passes to List, Watch
+	// and the WatchErrorHandler (an informer passes its run's). Once it is
+	// done the actor starts no list, watch or backoff any more, as
+	// client-go's reflector; stop the actor to end it. Default:
+	// context.Background().
+	Context context.Context
 	// ExpectedType is an example object: watch events of another Go type
 	// (or, for *unstructured.Unstructured with apiVersion and kind set,
 	// another GVK) are dropped. Nil accepts any type.
