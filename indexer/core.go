@@ -203,7 +203,7 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 	// (tombstones carry none).
 	for i := end - 1; i >= start; i-- {
 		if rv, err := rvOf(deltas[i].Object); err == nil {
-			s.rv = rv
+			s.setRVLocked(rv)
 			break
 		}
 	}
