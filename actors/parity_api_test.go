@@ -225,7 +225,7 @@ func TestParityHandlerPanicIsReported(t *testing.T) {
 				eventually(t, 20*time.Second, "panic report", func() string {
 					klog.Flush()
 					if !strings.Contains(out.String(), "Observed a panic") {
-						return out.String()
+						return "no panic report yet; output: " + out.String()
 					}
 					return ""
 				})
@@ -532,7 +532,7 @@ func TestParityTypedInformer(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					if len(got) != n {
-						return strings.Join(got, "; ")
+						return fmt.Sprintf("%d calls, want %d: %s", len(got), n, strings.Join(got, "; "))
 					}
 					return ""
 				}
