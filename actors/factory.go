@@ -79,24 +79,25 @@ type ListWatchable[L runtime.Object] interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-// Typed is a typed view of one of a factory's informers.
-type Typed[T runtime.Object] struct {
-	informer *SharedIndexInformer
-	gvr      schema.GroupVersionResource
+// Typed is a typed view of one of a factory's informers, or of one made by
+// NewTyped. It is a cache.TypedSharedIndexInformer[T] (see typed.go).
+type Typed[T Object] struct {
+	*SharedIndexInformer
+	gvr schema.GroupVersionResource
 }
 
 // Informer returns the informer.
-func (t Typed[T]) Informer() *SharedIndexInformer { return t.informer }
+func (t Typed[T]) Informer() *SharedIndexInformer { return t.SharedIndexInformer }
 
 // Lister returns a typed lister over the informer's cache.
 func (t Typed[T]) Lister() listers.ResourceIndexer[T] {
-	return listers.New[T](t.informer.GetIndexer(), t.gvr.GroupResource())
+	return listers.New[T](t.GetIndexer(), t.gvr.GroupResource())
 }
 
 // For returns the factory's informer for T, creating it on first use.
 // clientFor returns the typed client of T's resource for a namespace
 // ("" for all namespaces or a cluster-scoped resource).
-func For[T runtime.Object, L runtime.Object](f *Factory, gvr schema.GroupVersionResource, clientFor func(c kubernetes.Interface, namespace string) ListWatchable[L]) Typed[T] {
+func For[T Object, L runtime.Object](f *Factory, gvr schema.GroupVersionResource, clientFor func(c kubernetes.Interface, namespace string) ListWatchable[L]) Typed[T] {
 	inf := f.informerFor(gvr, func() (cache.ListerWatcher, runtime.Object) {
 		c := clientFor(f.client, f.opts.namespace)
 		return &cache.ListWatch{
@@ -110,7 +111,7 @@ func For[T runtime.Object, L runtime.Object](f *Factory, gvr schema.GroupVersion
 			},
 		}, newObject[T]()
 	})
-	return Typed[T]{informer: inf, gvr: gvr}
+	return Typed[T]{SharedIndexInformer: inf, gvr: gvr}
 }
 
 // Pods is For[*corev1.Pod].

@@ -17,6 +17,7 @@ import (
 	cmap "github.com/orcaman/concurrent-map"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
@@ -42,6 +43,9 @@ type SharedIndexInformer struct {
 	opts          options
 	store         *indexer.Store
 	tel           *telemetry.T
+	// objectDescription is the reflector's type description ("": derived
+	// from example).
+	objectDescription string
 
 	mu                sync.Mutex
 	started, stopped  bool
@@ -70,26 +74,62 @@ type SharedIndexInformer struct {
 // client-go's cache.NewSharedIndexInformer; opts add tracing, metrics,
 // logging and a shared actor system.
 func NewSharedIndexInformer(lw cache.ListerWatcher, exampleObject runtime.Object, defaultEventHandlerResyncPeriod time.Duration, indexers cache.Indexers, opts ...Option) *SharedIndexInformer {
+	return NewSharedIndexInformerWithOptions(lw, exampleObject, cache.SharedIndexInformerOptions{
+		ResyncPeriod: defaultEventHandlerResyncPeriod,
+		Indexers:     indexers,
+	}, opts...)
+}
+
+// NewSharedIndexInformerWithOptions is the counterpart of client-go's
+// cache.NewSharedIndexInformerWithOptions. Of options:
+//   - ResyncPeriod and Indexers are NewSharedIndexInformer's;
+//   - ObjectDescription describes the objects in the reflector's logs and
+//     errors (the *cache.Reflector a watch error handler gets reports it as
+//     its TypeDescription);
+//   - Identifier's name and resource name the informer in spans, metrics and
+//     logs, unless WithName or WithResource say otherwise;
+//   - InformerMetricsProvider, when Identifier is reserved (as in
+//     client-go), gets the queued-items gauge (set whenever the delta queue
+//     changes), the processing-latency histogram (how long the indexer takes
+//     to apply a batch and hand it to the listeners) and the store
+//     resource-version gauge. Unlike client-go, a nil provider means no such
+//     metrics: the provider set with cache.SetInformerMetricsProvider is not
+//     readable outside client-go.
+func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject runtime.Object, options cache.SharedIndexInformerOptions, opts ...Option) *SharedIndexInformer {
 	o := buildOptions(opts)
+	id := options.Identifier
+	if o.name == "" {
+		o.name = id.Name()
+	}
+	if o.gvr.Empty() {
+		o.gvr = id.GroupVersionResource()
+	}
 	if o.name == "" {
 		o.name = typeName(exampleObject)
 	}
-	tel := telemetry.New(telemetry.Config{
+	tcfg := telemetry.Config{
 		TracerProvider: o.tracerProvider,
 		MeterProvider:  o.meterProvider,
 		Logger:         o.logger,
 		Informer: telemetry.InformerInfo{
 			Name: o.name, Group: o.gvr.Group, Version: o.gvr.Version, Resource: o.gvr.Resource,
 		},
-	})
+	}
+	store := indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers)
+	if p := options.InformerMetricsProvider; p != nil && id.Reserved() {
+		tcfg.QueuedItems = p.NewQueuedItemMetric(id)
+		tcfg.ProcessingLatency = p.NewProcessingLatencyMetric(id)
+		store.SetResourceVersionMetric(p.NewStoreResourceVersionMetric(id))
+	}
 	return &SharedIndexInformer{
 		lw:                lw,
 		example:           exampleObject,
-		defaultResync:     defaultEventHandlerResyncPeriod,
-		resyncCheckPeriod: defaultEventHandlerResyncPeriod,
+		objectDescription: options.ObjectDescription,
+		defaultResync:     options.ResyncPeriod,
+		resyncCheckPeriod: options.ResyncPeriod,
 		opts:              o,
-		store:             indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers),
-		tel:               tel,
+		store:             store,
+		tel:               telemetry.New(tcfg),
 		regs:              map[*registration]struct{}{},
 		stoppedCh:         make(chan struct{}),
 	}
@@ -126,7 +166,7 @@ func (s *SharedIndexInformer) AddEventHandlerWithOptions(handler cache.ResourceE
 	if handler == nil {
 		return nil, errors.New("actorinformer: nil event handler")
 	}
-	return s.addHandler(plainHandler{handler}, handlerName(handler), options.ResyncPeriod)
+	return s.addHandler(plainHandler{handler}, handlerName(handler), options.ResyncPeriod, options.Logger)
 }
 
 // AddContextEventHandler adds a handler whose methods receive a context
@@ -135,10 +175,10 @@ func (s *SharedIndexInformer) AddContextEventHandler(handler ContextEventHandler
 	if handler == nil {
 		return nil, errors.New("actorinformer: nil event handler")
 	}
-	return s.addHandler(handler, handlerName(handler), nil)
+	return s.addHandler(handler, handlerName(handler), nil, nil)
 }
 
-func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, resyncPtr *time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, resyncPtr *time.Duration, logger *klog.Logger) (cache.ResourceEventHandlerRegistration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -174,6 +214,9 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	l.requestedResync = resync
 	l.added = time.Now()
 	l.synced = s.signals.poke
+	if logger != nil {
+		l.logger = *logger
+	}
 	reg := &registration{l: l, inf: s}
 	s.regs[reg] = struct{}{}
 	if !s.started {
@@ -202,11 +245,13 @@ func determineResyncPeriod(log *slog.Logger, handler string, desired, check time
 }
 
 // RemoveEventHandler stops the handler's listener. Once it returns the
-// handler is not called again (a call already running finishes); removing
-// twice is not an error.
+// handler is not called again (a call already running finishes: the
+// registration's ShutdownChan, which cache.ShutDownEventHandler waits on,
+// closes once it has); removing twice, or removing another informer's
+// registration, does nothing and is not an error, as in client-go.
 func (s *SharedIndexInformer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistration) error {
 	reg, ok := handle.(*registration)
-	if !ok || reg.inf != s {
+	if !ok {
 		return fmt.Errorf("actorinformer: registration %T does not belong to this informer", handle)
 	}
 	s.mu.Lock()
@@ -220,6 +265,10 @@ func (s *SharedIndexInformer) RemoveEventHandler(handle cache.ResourceEventHandl
 		s.sys.Root.Send(s.sup, &removeListener{id: reg.l.id})
 	} else {
 		s.tel.Metrics.DropBacklog(reg.l.backlog)
+		if !s.started {
+			// Never spawned: nothing runs or will run.
+			reg.l.exit()
+		}
 	}
 	return nil
 }
@@ -349,6 +398,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 		Context:           ctx,
 		ExpectedType:      s.example,
 		Name:              s.opts.name,
+		TypeDescription:   s.objectDescription,
 		Transform:         s.transform,
 		WatchErrorHandler: watchErr,
 		PageSize:          s.opts.pageSize,

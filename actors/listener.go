@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
@@ -60,6 +63,15 @@ type listener struct {
 	// initial notification or its initial batch: registrations' done
 	// signals depend on that. nil in tests that build a bare listener.
 	synced func()
+	// logger reports handler panics, as client-go's processorListener
+	// does: HandlerOptions.Logger, else klog.Background().
+	logger klog.Logger
+	// exited is closed once no handler call is running or to come: the
+	// listener actor has stopped, or the listener was removed (or the
+	// informer stopped) before it was spawned. It is the registration's
+	// ShutdownChan.
+	exited   chan struct{}
+	exitOnce sync.Once
 }
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
@@ -75,7 +87,14 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 		backlog: tel.Metrics.NewBacklog(name),
 
 		observed: tel.Tracing() || tel.Metrics.Enabled(),
+		logger:   klog.Background(),
+		exited:   make(chan struct{}),
 	}
+}
+
+// exit closes exited; later calls do nothing.
+func (l *listener) exit() {
+	l.exitOnce.Do(func() { close(l.exited) })
 }
 
 // counterFlush bounds how stale the backlog gauge gets inside one large batch.
@@ -153,22 +172,16 @@ func (l *listener) call(it *indexer.Notification) {
 	}
 }
 
-// invoke runs the handler, isolating a panic: it is logged with its stack and
-// the object's key, counted, recorded on the handler span, and the listener
-// goes on with the next notification.
+// invoke runs the handler, isolating a panic: it is reported as client-go
+// reports it (utilruntime.PanicHandlers, to the handler's klog logger, with
+// the stack), logged with the informer's slog logger, counted and recorded
+// on the handler span; then the listener goes on with the next
+// notification. Unlike client-go, it neither re-panics
+// (utilruntime.ReallyCrash) nor sleeps a second before the next one.
 func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span trace.Span) {
 	defer func() {
 		if r := recover(); r != nil {
-			stack := string(debug.Stack())
-			err := fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, it.Key(), r)
-			l.panics.Add(1)
-			l.tel.Metrics.HandlerPanic(l.mattrs)
-			l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
-				"informer", l.tel.Info.Name, "handler", l.name, "key", it.Key(), "notification", it.Type.String(),
-				"panic", fmt.Sprint(r), "stack", stack)
-			if span != nil {
-				telemetry.RecordPanic(span, err, stack)
-			}
+			l.panicked(r, it, span)
 		}
 	}()
 	switch it.Type {
@@ -178,6 +191,29 @@ func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span tr
 		l.handler.OnUpdate(ctx, it.Old, it.New)
 	case indexer.NotifyDelete:
 		l.handler.OnDelete(ctx, it.New)
+	}
+}
+
+// panicked reports a handler panic. It must be called straight from the
+// deferred function that recovered it: the call depth given to the klog
+// logger counts on it, so that the log line names the file and line that
+// panicked (the frames above it: utilruntime's logPanic, panicked, the
+// deferred function, the runtime's panic; as client-go's handleCrash).
+func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
+	stack := string(debug.Stack())
+	key := it.Key()
+	l.panics.Add(1)
+	l.tel.Metrics.HandlerPanic(l.mattrs)
+	logger := l.logger.WithValues("informer", l.tel.Info.Name, "handler", l.name, "key", key).WithCallDepth(4)
+	pctx := klog.NewContext(context.Background(), logger)
+	for _, fn := range utilruntime.PanicHandlers {
+		fn(pctx, r)
+	}
+	l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
+		"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String(),
+		"panic", fmt.Sprint(r), "stack", stack)
+	if span != nil {
+		telemetry.RecordPanic(span, fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, key, r), stack)
 	}
 }
 
@@ -193,5 +229,6 @@ func (a *listenerActor) Receive(ctx actor.Context) {
 		ctx.Respond(&indexer.Drained{ID: a.l.id})
 	case *actor.Stopped:
 		a.l.tel.Metrics.DropBacklog(a.l.backlog)
+		a.l.exit()
 	}
 }

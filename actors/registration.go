@@ -24,6 +24,12 @@ func (r *registration) HasSyncedChecker() cache.DoneChecker {
 	return r.inf.signals.add("handler "+r.l.name, r.HasSynced)
 }
 
+// ShutdownChan is closed once the handler's listener has exited: no handler
+// call is running or will run. That happens after RemoveEventHandler or once
+// the informer has stopped. cache.ShutDownEventHandler waits on it, as on
+// client-go's registrations.
+func (r *registration) ShutdownChan() <-chan struct{} { return r.l.exited }
+
 func (r *registration) stats() HandlerStats {
 	return HandlerStats{
 		Name:      r.l.name,

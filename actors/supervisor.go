@@ -78,6 +78,7 @@ func (s *supervisor) start(ctx actor.Context) {
 
 func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 	if reg.l.removed.Load() {
+		reg.l.exit() // never spawned
 		return
 	}
 	l := reg.l

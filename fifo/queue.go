@@ -574,6 +574,9 @@ func (q *Queue) setLen() {
 	n := int64(len(q.buf) - q.head)
 	q.length.Store(n)
 	q.t.Metrics.QueueBacklog.Store(n)
+	if g := q.t.QueuedItems; g != nil {
+		g.Set(float64(n))
+	}
 }
 
 func isTombstone(obj any) bool {

@@ -75,8 +75,16 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 		}
 		a.core.Expect(m.InitialRemaining)
 		a.inflight = len(m.Deltas)
+		latency := a.core.t.ProcessingLatency
+		var start time.Time
+		if latency != nil {
+			start = time.Now()
+		}
 		if n := a.core.ApplyBatch(m); n != nil {
 			a.core.Route(n, a.sender(ctx))
+		}
+		if latency != nil {
+			latency.Observe(time.Since(start).Seconds())
 		}
 		a.inflight = 0
 		if ctx.Sender() != nil {

@@ -250,13 +250,13 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		d := &deltas[i]
 		switch d.Type {
 		case fifo.Bookmark:
-			s.rv = d.BookmarkRV()
+			s.setRVLocked(d.BookmarkRV())
 		case fifo.Added, fifo.Updated, fifo.Deleted:
 			rv, err := rvOf(d.Object) // fails on a tombstone
 			if err != nil {
 				continue
 			}
-			s.rv = rv
+			s.setRVLocked(rv)
 		default:
 			continue
 		}

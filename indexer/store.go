@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +49,41 @@ type Store struct {
 	rv     string
 	// indexError reports an index function that failed on an object.
 	indexError func(key, index string, err error)
+	// rvMetric, when set, follows rv (see SetResourceVersionMetric).
+	rvMetric cache.GaugeMetric
+}
+
+// SetResourceVersionMetric sets the gauge that follows the cache's resource
+// version, as the store resource version metric of a client-go
+// cache.InformerMetricsProvider: it is set, as client-go's store sets it,
+// whenever the version moves to one that parses as a number (its last 15
+// digits; "" counts as 0). Set it before the store is used.
+func (s *Store) SetResourceVersionMetric(g cache.GaugeMetric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rvMetric = g
+}
+
+// setRVLocked records rv as the cache's resource version. s.mu is held.
+func (s *Store) setRVLocked(rv string) {
+	s.rv = rv
+	if s.rvMetric != nil {
+		if n, err := parseRVForMetrics(rv); err == nil {
+			s.rvMetric.Set(float64(n))
+		}
+	}
+}
+
+// parseRVForMetrics is client-go's parseRVForMetricsWithTruncation: the
+// last 15 digits, so that the value is exact as a float64.
+func parseRVForMetrics(rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	if len(rv) > 15 {
+		rv = rv[len(rv)-15:]
+	}
+	return strconv.ParseInt(rv, 10, 64)
 }
 
 // SetIndexErrorHandler sets the function told about an index function that
@@ -146,7 +182,7 @@ func (s *Store) Update(obj any) error {
 	defer s.mu.Unlock()
 	s.upsertLocked(key, obj)
 	if rvErr == nil {
-		s.rv = rv
+		s.setRVLocked(rv)
 	}
 	return nil
 }
@@ -165,7 +201,7 @@ func (s *Store) Delete(obj any) error {
 	defer s.mu.Unlock()
 	s.deleteLocked(key)
 	if rvErr == nil {
-		s.rv = rv
+		s.setRVLocked(rv)
 	}
 	return nil
 }
@@ -193,7 +229,7 @@ func (s *Store) Replace(list []any, resourceVersion string) error {
 	for key, obj := range objs {
 		s.upsertLocked(key, obj)
 	}
-	s.rv = resourceVersion
+	s.setRVLocked(resourceVersion)
 	return nil
 }
 
@@ -207,7 +243,7 @@ func (s *Store) Bookmark(rv string) {
 		return
 	}
 	s.mu.Lock()
-	s.rv = rv
+	s.setRVLocked(rv)
 	s.mu.Unlock()
 }
 

@@ -74,6 +74,10 @@ type Config struct {
 	// Name names the reflector in logs; default: the telemetry informer
 	// name, else the expected type.
 	Name string
+	// TypeDescription describes the expected type in logs and errors, as
+	// client-go's ReflectorOptions.TypeDescription; default: derived from
+	// ExpectedType.
+	TypeDescription string
 	// Transform is applied to every listed or watched object before it is
 	// queued.
 	Transform cache.TransformFunc
@@ -190,9 +194,10 @@ func New(cfg Config) *Reflector {
 	if r.name == "" {
 		r.name = r.tel.Info.Name
 	}
-	r.cacheRef = cache.NewNamedReflector(r.name, cfg.ListerWatcher, example, nil, 0)
+	r.cacheRef = cache.NewReflectorWithOptions(cfg.ListerWatcher, example, nil,
+		cache.ReflectorOptions{Name: r.name, TypeDescription: cfg.TypeDescription})
 	r.typeDesc = r.cacheRef.TypeDescription()
-	if example == nil && r.expectedType != nil {
+	if example == nil && r.expectedType != nil && cfg.TypeDescription == "" {
 		r.typeDesc = r.expectedType.String()
 	}
 	if r.name == "" {

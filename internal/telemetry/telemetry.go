@@ -82,7 +82,18 @@ type Config struct {
 	Logger         *slog.Logger
 	// Informer describes the informer for span and metric attributes.
 	Informer InformerInfo
+	// QueuedItems and ProcessingLatency are the delta queue's metrics of a
+	// client-go cache.InformerMetricsProvider (nil: none), fed as client-go's
+	// RealFIFO feeds them.
+	QueuedItems       GaugeMetric
+	ProcessingLatency HistogramMetric
 }
+
+// GaugeMetric is client-go's cache.GaugeMetric.
+type GaugeMetric interface{ Set(float64) }
+
+// HistogramMetric is client-go's cache.HistogramMetric.
+type HistogramMetric interface{ Observe(float64) }
 
 // InformerInfo names the informer and the resource it watches.
 type InformerInfo struct {
@@ -100,6 +111,12 @@ type T struct {
 	base    []attribute.KeyValue
 	baseSet metric.MeasurementOption
 
+	// QueuedItems is set to the number of queued deltas whenever the queue
+	// changes; ProcessingLatency observes, in seconds, how long the indexer
+	// takes to apply a batch and hand it to the listeners. Nil: not fed.
+	QueuedItems       GaugeMetric
+	ProcessingLatency HistogramMetric
+
 	roots     atomic.Pointer[rootOptions] // the last shared root span options
 	lastStart atomic.Int64                // UnixNano of the last root span's start
 	kind      trace.SpanStartOption       // the root spans' kind, boxed once
@@ -107,7 +124,8 @@ type T struct {
 
 // New builds a T. Nil providers and logger mean no-op.
 func New(cfg Config) *T {
-	t := &T{Logger: cfg.Logger, Info: cfg.Informer, kind: trace.WithSpanKind(trace.SpanKindConsumer)}
+	t := &T{Logger: cfg.Logger, Info: cfg.Informer, kind: trace.WithSpanKind(trace.SpanKindConsumer),
+		QueuedItems: cfg.QueuedItems, ProcessingLatency: cfg.ProcessingLatency}
 	if t.Logger == nil {
 		t.Logger = slog.New(slog.DiscardHandler)
 	}
