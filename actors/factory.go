@@ -62,16 +62,15 @@ func NewFactory(client kubernetes.Interface, defaultResync time.Duration, opts .
 		opts:          o,
 		informers:     map[schema.GroupVersionResource]*factoryEntry{},
 	}
-	f.sys = o.system
-	if f.sys == nil {
-		f.sys = newActorSystem(loggerOrDiscard(o.logger))
-		f.ownSystem = true
-	}
+	f.sys, f.ownSystem = systemFor(o, loggerOrDiscard(o.logger))
 	f.informerOpts = append(append([]Option(nil), opts...), WithActorSystem(f.sys))
 	return f
 }
 
-// ActorSystem is the actor system the factory's informers share.
+// ActorSystem is the actor system the factory's informers share: the one
+// given with WithActorSystem, one of the factory's own if it was given
+// WithLogger, else the process-wide one of the informers that need none of
+// their own. Do not shut it down.
 func (f *Factory) ActorSystem() *actor.ActorSystem { return f.sys }
 
 // ListWatchable is what a typed client-go resource client offers, e.g.

@@ -56,13 +56,17 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithLogger sets the logger for errors the informer recovers from (dropped
 // objects, watch errors, handler panics). The default discards everything;
-// the metrics count these events either way.
+// the metrics count these events either way. Without WithActorSystem, an
+// informer or factory with a logger creates an actor system of its own that
+// logs to it too; without either, informers and factories share one
+// process-wide actor system.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
 
-// WithActorSystem runs the informer's actors in sys instead of an actor
-// system of its own. The informer never shuts sys down.
+// WithActorSystem runs the informer's actors in sys instead of the
+// process-wide actor system (or one of its own, with WithLogger). The
+// informer never shuts sys down.
 func WithActorSystem(sys *actor.ActorSystem) Option {
 	return func(o *options) { o.system = sys }
 }
