@@ -25,6 +25,7 @@ type options struct {
 	maxBatch       int
 	useWatchList   *bool
 	pageSize       int64
+	detectMutation *bool
 
 	namespace string
 	tweak     func(*metav1.ListOptions)
@@ -99,6 +100,18 @@ func WithWatchList(enabled bool) Option {
 // WithPageSize sets the page size of paginated lists (default 500).
 func WithPageSize(n int64) Option {
 	return func(o *options) { o.pageSize = n }
+}
+
+// WithCacheMutationDetector turns client-go's cache mutation detector on or
+// off for the informer, whatever KUBE_CACHE_MUTATION_DETECTOR says. By
+// default it follows that variable, as client-go's informers do: when it is
+// true, every object written to the cache is copied, and a check every
+// second makes the process panic if a cached object no longer equals its
+// copy (a handler or a lister's user changed an object every handler
+// shares). For tests and debugging only: the copies are kept for minutes.
+// Off, it costs nothing.
+func WithCacheMutationDetector(enabled bool) Option {
+	return func(o *options) { o.detectMutation = &enabled }
 }
 
 // Factory-only options; a single informer ignores them.
