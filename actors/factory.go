@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/listers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // Factory creates and runs informers that share one actor system, without
@@ -60,16 +62,15 @@ func NewFactory(client kubernetes.Interface, defaultResync time.Duration, opts .
 		opts:          o,
 		informers:     map[schema.GroupVersionResource]*factoryEntry{},
 	}
-	f.sys = o.system
-	if f.sys == nil {
-		f.sys = newActorSystem(loggerOrDiscard(o.logger))
-		f.ownSystem = true
-	}
+	f.sys, f.ownSystem = systemFor(o, loggerOrDiscard(o.logger))
 	f.informerOpts = append(append([]Option(nil), opts...), WithActorSystem(f.sys))
 	return f
 }
 
-// ActorSystem is the actor system the factory's informers share.
+// ActorSystem is the actor system the factory's informers share: the one
+// given with WithActorSystem, one of the factory's own if it was given
+// WithLogger, else the process-wide one of the informers that need none of
+// their own. Do not shut it down.
 func (f *Factory) ActorSystem() *actor.ActorSystem { return f.sys }
 
 // ListWatchable is what a typed client-go resource client offers, e.g.
@@ -100,7 +101,7 @@ func (t Typed[T]) Lister() listers.ResourceIndexer[T] {
 func For[T Object, L runtime.Object](f *Factory, gvr schema.GroupVersionResource, clientFor func(c kubernetes.Interface, namespace string) ListWatchable[L]) Typed[T] {
 	inf := f.informerFor(gvr, func() (cache.ListerWatcher, runtime.Object) {
 		c := clientFor(f.client, f.opts.namespace)
-		return &cache.ListWatch{
+		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				f.tweak(&o)
 				return c.List(ctx, o)
@@ -109,7 +110,7 @@ func For[T Object, L runtime.Object](f *Factory, gvr schema.GroupVersionResource
 				f.tweak(&o)
 				return c.Watch(ctx, o)
 			},
-		}, newObject[T]()
+		}, watchListSemantics{f.client, c}), newObject[T]()
 	})
 	return Typed[T]{SharedIndexInformer: inf, gvr: gvr}
 }
@@ -182,7 +183,7 @@ func (f *Factory) ForResource(gvr schema.GroupVersionResource) *SharedIndexInfor
 		if f.opts.namespace != "" {
 			c = ri.Namespace(f.opts.namespace)
 		}
-		return &cache.ListWatch{
+		return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				f.tweak(&o)
 				return c.List(ctx, o)
@@ -191,8 +192,21 @@ func (f *Factory) ForResource(gvr schema.GroupVersionResource) *SharedIndexInfor
 				f.tweak(&o)
 				return c.Watch(ctx, o)
 			},
-		}, &unstructured.Unstructured{}
+		}, watchListSemantics{f.opts.dynamic, c}), &unstructured.Unstructured{}
 	})
+}
+
+// watchListSemantics tells the reflector that the clients cannot stream
+// lists (WatchList) if either says so, as client-go's fake clientsets do.
+// client-go's generated informers ask the clientset; a factory's typed
+// client (For's clientFor) may also be a fake of its own, so it is asked
+// too. Without this the reflector would wait for the bookmark that ends a
+// WatchList stream, which the fakes never send.
+type watchListSemantics struct{ client, resourceClient any }
+
+func (w watchListSemantics) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(w.client) ||
+		watchlist.DoesClientNotSupportWatchListSemantics(w.resourceClient)
 }
 
 func (f *Factory) tweak(o *metav1.ListOptions) {
@@ -237,6 +251,13 @@ func resourceName(gvr schema.GroupVersionResource) string {
 // Start runs every informer created so far that is not running yet. They
 // stop when stopCh is closed, StopInformer is called, or Shutdown.
 func (f *Factory) Start(stopCh <-chan struct{}) {
+	f.StartWithContext(wait.ContextForChannel(stopCh))
+}
+
+// StartWithContext runs every informer created so far that is not running
+// yet. They stop when ctx is cancelled, StopInformer is called, or
+// Shutdown. It does not block.
+func (f *Factory) StartWithContext(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.shuttingDown {
@@ -246,39 +267,73 @@ func (f *Factory) Start(stopCh <-chan struct{}) {
 		if e.cancel != nil {
 			continue
 		}
-		ctx, cancel := context.WithCancel(context.Background())
+		ictx, cancel := context.WithCancel(ctx)
 		e.cancel, e.done = cancel, make(chan struct{})
-		f.wg.Add(2)
-		go func(e *factoryEntry) {
-			defer f.wg.Done()
+		f.wg.Go(func() {
 			defer close(e.done)
-			e.inf.RunWithContext(ctx)
-		}(e)
-		go func() {
-			defer f.wg.Done()
-			select {
-			case <-stopCh:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+			defer cancel()
+			e.inf.RunWithContext(ictx)
+		})
 	}
 }
 
-// WaitForCacheSync waits until every started informer has synced or stopCh
-// is closed, and reports each one's state.
-func (f *Factory) WaitForCacheSync(stopCh <-chan struct{}) map[schema.GroupVersionResource]bool {
+// started returns the informers started so far.
+func (f *Factory) started() map[schema.GroupVersionResource]*SharedIndexInformer {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	started := map[schema.GroupVersionResource]*SharedIndexInformer{}
 	for gvr, e := range f.informers {
 		if e.cancel != nil {
 			started[gvr] = e.inf
 		}
 	}
-	f.mu.Unlock()
-	res := map[schema.GroupVersionResource]bool{}
+	return started
+}
+
+// waitFor waits, without polling, until every informer of infs has synced
+// or ctx is done.
+func waitFor(ctx context.Context, infs map[schema.GroupVersionResource]*SharedIndexInformer) {
+	checkers := make([]cache.DoneChecker, 0, len(infs))
+	for _, inf := range infs {
+		checkers = append(checkers, inf.HasSyncedChecker())
+	}
+	cache.WaitFor(ctx, "", checkers...)
+}
+
+// WaitForCacheSync waits until every started informer has synced or stopCh
+// is closed, and reports each one's state.
+func (f *Factory) WaitForCacheSync(stopCh <-chan struct{}) map[schema.GroupVersionResource]bool {
+	started := f.started()
+	waitFor(wait.ContextForChannel(stopCh), started)
+	res := make(map[schema.GroupVersionResource]bool, len(started))
 	for gvr, inf := range started {
-		res[gvr] = cache.WaitForCacheSync(stopCh, inf.HasSynced)
+		res[gvr] = inf.HasSynced()
+	}
+	return res
+}
+
+// WaitForCacheSyncWithContext waits until every started informer has synced
+// or ctx is done, like client-go's SharedInformerFactory method of that
+// name. Synced is keyed by the type of the informers' objects: the
+// informers of ForResource all hold *unstructured.Unstructured and share
+// one entry, true only if all of them have synced (WaitForCacheSync reports
+// them one by one). Err is context.Cause(ctx) if an informer has not synced.
+func (f *Factory) WaitForCacheSyncWithContext(ctx context.Context) cache.SyncResult {
+	started := f.started()
+	waitFor(ctx, started)
+	res := cache.SyncResult{Synced: make(map[reflect.Type]bool, len(started))}
+	failed := false
+	for _, inf := range started {
+		t := reflect.TypeOf(inf.example)
+		synced := inf.HasSynced()
+		if prev, ok := res.Synced[t]; ok {
+			synced = synced && prev
+		}
+		res.Synced[t] = synced
+		failed = failed || !synced
+	}
+	if failed {
+		res.Err = context.Cause(ctx)
 	}
 	return res
 }

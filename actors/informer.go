@@ -384,11 +384,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 		return
 	}
 	s.started = true
-	sys := s.opts.system
-	ownSystem := sys == nil
-	if ownSystem {
-		sys = newActorSystem(s.tel.Logger)
-	}
+	sys, ownSystem := systemFor(s.opts, s.tel.Logger)
 	s.sys = sys
 	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel, OnSynced: s.signals.poke})
 	s.queue.Store(q)

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,5 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(mutationChildEnv); mode != "" {
+		// A child process of TestCacheMutationDetector.
+		os.Exit(mutationChild(mode))
+	}
 	goleak.VerifyTestMain(m, leakcheck.Options()...)
 }

@@ -25,6 +25,7 @@ type options struct {
 	maxBatch       int
 	useWatchList   *bool
 	pageSize       int64
+	detectMutation *bool
 
 	namespace string
 	tweak     func(*metav1.ListOptions)
@@ -56,13 +57,17 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithLogger sets the logger for errors the informer recovers from (dropped
 // objects, watch errors, handler panics). The default discards everything;
-// the metrics count these events either way.
+// the metrics count these events either way. Without WithActorSystem, an
+// informer or factory with a logger creates an actor system of its own that
+// logs to it too; without either, informers and factories share one
+// process-wide actor system.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger = l }
 }
 
-// WithActorSystem runs the informer's actors in sys instead of an actor
-// system of its own. The informer never shuts sys down.
+// WithActorSystem runs the informer's actors in sys instead of the
+// process-wide actor system (or one of its own, with WithLogger). The
+// informer never shuts sys down.
 func WithActorSystem(sys *actor.ActorSystem) Option {
 	return func(o *options) { o.system = sys }
 }
@@ -95,6 +100,18 @@ func WithWatchList(enabled bool) Option {
 // WithPageSize sets the page size of paginated lists (default 500).
 func WithPageSize(n int64) Option {
 	return func(o *options) { o.pageSize = n }
+}
+
+// WithCacheMutationDetector turns client-go's cache mutation detector on or
+// off for the informer, whatever KUBE_CACHE_MUTATION_DETECTOR says. By
+// default it follows that variable, as client-go's informers do: when it is
+// true, every object written to the cache is copied, and a check every
+// second makes the process panic if a cached object no longer equals its
+// copy (a handler or a lister's user changed an object every handler
+// shares). For tests and debugging only: the copies are kept for minutes.
+// Off, it costs nothing.
+func WithCacheMutationDetector(enabled bool) Option {
+	return func(o *options) { o.detectMutation = &enabled }
 }
 
 // Factory-only options; a single informer ignores them.

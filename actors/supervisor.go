@@ -25,6 +25,10 @@ type supervisor struct {
 
 	indexerPID, queuePID, reflectorPID *actor.PID
 	listeners                          map[indexer.ListenerID]*actor.PID
+
+	// stopDetector stops the cache mutation detector's goroutine and waits
+	// for it; nil when there is none.
+	stopDetector func()
 }
 
 // addListener spawns a listener for reg and subscribes it to the indexer.
@@ -50,6 +54,11 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.start(ctx)
+	case *actor.Stopped:
+		if s.stopDetector != nil {
+			s.stopDetector()
+			s.stopDetector = nil
+		}
 	case *addListener:
 		s.add(ctx, m.reg, m.initial)
 	case *removeListener:
@@ -65,6 +74,19 @@ func (s *supervisor) start(ctx actor.Context) {
 	inf := s.inf
 	core := indexer.NewCore(inf.store, inf.tel, time.Now)
 	core.SetResyncCheckPeriod(s.resyncCheck)
+	if s.stopDetector != nil { // a restart
+		s.stopDetector()
+		s.stopDetector = nil
+	}
+	if d := newMutationDetector(inf.opts, inf.example); d != nil {
+		core.SetMutationDetector(d)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			d.Run(stop)
+		}()
+		s.stopDetector = func() { close(stop); <-done }
+	}
 	s.indexerPID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return indexer.NewActor(core, inf.store) }))
 	s.queuePID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }))
 	// Handlers added before Run subscribe before the reflector exists, so

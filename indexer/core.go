@@ -58,6 +58,11 @@ type Core struct {
 	fire        func(gen uint64)
 
 	traced []tracedApply // scratch, reused across batches
+
+	// detector, when set, gets every object written to the cache (client-go's
+	// KUBE_CACHE_MUTATION_DETECTOR). Nil, the default, costs one check per
+	// delta.
+	detector cache.MutationDetector
 }
 
 type subscriber struct {
@@ -107,6 +112,13 @@ func (c *Core) SetClock(clk clock.WithDelayedExecution) {
 	c.clock = clk
 	c.now = clk.Now
 }
+
+// SetMutationDetector hands every object the core writes to the cache
+// (adds, updates, replacements and resyncs, not deletes) to d, which keeps a
+// copy and fails the process if a cached object changes: client-go's
+// informer feeds its cache mutation detector the same objects. Call it
+// before the first Apply; nil turns detection off.
+func (c *Core) SetMutationDetector(d cache.MutationDetector) { c.detector = d }
 
 // Store returns the cache the core writes.
 func (c *Core) Store() *Store { return c.store }
@@ -217,6 +229,9 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		switch d.Type {
 		case fifo.Added, fifo.Updated, fifo.Replaced, fifo.Sync:
 			old, existed := s.upsertLocked(d.Key, d.Object)
+			if c.detector != nil {
+				c.detector.AddObject(d.Object)
+			}
 			if existed {
 				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object)}
 			} else {

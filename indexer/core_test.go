@@ -807,3 +807,30 @@ func TestCoreRouteCompactsInChunks(t *testing.T) {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, want)
 	}
 }
+
+// recordingDetector is a cache.MutationDetector that records what it is fed.
+type recordingDetector struct{ added []any }
+
+func (d *recordingDetector) AddObject(obj any)   { d.added = append(d.added, obj) }
+func (d *recordingDetector) Run(<-chan struct{}) {}
+
+// TestCoreFeedsMutationDetector: every object written to the cache (add,
+// update, resync) goes to the mutation detector, as client-go's informer
+// feeds it from OnAdd and OnUpdate; deletes do not.
+func TestCoreFeedsMutationDetector(t *testing.T) {
+	a1, a2, b1 := pod("ns", "a", "1"), pod("ns", "a", "2"), pod("ns", "b", "1")
+	c, _ := newTestCore(NewStore(nil, nil))
+	c.Apply([]fifo.Delta{delta(fifo.Added, a1)})
+	d := &recordingDetector{}
+	c.SetMutationDetector(d)
+	c.Apply([]fifo.Delta{delta(fifo.Updated, a2), delta(fifo.Added, b1), delta(fifo.Sync, b1), delta(fifo.Deleted, a2)})
+	want := []any{a2, b1, b1}
+	if len(d.added) != len(want) {
+		t.Fatalf("detector got %d objects, want %d", len(d.added), len(want))
+	}
+	for i := range want {
+		if d.added[i] != want[i] {
+			t.Fatalf("object %d: got %v, want %v (the cached object itself)", i, d.added[i], want[i])
+		}
+	}
+}
