@@ -81,6 +81,8 @@ func NewSharedIndexInformer(lw cache.ListerWatcher, exampleObject runtime.Object
 		Informer: telemetry.InformerInfo{
 			Name: o.name, Group: o.gvr.Group, Version: o.gvr.Version, Resource: o.gvr.Resource,
 		},
+		DeltaSampler:          o.deltaSampler,
+		TraceparentAnnotation: o.traceparent(),
 	})
 	return &SharedIndexInformer{
 		lw:                lw,

@@ -26,6 +26,9 @@ type options struct {
 	useWatchList   *bool
 	pageSize       int64
 
+	deltaSampler          DeltaSampler
+	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
+
 	namespace string
 	tweak     func(*metav1.ListOptions)
 	transform cache.TransformFunc
