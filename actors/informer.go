@@ -114,6 +114,8 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		Informer: telemetry.InformerInfo{
 			Name: o.name, Group: o.gvr.Group, Version: o.gvr.Version, Resource: o.gvr.Resource,
 		},
+		DeltaSampler:          o.deltaSampler,
+		TraceparentAnnotation: o.traceparent(),
 	}
 	store := indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers)
 	if p := options.InformerMetricsProvider; p != nil && id.Reserved() {

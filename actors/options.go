@@ -27,6 +27,9 @@ type options struct {
 	pageSize       int64
 	detectMutation *bool
 
+	deltaSampler          DeltaSampler
+	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
+
 	namespace string
 	tweak     func(*metav1.ListOptions)
 	transform cache.TransformFunc

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Measures what tracing costs the pipeline (docs/performance.md, "Tracing
 # cost"): BenchmarkTracingCost built normally (no-op provider, SDK at 1 % and
-# at 100 % sampling) and built with -tags actorinformer_notrace (tracing
-# compiled out), run alternately, ROUNDS times each, one process per round.
+# at 100 % sampling, 1 % chosen by actors.SampleRatio before the SDK) and
+# built with -tags actorinformer_notrace (tracing compiled out), run
+# alternately, ROUNDS times each, one process per round.
 # Prints the medians and the ratios to the compiled-out build, then
 # benchstat's comparison of the two no-op builds when benchstat can be
 # fetched from the Go module proxy.

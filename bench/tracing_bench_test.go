@@ -75,11 +75,16 @@ func BenchmarkTracingCost(b *testing.B) {
 		benchTracing(b, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)))
 	})
 	b.Run("sdk-100pct", func(b *testing.B) { benchTracing(b, sdktrace.AlwaysSample()) })
+	// 1 % chosen by the informer's delta sampler before any span work; the
+	// provider samples every delta handed to it.
+	b.Run("deltasampler-1pct", func(b *testing.B) {
+		benchTracing(b, sdktrace.ParentBased(sdktrace.AlwaysSample()), actors.WithDeltaSampler(actors.SampleRatio(0.01)))
+	})
 }
 
-// benchTracing runs the stream b.N times through a fresh informer; a nil
-// sampler means no tracer provider at all (the default).
-func benchTracing(b *testing.B, sampler sdktrace.Sampler) {
+// benchTracing runs the stream b.N times through a fresh informer with
+// opts; a nil sampler means no tracer provider at all (the default).
+func benchTracing(b *testing.B, sampler sdktrace.Sampler, opts ...actors.Option) {
 	sz := tracingSize()
 	stream := tracingStreamFor(sz)
 	var tp trace.TracerProvider
@@ -96,7 +101,7 @@ func benchTracing(b *testing.B, sampler sdktrace.Sampler) {
 	b.StopTimer()
 	var cpu time.Duration
 	for range b.N {
-		cpu += runTracingStream(b, stream, sz, tp)
+		cpu += runTracingStream(b, stream, sz, tp, opts...)
 	}
 	events := float64(sz.updates * b.N)
 	b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
@@ -110,11 +115,12 @@ func benchTracing(b *testing.B, sampler sdktrace.Sampler) {
 // runTracingStream lists the pods (untimed), then times the updates from
 // the watch's first event to the last handler's last update. It returns the
 // process CPU time (all goroutines, GC included) spent meanwhile.
-func runTracingStream(b *testing.B, stream *tracingStream, sz tracingStreamSize, tp trace.TracerProvider) time.Duration {
+func runTracingStream(b *testing.B, stream *tracingStream, sz tracingStreamSize, tp trace.TracerProvider, extra ...actors.Option) time.Duration {
 	lw := &Source{Lists: []*corev1.PodList{stream.list}, Watches: [][]watch.Event{stream.events}}
 	lw.Gate()
 	var opts []actors.Option
 	opts = append(opts, actors.WithWatchList(false))
+	opts = append(opts, extra...)
 	if tp != nil {
 		opts = append(opts, actors.WithTracerProvider(tp))
 	}

@@ -77,8 +77,9 @@
 //
 // Tombstones and syncs are born in the queue, so it opens their root spans
 // (telemetry.T.StartDelta, with Config.Now as the start): tombstones link to
-// the list span of the Replace that made them. When tracing is off or the
-// sampler drops them, their Trace is nil. Every traced delta's
+// the list span of the Replace that made them. When tracing is off, or the
+// informer's delta sampler (telemetry.T.Choose) or the provider's sampler
+// drops them, their Trace is nil. Every traced delta's
 // Trace.QueueDepth is set, as it is queued, to the number of deltas queued
 // ahead of it (the in-flight batch not counted). Metrics are recorded once
 // per call: Queued, Dequeued and Merged, and Metrics.QueueBacklog tracks

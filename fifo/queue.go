@@ -352,7 +352,7 @@ func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, link
 	}
 	d := Delta{Type: Deleted, Key: key, Object: cache.DeletedFinalStateUnknown{Key: key, Obj: obj}}
 	if tracing {
-		d.Trace = q.t.StartDelta(Deleted.String(), objectMeta(key, obj), now, link)
+		d.Trace = q.startDelta(d, obj, now, link)
 	}
 	return d
 }
@@ -381,7 +381,7 @@ func (q *Queue) Resync() {
 		}
 		d := Delta{Type: Sync, Key: k, Object: obj}
 		if tracing {
-			d.Trace = q.t.StartDelta(Sync.String(), objectMeta(k, obj), now, trace.SpanContext{})
+			d.Trace = q.startDelta(d, obj, now, trace.SpanContext{})
 		}
 		q.push(d)
 		n++
@@ -582,6 +582,18 @@ func (q *Queue) setLen() {
 func isTombstone(obj any) bool {
 	_, ok := obj.(cache.DeletedFinalStateUnknown)
 	return ok
+}
+
+// startDelta opens the root span of a delta the queue makes (tombstone,
+// resync) if the informer's delta sampler chooses it; obj is the object
+// whose metadata the span records (a tombstone's last known one, or nil).
+// No writer link: these deltas come from no write.
+func (q *Queue) startDelta(d Delta, obj any, now time.Time, link trace.SpanContext) *telemetry.DeltaTrace {
+	m := objectMeta(d.Key, obj)
+	if !q.t.Choose(telemetry.DeltaInfo{Type: d.Type.CacheType(), Key: d.Key, Object: d.Object, ResourceVersion: m.ResourceVersion}) {
+		return nil
+	}
+	return q.t.StartDelta(d.Type.String(), m, now, link)
 }
 
 // objectMeta extracts what a root span records about obj, falling back to

@@ -49,9 +49,11 @@
 // queued; each delta's key is cache.DeletionHandlingMetaNamespaceKeyFunc of
 // the transformed object. As in client-go, list items are not type-checked.
 //
-// Tracing: every delta gets a root span (telemetry.T.StartDelta) when it is
-// born here; list items link to the list's span, which Replace.ListTrace
-// carries. With tracing off nothing is allocated for it and time is not read
+// Tracing: every delta the informer's delta sampler chooses
+// (telemetry.T.Choose, asked with the key and the transformed object) gets
+// a root span (telemetry.T.StartDelta) when it is born here; list items
+// link to the list's span, which Replace.ListTrace carries, and a sampled
+// delta to the writer's span in the object's traceparent annotation. With tracing off nothing is allocated for it and time is not read
 // per event.
 //
 // Structure: Machine is the whole decision logic as a plain state machine

@@ -647,12 +647,13 @@ func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object,
 		}
 	}
 	d := fifo.Delta{Type: t, Key: key, Object: o}
-	if m.tracing {
+	if m.tracing && m.tel.Choose(telemetry.DeltaInfo{Type: t.CacheType(), Key: key, Object: o, ResourceVersion: acc.GetResourceVersion()}) {
 		d.Trace = m.tel.StartDelta(t.String(), telemetry.ObjectMeta{
 			Namespace:       acc.GetNamespace(),
 			Name:            acc.GetName(),
 			UID:             string(acc.GetUID()),
 			ResourceVersion: acc.GetResourceVersion(),
+			Annotations:     acc.GetAnnotations(),
 		}, at, link)
 	}
 	return d, true

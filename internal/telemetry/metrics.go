@@ -28,6 +28,9 @@ const (
 	MetricListenerBacklog = "actorinformer.listener.backlog"
 	MetricHandlerDuration = "actorinformer.handler.duration"
 	MetricHandlerPanics   = "actorinformer.handler.panics"
+	// MetricTraceparentMalformed counts traceparent annotations that could
+	// not be parsed (on sampled deltas only: others are not parsed).
+	MetricTraceparentMalformed = "actorinformer.traceparent.malformed"
 )
 
 // Counters are always-on totals kept with atomics (a few nanoseconds per
@@ -44,6 +47,9 @@ type Counters struct {
 	QueueMerged     atomic.Int64
 	QueueBacklog    atomic.Int64
 	IndexerEvents   atomic.Int64
+	// TraceparentMalformed counts malformed traceparent annotations seen on
+	// sampled deltas.
+	TraceparentMalformed atomic.Int64
 }
 
 // Metrics records the pipeline's metrics. Methods may be called by multiple
@@ -56,6 +62,7 @@ type Metrics struct {
 	reflectorEvents, relists, watchRestarts, watchErrors, dropped metric.Int64Counter
 	queueIn, queueOut, queueMerged, indexerEvents                 metric.Int64Counter
 	listenerEvents, handlerPanics                                 metric.Int64Counter
+	traceparentMalformed                                          metric.Int64Counter
 	handlerDuration                                               metric.Float64Histogram
 	queueBacklog, listenerBacklog                                 metric.Int64ObservableGauge
 
@@ -97,6 +104,7 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 	ms.indexerEvents, _ = m.Int64Counter(MetricIndexerEvents, metric.WithUnit("{delta}"), metric.WithDescription("Deltas applied to the cache by the indexer."))
 	ms.listenerEvents, _ = m.Int64Counter(MetricListenerEvents, metric.WithUnit("{notification}"), metric.WithDescription("Notifications delivered to a handler."))
 	ms.handlerPanics, _ = m.Int64Counter(MetricHandlerPanics, metric.WithUnit("{panic}"), metric.WithDescription("Handler panics recovered by a listener."))
+	ms.traceparentMalformed, _ = m.Int64Counter(MetricTraceparentMalformed, metric.WithUnit("{annotation}"), metric.WithDescription("Malformed traceparent annotations on sampled deltas, ignored."))
 	ms.handlerDuration, _ = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"), metric.WithDescription("Handler execution time."))
 	ms.queueBacklog, _ = m.Int64ObservableGauge(MetricQueueBacklog, metric.WithUnit("{delta}"), metric.WithDescription("Deltas waiting in the delta queue."))
 	ms.listenerBacklog, _ = m.Int64ObservableGauge(MetricListenerBacklog, metric.WithUnit("{notification}"), metric.WithDescription("Notifications waiting in a listener's mailbox."))
@@ -229,5 +237,14 @@ func (m *Metrics) HandlerDuration(d time.Duration, handler metric.MeasurementOpt
 func (m *Metrics) HandlerPanic(handler metric.MeasurementOption) {
 	if m.Enabled() {
 		m.handlerPanics.Add(context.Background(), 1, handler)
+	}
+}
+
+// MalformedTraceparent counts a traceparent annotation that could not be
+// parsed.
+func (m *Metrics) MalformedTraceparent() {
+	m.Counters.TraceparentMalformed.Add(1)
+	if m.Enabled() {
+		m.traceparentMalformed.Add(context.Background(), 1, m.t.baseSet)
 	}
 }

@@ -87,6 +87,13 @@ type Config struct {
 	// RealFIFO feeds them.
 	QueuedItems       GaugeMetric
 	ProcessingLatency HistogramMetric
+	// DeltaSampler, when not nil, chooses the deltas that go on to the
+	// provider's sampler (Choose); the others get no span work at all.
+	DeltaSampler DeltaSampler
+	// TraceparentAnnotation names the object annotation holding the W3C
+	// traceparent of the writer's span, which a sampled delta's root span
+	// links to; "" turns the link off.
+	TraceparentAnnotation string
 }
 
 // GaugeMetric is client-go's cache.GaugeMetric.
@@ -120,12 +127,16 @@ type T struct {
 	roots     atomic.Pointer[rootOptions] // the last shared root span options
 	lastStart atomic.Int64                // UnixNano of the last root span's start
 	kind      trace.SpanStartOption       // the root spans' kind, boxed once
+
+	sampler     DeltaSampler // nil: every delta goes to the provider
+	traceparent string       // annotation with the writer's traceparent; "": none
 }
 
 // New builds a T. Nil providers and logger mean no-op.
 func New(cfg Config) *T {
 	t := &T{Logger: cfg.Logger, Info: cfg.Informer, kind: trace.WithSpanKind(trace.SpanKindConsumer),
-		QueuedItems: cfg.QueuedItems, ProcessingLatency: cfg.ProcessingLatency}
+		QueuedItems: cfg.QueuedItems, ProcessingLatency: cfg.ProcessingLatency,
+		sampler: cfg.DeltaSampler, traceparent: cfg.TraceparentAnnotation}
 	if t.Logger == nil {
 		t.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,12 +179,16 @@ func (t *T) BaseAttributes() []attribute.KeyValue { return t.base }
 // ObjectMeta is the little the root span needs to know about an object.
 type ObjectMeta struct {
 	Namespace, Name, UID, ResourceVersion string
+	// Annotations, when not nil, are searched for the writer's traceparent
+	// (Config.TraceparentAnnotation), once the span is known to record.
+	Annotations map[string]string
 }
 
 // StartDelta opens and closes the root span of one delta: the reflector
 // receiving it at start and handing it on now. link, when valid, points at
-// the list span the delta came from. It returns nil when tracing is off or the
-// sampler drops the delta.
+// the list span the delta came from; a valid traceparent in meta.Annotations
+// adds a link to the writer's span. It returns nil when tracing is off or the
+// sampler drops the delta. Callers ask Choose first: StartDelta does not.
 //
 // Most deltas are not sampled, so what happens before the sampler decides is
 // kept to the SDK's own cost: the sampler sees the span name, kind and link
@@ -200,6 +215,7 @@ func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link 
 		AttrResourceVersion.String(meta.ResourceVersion),
 	)
 	span.SetAttributes(attrs...)
+	t.writerLink(span, &meta)
 	now := time.Now()
 	span.End(trace.WithTimestamp(now))
 	return &DeltaTrace{Parent: span.SpanContext(), Since: now, ctx: ctx}
