@@ -204,11 +204,14 @@ func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
 	key := it.Key()
 	l.panics.Add(1)
 	l.tel.Metrics.HandlerPanic(l.mattrs)
-	logger := l.logger.WithValues("informer", l.tel.Info.Name, "handler", l.name, "key", key).WithCallDepth(4)
-	pctx := klog.NewContext(context.Background(), logger)
+	// The report itself is client-go's, word for word; what it cannot say
+	// (which informer, handler and object) follows on a line of its own.
+	pctx := klog.NewContext(context.Background(), l.logger.WithCallDepth(4))
 	for _, fn := range utilruntime.PanicHandlers {
 		fn(pctx, r)
 	}
+	l.logger.Error(nil, "Event handler panicked; its listener goes on with the next notification",
+		"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String())
 	l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
 		"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String(),
 		"panic", fmt.Sprint(r), "stack", stack)

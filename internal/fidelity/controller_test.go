@@ -728,9 +728,6 @@ func sortedListWatcher(source *fcache.FakeControllerSource) ListerWatcher {
 // The relists make this test slow (several seconds of reflector backoff).
 func TestReplaceEvents(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "a relist delivers its deletes (tombstones) after the updates and adds, not before them")
-		}
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()

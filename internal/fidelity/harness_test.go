@@ -3,7 +3,6 @@ package fidelity
 import (
 	"bytes"
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +13,6 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 )
-
-// strictEnv names the environment variable that turns the known differences
-// of ours back into failures.
-const strictEnv = "ACTORINFORMER_FIDELITY_STRICT"
 
 // informerImpl is one of the two informers every ported test runs on. Only
 // the constructors differ; the test body is the same.
@@ -90,18 +85,6 @@ func forEachInformer(t *testing.T, test func(t *testing.T, impl informerImpl)) {
 	for _, impl := range impls {
 		t.Run(impl.name, func(t *testing.T) { test(t, impl) })
 	}
-}
-
-// knownDifference marks a test that fails on ours for the given reason. It
-// skips the test unless ACTORINFORMER_FIDELITY_STRICT is set; in strict mode
-// it only logs the reason and the test runs: it fails as long as the
-// difference is there, and passes once it is fixed.
-func knownDifference(t *testing.T, reason string) {
-	t.Helper()
-	if os.Getenv(strictEnv) == "" {
-		t.Skipf("known difference of actorinformer: %s (set %s=1 to run this test)", reason, strictEnv)
-	}
-	t.Logf("known difference of actorinformer (strict mode, running): %s", reason)
 }
 
 // newFakeControllerSource is client-go's test helper of the same name

@@ -242,9 +242,6 @@ func TestIndexer(t *testing.T) {
 // through received(), under the listener's lock.
 func TestListenerResyncPeriods(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "resync scheduling: a handler with a 3 s period, on an informer whose resync check period is 1 s, gets no resync at 3 s")
-		}
 		synctest.Test(t, func(t *testing.T) { testListenerResyncPeriods(t, impl, 0) })
 	})
 }
@@ -607,9 +604,6 @@ func TestSharedInformerRemoveHandler(t *testing.T) {
 // removed from their own informer without error.
 func TestSharedInformerRemoveForeignHandler(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "RemoveEventHandler of another informer's registration returns an error instead of nil")
-		}
 		source := newFakeControllerSource(t)
 		source.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod1"}})
 
@@ -1113,9 +1107,6 @@ func TestShutdown(t *testing.T) {
 // handler's logger) is kept for both.
 func TestEventPanics(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "a handler's panic is logged through the informer's slog logger, not reported through utilruntime.HandleCrash/klog (\"Observed a panic\", with the handler's logger)")
-		}
 		testEventPanics(t, impl)
 	})
 }
@@ -1358,9 +1349,6 @@ func TestRemoveEventHandler_AsynchronousPanic(t *testing.T) {
 
 func TestRemoveEventHandler_SynchronousShutdown(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "registrations have no ShutdownChan(): ShutDownEventHandler returns \"handle does not support ShutdownChan()\"")
-		}
 		source := newFakeControllerSource(t)
 		informer := impl.NewSharedInformer(source, &v1.Pod{}, 0)
 
@@ -1428,9 +1416,6 @@ func TestRemoveEventHandler_SynchronousShutdown(t *testing.T) {
 
 func TestShutDownEventHandler_Lifecycles(t *testing.T) {
 	forEachInformer(t, func(t *testing.T, impl informerImpl) {
-		if impl.ours {
-			knownDifference(t, "registrations have no ShutdownChan(): ShutDownEventHandler returns \"handle does not support ShutdownChan()\"")
-		}
 		t.Run("InformerNeverStarted", func(t *testing.T) {
 			source := newFakeControllerSource(t)
 			informer := impl.NewSharedInformer(source, &v1.Pod{}, 0)
