@@ -202,7 +202,9 @@ func TestDeltaSamplerChoosesQueueDeltas(t *testing.T) {
 	src.Add(pod("ns", "a", 1))
 	src.Add(pod("ns", "b", 1))
 	rec, tp := recordingProvider(t)
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false),
+	// A resync check period of 1 s: with 0, client-go (and so ours) resyncs
+	// no handler, whatever period it asks for.
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, time.Second, nil, actors.WithWatchList(false),
 		actors.WithTracerProvider(tp), actors.WithDeltaSampler(actors.SampleKeys("ns/a")))
 	var mu sync.Mutex
 	resynced := map[string]int{}
