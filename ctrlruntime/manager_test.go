@@ -308,6 +308,9 @@ func testManager(t *testing.T, cfg *rest.Config, impl string) {
 	}
 
 	stop()
+	if ours && !informers.ActorSystem().IsStopped() {
+		t.Error("the informers' actor system is still running after the manager stopped")
+	}
 	checkTraces(t, exp, ours, cms.observations(), secrets.observations(), secretName+"/Secret.v1")
 
 	if err := direct.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
