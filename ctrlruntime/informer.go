@@ -47,7 +47,8 @@ func NewInformer(opts ...actors.Option) NewInformerFunc {
 // manager's) in one shared actor system, and shuts that system down when the
 // cache stops. Give a manager [Informers.NewCache] as manager.Options.NewCache;
 // or give [Informers.NewInformer] to cache.Options.NewInformer and call
-// [Informers.Shutdown] once the cache has stopped.
+// [Informers.Shutdown] once the cache has stopped. Use one Informers per
+// manager (cache): the system is shut down when its cache stops.
 //
 // Its methods may be called by multiple goroutines simultaneously.
 type Informers struct {
