@@ -22,7 +22,7 @@ import (
 // cluster: Reconcile's ctx carries the processing span, and only during
 // that processing.
 func TestTracingReconcilerSpan(t *testing.T) {
-	defer goleak.VerifyNone(t, leakOptions()...)
+	defer goleak.VerifyNone(t, leakOptions(goleak.IgnoreCurrent())...)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
