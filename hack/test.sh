@@ -28,6 +28,10 @@ go test -race -count=1 -timeout 45m ./...
 # Jaeger test needs spans, and the rest repeats the real-cluster runs.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
 	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster)
+# The controller-runtime module (its own go.mod, so ./... above skips it):
+# vetted in both builds, its tests (a manager on the real cluster) with -race.
+(cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&
+	go test -race -count=1 -timeout 20m ./...)
 if [[ -d bench ]]; then
 	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/...
 fi

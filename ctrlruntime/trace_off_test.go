@@ -1,0 +1,5 @@
+//go:build actorinformer_notrace
+
+package ctrlruntime_test
+
+const tracingCompiled = false
