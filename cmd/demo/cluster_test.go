@@ -18,6 +18,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
+	"github.com/actorinformer/actorinformer/workqueue"
 )
 
 // TestDemoWatchesARealCluster runs the demo against a kube-apiserver through
@@ -62,7 +63,7 @@ func TestDemoWatchesARealCluster(t *testing.T) {
 	}()
 
 	setOTelEnv(t)
-	cfg := config{kubeconfig: kubeconfig, duration: 2500 * time.Millisecond, interval: 500 * time.Millisecond, handlers: 2, logLevel: "off"}
+	cfg := config{kubeconfig: kubeconfig, duration: 2500 * time.Millisecond, interval: 500 * time.Millisecond, handlers: 2, workers: 1, logLevel: "off"}
 	var out bytes.Buffer
 	if err := run(ctx, cfg, &out, io.Discard); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -74,16 +75,22 @@ func TestDemoWatchesARealCluster(t *testing.T) {
 	if !strings.Contains(s, "cluster: kubeconfig "+kubeconfig) {
 		t.Errorf("output does not name the kubeconfig:\n%s", s)
 	}
-	for _, h := range []string{"trace", "count"} {
+	for _, h := range []string{"controller", "count"} {
 		if r := handlerTotals(t, s)[h]; r[0] != before+during {
 			t.Errorf("handler %s got %d events, want %d\n%s", h, r[0], before+during, s)
 		}
 	}
+	// Every pod has a key of its own: at least one reconcile each.
+	if n := reconciles(t, s); n < before+during {
+		t.Errorf("%d reconciles, want at least %d\n%s", n, before+during, s)
+	}
 }
 
 // TestDemoExportsToJaeger runs the demo with OTEL_TRACES_EXPORTER=otlp and
-// finds, in Jaeger, under the default service name, a delta's trace with the
-// tracing handler's own span under its handler span.
+// finds, in Jaeger, under the default service name, the controller's
+// demo.reconcile span under a workqueue.process span that links
+// (FOLLOWS_FROM) to the handler span of a delta's trace, from
+// reflector.receive.
 func TestDemoExportsToJaeger(t *testing.T) {
 	informertest.NeedsTracing(t)
 	j := testcluster.StartJaeger(t)
@@ -93,7 +100,7 @@ func TestDemoExportsToJaeger(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+j.OTLPHTTPEndpoint(),
 		"OTEL_TRACES_SAMPLER", "traceidratio",
 		"OTEL_TRACES_SAMPLER_ARG", "0.5")
-	cfg := config{rate: 100, pods: 20, namespaces: 2, duration: time.Second, interval: 500 * time.Millisecond, handlers: 2, logLevel: "off"}
+	cfg := config{rate: 100, pods: 20, namespaces: 2, duration: time.Second, interval: 500 * time.Millisecond, handlers: 2, workers: 1, logLevel: "off"}
 	var out bytes.Buffer
 	if err := run(context.Background(), cfg, &out, io.Discard); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -102,17 +109,20 @@ func TestDemoExportsToJaeger(t *testing.T) {
 		t.Errorf("banner:\n%s", out.String())
 	}
 	j.WaitForTraces(t, defaultServiceName, 30*time.Second, func(traces []testcluster.JaegerTrace) bool {
+		byID := map[string]testcluster.JaegerTrace{}
 		for _, tr := range traces {
-			names := map[string]string{} // span ID -> operation
-			for _, s := range tr.Spans {
-				names[s.SpanID] = s.OperationName
-			}
+			byID[tr.TraceID] = tr
+		}
+		for _, tr := range traces {
 			for _, s := range tr.Spans {
 				if s.OperationName != userSpanName {
 					continue
 				}
 				for _, ref := range s.References {
-					if ref.RefType == "CHILD_OF" && names[ref.SpanID] == "handler" && hasOperation(tr, "reflector.receive") {
+					if ref.RefType != "CHILD_OF" {
+						continue
+					}
+					if parent, ok := spanOf(tr, ref.SpanID); ok && parent.OperationName == workqueue.SpanProcess && linksToDelta(parent, byID) {
 						return true
 					}
 				}
@@ -120,6 +130,33 @@ func TestDemoExportsToJaeger(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// linksToDelta reports whether s has a FOLLOWS_FROM reference to a handler
+// span of another trace of traces that holds reflector.receive.
+func linksToDelta(s testcluster.JaegerSpan, traces map[string]testcluster.JaegerTrace) bool {
+	for _, ref := range s.References {
+		if ref.RefType != "FOLLOWS_FROM" || ref.TraceID == s.TraceID {
+			continue
+		}
+		delta, ok := traces[ref.TraceID]
+		if !ok {
+			continue
+		}
+		if h, ok := spanOf(delta, ref.SpanID); ok && h.OperationName == "handler" && hasOperation(delta, "reflector.receive") {
+			return true
+		}
+	}
+	return false
+}
+
+func spanOf(tr testcluster.JaegerTrace, spanID string) (testcluster.JaegerSpan, bool) {
+	for _, s := range tr.Spans {
+		if s.SpanID == spanID {
+			return s, true
+		}
+	}
+	return testcluster.JaegerSpan{}, false
 }
 
 func hasOperation(tr testcluster.JaegerTrace, op string) bool {

@@ -1,6 +1,7 @@
 // Command demo runs actorinformer's SharedIndexInformer on pods and prints
 // what flows through each stage every second, the totals at the end, and one
-// delta's trace from the watch to every handler.
+// delta's trace from the watch to every handler, then on to the reconcile of
+// its key by a controller's worker, through the traced workqueue.
 //
 // With no flags it needs no cluster: a simulated one (client-go's fake
 // clientset and a workload generator) creates, updates and deletes pods.

@@ -13,9 +13,13 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 )
 
-// userSpanName is the span the tracing handler starts under the delta's
-// handler span, standing for the user's own work.
+// userSpanName is the span that stands for the user's own work: the
+// controller's reconcile, under the queue's workqueue.process span, or (with
+// --workers 0) the tracing handler's, under the delta's handler span.
 const userSpanName = "demo.reconcile"
+
+// demoScope is the instrumentation scope of the demo's own spans.
+const demoScope = "github.com/actorinformer/actorinformer/cmd/demo"
 
 // demoHandler is one of the demo's event handlers and its call counter,
 // which the handler's listener increments while the summary reads it.
@@ -41,19 +45,25 @@ func (h *demoHandler) register(inf *actors.SharedIndexInformer) error {
 	return err
 }
 
-// newHandlers builds the demo's handlers: a context-aware one that traces
-// its own work under the delta's span, then the slow and the panicking ones
-// if asked for, then plain counters, n in all (at least as many as the
-// special ones).
-func newHandlers(n int, slow time.Duration, panicEvery int, tp trace.TracerProvider) []*demoHandler {
+// newHandlers builds the demo's handlers: a context-aware one, ctl's
+// enqueuer (named "controller") or, if ctl is nil, one that traces its own
+// work under the delta's span (named "trace"), then the slow and the
+// panicking ones if asked for, then plain counters, n in all (at least as
+// many as the special ones).
+func newHandlers(n int, slow time.Duration, panicEvery int, tp trace.TracerProvider, ctl *controller) []*demoHandler {
 	var hs []*demoHandler
 	add := func(label string) *demoHandler {
 		h := &demoHandler{label: label}
 		hs = append(hs, h)
 		return h
 	}
-	h := add("trace")
-	h.handler = &tracer{calls: &h.calls, tracer: tp.Tracer("github.com/actorinformer/actorinformer/cmd/demo")}
+	if ctl != nil {
+		h := add("controller")
+		h.handler = &enqueuer{calls: &h.calls, queue: ctl.queue}
+	} else {
+		h := add("trace")
+		h.handler = &tracer{calls: &h.calls, tracer: tp.Tracer(demoScope)}
+	}
 	if slow > 0 {
 		h := add("slow")
 		h.handler = &sleeper{calls: &h.calls, d: slow}

@@ -15,8 +15,13 @@ const usageHeader = `Usage: demo [flags]
 
 Runs actorinformer's informer on pods and prints, every second, the events per
 second through each stage (reflector, queue, indexer, every handler), the
-cache size, handler backlogs and panics; at exit the totals per handler and
-the trace of one delta from the watch to every handler.
+cache size, handler backlogs and panics, and the controller's queue depth and
+reconciles; at exit the totals per handler and the trace of one delta from
+the watch to every handler, then on to the controller's reconcile of it.
+
+The first handler is a controller's: it adds the pod's key to a traced
+workqueue, whose workers reconcile it under a workqueue.process span linked
+to the delta's handler span (--workers 0: the handler traces its work itself).
 
 Cluster: --kubeconfig, else $KUBECONFIG, else the in-cluster config when
 running in a pod, else (the default) a simulated cluster: client-go's fake
@@ -71,7 +76,8 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.Uint64Var(&cfg.seed, "seed", 1, "simulated cluster: workload random seed")
 	fs.DurationVar(&cfg.duration, "duration", 0, "stop after this long (default: until Ctrl-C or SIGTERM)")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "time between summary lines")
-	fs.IntVar(&cfg.handlers, "handlers", 3, "event handlers: a context-aware one that starts a child span, then the slow and panicking ones if enabled, then counters")
+	fs.IntVar(&cfg.handlers, "handlers", 3, "event handlers: the controller's (with --workers 0 a context-aware one that starts a child span), then the slow and panicking ones if enabled, then counters")
+	fs.IntVar(&cfg.workers, "workers", 1, "controller workers taking pod keys from the traced workqueue; 0 = no controller, the first handler traces its work in place")
 	fs.DurationVar(&cfg.slowHandler, "slow-handler", 0, "add a handler that sleeps this long per event (e.g. 2ms), to see its backlog grow (without bound, as in client-go) while the others keep up")
 	fs.IntVar(&cfg.panicEvery, "panic-every", 0, "add a handler that panics on every N-th event, to see panics isolated (0 = none)")
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
@@ -83,6 +89,11 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
 		fmt.Fprintln(errOut, err)
 		fs.Usage()
+		return cfg, err
+	}
+	if cfg.workers < 0 {
+		err := fmt.Errorf("--workers must not be negative")
+		fmt.Fprintln(errOut, err)
 		return cfg, err
 	}
 	if cfg.interval <= 0 {

@@ -47,9 +47,10 @@ type otelSetup struct {
 //     autoexport's reader (otlp, console, prometheus).
 //   - OTEL_SERVICE_NAME (default actorinformer-demo), OTEL_RESOURCE_ATTRIBUTES.
 //
-// handlers is the number of handlers a delta is delivered to, so the span
-// keeper knows when a delta's trace is complete.
-func setupTelemetry(ctx context.Context, handlers int) (*otelSetup, error) {
+// handlers is the number of handlers a delta is delivered to, and
+// controller whether a controller processes the deltas, so the span keeper
+// knows when a delta's traces are complete.
+func setupTelemetry(ctx context.Context, handlers int, controller bool) (*otelSetup, error) {
 	t := &otelSetup{tracerProvider: tracenoop.NewTracerProvider(), traces: "off", metrics: "off"}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", defaultServiceName)),
@@ -59,7 +60,7 @@ func setupTelemetry(ctx context.Context, handlers int) (*otelSetup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
-	if err := t.setupTraces(ctx, res, handlers); err != nil {
+	if err := t.setupTraces(ctx, res, handlers, controller); err != nil {
 		return nil, errors.Join(err, t.shutdown(ctx))
 	}
 	if err := t.setupMetrics(ctx, res); err != nil {
@@ -68,12 +69,12 @@ func setupTelemetry(ctx context.Context, handlers int) (*otelSetup, error) {
 	return t, nil
 }
 
-func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, handlers int) error {
+func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, handlers int, controller bool) error {
 	exporter := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
 	if exporter == "none" {
 		return nil
 	}
-	t.keeper = newSpanKeeper(handlers)
+	t.keeper = newSpanKeeper(handlers, controller)
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanProcessor(t.keeper)}
 	// Without a sampler option the SDK follows OTEL_TRACES_SAMPLER, and
 	// samples everything when it is unset.
@@ -81,8 +82,8 @@ func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, han
 	if s := os.Getenv("OTEL_TRACES_SAMPLER"); s != "" {
 		sampling = "OTEL_TRACES_SAMPLER=" + s
 	} else if exporter == "" {
-		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(defaultSampleRatio))))
-		sampling = fmt.Sprintf("%g%% of deltas", defaultSampleRatio*100)
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(followLinks{sdktrace.TraceIDRatioBased(defaultSampleRatio)})))
+		sampling = fmt.Sprintf("%g%% of deltas and their processing", defaultSampleRatio*100)
 	}
 	if exporter == "" {
 		t.traces = "in memory, " + sampling + "; one delta printed at exit (OTEL_TRACES_EXPORTER=otlp|console|none to change)"
@@ -125,3 +126,23 @@ func (t *otelSetup) shutdown(ctx context.Context) error {
 	t.shutdowns = nil
 	return errors.Join(errs...)
 }
+
+// followLinks samples a root span that links to a sampled span, such as a
+// workqueue.process span linked to a sampled delta's handler span, and
+// leaves the others to base. Sampled apart, a delta and its processing
+// would be both sampled only at the square of the ratio.
+type followLinks struct{ base sdktrace.Sampler }
+
+func (s followLinks) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	for _, l := range p.Links {
+		if l.SpanContext.IsSampled() {
+			return sdktrace.SamplingResult{
+				Decision:   sdktrace.RecordAndSample,
+				Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),
+			}
+		}
+	}
+	return s.base.ShouldSample(p)
+}
+
+func (s followLinks) Description() string { return "FollowLinks{" + s.base.Description() + "}" }

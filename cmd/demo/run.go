@@ -36,6 +36,7 @@ type config struct {
 	interval    time.Duration
 	resync      time.Duration
 	handlers    int
+	workers     int // controller workers; 0: no controller
 	slowHandler time.Duration
 	panicEvery  int
 	logLevel    string
@@ -54,7 +55,7 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg))
+	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg), cfg.workers > 0)
 	if err != nil {
 		return err
 	}
@@ -80,13 +81,16 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	}
 	fmt.Fprintf(out, "cluster: %s\ntraces:  %s\nmetrics: %s\n", source, tel.traces, tel.metrics)
 
-	factory, inf, handlers, err := newInformer(client, cfg, tel, logger)
+	factory, inf, ctl, handlers, err := newInformer(client, cfg, tel, logger)
 	if err != nil {
 		return err
 	}
+	if ctl != nil {
+		ctl.start()
+	}
 	start := time.Now()
 	factory.Start(ctx.Done())
-	sum := newSummary(out, inf, handlers, start)
+	sum := newSummary(out, inf, handlers, ctl, start)
 	waitForSync(ctx, out, factory, inf, handlers, start)
 
 	var wg sync.WaitGroup
@@ -104,6 +108,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	stopLoad()
 	wg.Wait()
 	factory.Shutdown()
+	if ctl != nil {
+		ctl.stop() // after the informer: no handler adds a key any more
+	}
 	sum.final(end, time.Since(end))
 	if load != nil {
 		fmt.Fprintf(out, "workload after the initial %d pods: %d creates, %d updates, %d deletes\n",
@@ -114,8 +121,10 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 }
 
 // newInformer creates a factory with the pod informer, passing it the
-// telemetry providers and logger, and registers the demo's handlers.
-func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger *slog.Logger) (*actors.Factory, *actors.SharedIndexInformer, []*demoHandler, error) {
+// telemetry providers and logger, the controller (nil with --workers 0) on
+// the informer's cache, and registers the demo's handlers. The caller
+// starts and stops the controller.
+func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger *slog.Logger) (*actors.Factory, *actors.SharedIndexInformer, *controller, []*demoHandler, error) {
 	opts := []actors.Option{
 		actors.WithTracerProvider(tel.tracerProvider),
 		actors.WithLogger(logger),
@@ -128,14 +137,22 @@ func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger
 	}
 	factory := actors.NewFactory(client, cfg.resync, opts...)
 	inf := actors.Pods(factory).Informer()
-	handlers := newHandlers(handlerCount(cfg), cfg.slowHandler, cfg.panicEvery, tel.tracerProvider)
+	var ctl *controller
+	if cfg.workers > 0 {
+		queueOpts := []actors.Option{actors.WithTracerProvider(tel.tracerProvider)}
+		if tel.meterProvider != nil {
+			queueOpts = append(queueOpts, actors.WithMeterProvider(tel.meterProvider))
+		}
+		ctl = newController(inf.GetIndexer(), cfg.workers, tel.tracerProvider, queueOpts...)
+	}
+	handlers := newHandlers(handlerCount(cfg), cfg.slowHandler, cfg.panicEvery, tel.tracerProvider, ctl)
 	for _, h := range handlers {
 		if err := h.register(inf); err != nil {
 			factory.Shutdown()
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return factory, inf, handlers, nil
+	return factory, inf, ctl, handlers, nil
 }
 
 // waitForSync waits for the first list to reach the handlers and says so.
@@ -155,7 +172,7 @@ func waitForSync(ctx context.Context, out io.Writer, f *actors.Factory, inf *act
 }
 
 // handlerCount is how many handlers the demo registers: --handlers, but at
-// least the tracing one plus the slow and panicking ones asked for.
+// least the first (controller or tracing) one plus the slow and panicking ones asked for.
 func handlerCount(cfg config) int {
 	n := 1
 	if cfg.slowHandler > 0 {
@@ -186,13 +203,18 @@ func printTrace(out io.Writer, tel *otelSetup) {
 	if tel.keeper == nil {
 		return
 	}
-	spans := tel.keeper.Kept()
-	if len(spans) == 0 {
+	delta, process := tel.keeper.Kept()
+	if len(delta) == 0 {
 		fmt.Fprintln(out, "\nno complete traced delta was recorded (too few events sampled?)")
 		return
 	}
-	fmt.Fprintf(out, "\none traced delta, from the watch to every handler (trace %s):\n", spans[0].SpanContext().TraceID())
-	writeSpanTree(out, spans)
+	if len(process) == 0 {
+		fmt.Fprintf(out, "\none traced delta, from the watch to every handler (trace %s):\n", delta[0].SpanContext().TraceID())
+	} else {
+		fmt.Fprintf(out, "\none traced delta, from the watch to every handler (trace %s),\nthen the controller's processing of its key (trace %s, linked from the controller's handler span):\n",
+			delta[0].SpanContext().TraceID(), process[0].SpanContext().TraceID())
+	}
+	writeSpanTree(out, delta, process)
 }
 
 // openCluster returns the client to watch: a real cluster's from a

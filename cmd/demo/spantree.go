@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/workqueue"
 )
 
 // maxPartialTraces bounds the traces the keeper follows at once; traces
@@ -27,23 +29,34 @@ const maxPartialTraces = 256
 
 // spanKeeper is a span processor that keeps the spans of one complete
 // delta: its root span, the queue and indexer spans, a listener and handler
-// span per handler, and the tracing handler's own span. It prefers an
-// Updated delta from the watch, and stops collecting once it has one, so it
-// costs nothing afterwards. Its methods may be called by multiple goroutines
-// simultaneously.
+// span per handler, and the tracing handler's own span; with a controller,
+// instead of the latter, the trace of the key's processing linked to the
+// delta's handler span: its workqueue.process span and the reconcile span
+// under it. It prefers an Updated delta from the watch, and stops collecting
+// once it has one, so it costs nothing afterwards. Its methods may be called
+// by multiple goroutines simultaneously.
 type spanKeeper struct {
-	handlers int
-	done     atomic.Bool
+	handlers   int
+	controller bool
+	done       atomic.Bool
 
 	mu      sync.Mutex
 	partial map[trace.TraceID][]sdktrace.ReadOnlySpan
-	kept    []sdktrace.ReadOnlySpan
+	// With a controller, the complete deltas and processings whose
+	// counterpart has not ended yet: a worker may be done with a key before
+	// the handler that added it returns.
+	deltas, processes map[trace.TraceID][]sdktrace.ReadOnlySpan
+	kept, keptProcess []sdktrace.ReadOnlySpan
 }
 
 var _ sdktrace.SpanProcessor = (*spanKeeper)(nil)
 
-func newSpanKeeper(handlers int) *spanKeeper {
-	return &spanKeeper{handlers: handlers, partial: map[trace.TraceID][]sdktrace.ReadOnlySpan{}}
+func newSpanKeeper(handlers int, controller bool) *spanKeeper {
+	return &spanKeeper{
+		handlers: handlers, controller: controller,
+		partial: map[trace.TraceID][]sdktrace.ReadOnlySpan{},
+		deltas:  map[trace.TraceID][]sdktrace.ReadOnlySpan{}, processes: map[trace.TraceID][]sdktrace.ReadOnlySpan{},
+	}
 }
 
 func (k *spanKeeper) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
@@ -60,29 +73,80 @@ func (k *spanKeeper) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	id := s.SpanContext().TraceID()
-	spans, ok := k.partial[id]
-	if !ok && len(k.partial) >= maxPartialTraces {
-		for old := range k.partial {
-			delete(k.partial, old)
-			break
+	spans := addBounded(k.partial, id, s)
+	switch {
+	case k.completeDelta(spans):
+		delete(k.partial, id)
+		if !k.controller {
+			k.keep(spans, nil)
+			return
 		}
-	}
-	spans = append(spans, s)
-	k.partial[id] = spans
-	if !k.complete(spans) {
-		return
-	}
-	delete(k.partial, id)
-	if k.kept == nil || rootAttr(spans, telemetry.AttrDeltaType) == "Updated" {
-		k.kept = spans
-	}
-	if rootAttr(spans, telemetry.AttrDeltaType) == "Updated" {
-		k.done.Store(true)
-		k.partial = nil
+		for pid, proc := range k.processes {
+			if linksInto(proc, spans) {
+				delete(k.processes, pid)
+				k.keep(spans, proc)
+				return
+			}
+		}
+		setBounded(k.deltas, id, spans)
+	case k.controller && s.Name() == workqueue.SpanProcess && hasSpan(spans, userSpanName):
+		delete(k.partial, id)
+		for did, delta := range k.deltas {
+			if linksInto(spans, delta) {
+				delete(k.deltas, did)
+				k.keep(delta, spans)
+				return
+			}
+		}
+		setBounded(k.processes, id, spans)
 	}
 }
 
-func (k *spanKeeper) complete(spans []sdktrace.ReadOnlySpan) bool {
+// keep keeps a complete delta and, with a controller, its processing,
+// unless an Updated delta is kept already.
+func (k *spanKeeper) keep(delta, process []sdktrace.ReadOnlySpan) {
+	updated := rootAttr(delta, telemetry.AttrDeltaType) == "Updated"
+	if k.kept == nil || updated {
+		k.kept, k.keptProcess = delta, process
+	}
+	if updated {
+		k.done.Store(true)
+		k.partial, k.deltas, k.processes = nil, nil, nil
+	}
+}
+
+// addBounded appends s to m[id], first forgetting another trace if m is
+// full: traces that never complete (list spans, deltas a handler was
+// removed from) make room.
+func addBounded(m map[trace.TraceID][]sdktrace.ReadOnlySpan, id trace.TraceID, s sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+	spans, ok := m[id]
+	if !ok {
+		makeRoom(m)
+	}
+	spans = append(spans, s)
+	m[id] = spans
+	return spans
+}
+
+func setBounded(m map[trace.TraceID][]sdktrace.ReadOnlySpan, id trace.TraceID, spans []sdktrace.ReadOnlySpan) {
+	makeRoom(m)
+	m[id] = spans
+}
+
+func makeRoom(m map[trace.TraceID][]sdktrace.ReadOnlySpan) {
+	if len(m) < maxPartialTraces {
+		return
+	}
+	for old := range m {
+		delete(m, old)
+		return
+	}
+}
+
+// completeDelta reports whether spans hold a whole delta's trace: with a
+// controller up to the handler spans, without one also the tracing
+// handler's span.
+func (k *spanKeeper) completeDelta(spans []sdktrace.ReadOnlySpan) bool {
 	var root, queue, apply, deliver, handler, user int
 	for _, s := range spans {
 		switch s.Name() {
@@ -100,14 +164,33 @@ func (k *spanKeeper) complete(spans []sdktrace.ReadOnlySpan) bool {
 			user++
 		}
 	}
-	return root == 1 && queue >= 1 && apply >= 1 && deliver >= k.handlers && handler >= k.handlers && user >= 1
+	return root == 1 && queue >= 1 && apply >= 1 && deliver >= k.handlers && handler >= k.handlers && (k.controller || user >= 1)
 }
 
-// Kept returns the spans of the delta kept so far, or nil.
-func (k *spanKeeper) Kept() []sdktrace.ReadOnlySpan {
+func hasSpan(spans []sdktrace.ReadOnlySpan, name string) bool {
+	return slices.ContainsFunc(spans, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == name })
+}
+
+// linksInto reports whether a span of from links to a span of to.
+func linksInto(from, to []sdktrace.ReadOnlySpan) bool {
+	for _, s := range from {
+		for _, l := range s.Links() {
+			for _, t := range to {
+				if t.SpanContext().SpanID() == l.SpanContext.SpanID() && t.SpanContext().TraceID() == l.SpanContext.TraceID() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Kept returns the spans of the delta kept so far and those of its
+// processing (nil without a controller), or nils.
+func (k *spanKeeper) Kept() (delta, process []sdktrace.ReadOnlySpan) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return slices.Clone(k.kept)
+	return slices.Clone(k.kept), slices.Clone(k.keptProcess)
 }
 
 func rootAttr(spans []sdktrace.ReadOnlySpan, key attribute.Key) string {
@@ -128,66 +211,94 @@ func attr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	return ""
 }
 
-// writeSpanTree prints spans as an indented tree, children in start order,
-// with each span's start offset from the first root and its duration.
-func writeSpanTree(w io.Writer, spans []sdktrace.ReadOnlySpan) {
-	if len(spans) == 0 {
-		return
-	}
-	ids := map[trace.SpanID]bool{}
-	for _, s := range spans {
-		ids[s.SpanContext().SpanID()] = true
-	}
-	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
-	var roots []sdktrace.ReadOnlySpan
-	for _, s := range spans {
-		if p := s.Parent().SpanID(); s.Parent().IsValid() && ids[p] {
-			children[p] = append(children[p], s)
-		} else {
-			roots = append(roots, s)
+// writeSpanTree prints the spans of each trace as an indented tree,
+// children in start order, with each span's start offset from the first
+// root of the first trace and its duration. Under a span with links, a line
+// names each linked span (if among those printed) and its trace.
+func writeSpanTree(w io.Writer, traces ...[]sdktrace.ReadOnlySpan) {
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, spans := range traces {
+		for _, s := range spans {
+			byID[s.SpanContext().SpanID()] = s
 		}
 	}
 	byStart := func(a, b sdktrace.ReadOnlySpan) int {
 		return cmp.Or(a.StartTime().Compare(b.StartTime()), cmp.Compare(a.Name(), b.Name()))
 	}
-	slices.SortFunc(roots, byStart)
-	for _, c := range children {
-		slices.SortFunc(c, byStart)
-	}
-
 	type line struct {
 		label string
-		s     sdktrace.ReadOnlySpan
+		s     sdktrace.ReadOnlySpan // nil: a link line, label is all
 	}
 	var lines []line
-	var walk func(s sdktrace.ReadOnlySpan, prefix, branch string)
-	walk = func(s sdktrace.ReadOnlySpan, prefix, branch string) {
-		lines = append(lines, line{prefix + branch + s.Name(), s})
-		switch branch {
-		case "├─ ":
-			prefix += "│  "
-		case "└─ ":
-			prefix += "   "
-		}
-		kids := children[s.SpanContext().SpanID()]
-		for i, c := range kids {
-			if i == len(kids)-1 {
-				walk(c, prefix, "└─ ")
+	var t0 time.Time
+	for _, spans := range traces {
+		children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
+		var roots []sdktrace.ReadOnlySpan
+		for _, s := range spans {
+			if p := s.Parent().SpanID(); s.Parent().IsValid() && byID[p] != nil {
+				children[p] = append(children[p], s)
 			} else {
-				walk(c, prefix, "├─ ")
+				roots = append(roots, s)
 			}
 		}
-	}
-	for _, r := range roots {
-		walk(r, "", "")
+		if len(roots) == 0 {
+			continue
+		}
+		slices.SortFunc(roots, byStart)
+		for _, c := range children {
+			slices.SortFunc(c, byStart)
+		}
+		if t0.IsZero() {
+			t0 = roots[0].StartTime()
+		}
+		var walk func(s sdktrace.ReadOnlySpan, prefix, branch string)
+		walk = func(s sdktrace.ReadOnlySpan, prefix, branch string) {
+			lines = append(lines, line{prefix + branch + s.Name(), s})
+			switch branch {
+			case "├─ ":
+				prefix += "│  "
+			case "└─ ":
+				prefix += "   "
+			}
+			kids := children[s.SpanContext().SpanID()]
+			bar := "   "
+			if len(kids) > 0 {
+				bar = "│  "
+			}
+			for _, l := range s.Links() {
+				from := "span " + l.SpanContext.SpanID().String() + " (not shown)"
+				if t, ok := byID[l.SpanContext.SpanID()]; ok {
+					from = strings.TrimSpace(t.Name() + " " + spanDetails(t))
+				}
+				lines = append(lines, line{label: prefix + bar + "linked from " + from + " in trace " + l.SpanContext.TraceID().String()})
+			}
+			for i, c := range kids {
+				if i == len(kids)-1 {
+					walk(c, prefix, "└─ ")
+				} else {
+					walk(c, prefix, "├─ ")
+				}
+			}
+		}
+		for _, r := range roots {
+			walk(r, "", "")
+		}
 	}
 	width := 0
 	for _, l := range lines {
-		width = max(width, utf8.RuneCountInString(l.label))
+		if l.s != nil {
+			width = max(width, utf8.RuneCountInString(l.label))
+		}
 	}
-	t0 := roots[0].StartTime()
+	if len(lines) == 0 {
+		return
+	}
 	fmt.Fprintf(w, "  %-*s %9s %9s\n", width, "span", "start", "duration")
 	for _, l := range lines {
+		if l.s == nil {
+			fmt.Fprintf(w, "  %s\n", l.label)
+			continue
+		}
 		pad := strings.Repeat(" ", width-utf8.RuneCountInString(l.label))
 		fmt.Fprintf(w, "  %s%s %9s %9s  %s\n", l.label, pad,
 			"+"+fmtDuration(l.s.StartTime().Sub(t0)), fmtDuration(l.s.EndTime().Sub(l.s.StartTime())), spanDetails(l.s))
@@ -215,9 +326,18 @@ func spanDetails(s sdktrace.ReadOnlySpan) string {
 	case telemetry.SpanListener, telemetry.SpanHandler:
 		h := attr(s, telemetry.AttrHandler)
 		add("handler=", h[strings.LastIndexByte(h, '/')+1:])
+	case workqueue.SpanProcess:
+		add("item=", attr(s, workqueue.AttrItem))
+		add("adds=", attr(s, workqueue.AttrAdds))
+		if wait, err := strconv.ParseFloat(attr(s, workqueue.AttrWait), 64); err == nil {
+			add("wait=", fmtDuration(time.Duration(wait*float64(time.Second))))
+		}
+		add("requeues=", attr(s, workqueue.AttrRequeues))
 	case userSpanName:
 		add("", attr(s, "demo.event"))
 		add("", attr(s, "demo.key"))
+		add("", attr(s, "demo.result"))
+		add("rv=", attr(s, "demo.rv"))
 	}
 	if st := s.Status(); st.Code == codes.Error {
 		parts = append(parts, "ERROR: "+st.Description)

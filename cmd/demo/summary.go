@@ -16,24 +16,29 @@ type summary struct {
 	w        io.Writer
 	inf      *actors.SharedIndexInformer
 	handlers []*demoHandler
+	ctl      *controller // nil: none
 	start    time.Time
 	prevAt   time.Time
 	prev     actors.Stats
+	prevRec  int64 // the controller's reconciles at prevAt
 }
 
-func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, now time.Time) *summary {
-	s := &summary{w: w, inf: inf, handlers: hs, start: now}
+func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, ctl *controller, now time.Time) *summary {
+	s := &summary{w: w, inf: inf, handlers: hs, ctl: ctl, start: now}
 	s.remember(now, inf.Stats())
 	return s
 }
 
 func (s *summary) remember(now time.Time, st actors.Stats) {
 	s.prevAt, s.prev = now, st
+	if s.ctl != nil {
+		s.prevRec = s.ctl.reconciles.Load()
+	}
 }
 
 // line prints the rates since the last line, e.g.
 //
-//	[   3.1s] reflector   201/s | queue in   201/s out   201/s | indexer   201/s | cache    993 | trace   201/s | slow   150/s (backlog 312) | panic   201/s (4 panics)
+//	[   3.1s] reflector   201/s | queue in   201/s out   201/s | indexer   201/s | cache    993 | controller   201/s | slow   150/s (backlog 312) | panic   201/s (4 panics) | workqueue depth 0, reconciles   198/s
 func (s *summary) line(now time.Time) {
 	st := s.inf.Stats()
 	hs := st.Handlers
@@ -54,6 +59,9 @@ func (s *summary) line(now time.Time) {
 	for i, h := range hs {
 		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, s.prev.Handlers[i].Delivered))
 		writeHandlerTrouble(&b, h)
+	}
+	if s.ctl != nil {
+		fmt.Fprintf(&b, " | workqueue depth %d, reconciles %s", s.ctl.queue.Len(), rate(s.ctl.reconciles.Load(), s.prevRec))
 	}
 	writeReflectorTrouble(&b, st, s.prev)
 	fmt.Fprintln(s.w, b.String())
@@ -102,5 +110,10 @@ func (s *summary) final(end time.Time, shutdown time.Duration) {
 	fmt.Fprintf(s.w, "  %-*s %10s %12s %7s\n", width, "handler", "delivered", "undelivered", "panics")
 	for _, h := range st.Handlers {
 		fmt.Fprintf(s.w, "  %-*s %10d %12d %7d\n", width, h.Name, h.Delivered, h.Backlog, h.Panics)
+	}
+	if s.ctl != nil {
+		n := s.ctl.reconciles.Load()
+		fmt.Fprintf(s.w, "controller: %d reconciles by %d worker(s): %d found the pod in the cache, %d found it deleted\n",
+			n, s.ctl.workers, s.ctl.found.Load(), n-s.ctl.found.Load())
 	}
 }
