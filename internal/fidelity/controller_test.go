@@ -811,8 +811,10 @@ func testReplaceEvents(t *testing.T, ctx context.Context, source *fcache.FakeCon
 				source.Add(obj.(runtime.Object).DeepCopyObject()) // upstream: fifo.Add(obj)
 			}
 
-			// Wait for all create events to appear
-			requireNoError(t, m.waitForEventCount(ctx, len(tc.initialObjs), 5*time.Second), "Controller failed to receive initial setup all events, got: %v", m.getHistory())
+			// Wait for all create events to appear (upstream: 5 s; here the
+			// adds go through a watch that may still be in the reflector's
+			// backoff after the previous case's relist, on either informer).
+			requireNoError(t, m.waitForEventCount(ctx, len(tc.initialObjs), 30*time.Second), "Controller failed to receive initial setup all events, got: %v", m.getHistory())
 
 			// Clear history so we only compare what happens during the RESYNC/REPLACE
 			m.clearHistory()
