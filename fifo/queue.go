@@ -50,8 +50,8 @@ type Config struct {
 	MaxBatch int
 	// Telemetry is the informer's telemetry; nil means telemetry.Nop().
 	Telemetry *telemetry.T
-	// Now is the clock for the root spans of tombstones and syncs; nil means
-	// time.Now.
+	// Now is the clock for the root spans of tombstones and syncs, and for
+	// their Received stamps; nil means time.Now.
 	Now func() time.Time
 	// OnSynced, if set, is called once, on the queue's goroutine, when
 	// HasSynced turns true.
