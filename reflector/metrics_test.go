@@ -155,3 +155,25 @@ func TestMachineStampsDeltas(t *testing.T) {
 		}
 	}
 }
+
+// TestMachineWatchListDuration times a WatchList sync from the stream's
+// request to its initial-events-end bookmark.
+func TestMachineWatchListDuration(t *testing.T) {
+	informertest.NeedsTracing(t)
+	h, reader := newMeteredHarness(t)
+	h.m.useWatchList = true
+	w := h.expectWatchList(h.m.Start(), "")
+	h.clk.Step(4 * time.Second)
+	e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("a", "5")), ev(watch.Bookmark, bookmark("6", true))}, time.Now())
+	if e.Replace == nil || len(e.Replace.Items) != 1 || e.Replace.Items[0].Received.IsZero() {
+		t.Fatalf("no stamped Replace: %s", describe(e))
+	}
+	hist, _ := collect(t, reader)[telemetry.MetricListDuration].Data.(metricdata.Histogram[float64])
+	if len(hist.DataPoints) != 1 {
+		t.Fatalf("list durations: %+v", hist.DataPoints)
+	}
+	dp := hist.DataPoints[0]
+	if k, _ := dp.Attributes.Value(telemetry.AttrListKind); k.AsString() != "initial" || dp.Count != 1 || dp.Sum != 4 {
+		t.Errorf("list duration %s: count %d sum %gs, want one initial sync of 4s", k.AsString(), dp.Count, dp.Sum)
+	}
+}
