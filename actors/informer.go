@@ -123,6 +123,11 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		tcfg.ProcessingLatency = p.NewProcessingLatencyMetric(id)
 		store.SetResourceVersionMetric(p.NewStoreResourceVersionMetric(id))
 	}
+	tel := telemetry.New(tcfg)
+	tel.Metrics.ObserveCache(telemetry.CacheSource{Len: store.Len, ResourceVersion: func() (int64, bool) {
+		rv, err := indexer.ParseRVForMetrics(store.LastStoreSyncResourceVersion())
+		return rv, err == nil
+	}})
 	return &SharedIndexInformer{
 		lw:                lw,
 		example:           exampleObject,
@@ -131,7 +136,7 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		resyncCheckPeriod: options.ResyncPeriod,
 		opts:              o,
 		store:             store,
-		tel:               telemetry.New(tcfg),
+		tel:               tel,
 		regs:              map[*registration]struct{}{},
 		stoppedCh:         make(chan struct{}),
 	}
@@ -214,6 +219,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	s.nextID++
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
+	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()
 	l.synced = s.signals.poke
 	if logger != nil {

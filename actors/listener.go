@@ -40,6 +40,13 @@ type listener struct {
 	// observed is set when tracing or metrics are on (both are fixed when
 	// the informer is built): otherwise call goes straight to the handler.
 	observed bool
+	// metered is set when metrics are on. Then the per-call histograms
+	// (handler duration and event age) are recorded for every traced call
+	// and for one in histEvery of the others; histSkip counts down the
+	// untraced calls to skip before the next recorded one.
+	metered   bool
+	histEvery int
+	histSkip  int
 
 	// pending counts initial-list notifications sent but not yet delivered.
 	pending atomic.Int64
@@ -86,9 +93,11 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 		mattrs:  tel.Metrics.HandlerAttrs(name),
 		backlog: tel.Metrics.NewBacklog(name),
 
-		observed: tel.Tracing() || tel.Metrics.Enabled(),
-		logger:   klog.Background(),
-		exited:   make(chan struct{}),
+		observed:  tel.Tracing() || tel.Metrics.Enabled(),
+		metered:   tel.Metrics.Enabled(),
+		histEvery: DefaultHandlerHistogramEvery,
+		logger:    klog.Background(),
+		exited:    make(chan struct{}),
 	}
 }
 
@@ -160,16 +169,36 @@ func (l *listener) call(it *indexer.Notification) {
 		ctx, span = l.tel.StartChild(ctx, dt, telemetry.SpanHandler, now,
 			telemetry.AttrHandler.String(l.name), telemetry.AttrNotification.String(it.Type.String()))
 	}
-	if l.tel.Metrics.Enabled() {
+	if l.measured(span != nil) {
 		start := time.Now()
 		l.invoke(ctx, it, span)
-		l.tel.Metrics.HandlerDuration(time.Since(start), l.mattrs)
+		// ctx carries the handler span of a traced delta: the SDK attaches
+		// it to the measurements as an exemplar.
+		l.tel.Metrics.HandlerCall(ctx, it.Received, start, time.Now(), l.mattrs)
 	} else {
 		l.invoke(ctx, it, span)
 	}
 	if span != nil {
 		span.End()
 	}
+}
+
+// measured tells whether this call's duration and event age are recorded:
+// metrics are on, and the call is traced or the histEvery-th untraced one
+// (the first one included).
+func (l *listener) measured(traced bool) bool {
+	if !l.metered {
+		return false
+	}
+	if traced {
+		return true
+	}
+	if l.histSkip > 0 {
+		l.histSkip--
+		return false
+	}
+	l.histSkip = l.histEvery - 1
+	return true
 }
 
 // invoke runs the handler, isolating a panic: it is reported as client-go

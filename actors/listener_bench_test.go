@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,5 +45,54 @@ func BenchmarkListenerDeliver(b *testing.B) {
 	}
 	if n.Load() == 0 {
 		b.Fatal("handler not called")
+	}
+}
+
+// BenchmarkListenerDeliverMetrics is BenchmarkListenerDeliver with the
+// notifications stamped (as with a MeterProvider) and untraced: without a
+// MeterProvider, and with an SDK one recording the per-call histograms for
+// every call or one in 8 (WithHandlerHistogramEvery). One op is one
+// notification.
+func BenchmarkListenerDeliverMetrics(b *testing.B) {
+	const batch = 256
+	for _, c := range []struct {
+		name  string
+		sdk   bool
+		every int
+	}{{"none", false, 0}, {"sdk-every-1", true, 1}, {"sdk-every-8", true, 8}} {
+		b.Run(c.name, func(b *testing.B) {
+			tel := telemetry.Nop()
+			if c.sdk {
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				defer func() { _ = mp.Shutdown(context.Background()) }()
+				tel = telemetry.New(telemetry.Config{MeterProvider: mp, Informer: telemetry.InformerInfo{Name: "bench"}})
+			}
+			var n atomic.Int64
+			h := plainHandler{h: cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+				if _, ok := obj.(*corev1.Pod); ok {
+					n.Add(1)
+				}
+			}}}
+			var halted atomic.Bool
+			l := newListener(1, h, "count", 0, tel, &halted)
+			if c.every > 0 {
+				l.histEvery = c.every
+			}
+			stamp := telemetry.StampAt(time.Now())
+			items := make([]indexer.Notification, batch)
+			for i := range items {
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p" + strconv.Itoa(i), ResourceVersion: "2"}}
+				items[i] = indexer.Notification{Type: indexer.NotifyUpdate, Old: p, New: p, Received: stamp}
+			}
+			notes := &indexer.Notifications{Items: items}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += batch {
+				l.backlog.N.Add(batch)
+				l.deliver(notes)
+			}
+			if n.Load() == 0 {
+				b.Fatal("handler not called")
+			}
+		})
 	}
 }

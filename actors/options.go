@@ -28,6 +28,7 @@ type options struct {
 	detectMutation *bool
 
 	deltaSampler          DeltaSampler
+	histogramEvery        int     // 0: DefaultHandlerHistogramEvery
 	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
 
 	namespace string
@@ -115,6 +116,27 @@ func WithPageSize(n int64) Option {
 // Off, it costs nothing.
 func WithCacheMutationDetector(enabled bool) Option {
 	return func(o *options) { o.detectMutation = &enabled }
+}
+
+// DefaultHandlerHistogramEvery is WithHandlerHistogramEvery's default.
+const DefaultHandlerHistogramEvery = 8
+
+// WithHandlerHistogramEvery sets how the per-call histograms
+// (actorinformer.handler.duration and actorinformer.handler.event_age) are
+// sampled when a MeterProvider is set: every call of a traced delta is
+// recorded, and one in n of the others, starting with the first (default
+// DefaultHandlerHistogramEvery; 1 records every call). Recording costs two
+// clock reads and two histogram records per call, which the handlers' own
+// calls may not be able to afford: see docs/tracing.md. n < 1 means 1.
+func WithHandlerHistogramEvery(n int) Option {
+	return func(o *options) { o.histogramEvery = max(n, 1) }
+}
+
+func (o *options) handlerHistogramEvery() int {
+	if o.histogramEvery == 0 {
+		return DefaultHandlerHistogramEvery
+	}
+	return o.histogramEvery
 }
 
 // Factory-only options; a single informer ignores them.

@@ -468,7 +468,8 @@ func TestMetrics(t *testing.T) {
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false),
-		actors.WithMeterProvider(mp), actors.WithName("pods-metrics"), actors.WithResource(gvr))
+		actors.WithMeterProvider(mp), actors.WithName("pods-metrics"), actors.WithResource(gvr),
+		actors.WithHandlerHistogramEvery(1))
 	var calls atomic.Int64
 	if _, err := inf.AddEventHandler(countingHandler{calls: &calls}); err != nil {
 		t.Fatal(err)
@@ -523,7 +524,8 @@ func TestMetrics(t *testing.T) {
 	}{
 		{telemetry.MetricReflectorEvents, nil, 8}, // 2 listed + 6 watch events
 		{telemetry.MetricRelists, nil, 2},         // the forbidden list and the next
-		{telemetry.MetricWatchRestarts, nil, 2},
+		{telemetry.MetricWatchRestarts, []attribute.KeyValue{telemetry.AttrReason.String("initial")}, 1},
+		{telemetry.MetricWatchRestarts, []attribute.KeyValue{telemetry.AttrReason.String("closed")}, 1},
 		{telemetry.MetricWatchErrors, []attribute.KeyValue{telemetry.AttrReason.String("forbidden")}, 1},
 		{telemetry.MetricDropped, []attribute.KeyValue{telemetry.AttrReason.String("wrong_type")}, 1},
 		// 2 listed + the list's bookmark + p3, p1, p2, bad.
@@ -610,6 +612,8 @@ func TestMetrics(t *testing.T) {
 		telemetry.MetricQueueOut: "{delta}", telemetry.MetricQueueMerged: "{delta}", telemetry.MetricQueueBacklog: "{delta}",
 		telemetry.MetricIndexerEvents: "{delta}", telemetry.MetricListenerEvents: "{notification}",
 		telemetry.MetricListenerBacklog: "{notification}", telemetry.MetricHandlerDuration: "s", telemetry.MetricHandlerPanics: "{panic}",
+		telemetry.MetricHandlerEventAge: "s", telemetry.MetricListDuration: "s", telemetry.MetricCacheSize: "{object}",
+		telemetry.MetricCacheRV: "1",
 	} {
 		if m, ok := got[name]; !ok {
 			t.Errorf("metric %s not recorded", name)
@@ -617,7 +621,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metric %s: unit %q, want %q", name, m.Unit, unit)
 		}
 	}
-	if len(got) != 14 {
-		t.Errorf("%d metrics recorded, want the 14 documented ones", len(got))
+	if len(got) != 18 {
+		t.Errorf("%d metrics recorded, want the 18 documented ones", len(got))
 	}
 }

@@ -47,6 +47,10 @@ type Delta struct {
 	// InitialList is set by the queue on the items (tombstones included) of
 	// the first Replace: handlers get them as OnAdd(obj, true).
 	InitialList bool
+	// Received is when the reflector received the delta (the queue, for
+	// tombstones and resyncs); set only when metrics are on. It fits in
+	// the padding after the flags.
+	Received telemetry.Stamp
 	// Key is the object's cache key (cache.MetaNamespaceKeyFunc), computed once
 	// by the reflector (or the queue, for tombstones and syncs).
 	Key string

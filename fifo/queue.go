@@ -50,8 +50,8 @@ type Config struct {
 	MaxBatch int
 	// Telemetry is the informer's telemetry; nil means telemetry.Nop().
 	Telemetry *telemetry.T
-	// Now is the clock for the root spans of tombstones and syncs; nil means
-	// time.Now.
+	// Now is the clock for the root spans of tombstones and syncs, and for
+	// their Received stamps; nil means time.Now.
 	Now func() time.Time
 	// OnSynced, if set, is called once, on the queue's goroutine, when
 	// HasSynced turns true.
@@ -239,8 +239,12 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	}
 	tracing := q.t.Tracing()
 	var now time.Time
-	if tracing {
+	var stamp telemetry.Stamp
+	if tracing || q.t.Metrics.Enabled() {
 		now = q.now()
+	}
+	if q.t.Metrics.Enabled() {
+		stamp = telemetry.StampAt(now)
 	}
 
 	// With an empty cache and nothing pending (the first list) there is
@@ -250,7 +254,7 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	cached := q.known.ListKeys()
 	relist := len(cached) > 0 || len(q.buf) > q.lo
 	if relist {
-		q.tombstones(items, cached, tracing, now, link)
+		q.tombstones(items, cached, tracing, now, stamp, link)
 	}
 
 	n := len(q.tombs) + len(items) + 1 // + the bookmark
@@ -308,7 +312,7 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 // tombstones appends to q.tombs a tombstone for every key that is cached or
 // pending, not deleted, and not among items: first the pending keys, in
 // order of their last delta, then the keys only in the cache.
-func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now time.Time, link trace.SpanContext) {
+func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now time.Time, stamp telemetry.Stamp, link trace.SpanContext) {
 	// Built for this call, at its final size, and dropped after: relists
 	// are rare, and a map kept for reuse would pin a slot per listed key.
 	listed := make(map[string]struct{}, len(items))
@@ -325,7 +329,7 @@ func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now tim
 		if _, ok := listed[d.Key]; ok || d.Type == Deleted {
 			continue // still present, or already absent
 		}
-		q.tombs = append(q.tombs, q.tombstone(d.Key, d.Object, tracing, now, link))
+		q.tombs = append(q.tombs, q.tombstone(d.Key, d.Object, tracing, now, stamp, link))
 	}
 	// Keys only in the cache.
 	for _, k := range cached {
@@ -342,15 +346,17 @@ func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now tim
 		} else if !exists {
 			continue // gone since ListKeys: absent
 		}
-		q.tombs = append(q.tombs, q.tombstone(k, obj, tracing, now, link))
+		q.tombs = append(q.tombs, q.tombstone(k, obj, tracing, now, stamp, link))
 	}
 }
 
-func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, link trace.SpanContext) Delta {
+// tombstone makes the tombstone of key; stamp is its Received (zero when
+// metrics are off).
+func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, stamp telemetry.Stamp, link trace.SpanContext) Delta {
 	if ts, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = ts.Obj
 	}
-	d := Delta{Type: Deleted, Key: key, Object: cache.DeletedFinalStateUnknown{Key: key, Obj: obj}}
+	d := Delta{Type: Deleted, Key: key, Object: cache.DeletedFinalStateUnknown{Key: key, Obj: obj}, Received: stamp}
 	if tracing {
 		d.Trace = q.startDelta(d, obj, now, link)
 	}
@@ -362,8 +368,12 @@ func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, link
 func (q *Queue) Resync() {
 	tracing := q.t.Tracing()
 	var now time.Time
-	if tracing {
+	var stamp telemetry.Stamp
+	if tracing || q.t.Metrics.Enabled() {
 		now = q.now()
+	}
+	if q.t.Metrics.Enabled() {
+		stamp = telemetry.StampAt(now)
 	}
 	n := 0
 	for _, k := range q.known.ListKeys() {
@@ -379,7 +389,7 @@ func (q *Queue) Resync() {
 		if !exists {
 			continue
 		}
-		d := Delta{Type: Sync, Key: k, Object: obj}
+		d := Delta{Type: Sync, Key: k, Object: obj, Received: stamp}
 		if tracing {
 			d.Trace = q.startDelta(d, obj, now, trace.SpanContext{})
 		}

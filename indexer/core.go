@@ -233,13 +233,13 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 				c.detector.AddObject(d.Object)
 			}
 			if existed {
-				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object)}
+				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object), Received: d.Received}
 			} else {
-				n = Notification{Type: NotifyAdd, New: d.Object, InitialList: d.InitialList}
+				n = Notification{Type: NotifyAdd, New: d.Object, InitialList: d.InitialList, Received: d.Received}
 			}
 		case fifo.Deleted:
 			s.deleteLocked(d.Key)
-			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList}
+			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList, Received: d.Received}
 		case fifo.Bookmark:
 			// Only moves the resource version on (below).
 			continue

@@ -166,6 +166,29 @@ func TestCoreApplyNotificationObjects(t *testing.T) {
 	}
 }
 
+// TestCoreApplyCarriesStamps checks that notifications carry their delta's
+// Received stamp, for the handler event age.
+func TestCoreApplyCarriesStamps(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	c.Subscribe(&Subscribe{ID: 1})
+	now := time.Now()
+	ds := []fifo.Delta{delta(fifo.Added, pod("ns", "a", "1")), delta(fifo.Updated, pod("ns", "a", "2")),
+		delta(fifo.Deleted, pod("ns", "a", "3")), delta(fifo.Added, pod("ns", "b", "4"))}
+	for i := range ds[:3] {
+		ds[i].Received = telemetry.StampAt(now.Add(-time.Duration(i+1) * time.Second))
+	}
+	n := c.Apply(ds)
+	for i, it := range n.Items {
+		if it.Received != ds[i].Received {
+			t.Errorf("notification %d (%s): stamp %v, want its delta's %v", i, it.Type, it.Received, ds[i].Received)
+		}
+	}
+	if !n.Items[3].Received.IsZero() {
+		t.Error("unstamped delta's notification stamped")
+	}
+}
+
 func TestCoreApplyLargeBatch(t *testing.T) {
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c, _ := newTestCore(s)

@@ -106,6 +106,10 @@ type Notification struct {
 	// Sync marks an update whose resourceVersion did not change (a resync):
 	// only listeners in the batch's Syncing set receive it.
 	Sync bool
+	// Received is the delta's fifo.Delta.Received (zero when not stamped),
+	// for the handler event age metric. It fits in the padding after the
+	// flags.
+	Received telemetry.Stamp
 	// Old is set for updates.
 	Old any
 	// New is the object added or updated, or the deleted object (possibly a

@@ -68,15 +68,15 @@ func (s *Store) SetResourceVersionMetric(g cache.GaugeMetric) {
 func (s *Store) setRVLocked(rv string) {
 	s.rv = rv
 	if s.rvMetric != nil {
-		if n, err := parseRVForMetrics(rv); err == nil {
+		if n, err := ParseRVForMetrics(rv); err == nil {
 			s.rvMetric.Set(float64(n))
 		}
 	}
 }
 
-// parseRVForMetrics is client-go's parseRVForMetricsWithTruncation: the
+// ParseRVForMetrics is client-go's parseRVForMetricsWithTruncation: the
 // last 15 digits, so that the value is exact as a float64.
-func parseRVForMetrics(rv string) (int64, error) {
+func ParseRVForMetrics(rv string) (int64, error) {
 	if rv == "" {
 		return 0, nil
 	}

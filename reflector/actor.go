@@ -217,6 +217,9 @@ func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListRes
 	p.PageSize = req.PageSize
 	if !tel.Tracing() {
 		res.List, res.Paginated, res.Err = p.ListWithAlloc(ctx, req.Options)
+		if tel.Metrics.Enabled() {
+			res.ReceivedAt = time.Now() // the items' event age starts here
+		}
 		return res
 	}
 	lctx, span := tel.StartList(ctx, req.Options.ResourceVersion)
@@ -255,7 +258,8 @@ func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
 	defer a.reading.Done()
 	defer w.Stop()
 	ch := w.ResultChan()
-	tracing := a.r.tel.Tracing()
+	// The batch's receive time: for root spans, and the event age metric.
+	tracing := a.r.tel.Tracing() || a.r.tel.Metrics.Enabled()
 	maxBatch := a.r.maxBatch
 	buf := make([]watch.Event, 0, 64)
 	for {

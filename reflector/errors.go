@@ -41,6 +41,25 @@ const (
 	DropUnknownType = "unknown_event_type"
 )
 
+// Reasons a watch (or WatchList stream) is started, the
+// actorinformer.reason of the watch restarts metric.
+const (
+	RestartInitial = "initial" // the reflector's first watch (or its actor's, after a restart)
+	RestartClosed  = "closed"  // the previous watch was closed by the server before its timeout
+	RestartTimeout = "timeout" // the previous watch was closed at or after the timeout it asked for
+	RestartExpired = "expired" // the previous watch failed with 410 (Expired or Gone)
+	RestartError   = "error"   // the previous watch failed otherwise: a failed watch call, an error event, a very short watch
+)
+
+// restartReason names why a watch that ended with err (non-nil) must be
+// started again.
+func restartReason(err error) string {
+	if isExpiredError(err) {
+		return RestartExpired
+	}
+	return RestartError
+}
+
 // errorReason names err for the watch error metric.
 func errorReason(err error, fromEvent bool) string {
 	var short *cache.VeryShortWatchError

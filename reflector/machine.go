@@ -108,7 +108,8 @@ type ListResult struct {
 	List      runtime.Object
 	Paginated bool
 	Err       error
-	// ReceivedAt is when the list returned; set only when tracing.
+	// ReceivedAt is when the list returned; set only when tracing or
+	// metrics are on.
 	ReceivedAt time.Time
 	// Span is the list span; items' root spans link to it. Zero when not tracing.
 	Span trace.SpanContext
@@ -138,6 +139,10 @@ type Machine struct {
 	tel                    *telemetry.T
 	log                    *slog.Logger
 	tracing                bool
+	// metered is set when metrics are on: deltas are stamped with stamp,
+	// their batch's receive time, and lists are timed.
+	metered bool
+	stamp   telemetry.Stamp
 
 	state State
 	gen   uint64
@@ -152,6 +157,10 @@ type Machine struct {
 	listRetried bool
 
 	watchStart       time.Time
+	streamStart      time.Time     // when the running watch or stream was requested
+	watchTimeout     time.Duration // the timeout it asked for
+	restartReason    string        // why the next watch starts ("": RestartInitial)
+	listStart        time.Time     // when the running list or WatchList sync began (metrics only)
 	propagateRV      bool
 	eventCount       int
 	receivedNonAdded bool
@@ -188,6 +197,7 @@ func newMachine(r *Reflector) *Machine {
 		tel:              r.tel,
 		log:              r.tel.Logger,
 		tracing:          r.tel.Tracing(),
+		metered:          r.tel.Metrics.Enabled(),
 	}
 	// A restarted actor resumes from the last synced RV, as client-go's Run
 	// loop does, so a relist never goes back in time.
@@ -266,6 +276,7 @@ func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 		return e
 	}
 	m.tel.Metrics.ReflectorReceived(len(items))
+	m.stampBatch(res.ReceivedAt)
 	// One spare slot: the queue appends the list's bookmark.
 	rep := &fifo.Replace{Items: make([]fifo.Delta, 0, len(items)+1), ResourceVersion: rv}
 	if res.Span.IsValid() {
@@ -286,6 +297,7 @@ func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 		}
 	}
 	e.Replace = rep
+	m.listTimed()
 	m.setRV(rv)
 	m.r.synced(false)
 	m.log.Debug("Caches populated", "reflector", m.name, "type", m.typeDesc, "items", len(rep.Items), "resourceVersion", rv)
@@ -302,6 +314,7 @@ func (m *Machine) WatchFailed(gen uint64, err error) Effects {
 	switch m.state {
 	case StateWatching:
 		m.countError(err, false)
+		m.restartReason = restartReason(err)
 		if isWatchErrorRetriable(err) {
 			m.log.Debug("Watch failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
 			m.backoff(&e, stepWatch)
@@ -310,6 +323,7 @@ func (m *Machine) WatchFailed(gen uint64, err error) Effects {
 		m.endListAndWatch(&e, err)
 	case StateWatchListing:
 		m.countError(err, false)
+		m.restartReason = restartReason(err)
 		m.watchListFailed(&e, err)
 	}
 	return e
@@ -326,9 +340,11 @@ func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.
 	switch m.state {
 	case StateWatching:
 		m.tel.Metrics.ReflectorReceived(len(events))
+		m.stampBatch(receivedAt)
 		m.watchEvents(&e, events, receivedAt)
 	case StateWatchListing:
 		m.tel.Metrics.ReflectorReceived(len(events))
+		m.stampBatch(receivedAt)
 		m.watchListEvents(&e, events, receivedAt)
 	}
 	return e
@@ -342,6 +358,12 @@ func (m *Machine) WatchEnded(gen uint64) Effects {
 		return e
 	}
 	short := m.eventCount == 0 && m.clock.Since(m.watchStart) < time.Second
+	if !short {
+		m.restartReason = RestartClosed
+		if m.watchTimeout > 0 && m.clock.Since(m.streamStart) >= m.watchTimeout {
+			m.restartReason = RestartTimeout
+		}
+	}
 	switch m.state {
 	case StateWatching:
 		if short {
@@ -429,6 +451,9 @@ func (m *Machine) rewatchRV() string {
 }
 
 func (m *Machine) startList(e *Effects) {
+	if m.metered {
+		m.listStart = m.clock.Now()
+	}
 	rv := m.relistRV()
 	m.listRV = rv
 	m.listRetried = false
@@ -458,6 +483,7 @@ func (m *Machine) issueList(e *Effects, opts metav1.ListOptions) {
 
 func (m *Machine) timeoutSeconds() *int64 {
 	s := int64(m.minTimeout.Seconds() + m.rand()*(m.maxTimeout.Seconds()-m.minTimeout.Seconds()))
+	m.watchTimeout = time.Duration(s) * time.Second
 	return &s
 }
 
@@ -466,7 +492,32 @@ func (m *Machine) beginStream() {
 	m.eventCount = 0
 	m.receivedNonAdded = false
 	m.watchStart = m.clock.Now()
-	m.tel.Metrics.WatchRestart()
+	m.streamStart = m.watchStart
+	reason := m.restartReason
+	if reason == "" {
+		reason = RestartInitial
+	}
+	m.restartReason = RestartError // until the watch ends otherwise
+	m.tel.Metrics.WatchRestart(reason)
+}
+
+// stampBatch sets the Received stamp of the deltas made from a batch
+// received at at (zero: not stamped).
+func (m *Machine) stampBatch(at time.Time) {
+	if m.metered && !at.IsZero() {
+		m.stamp = telemetry.StampAt(at)
+	} else {
+		m.stamp = telemetry.Stamp{}
+	}
+}
+
+// listTimed records the duration of the list or WatchList sync that just
+// succeeded: the reflector's first, or a relist.
+func (m *Machine) listTimed() {
+	if m.metered && !m.listStart.IsZero() {
+		m.tel.Metrics.ListDuration(m.clock.Since(m.listStart), m.r.Status().Syncs == 0)
+		m.listStart = time.Time{}
+	}
 }
 
 func (m *Machine) startWatch(e *Effects) {
@@ -485,6 +536,9 @@ func (m *Machine) startWatch(e *Effects) {
 
 func (m *Machine) startWatchList(e *Effects) {
 	m.beginStream()
+	if m.metered {
+		m.listStart = m.clock.Now()
+	}
 	m.state = StateWatchListing
 	m.wl = nil
 	m.wlIndex = map[string]int{}
@@ -547,6 +601,7 @@ func (m *Machine) endWatchListSpan(err error) {
 func (m *Machine) watchStreamError(e *Effects, err error) {
 	e.StopWatch = true
 	m.countError(err, true)
+	m.restartReason = restartReason(err)
 	m.retry.After(err)
 	switch {
 	case isExpiredError(err):
@@ -646,7 +701,7 @@ func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object,
 			return fifo.Delta{}, false
 		}
 	}
-	d := fifo.Delta{Type: t, Key: key, Object: o}
+	d := fifo.Delta{Type: t, Key: key, Object: o, Received: m.stamp}
 	if m.tracing && m.tel.Choose(telemetry.DeltaInfo{Type: t.CacheType(), Key: key, Object: o, ResourceVersion: acc.GetResourceVersion()}) {
 		d.Trace = m.tel.StartDelta(t.String(), telemetry.ObjectMeta{
 			Namespace:       acc.GetNamespace(),
@@ -734,6 +789,7 @@ func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time
 			err := errorFromEvent(ev.Object)
 			e.StopWatch = true
 			m.countError(err, true)
+			m.restartReason = restartReason(err)
 			m.watchListFailed(e, err)
 			return
 		}
@@ -820,6 +876,7 @@ func (m *Machine) finishWatchList(e *Effects) {
 		m.endWatchListSpan(nil)
 	}
 	e.Replace = rep
+	m.listTimed()
 	m.wl, m.wlIndex, m.wlHoles = nil, nil, 0
 	m.rvUnavailable = false
 	m.setRV(m.wlRV)

@@ -27,6 +27,10 @@ const (
 	MetricListenerEvents  = "actorinformer.listener.events"
 	MetricListenerBacklog = "actorinformer.listener.backlog"
 	MetricHandlerDuration = "actorinformer.handler.duration"
+	MetricHandlerEventAge = "actorinformer.handler.event_age"
+	MetricListDuration    = "actorinformer.reflector.list.duration"
+	MetricCacheSize       = "actorinformer.cache.size"
+	MetricCacheRV         = "actorinformer.cache.resource_version"
 	MetricHandlerPanics   = "actorinformer.handler.panics"
 	// MetricTraceparentMalformed counts traceparent annotations that could
 	// not be parsed (on sampled deltas only: others are not parsed).
@@ -63,13 +67,28 @@ type Metrics struct {
 	queueIn, queueOut, queueMerged, indexerEvents                 metric.Int64Counter
 	listenerEvents, handlerPanics                                 metric.Int64Counter
 	traceparentMalformed                                          metric.Int64Counter
-	handlerDuration                                               metric.Float64Histogram
-	queueBacklog, listenerBacklog                                 metric.Int64ObservableGauge
+	handlerDuration, handlerEventAge, listDuration                metric.Float64Histogram
+	queueBacklog, listenerBacklog, cacheSize, cacheRV             metric.Int64ObservableGauge
+	listKinds                                                     [2]metric.MeasurementOption // relist, initial
 
 	mu       sync.Mutex
 	backlogs map[*Backlog]struct{}
+	cache    CacheSource // nil: no cache gauges
+	lastRV   int64       // the cache RV gauge's value: the last RV that parsed
 	reg      metric.Registration
 }
+
+// CacheSource is what the cache gauges observe: the number of cached
+// objects, and the cache's resource version as a number (false when it does
+// not parse; the gauge then keeps the last one that did).
+type CacheSource struct {
+	Len             func() int
+	ResourceVersion func() (int64, bool)
+}
+
+// SecondsBuckets are the bucket boundaries, in seconds, of the duration
+// histograms: 50 µs to one minute.
+var SecondsBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // Backlog is one listener's pending-notification count, observed by the
 // listener backlog gauge.
@@ -105,9 +124,15 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 	ms.listenerEvents, _ = m.Int64Counter(MetricListenerEvents, metric.WithUnit("{notification}"), metric.WithDescription("Notifications delivered to a handler."))
 	ms.handlerPanics, _ = m.Int64Counter(MetricHandlerPanics, metric.WithUnit("{panic}"), metric.WithDescription("Handler panics recovered by a listener."))
 	ms.traceparentMalformed, _ = m.Int64Counter(MetricTraceparentMalformed, metric.WithUnit("{annotation}"), metric.WithDescription("Malformed traceparent annotations on sampled deltas, ignored."))
-	ms.handlerDuration, _ = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"), metric.WithDescription("Handler execution time."))
+	buckets := metric.WithExplicitBucketBoundaries(SecondsBuckets...)
+	ms.handlerDuration, _ = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"), buckets, metric.WithDescription("Handler execution time (every traced call and a sample of the others)."))
+	ms.handlerEventAge, _ = m.Float64Histogram(MetricHandlerEventAge, metric.WithUnit("s"), buckets, metric.WithDescription("Time from the reflector receiving a delta to the handler call (every traced call and a sample of the others)."))
+	ms.listDuration, _ = m.Float64Histogram(MetricListDuration, metric.WithUnit("s"), buckets, metric.WithDescription("Duration of the reflector's successful lists (all pages) and WatchList streams, by kind."))
+	ms.listKinds = [2]metric.MeasurementOption{ms.with(AttrListKind.String("relist")), ms.with(AttrListKind.String("initial"))}
 	ms.queueBacklog, _ = m.Int64ObservableGauge(MetricQueueBacklog, metric.WithUnit("{delta}"), metric.WithDescription("Deltas waiting in the delta queue."))
 	ms.listenerBacklog, _ = m.Int64ObservableGauge(MetricListenerBacklog, metric.WithUnit("{notification}"), metric.WithDescription("Notifications waiting in a listener's mailbox."))
+	ms.cacheSize, _ = m.Int64ObservableGauge(MetricCacheSize, metric.WithUnit("{object}"), metric.WithDescription("Objects in the informer's cache."))
+	ms.cacheRV, _ = m.Int64ObservableGauge(MetricCacheRV, metric.WithUnit("1"), metric.WithDescription("The cache's resource version, as client-go's store resource version metric (its last 15 digits)."))
 	ms.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(ms.queueBacklog, ms.QueueBacklog.Load(), t.baseSet)
 		ms.mu.Lock()
@@ -115,9 +140,26 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 		for b := range ms.backlogs {
 			o.ObserveInt64(ms.listenerBacklog, b.N.Load(), b.attrs)
 		}
+		if ms.cache.Len != nil {
+			o.ObserveInt64(ms.cacheSize, int64(ms.cache.Len()), t.baseSet)
+		}
+		if ms.cache.ResourceVersion != nil {
+			if rv, ok := ms.cache.ResourceVersion(); ok {
+				ms.lastRV = rv
+			}
+			o.ObserveInt64(ms.cacheRV, ms.lastRV, t.baseSet)
+		}
 		return nil
-	}, ms.queueBacklog, ms.listenerBacklog)
+	}, ms.queueBacklog, ms.listenerBacklog, ms.cacheSize, ms.cacheRV)
 	return ms
+}
+
+// ObserveCache sets what the cache gauges observe. It costs nothing until a
+// collection, and nothing at all without a MeterProvider.
+func (m *Metrics) ObserveCache(src CacheSource) {
+	m.mu.Lock()
+	m.cache = src
+	m.mu.Unlock()
 }
 
 // Enabled reports whether a real MeterProvider is configured.
@@ -164,10 +206,26 @@ func (m *Metrics) Relist() {
 	}
 }
 
-func (m *Metrics) WatchRestart() {
+// WatchRestart counts a watch (or WatchList stream) started; reason says
+// why: "initial", "closed", "timeout", "expired" or "error" (see
+// docs/tracing.md).
+func (m *Metrics) WatchRestart(reason string) {
 	m.WatchRestarts.Add(1)
 	if m.Enabled() {
-		m.watchRestarts.Add(context.Background(), 1, m.t.baseSet)
+		m.watchRestarts.Add(context.Background(), 1, m.with(AttrReason.String(reason)))
+	}
+}
+
+// ListDuration records how long a successful list (all its pages, and the
+// retry of an expired one) or WatchList stream took; initial tells the
+// reflector's first from a relist.
+func (m *Metrics) ListDuration(d time.Duration, initial bool) {
+	if m.Enabled() {
+		k := 0
+		if initial {
+			k = 1
+		}
+		m.listDuration.Record(context.Background(), d.Seconds(), m.listKinds[k])
 	}
 }
 
@@ -228,10 +286,18 @@ func (m *Metrics) Delivered(n int, handler metric.MeasurementOption) {
 	}
 }
 
-func (m *Metrics) HandlerDuration(d time.Duration, handler metric.MeasurementOption) {
-	if m.Enabled() {
-		m.handlerDuration.Record(context.Background(), d.Seconds(), handler)
+// HandlerCall records one handler call: its duration, and its event age
+// (the time from received to start) when received is set. ctx is the
+// handler span's context for a traced delta, so that the SDK attaches the
+// trace as an exemplar.
+func (m *Metrics) HandlerCall(ctx context.Context, received Stamp, start, end time.Time, handler metric.MeasurementOption) {
+	if !m.Enabled() {
+		return
 	}
+	if !received.IsZero() {
+		m.handlerEventAge.Record(ctx, received.Age(start).Seconds(), handler)
+	}
+	m.handlerDuration.Record(ctx, end.Sub(start).Seconds(), handler)
 }
 
 func (m *Metrics) HandlerPanic(handler metric.MeasurementOption) {

@@ -48,6 +48,7 @@ const (
 	AttrListItems           = attribute.Key("actorinformer.list.items")
 	AttrListResourceVersion = attribute.Key("actorinformer.list.resource_version")
 	AttrReason              = attribute.Key("actorinformer.reason")
+	AttrListKind            = attribute.Key("actorinformer.list.kind")
 )
 
 // DeltaTrace is the trace state one delta carries from stage to stage inside
