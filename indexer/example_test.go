@@ -87,6 +87,6 @@ func ExampleStore_podLister() {
 	slices.Sort(names)
 	fmt.Println(names)
 	// Output:
-	// indexer: the cache is read-only: it is owned by the informer's indexer actor
+	// actorinformer: the informer's cache is read-only once it runs (a deliberate difference from client-go: its indexer actor is the only writer); change the object through the API server and the watch brings the change in
 	// [web-1 web-2]
 }

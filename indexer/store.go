@@ -17,7 +17,7 @@ import (
 
 // ErrReadOnly is returned by the Store's write methods once the informer has
 // started: from then on only the informer's indexer actor writes the cache.
-var ErrReadOnly = errors.New("indexer: the cache is read-only: it is owned by the informer's indexer actor")
+var ErrReadOnly = errors.New("actorinformer: the informer's cache is read-only once it runs (a deliberate difference from client-go: its indexer actor is the only writer); change the object through the API server and the watch brings the change in")
 
 // Compile-time check: Store is a drop-in cache.Indexer (listers, controllers).
 var _ cache.Indexer = (*Store)(nil)
