@@ -205,25 +205,7 @@ func testManager(t *testing.T, cfg *rest.Config, impl string) {
 		t.Fatal(err)
 	}
 
-	mgrDone := make(chan error, 1)
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stopMgr()
-		select {
-		case err := <-mgrDone:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(waitTimeout):
-			t.Fatal("the manager did not stop")
-		}
-	}
+	stop := startManager(t, ctx, mgr)
 	defer stop()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
@@ -386,4 +368,27 @@ func attr(kvs []attribute.KeyValue, key attribute.Key) string {
 		}
 	}
 	return ""
+}
+
+// startManager starts mgr and returns the function that stops it (once,
+// however often it is called) and waits for its Start to return.
+func startManager(t *testing.T, ctx context.Context, mgr manager.Manager) func() {
+	t.Helper()
+	mgrDone := make(chan error, 1)
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stopMgr()
+			select {
+			case err := <-mgrDone:
+				if err != nil {
+					t.Errorf("manager: %v", err)
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("the manager did not stop")
+			}
+		})
+	}
 }

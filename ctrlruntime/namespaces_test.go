@@ -110,25 +110,7 @@ func TestManagerNamespacesMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stopMgr()
-		select {
-		case err := <-mgrDone:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(waitTimeout):
-			t.Fatal("the manager did not stop")
-		}
-	}
+	stop := startManager(t, ctx, mgr)
 	defer stop()
 
 	for _, ns := range nss {
