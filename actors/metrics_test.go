@@ -23,21 +23,6 @@ import (
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
-func collectMetrics(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = m
-		}
-	}
-	return got
-}
-
 // histogramPoint returns the data point of a float64 histogram whose
 // attribute k is v.
 func histogramPoint(t *testing.T, m metricdata.Metrics, k attribute.Key, v string) metricdata.HistogramDataPoint[float64] {
@@ -141,7 +126,7 @@ func TestLatencyMetrics(t *testing.T) {
 	}
 	traceID, spanID := slowTrace.SpanContext().TraceID(), slowTrace.SpanContext().SpanID()
 
-	got := collectMetrics(t, reader)
+	got := informertest.CollectMetrics(t, reader)
 	age := histogramPoint(t, got[telemetry.MetricHandlerEventAge], telemetry.AttrHandler, "gate")
 	if age.Count != 4 {
 		t.Errorf("event age: %d points, want one per call (4)", age.Count)
@@ -179,7 +164,7 @@ func TestLatencyMetrics(t *testing.T) {
 		}
 		return ""
 	})
-	got = collectMetrics(t, reader)
+	got = informertest.CollectMetrics(t, reader)
 	stop()
 	if n := gaugeValue(t, got[telemetry.MetricCacheSize]); n != int64(len(store.ListKeys())) {
 		t.Errorf("cache size %d, store holds %d", n, len(store.ListKeys()))

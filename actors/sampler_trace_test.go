@@ -346,18 +346,10 @@ func TestRootSpanLinksToTheWritersTrace(t *testing.T) {
 
 func counterValue(t *testing.T, reader *sdkmetric.ManualReader, name string) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
 	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					n += dp.Value
-				}
-			}
+	if m, ok := informertest.CollectMetrics(t, reader)[name]; ok {
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			n += dp.Value
 		}
 	}
 	return n

@@ -28,21 +28,6 @@ func newMeteredHarness(t *testing.T) (*harness, *sdkmetric.ManualReader) {
 	return h, reader
 }
 
-func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]metricdata.Metrics{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = m
-		}
-	}
-	return got
-}
-
 // TestMachineWatchRestartReasonsAndListDurations drives a Machine through
 // every reason a watch restarts for, timing its lists on the fake clock.
 func TestMachineWatchRestartReasonsAndListDurations(t *testing.T) {
@@ -76,7 +61,7 @@ func TestMachineWatchRestartReasonsAndListDurations(t *testing.T) {
 	h.clk.Step(5 * time.Second)
 	h.expectWatch(h.m.ListDone(l.Gen, ListResult{List: podList("30", pod("a", "5"))}), "30")
 
-	got := collect(t, reader)
+	got := informertest.CollectMetrics(t, reader)
 	sum, ok := got[telemetry.MetricWatchRestarts].Data.(metricdata.Sum[int64])
 	if !ok {
 		t.Fatalf("%s: %T", telemetry.MetricWatchRestarts, got[telemetry.MetricWatchRestarts].Data)
@@ -168,7 +153,7 @@ func TestMachineWatchListDuration(t *testing.T) {
 	if e.Replace == nil || len(e.Replace.Items) != 1 || e.Replace.Items[0].Received.IsZero() {
 		t.Fatalf("no stamped Replace: %s", describe(e))
 	}
-	hist, _ := collect(t, reader)[telemetry.MetricListDuration].Data.(metricdata.Histogram[float64])
+	hist, _ := informertest.CollectMetrics(t, reader)[telemetry.MetricListDuration].Data.(metricdata.Histogram[float64])
 	if len(hist.DataPoints) != 1 {
 		t.Fatalf("list durations: %+v", hist.DataPoints)
 	}

@@ -4,12 +4,15 @@
 package informertest
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
@@ -224,4 +227,20 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 		case <-time.After(interval):
 		}
 	}
+}
+
+// CollectMetrics collects reader once and returns the metrics by name.
+func CollectMetrics(t testing.TB, reader *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			got[m.Name] = m
+		}
+	}
+	return got
 }
