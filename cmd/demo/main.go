@@ -81,6 +81,7 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.DurationVar(&cfg.slowHandler, "slow-handler", 0, "add a handler that sleeps this long per event (e.g. 2ms), to see its backlog grow (without bound, as in client-go) while the others keep up")
 	fs.IntVar(&cfg.panicEvery, "panic-every", 0, "add a handler that panics on every N-th event, to see panics isolated (0 = none)")
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
+	fs.BoolVar(&cfg.compare, "compare", false, "also run client-go's informer (cache.NewSharedIndexInformer) on the same cluster with the same handlers, and print its rates,\nbacklogs and event ages under ours. Its panicking handler's panics are recovered by the demo's wrapper:\nclient-go itself re-panics (utilruntime.ReallyCrash) and would end the process")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "informer log level on stderr: debug (with panic stacks), info, warn, error, off")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

@@ -49,8 +49,10 @@ type otelSetup struct {
 //
 // handlers is the number of handlers a delta is delivered to, and
 // controller whether a controller processes the deltas, so the span keeper
-// knows when a delta's traces are complete.
-func setupTelemetry(ctx context.Context, handlers int, controller bool) (*otelSetup, error) {
+// knows when a delta's traces are complete. readers are more metric readers
+// (the /metrics endpoint's); with any, metrics are on whatever
+// OTEL_METRICS_EXPORTER says.
+func setupTelemetry(ctx context.Context, handlers int, controller bool, readers ...sdkmetric.Reader) (*otelSetup, error) {
 	t := &otelSetup{tracerProvider: tracenoop.NewTracerProvider(), traces: "off", metrics: "off"}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", defaultServiceName)),
@@ -63,7 +65,7 @@ func setupTelemetry(ctx context.Context, handlers int, controller bool) (*otelSe
 	if err := t.setupTraces(ctx, res, handlers, controller); err != nil {
 		return nil, errors.Join(err, t.shutdown(ctx))
 	}
-	if err := t.setupMetrics(ctx, res); err != nil {
+	if err := t.setupMetrics(ctx, res, readers); err != nil {
 		return nil, errors.Join(err, t.shutdown(ctx))
 	}
 	return t, nil
@@ -101,19 +103,34 @@ func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, han
 	return nil
 }
 
-func (t *otelSetup) setupMetrics(ctx context.Context, res *resource.Resource) error {
+func (t *otelSetup) setupMetrics(ctx context.Context, res *resource.Resource, readers []sdkmetric.Reader) error {
+	opts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	for _, r := range readers {
+		opts = append(opts, sdkmetric.WithReader(r))
+	}
 	exporter := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER"))
-	if exporter == "" || exporter == "none" {
+	if exporter != "" && exporter != "none" {
+		reader, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return fmt.Errorf("metrics exporter: %w", err)
+		}
+		opts = append(opts, sdkmetric.WithReader(reader))
+		t.metrics = "OTEL_METRICS_EXPORTER=" + exporter
+	}
+	if len(opts) == 1 {
 		return nil
 	}
-	reader, err := autoexport.NewMetricReader(ctx)
-	if err != nil {
-		return fmt.Errorf("metrics exporter: %w", err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+	mp := sdkmetric.NewMeterProvider(opts...)
 	t.meterProvider = mp
 	t.shutdowns = append(t.shutdowns, mp.Shutdown)
-	t.metrics = "OTEL_METRICS_EXPORTER=" + exporter
+	if len(readers) > 0 {
+		const prom = "Prometheus text at /metrics on the demo's web server"
+		if t.metrics == "off" {
+			t.metrics = prom
+		} else {
+			t.metrics += "; " + prom
+		}
+	}
 	return nil
 }
 

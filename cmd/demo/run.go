@@ -40,6 +40,12 @@ type config struct {
 	slowHandler time.Duration
 	panicEvery  int
 	logLevel    string
+
+	// compare runs client-go's informer beside ours (compare.go).
+	compare bool
+	// http is the demo's web server address, "" for none; /metrics is
+	// served there (metrics.go).
+	http string
 }
 
 // run runs the demo until ctx is done or cfg.duration has passed: an
@@ -55,7 +61,12 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg), cfg.workers > 0)
+	prom, readers, err := metricsReaders(cfg)
+	if err != nil {
+		return err
+	}
+	_ = prom // the web server mounts metricsHandler(prom.registry) at /metrics
+	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg), cfg.workers > 0, readers...)
 	if err != nil {
 		return err
 	}
@@ -88,10 +99,18 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if ctl != nil {
 		ctl.start()
 	}
+	side, err := startClientGoSide(client, cfg, handlers)
+	if err != nil {
+		factory.Shutdown()
+		return err
+	}
+	defer side.stop() // if we return early; nil-safe, idempotent
 	start := time.Now()
 	factory.Start(ctx.Done())
 	sum := newSummary(out, inf, handlers, ctl, start)
+	sum.side = side
 	waitForSync(ctx, out, factory, inf, handlers, start)
+	side.waitForSyncAndSay(ctx, out, start)
 
 	var wg sync.WaitGroup
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -111,7 +130,10 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if ctl != nil {
 		ctl.stop() // after the informer: no handler adds a key any more
 	}
-	sum.final(end, time.Since(end))
+	shutdown := time.Since(end)
+	side.stop()
+	sum.final(end, shutdown)
+	side.writeTotals(out)
 	if load != nil {
 		fmt.Fprintf(out, "workload after the initial %d pods: %d creates, %d updates, %d deletes\n",
 			cfg.pods, load.counts[opCreate], load.counts[opUpdate], load.counts[opDelete])

@@ -20,7 +20,8 @@ type summary struct {
 	start    time.Time
 	prevAt   time.Time
 	prev     actors.Stats
-	prevRec  int64 // the controller's reconciles at prevAt
+	prevRec  int64         // the controller's reconciles at prevAt
+	side     *clientGoSide // --compare: client-go's line under ours; nil: none
 }
 
 func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, ctl *controller, now time.Time) *summary {
@@ -65,6 +66,9 @@ func (s *summary) line(now time.Time) {
 	}
 	writeReflectorTrouble(&b, st, s.prev)
 	fmt.Fprintln(s.w, b.String())
+	if s.side != nil {
+		s.side.writeLine(s.w, now)
+	}
 	s.remember(now, st)
 }
 
