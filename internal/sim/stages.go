@@ -1,0 +1,468 @@
+package sim
+
+// This file is the only one that calls the pipeline's cores. Each stage
+// turns one input message into the []stage.Msg its actor shell would send
+// because of it, and models what survives a restart of that shell. The rest
+// of the simulator speaks only stage.Msg.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/reflector"
+	"github.com/actorinformer/actorinformer/stage"
+)
+
+// toEnv addresses the environment: the reflector shell's I/O (list and
+// watch calls, backoff timers), which the simulator carries out at once,
+// as the shell does right after the step.
+var toEnv = stage.Addr{Kind: 100}
+
+// Messages into the reflector: the reports its shell's goroutines and timer
+// would send. inc is the reflector incarnation that asked (a restarted
+// reflector ignores its predecessor's reports, as the shell does).
+type (
+	listDone struct {
+		inc int
+		gen uint64
+		res reflector.ListResult
+	}
+	watchEvents struct {
+		inc    int
+		gen    uint64
+		events []watch.Event
+	}
+	watchEnded struct {
+		inc int
+		gen uint64
+	}
+	watchFailed struct {
+		inc int
+		gen uint64
+		err error
+	}
+	backoffElapsed struct {
+		inc int
+		gen uint64
+	}
+)
+
+// Messages to the environment (toEnv), the reflector shell's effects.
+type (
+	listCall struct {
+		inc int
+		req reflector.ListRequest
+	}
+	watchCall struct {
+		inc int
+		req reflector.WatchRequest
+	}
+	waitCall struct {
+		inc int
+		req reflector.WaitRequest
+	}
+	stopOp      struct{ inc int }
+	handleError struct{ err error }
+)
+
+// A stage is one core behind its (modelled) shell.
+type stageCore interface {
+	// deliver feeds one message to the core and returns what the shell
+	// sends because of it, in order.
+	deliver(m stage.Msg) []stage.Msg
+	// restart models a panic-free restart of the actor between two
+	// messages (protoactor's Restarting, then Started on a new value from
+	// the same producer) and returns what the shells send.
+	restart() []stage.Msg
+}
+
+// ---- reflector ----
+
+type nopLW struct{}
+
+func (nopLW) List(metav1.ListOptions) (runtime.Object, error) {
+	return nil, errors.New("sim: the reflector's I/O is simulated")
+}
+func (nopLW) Watch(metav1.ListOptions) (watch.Interface, error) {
+	return nil, errors.New("sim: the reflector's I/O is simulated")
+}
+
+type reflectorStage struct {
+	r   *reflector.Reflector
+	m   *reflector.Machine
+	inc int
+}
+
+func newReflectorStage(clk *simClock, useWatchList bool) *reflectorStage {
+	r := reflector.New(reflector.Config{
+		ListerWatcher: nopLW{},
+		Name:          "sim",
+		UseWatchList:  ptr.To(useWatchList),
+		// No jitter: backoff durations are a function of the script.
+		Backoff: &wait.Backoff{Duration: time.Second, Factor: 2, Steps: 100, Cap: 30 * time.Second},
+		Clock:   clk,
+	})
+	return &reflectorStage{r: r, inc: 1}
+}
+
+// start is the first Started.
+func (s *reflectorStage) start() []stage.Msg {
+	s.m = s.r.NewMachine()
+	return s.effects(s.m.Start())
+}
+
+func (s *reflectorStage) state() reflector.State { return s.m.State() }
+
+func (s *reflectorStage) deliver(m stage.Msg) []stage.Msg {
+	switch b := m.Body.(type) {
+	case *listDone:
+		if b.inc == s.inc {
+			return s.effects(s.m.ListDone(b.gen, b.res))
+		}
+	case *watchEvents:
+		if b.inc == s.inc {
+			return s.effects(s.m.WatchEvents(b.gen, b.events, time.Time{}))
+		}
+	case *watchEnded:
+		if b.inc == s.inc {
+			return s.effects(s.m.WatchEnded(b.gen))
+		}
+	case *watchFailed:
+		if b.inc == s.inc {
+			return s.effects(s.m.WatchFailed(b.gen, b.err))
+		}
+	case *backoffElapsed:
+		if b.inc == s.inc {
+			return s.effects(s.m.BackoffElapsed(b.gen))
+		}
+	default:
+		panic(fmt.Sprintf("sim: reflector got %T", m.Body))
+	}
+	return nil
+}
+
+// restart: the shell's Restarting stops the machine, cancels the running
+// call and the timer (later reports of the old actor are ignored); the new
+// actor makes a new Machine from the same Reflector handle, which keeps the
+// last synced resource version, and starts it.
+func (s *reflectorStage) restart() []stage.Msg {
+	s.m.Stop()
+	out := []stage.Msg{{To: toEnv, Body: &stopOp{inc: s.inc}}}
+	s.inc++
+	return append(out, s.start()...)
+}
+
+func (s *reflectorStage) effects(e reflector.Effects) []stage.Msg {
+	var out []stage.Msg
+	if e.Replace != nil {
+		out = append(out, stage.Msg{To: stage.ToQueue, Body: e.Replace})
+	}
+	if e.Deltas != nil {
+		out = append(out, stage.Msg{To: stage.ToQueue, Body: e.Deltas})
+	}
+	if e.StopWatch || e.List != nil || e.Watch != nil {
+		out = append(out, stage.Msg{To: toEnv, Body: &stopOp{inc: s.inc}})
+	}
+	if e.HandleError != nil {
+		out = append(out, stage.Msg{To: toEnv, Body: &handleError{err: e.HandleError}})
+	}
+	switch {
+	case e.List != nil:
+		out = append(out, stage.Msg{To: toEnv, Body: &listCall{inc: s.inc, req: *e.List}})
+	case e.Watch != nil:
+		out = append(out, stage.Msg{To: toEnv, Body: &watchCall{inc: s.inc, req: *e.Watch}})
+	case e.Wait != nil:
+		out = append(out, stage.Msg{To: toEnv, Body: &waitCall{inc: s.inc, req: *e.Wait}})
+	}
+	return out
+}
+
+// ---- queue ----
+
+type queueStage struct {
+	q *fifo.Queue
+	// firstReplace is what the first Replace listed (key → rv) and its
+	// resource version: HasSynced must not be true before the cache holds
+	// it.
+	firstReplace   map[string]string
+	firstReplaceRV string
+}
+
+func newQueueStage(store *indexer.Store, maxBatch int, clk *simClock) *queueStage {
+	return &queueStage{q: fifo.New(fifo.Config{Known: store, MaxBatch: maxBatch, Now: clk.Now})}
+}
+
+func (s *queueStage) hasSynced() bool { return s.q.HasSynced() }
+
+func (s *queueStage) deliver(m stage.Msg) []stage.Msg {
+	var out []stage.Msg
+	switch b := m.Body.(type) {
+	case *fifo.Deltas:
+		s.q.Add(b.Items)
+	case *fifo.Replace:
+		if s.firstReplace == nil {
+			s.firstReplace = map[string]string{}
+			for _, d := range b.Items {
+				s.firstReplace[d.Key] = rvOf(d.Object)
+			}
+			s.firstReplaceRV = b.ResourceVersion
+		}
+		s.q.Replace(b.Items, b.ResourceVersion, b.ListTrace)
+		out = append(out, stage.Msg{To: stage.ToIndexer, Mode: stage.Request, Body: &fifo.Listed{}})
+	case *fifo.Resync:
+		s.q.Resync()
+	case *fifo.Processed:
+		s.q.Done(b.Count)
+	default:
+		panic(fmt.Sprintf("sim: queue got %T", m.Body))
+	}
+	return s.pop(out)
+}
+
+// restart: the queue's state is outside the actor; Started pops what it
+// holds if no batch is in flight.
+func (s *queueStage) restart() []stage.Msg { return s.pop(nil) }
+
+func (s *queueStage) pop(out []stage.Msg) []stage.Msg {
+	if b := s.q.Pop(); b != nil {
+		out = append(out, stage.Msg{To: stage.ToIndexer, Mode: stage.Request, Body: b})
+	}
+	return out
+}
+
+// ---- indexer ----
+
+type indexerStage struct {
+	core  *indexer.Core
+	store *indexer.Store
+	clk   *simClock
+	// queueKnown: the shell learns the queue's PID from the sender of a
+	// Batch or Listed, and forgets it when restarted.
+	queueKnown bool
+	// fire is the resync check timer callback (runs inside the clock).
+	fire func(gen uint64)
+	pids map[*actor.PID]uint64
+	out  []stage.Msg
+	send func(*actor.PID, any)
+}
+
+func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64)) *indexerStage {
+	store := indexer.NewStore(nil, cache.Indexers{})
+	core := indexer.NewCore(store, nil, clk.Now)
+	core.SetClock(clk)
+	core.SetResyncCheckPeriod(resyncCheck)
+	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}}
+	s.send = func(target *actor.PID, msg any) {
+		mode := stage.Send
+		if _, ok := msg.(*indexer.DrainMarker); ok {
+			mode = stage.Request
+		}
+		s.out = append(s.out, stage.Msg{To: stage.ToListener(s.pids[target]), Mode: mode, Body: msg})
+	}
+	return s
+}
+
+// pid is the mailbox handle the indexer is given for listener id.
+func (s *indexerStage) pid(id uint64) *actor.PID {
+	p := actor.NewPID("sim", "listener/"+strconv.FormatUint(id, 10))
+	s.pids[p] = id
+	return p
+}
+
+func (s *indexerStage) subscribers() []uint64 {
+	ids := s.core.Subscribers()
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out
+}
+
+func (s *indexerStage) cache() map[string]string {
+	out := map[string]string{}
+	for _, k := range s.store.ListKeys() {
+		o, _, _ := s.store.GetByKey(k)
+		out[k] = rvOf(o)
+	}
+	return out
+}
+
+func (s *indexerStage) rv() string { return s.store.LastStoreSyncResourceVersion() }
+
+func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
+	s.out = nil
+	switch b := m.Body.(type) {
+	case *fifo.Batch:
+		s.queueKnown = true
+		s.core.Expect(b.InitialRemaining)
+		if n := s.core.ApplyBatch(b); n != nil {
+			s.core.Route(n, s.send)
+		}
+		s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}})
+	case *indexer.Subscribe:
+		if initial := s.core.Subscribe(b); initial != nil {
+			s.send(b.Target, initial)
+		}
+	case *indexer.Unsubscribe:
+		s.core.Unsubscribe(b.ID)
+	case *indexer.Drained:
+		s.core.Drained(b.ID, s.send)
+	case *fifo.Listed:
+		s.queueKnown = true
+		s.core.StartResyncChecks(s.fire)
+	case *indexer.ResyncTick:
+		var due bool
+		if b.Gen == 0 {
+			due = s.queueKnown && s.core.ResyncDue(s.clk.Now())
+		} else {
+			due = s.core.ResyncCheck(b.Gen)
+		}
+		if due && s.queueKnown {
+			s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Resync{}})
+		}
+	default:
+		panic(fmt.Sprintf("sim: indexer got %T", m.Body))
+	}
+	return s.out
+}
+
+// restart: core and store survive; the shell forgets the queue's PID,
+// stops the resync check timer (Restarting) and re-arms it (Started).
+func (s *indexerStage) restart() []stage.Msg {
+	s.core.StopResyncChecks()
+	s.queueKnown = false
+	s.core.ResumeResyncChecks(s.fire)
+	return nil
+}
+
+// ---- listener ----
+
+// listenerStage models actors' listener (unexported on this version):
+// resync notifications only when due, no call once removed, a handler
+// panic recovered, the initial-list counter, DrainMarker answered.
+type listenerStage struct {
+	id          uint64
+	h           handler
+	removed     bool
+	pending     atomic.Int64
+	backlog     atomic.Int64
+	initialDone bool
+}
+
+// handler is what a listener calls.
+type handler interface {
+	OnAdd(ctx context.Context, obj any, initial bool)
+	OnUpdate(ctx context.Context, old, obj any)
+	OnDelete(ctx context.Context, obj any)
+}
+
+func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
+	switch b := m.Body.(type) {
+	case *indexer.Notifications:
+		var initial int64
+		for i := range b.Items {
+			it := &b.Items[i]
+			if it.InitialList {
+				initial++
+			}
+			if (!it.Sync || b.SyncsTo(indexer.ListenerID(l.id))) && !l.removed {
+				l.call(it)
+			}
+		}
+		l.backlog.Add(-int64(len(b.Items)))
+		l.pending.Add(-initial)
+		if b.Initial {
+			l.initialDone = true
+		}
+	case *indexer.DrainMarker:
+		return []stage.Msg{{To: stage.ToIndexer, Body: &indexer.Drained{ID: indexer.ListenerID(l.id)}}}
+	default:
+		panic(fmt.Sprintf("sim: listener got %T", m.Body))
+	}
+	return nil
+}
+
+func (l *listenerStage) call(it *indexer.Notification) {
+	defer func() { _ = recover() }()
+	switch it.Type {
+	case indexer.NotifyAdd:
+		l.h.OnAdd(context.Background(), it.New, it.InitialList)
+	case indexer.NotifyUpdate:
+		l.h.OnUpdate(context.Background(), it.Old, it.New)
+	case indexer.NotifyDelete:
+		l.h.OnDelete(context.Background(), it.New)
+	}
+}
+
+// restart: the listener's state lives outside the actor, which handles
+// neither Restarting nor Started.
+func (l *listenerStage) restart() []stage.Msg { return nil }
+
+// subscribe is the message the informer's supervisor sends the indexer
+// for this listener.
+func (l *listenerStage) subscribe(ix *indexerStage, resync time.Duration, added time.Time, initial bool) stage.Msg {
+	return stage.Msg{To: stage.ToIndexer, Body: &indexer.Subscribe{
+		ID:           indexer.ListenerID(l.id),
+		Target:       ix.pid(l.id),
+		ResyncPeriod: resync,
+		Added:        added,
+		Initial:      initial,
+		Pending:      &l.pending,
+		Backlog:      &l.backlog,
+	}}
+}
+
+// regSynced is the handler registration's HasSynced.
+func (l *listenerStage) regSynced(informerSynced bool) bool {
+	return informerSynced && l.initialDone && l.pending.Load() == 0
+}
+
+// mailboxItems calls f for each notification in msgs that this listener
+// will hand to its handler.
+func (l *listenerStage) mailboxItems(msgs []stage.Msg, f func(it *indexer.Notification)) {
+	for _, m := range msgs {
+		b, ok := m.Body.(*indexer.Notifications)
+		if !ok {
+			continue
+		}
+		for i := range b.Items {
+			if it := &b.Items[i]; !it.Sync || b.SyncsTo(indexer.ListenerID(l.id)) {
+				f(it)
+			}
+		}
+	}
+}
+
+// initialQueued reports whether msgs hold an initial batch or an
+// initial-list notification.
+func initialQueued(msgs []stage.Msg) bool {
+	for _, m := range msgs {
+		b, ok := m.Body.(*indexer.Notifications)
+		if !ok {
+			continue
+		}
+		if b.Initial {
+			return true
+		}
+		for i := range b.Items {
+			if b.Items[i].InitialList {
+				return true
+			}
+		}
+	}
+	return false
+}
