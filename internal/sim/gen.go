@@ -96,6 +96,9 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 		return "update " + k
 	})
 	add(1, func() string { return "bookmark" })
+	if st := s.srv.stream; st != nil && !st.closed {
+		add(1, func() string { return "repeat" })
+	}
 	if len(s.clk.deadlines) > 0 {
 		add(2, func() string { return "tick" })
 	}

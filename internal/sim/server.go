@@ -189,6 +189,17 @@ func (s *server) open(c *watchCall) *stream {
 	return st
 }
 
+// repeat sends the open stream's last change again if it was a delete (a
+// duplicate delivery: the queue must collapse it).
+func (s *server) repeat() {
+	if s.stream == nil || s.stream.closed || len(s.history) == 0 {
+		return
+	}
+	if ev := s.history[len(s.history)-1]; ev.Type == watch.Deleted {
+		s.stream.events = append(s.stream.events, ev)
+	}
+}
+
 // bookmark queues a bookmark at the current resource version on the open
 // stream.
 func (s *server) bookmark() {

@@ -90,12 +90,14 @@ func (s *Sim) Run(script []string) string {
 // '#' starts a comment.
 func ParseScript(text string) []string {
 	var out []string
-	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ';' }) {
-		if i := strings.IndexByte(l, '#'); i >= 0 {
-			l = l[:i]
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
 		}
-		if l = strings.Join(strings.Fields(l), " "); l != "" {
-			out = append(out, l)
+		for _, l := range strings.Split(line, ";") {
+			if l = strings.Join(strings.Fields(l), " "); l != "" {
+				out = append(out, l)
+			}
 		}
 	}
 	return out
@@ -289,6 +291,8 @@ func (s *Sim) Exec(line string) error {
 		s.srv.mutate(cmd, arg(1))
 	case "bookmark":
 		s.srv.bookmark()
+	case "repeat":
+		s.srv.repeat()
 	case "compact":
 		s.srv.compacted = s.srv.rv
 	case "answer":
@@ -546,6 +550,11 @@ type view struct {
 	panicNext bool
 }
 
+func (v *view) removed() bool {
+	l := v.s.listenerByName(v.name)
+	return l != nil && l.st.removed
+}
+
 func newView(s *Sim, name string) *view {
 	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}}
 }
@@ -564,6 +573,9 @@ func (v *view) order(k, rv string) {
 
 func (v *view) call(line string) {
 	v.s.Calls = append(v.s.Calls, v.name+" "+line)
+	if v.removed() {
+		v.s.failf("%s: called after its removal: %s", v.name, line)
+	}
 	if v.panicNext {
 		v.panicNext = false
 		panic("sim: injected handler panic")
