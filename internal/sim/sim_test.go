@@ -37,7 +37,8 @@ func TestRandomSeeds(t *testing.T) {
 		s := Random(seed, *flagSteps)
 		if err := s.Err(); err != "" {
 			failed++
-			t.Errorf("seed %d: %s\nreplay with: go test ./internal/sim/ -run TestReplay -sim.script '%s'", seed, err, FormatScript(s.Lines))
+			t.Errorf("seed %d: %s\nreplay with: go test ./internal/sim/ -run TestReplay -v -sim.script '%s'\nshrunk: '%s'",
+				seed, err, FormatScript(s.Lines), FormatScript(Shrink(s.Lines)))
 			if failed == 3 {
 				t.Fatal("stopping after 3 failing seeds")
 			}
