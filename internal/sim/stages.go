@@ -258,6 +258,11 @@ type indexerStage struct {
 	pids map[*actor.PID]uint64
 	out  []stage.Msg
 	send func(*actor.PID, any)
+	// compacting: listeners the core may keep notifications back for
+	// (from a DrainMarker sent to them until one of their Drained answers
+	// leads to nothing more); their view plus mailbox may lag the cache.
+	compacting map[uint64]bool
+	sawMarker  bool
 }
 
 func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64)) *indexerStage {
@@ -265,11 +270,13 @@ func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uin
 	core := indexer.NewCore(store, nil, clk.Now)
 	core.SetClock(clk)
 	core.SetResyncCheckPeriod(resyncCheck)
-	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}}
+	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}}
 	s.send = func(target *actor.PID, msg any) {
 		mode := stage.Send
 		if _, ok := msg.(*indexer.DrainMarker); ok {
 			mode = stage.Request
+			s.compacting[s.pids[target]] = true
+			s.sawMarker = true
 		}
 		s.out = append(s.out, stage.Msg{To: stage.ToListener(s.pids[target]), Mode: mode, Body: msg})
 	}
@@ -321,6 +328,9 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 		s.core.Unsubscribe(b.ID)
 	case *indexer.Drained:
 		s.core.Drained(b.ID, s.send)
+		if len(s.out) == 0 {
+			delete(s.compacting, uint64(b.ID))
+		}
 	case *fifo.Listed:
 		s.queueKnown = true
 		s.core.StartResyncChecks(s.fire)
@@ -445,24 +455,4 @@ func (l *listenerStage) mailboxItems(msgs []stage.Msg, f func(it *indexer.Notifi
 			}
 		}
 	}
-}
-
-// initialQueued reports whether msgs hold an initial batch or an
-// initial-list notification.
-func initialQueued(msgs []stage.Msg) bool {
-	for _, m := range msgs {
-		b, ok := m.Body.(*indexer.Notifications)
-		if !ok {
-			continue
-		}
-		if b.Initial {
-			return true
-		}
-		for i := range b.Items {
-			if b.Items[i].InitialList {
-				return true
-			}
-		}
-	}
-	return false
 }
