@@ -47,6 +47,8 @@ type Sim struct {
 	errs  []string
 	// HandleErrors counts the reflector's calls of its watch error handler.
 	HandleErrors int
+	// keepGoing: quiesce goes on after a violation.
+	keepGoing bool
 	// slow names the handler a random script rarely delivers to.
 	slow string
 }
@@ -329,6 +331,12 @@ func (s *Sim) Exec(line string) error {
 		s.srv.mutate(cmd, arg(1))
 	case "bookmark":
 		s.srv.bookmark()
+	case "crash":
+		n, err := strconv.Atoi(arg(1))
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad crash line")
+		}
+		s.ix.crash.after = n
 	case "repeat":
 		s.srv.repeat()
 	case "burst":
@@ -482,7 +490,7 @@ func (s *Sim) quiesce() {
 			s.failf("no quiescence after %d steps (reflector %v)", i, s.refl.state())
 			return
 		}
-		if len(s.errs) > 0 {
+		if len(s.errs) > 0 && !s.keepGoing {
 			return
 		}
 		progressed := false

@@ -263,14 +263,35 @@ type indexerStage struct {
 	// leads to nothing more); their view plus mailbox may lag the cache.
 	compacting map[uint64]bool
 	sawMarker  bool
+	// crash makes the core panic while applying a batch (through its
+	// mutation detector hook): a bug of ours inside ApplyBatch.
+	crash *crashDetector
 }
+
+// crashDetector panics on the after+1-th object written to the cache once
+// armed (after >= 0).
+type crashDetector struct{ after int }
+
+func (d *crashDetector) AddObject(any) {
+	switch {
+	case d.after == 0:
+		d.after = -1
+		panic("sim: injected panic in the indexer")
+	case d.after > 0:
+		d.after--
+	}
+}
+
+func (d *crashDetector) Run(<-chan struct{}) {}
 
 func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64)) *indexerStage {
 	store := indexer.NewStore(nil, cache.Indexers{})
 	core := indexer.NewCore(store, nil, clk.Now)
 	core.SetClock(clk)
 	core.SetResyncCheckPeriod(resyncCheck)
-	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}}
+	crash := &crashDetector{after: -1}
+	core.SetMutationDetector(crash)
+	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}, crash: crash}
 	s.send = func(target *actor.PID, msg any) {
 		mode := stage.Send
 		if _, ok := msg.(*indexer.DrainMarker); ok {
@@ -316,8 +337,11 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 	case *fifo.Batch:
 		s.queueKnown = true
 		s.core.Expect(b.InitialRemaining)
-		if n := s.core.ApplyBatch(b); n != nil {
-			s.core.Route(n, s.send)
+		if !s.apply(b) {
+			// The shell's Restarting acknowledges the batch it was
+			// applying, so that the queue goes on; then a new actor.
+			out := []stage.Msg{{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}}}
+			return append(out, s.restart()...)
 		}
 		s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}})
 	case *indexer.Subscribe:
@@ -348,6 +372,20 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 		panic(fmt.Sprintf("sim: indexer got %T", m.Body))
 	}
 	return s.out
+}
+
+// apply applies and routes b; false if the core panicked.
+func (s *indexerStage) apply(b *fifo.Batch) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.out = nil
+			ok = false
+		}
+	}()
+	if n := s.core.ApplyBatch(b); n != nil {
+		s.core.Route(n, s.send)
+	}
+	return true
 }
 
 // restart: core and store survive; the shell forgets the queue's PID,
