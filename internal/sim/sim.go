@@ -47,6 +47,9 @@ type Sim struct {
 	errs  []string
 	// HandleErrors counts the reflector's calls of its watch error handler.
 	HandleErrors int
+	// lastRV are the highest resource versions seen of the reflector and
+	// of the cache: neither may go back.
+	lastReflRV, lastCacheRV int64
 	// keepGoing: quiesce goes on after a violation.
 	keepGoing bool
 	// slow names the handler a random script rarely delivers to.
@@ -539,6 +542,21 @@ func (s *Sim) check() {
 		if d := informertest.Diff(cache, objs); d != "" {
 			s.failf("%s: view+mailbox differs from the cache: %s", l.name, d)
 		}
+	}
+	// Resource versions never go back.
+	if rv := s.refl.r.LastSyncResourceVersion(); rv != "" {
+		n, _ := strconv.ParseInt(rv, 10, 64)
+		if n < s.lastReflRV {
+			s.failf("reflector resource version went back from %d to %d", s.lastReflRV, n)
+		}
+		s.lastReflRV = max(s.lastReflRV, n)
+	}
+	if rv := s.ix.rv(); rv != "" {
+		n, _ := strconv.ParseInt(rv, 10, 64)
+		if n < s.lastCacheRV {
+			s.failf("cache resource version went back from %d to %d", s.lastCacheRV, n)
+		}
+		s.lastCacheRV = max(s.lastCacheRV, n)
 	}
 	// HasSynced: not before the first list is in the cache (and so, by
 	// the check above, in every listener).
