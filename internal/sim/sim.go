@@ -447,10 +447,11 @@ func (s *Sim) start() {
 		}
 	}
 	s.refl = newReflectorStage(s.clk, s.watchList)
+	tel := coreTelemetry(func(msg string) { s.failf("a core logged: %s", msg) })
 	s.ix = newIndexerStage(s.clk, s.checkPeriod, func(gen uint64) {
 		s.push(stage.Msg{To: stage.ToIndexer, Body: &indexer.ResyncTick{Gen: gen}})
-	})
-	s.q = newQueueStage(s.ix.store, s.maxBatch, s.clk)
+	}, tel)
+	s.q = newQueueStage(s.ix.store, s.maxBatch, s.clk, tel)
 	for _, l := range s.ls {
 		l.st.initialDone = true // handlers added before start
 		s.push(l.st.subscribe(s.ix, l.resync, s.clk.Now(), false))

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
 )
@@ -202,9 +204,30 @@ type queueStage struct {
 	firstReplaceRV string
 }
 
-func newQueueStage(store *indexer.Store, maxBatch int, clk *simClock) *queueStage {
-	return &queueStage{q: fifo.New(fifo.Config{Known: store, MaxBatch: maxBatch, Now: clk.Now})}
+func newQueueStage(store *indexer.Store, maxBatch int, clk *simClock, tel *telemetry.T) *queueStage {
+	return &queueStage{q: fifo.New(fifo.Config{Known: store, MaxBatch: maxBatch, Now: clk.Now, Telemetry: tel})}
 }
+
+// coreTelemetry is telemetry whose logger hands every warning and error
+// to report: the queue and the indexer log none when all is well.
+func coreTelemetry(report func(msg string)) *telemetry.T {
+	return telemetry.New(telemetry.Config{Logger: slog.New(reportHandler{report})})
+}
+
+type reportHandler struct{ report func(string) }
+
+func (h reportHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h reportHandler) Handle(_ context.Context, r slog.Record) error {
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.String()
+		return true
+	})
+	h.report(msg)
+	return nil
+}
+func (h reportHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h reportHandler) WithGroup(string) slog.Handler      { return h }
 
 func (s *queueStage) hasSynced() bool { return s.q.HasSynced() }
 
@@ -284,9 +307,9 @@ func (d *crashDetector) AddObject(any) {
 
 func (d *crashDetector) Run(<-chan struct{}) {}
 
-func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64)) *indexerStage {
+func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64), tel *telemetry.T) *indexerStage {
 	store := indexer.NewStore(nil, cache.Indexers{})
-	core := indexer.NewCore(store, nil, clk.Now)
+	core := indexer.NewCore(store, tel, clk.Now)
 	core.SetClock(clk)
 	core.SetResyncCheckPeriod(resyncCheck)
 	crash := &crashDetector{after: -1}
