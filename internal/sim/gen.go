@@ -111,6 +111,7 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 	if st := s.srv.stream; st != nil && !st.closed {
 		add(1, func() string { return "repeat" })
 	}
+	add(1, func() string { return fmt.Sprintf("advance %ds", 1+rng.IntN(5)) })
 	if len(s.clk.deadlines) > 0 {
 		add(2, func() string { return "tick" })
 	}
