@@ -34,6 +34,7 @@
 //	remove NAME           remove a handler
 //	panic NAME            the handler panics on its next call (after recording it)
 //	quiesce               run to quiescence, then check the final invariants
+//	lose STAGE            drop the head of a mailbox (to test the checks)
 //
 // After every line: each subscribed handler's view plus what its mailbox
 // holds equals the cache; handlers see consistent calls (no add of a key

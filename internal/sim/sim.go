@@ -334,6 +334,19 @@ func (s *Sim) Exec(line string) error {
 		s.srv.mutate(cmd, arg(1))
 	case "bookmark":
 		s.srv.bookmark()
+	case "lose":
+		// Not a fault the pipeline must survive: a lost message, to test
+		// that the checks catch one.
+		a, err := s.addr(arg(1))
+		if err != nil {
+			return err
+		}
+		if box := s.boxes[a]; len(box) > 0 {
+			if a.Kind == stage.Listener {
+				s.ls[a.ID-1].queued(box[0], -1)
+			}
+			s.boxes[a] = box[1:]
+		}
 	case "crash":
 		n, err := strconv.Atoi(arg(1))
 		if err != nil || n < 0 {

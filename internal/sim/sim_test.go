@@ -103,3 +103,21 @@ func nonSync(calls []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestChecksCatchLostMessages: a message lost anywhere is caught.
+func TestChecksCatchLostMessages(t *testing.T) {
+	const prefix = "batch 1; handler h1; create a; create b; start; quiesce; delete a; update b; flush; "
+	for _, tc := range []struct{ script, want string }{
+		{"lose reflector; quiesce", "quiescent: cache differs from the source"},
+		{"deliver reflector; lose fifo; quiesce", "quiescent: cache differs from the source"},
+		{"deliver reflector; deliver fifo; lose indexer; quiesce", "quiescent: cache differs from the source"},
+		{"deliver reflector; deliver fifo; deliver indexer; lose fifo; quiesce", "quiescent: cache differs from the source"},
+		{"deliver reflector; deliver fifo; deliver indexer; lose h1; quiesce", "quiescent: h1's view differs from what it was sent"},
+	} {
+		s := New()
+		err := s.Run(ParseScript(prefix + tc.script))
+		if !strings.Contains(err, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.script, err, tc.want)
+		}
+	}
+}
