@@ -75,7 +75,11 @@ func TestReplay(t *testing.T) {
 // and with it which resync notifications fall in a batch sent before or
 // after a resync check changes the set of listeners due.
 func TestReplayMatchesRandom(t *testing.T) {
-	for seed := range uint64(50) {
+	n := uint64(50)
+	if testing.Short() || raceEnabled {
+		n = 20
+	}
+	for seed := range n {
 		r := Random(seed, *flagSteps)
 		p := New()
 		p.Run(r.Lines)
