@@ -23,6 +23,8 @@
 //	repeat                the last change again on the watch, if a delete
 //	compact               watches from an older resource version get 410
 //	answer [CODE]         answer the waiting list or watch call (CODE: 500, 410, 429)
+//	answer old K          answer the waiting list from the state K changes ago, as a
+//	                      lagging watch cache may (not older than the list asks for)
 //	flush [N]             hand up to N (default all) watch events to the reflector, as one batch
 //	cut                   the server closes the watch (after the events queued)
 //	gone | werr           an ERROR event (410 | 500) ends the watch

@@ -83,6 +83,9 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 				}
 				return fmt.Sprintf("answer %d", codes[rng.IntN(len(codes))])
 			}
+			if _, ok := c.(*listCall); ok && rng.IntN(4) == 0 {
+				return fmt.Sprintf("answer old %d", 1+rng.IntN(5))
+			}
 			return "answer"
 		})
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 
@@ -130,6 +131,44 @@ type injected struct{}
 func (injected) Error() string { return "injected failure" }
 
 var errInjected error = injected{}
+
+// answerOld answers a waiting list as a lagging watch cache may: from the
+// state back changes ago, but not older than the list asks for (a
+// resource version, or the latest for "") nor than the compaction.
+func (s *server) answerOld(back int64) any {
+	c, ok := s.call.(*listCall)
+	if !ok {
+		return s.answer(0)
+	}
+	s.call = nil
+	at := max(s.rv-back, s.compacted, 1)
+	switch rv := c.req.Options.ResourceVersion; rv {
+	case "":
+		at = s.rv
+	case "0":
+	default:
+		n, _ := strconv.ParseInt(rv, 10, 64)
+		at = max(at, n)
+	}
+	objs := map[string]*v1.Pod{}
+	for _, ev := range s.history {
+		p := ev.Object.(*v1.Pod)
+		if n, _ := strconv.ParseInt(p.ResourceVersion, 10, 64); n > at {
+			break
+		}
+		if ev.Type == watch.Deleted {
+			delete(objs, p.Name)
+		} else {
+			objs[p.Name] = p
+		}
+	}
+	names := slices.Sorted(maps.Keys(objs))
+	l := &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(at, 10)}}
+	for _, n := range names {
+		l.Items = append(l.Items, *objs[n])
+	}
+	return &listDone{inc: c.inc, gen: c.req.Gen, res: reflector.ListResult{List: l}}
+}
 
 // answer answers the waiting call: with an error when code is not 0,
 // else with a list or an open watch. It returns the report for the

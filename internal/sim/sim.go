@@ -367,6 +367,14 @@ func (s *Sim) Exec(line string) error {
 		s.srv.compacted = s.srv.rv
 	case "answer":
 		code := 0
+		if arg(1) == "old" {
+			back, err := strconv.ParseInt(arg(2), 10, 64)
+			if err != nil {
+				return err
+			}
+			s.push(stage.Msg{To: stage.ToReflector, Body: s.srv.answerOld(back)})
+			break
+		}
 		if a := arg(1); a != "" {
 			var err error
 			if code, err = strconv.Atoi(a); err != nil {
