@@ -67,6 +67,9 @@ type listener struct {
 	// notifications there.
 	projected     map[string]string
 	queuedInitial int
+	// queuedItems and queuedInitialItems count the notifications in the
+	// mailbox, and those of them from an initial list.
+	queuedItems, queuedInitialItems int
 }
 
 // queued accounts for m entering (sign 1) or leaving (-1) l's mailbox.
@@ -83,13 +86,15 @@ func (l *listener) queued(m stage.Msg, sign int) {
 	}
 	if b, ok := m.Body.(*indexer.Notifications); ok {
 		n := 0
-		if b.Initial {
-			n++
-		}
 		for i := range b.Items {
 			if b.Items[i].InitialList {
 				n++
 			}
+		}
+		l.queuedInitialItems += sign * n
+		l.queuedItems += sign * len(b.Items)
+		if b.Initial {
+			n++
 		}
 		l.queuedInitial += sign * n
 	}
@@ -561,6 +566,9 @@ func (s *Sim) check() {
 			continue
 		}
 		objs := l.projected
+		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems) || p != int64(l.queuedInitialItems) {
+			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list", l.name, b, p, l.queuedItems, l.queuedInitialItems)
+		}
 		if d := informertest.Diff(cache, objs); d != "" {
 			s.failf("%s: view+mailbox differs from the cache: %s", l.name, d)
 		}

@@ -116,7 +116,7 @@ func TestChecksCatchLostMessages(t *testing.T) {
 		{"deliver reflector; lose fifo; quiesce", "quiescent: cache differs from the source"},
 		{"deliver reflector; deliver fifo; lose indexer; quiesce", "quiescent: cache differs from the source"},
 		{"deliver reflector; deliver fifo; deliver indexer; lose fifo; quiesce", "quiescent: cache differs from the source"},
-		{"deliver reflector; deliver fifo; deliver indexer; lose h1; quiesce", "quiescent: h1's view differs from what it was sent"},
+		{"deliver reflector; deliver fifo; deliver indexer; lose h1; quiesce", "h1: backlog 1 and pending 0, mailbox holds 0"},
 	} {
 		s := New()
 		err := s.Run(ParseScript(prefix + tc.script))
