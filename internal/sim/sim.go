@@ -61,7 +61,6 @@ type listener struct {
 	resync   time.Duration
 	st       *listenerStage
 	view     *view
-	preStart bool
 	// projected is the view once the handler has had what its mailbox
 	// holds; queuedInitial counts the initial batches and initial-list
 	// notifications there.
@@ -271,8 +270,8 @@ func (s *Sim) stageName(a stage.Addr) string {
 	return a.Kind.String()
 }
 
-func (s *Sim) newListener(name string, resync time.Duration, preStart bool) *listener {
-	l := &listener{name: name, resync: resync, preStart: preStart, projected: map[string]string{}}
+func (s *Sim) newListener(name string, resync time.Duration) *listener {
+	l := &listener{name: name, resync: resync, projected: map[string]string{}}
 	l.view = newView(s, name)
 	l.st = &listenerStage{id: uint64(len(s.ls) + 1), h: l.view}
 	s.ls = append(s.ls, l)
@@ -322,7 +321,7 @@ func (s *Sim) Exec(line string) error {
 			if err != nil || arg(1) == "" || s.listenerByName(arg(1)) != nil {
 				return fmt.Errorf("bad handler line")
 			}
-			s.newListener(arg(1), d, true)
+			s.newListener(arg(1), d)
 			return nil
 		case "start":
 			s.start()
@@ -437,7 +436,7 @@ func (s *Sim) Exec(line string) error {
 		if d > 0 && d < s.checkPeriod {
 			d = s.checkPeriod // client-go: a started informer does not check more often
 		}
-		l := s.newListener(arg(1), d, false)
+		l := s.newListener(arg(1), d)
 		s.push(l.st.subscribe(s.ix, d, s.clk.Now(), true))
 	case "remove":
 		l := s.listenerByName(arg(1))

@@ -32,15 +32,24 @@ func TestRandomSeeds(t *testing.T) {
 		t.Skip("replaying -sim.script (TestReplay)")
 	}
 	n, failed := seeds(), 0
+	seen := map[string]bool{}
 	for i := range n {
 		seed := *flagSeed + uint64(i)
 		s := Random(seed, *flagSteps)
+		reached(s, seen)
 		if err := s.Err(); err != "" {
 			failed++
 			t.Errorf("seed %d: %s\nreplay with: go test ./internal/sim/ -run TestReplay -v -sim.script '%s'\nshrunk: '%s'",
 				seed, err, FormatScript(s.Lines), FormatScript(Shrink(s.Lines)))
 			if failed == 3 {
 				t.Fatal("stopping after 3 failing seeds")
+			}
+		}
+	}
+	if n >= 300 {
+		for _, p := range hardPaths {
+			if !seen[p] {
+				t.Errorf("%d random scripts never reached: %s", n, p)
 			}
 		}
 	}
@@ -125,3 +134,29 @@ func TestChecksCatchLostMessages(t *testing.T) {
 		}
 	}
 }
+
+// reached records the paths a passing random script went through, so that
+// passing seeds are known to mean something.
+func reached(s *Sim, seen map[string]bool) {
+	if s.ix.sawMarker {
+		seen["indexer compaction (DrainMarker)"] = true
+	}
+	if s.refl.r.Status().Syncs > 1 {
+		seen["relist"] = true
+	}
+	if s.refl.r.Status().LastSyncUsedWatchList {
+		seen["WatchList sync"] = true
+	}
+	for _, c := range s.Calls {
+		if strings.HasSuffix(c, " tombstone") {
+			seen["tombstone"] = true
+		}
+	}
+	for _, l := range s.Lines {
+		if f := strings.Fields(l); f[0] == "restart" || f[0] == "add" || f[0] == "remove" || f[0] == "panic" {
+			seen[f[0]] = true
+		}
+	}
+}
+
+var hardPaths = []string{"indexer compaction (DrainMarker)", "relist", "WatchList sync", "tombstone", "restart", "add", "remove", "panic"}

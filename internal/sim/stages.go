@@ -285,7 +285,8 @@ type indexerStage struct {
 	// (from a DrainMarker sent to them until one of their Drained answers
 	// leads to nothing more); their view plus mailbox may lag the cache.
 	compacting map[uint64]bool
-	sawMarker  bool
+	// sawMarker: a DrainMarker was sent (compaction happened).
+	sawMarker bool
 	// crash makes the core panic while applying a batch (through its
 	// mutation detector hook): a bug of ours inside ApplyBatch.
 	crash *crashDetector
