@@ -159,11 +159,11 @@ func driveRandom(t *testing.T, seed uint64, steps int) {
 	})
 	e := h.m.Start()
 	for range steps {
-		if e.Replace != nil {
-			checkDeltas(t, "Replace", e.Replace.Items)
+		if e.replace() != nil {
+			checkDeltas(t, "Replace", e.replace().Items)
 		}
-		if e.Deltas != nil {
-			checkDeltas(t, "Deltas", e.Deltas.Items)
+		if e.deltas() != nil {
+			checkDeltas(t, "Deltas", e.deltas().Items)
 		}
 		gen := h.m.gen
 		if rng.IntN(20) == 0 {
