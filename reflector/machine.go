@@ -236,9 +236,6 @@ func newMachine(r *Reflector) *Machine {
 // State returns the current state.
 func (m *Machine) State() State { return m.state }
 
-// LastSyncResourceVersion is the machine's own view of the last RV.
-func (m *Machine) LastSyncResourceVersion() string { return m.rv }
-
 // Start begins the first ListAndWatch.
 func (m *Machine) Start() Effects {
 	e := m.begin()
