@@ -169,13 +169,8 @@ func (s *reflectorStage) restart() []stage.Msg {
 }
 
 func (s *reflectorStage) effects(e reflector.Effects) []stage.Msg {
-	var out []stage.Msg
-	if e.Replace != nil {
-		out = append(out, stage.Msg{To: stage.ToQueue, Body: e.Replace})
-	}
-	if e.Deltas != nil {
-		out = append(out, stage.Msg{To: stage.ToQueue, Body: e.Deltas})
-	}
+	// e.Msgs belongs to the Machine: copy it.
+	out := append([]stage.Msg(nil), e.Msgs...)
 	if e.StopWatch || e.List != nil || e.Watch != nil {
 		out = append(out, stage.Msg{To: toEnv, Body: &stopOp{inc: s.inc}})
 	}
@@ -232,10 +227,9 @@ func (h reportHandler) WithGroup(string) slog.Handler      { return h }
 func (s *queueStage) hasSynced() bool { return s.q.HasSynced() }
 
 func (s *queueStage) deliver(m stage.Msg) []stage.Msg {
-	var out []stage.Msg
 	switch b := m.Body.(type) {
 	case *fifo.Deltas:
-		s.q.Add(b.Items)
+		return s.q.Deltas(b)
 	case *fifo.Replace:
 		if s.firstReplace == nil {
 			s.firstReplace = map[string]string{}
@@ -244,28 +238,18 @@ func (s *queueStage) deliver(m stage.Msg) []stage.Msg {
 			}
 			s.firstReplaceRV = b.ResourceVersion
 		}
-		s.q.Replace(b.Items, b.ResourceVersion, b.ListTrace)
-		out = append(out, stage.Msg{To: stage.ToIndexer, Mode: stage.Request, Body: &fifo.Listed{}})
+		return s.q.Replace(b)
 	case *fifo.Resync:
-		s.q.Resync()
+		return s.q.Resync()
 	case *fifo.Processed:
-		s.q.Done(b.Count)
-	default:
-		panic(fmt.Sprintf("sim: queue got %T", m.Body))
+		return s.q.Processed(b)
 	}
-	return s.pop(out)
+	panic(fmt.Sprintf("sim: queue got %T", m.Body))
 }
 
-// restart: the queue's state is outside the actor; Started pops what it
-// holds if no batch is in flight.
-func (s *queueStage) restart() []stage.Msg { return s.pop(nil) }
-
-func (s *queueStage) pop(out []stage.Msg) []stage.Msg {
-	if b := s.q.Pop(); b != nil {
-		out = append(out, stage.Msg{To: stage.ToIndexer, Mode: stage.Request, Body: b})
-	}
-	return out
-}
+// restart: the queue's state is outside the actor; the new actor's
+// Started hands out what it holds if no batch is in flight.
+func (s *queueStage) restart() []stage.Msg { return s.q.Started() }
 
 // ---- indexer ----
 
