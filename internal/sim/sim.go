@@ -57,10 +57,10 @@ type Sim struct {
 }
 
 type listener struct {
-	name     string
-	resync   time.Duration
-	st       *listenerStage
-	view     *view
+	name   string
+	resync time.Duration
+	st     *listenerStage
+	view   *view
 	// projected is the view once the handler has had what its mailbox
 	// holds; queuedInitial counts the initial batches and initial-list
 	// notifications there.
