@@ -407,9 +407,10 @@ func (s *indexerStage) restart() []stage.Msg {
 
 // ---- listener ----
 
-// listenerStage models actors' listener (unexported on this version):
-// resync notifications only when due, no call once removed, a handler
-// panic recovered, the initial-list counter, DrainMarker answered.
+// listenerStage models a listener: actors' listener core is unexported, so
+// this mirrors it (resync notifications only when due, no call once
+// removed, a handler panic recovered, the backlog and initial-list
+// counters, DrainMarker answered with a Drained to the indexer).
 type listenerStage struct {
 	id          uint64
 	h           handler
