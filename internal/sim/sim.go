@@ -559,9 +559,8 @@ func (s *Sim) check() {
 	cache := s.ix.cache()
 	// Each handler's view, with the notifications waiting in its mailbox,
 	// is the cache.
-	subs := s.ix.subscribers()
 	for _, l := range s.ls {
-		if l.st.removed || !slices.Contains(subs, l.st.id) || s.ix.compacting[l.st.id] {
+		if l.st.removed || !s.ix.subscribed(l.st.id) || s.ix.compacting[l.st.id] {
 			continue
 		}
 		objs := l.projected

@@ -271,6 +271,8 @@ type indexerStage struct {
 	compacting map[uint64]bool
 	// sawMarker: a DrainMarker was sent (compaction happened).
 	sawMarker bool
+	// subs are the listeners subscribed.
+	subs map[uint64]bool
 	// crash makes the core panic while applying a batch (through its
 	// mutation detector hook): a bug of ours inside ApplyBatch.
 	crash *crashDetector
@@ -299,7 +301,7 @@ func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uin
 	core.SetResyncCheckPeriod(resyncCheck)
 	crash := &crashDetector{after: -1}
 	core.SetMutationDetector(crash)
-	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}, crash: crash}
+	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}, crash: crash, subs: map[uint64]bool{}}
 	s.send = func(target *actor.PID, msg any) {
 		mode := stage.Send
 		if _, ok := msg.(*indexer.DrainMarker); ok {
@@ -319,14 +321,9 @@ func (s *indexerStage) pid(id uint64) *actor.PID {
 	return p
 }
 
-func (s *indexerStage) subscribers() []uint64 {
-	ids := s.core.Subscribers()
-	out := make([]uint64, len(ids))
-	for i, id := range ids {
-		out[i] = uint64(id)
-	}
-	return out
-}
+// subscribed reports whether the core has processed listener id's
+// Subscribe and not its Unsubscribe.
+func (s *indexerStage) subscribed(id uint64) bool { return s.subs[id] }
 
 func (s *indexerStage) cache() map[string]string {
 	out := map[string]string{}
@@ -353,10 +350,12 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 		}
 		s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}})
 	case *indexer.Subscribe:
+		s.subs[uint64(b.ID)] = true
 		if initial := s.core.Subscribe(b); initial != nil {
 			s.send(b.Target, initial)
 		}
 	case *indexer.Unsubscribe:
+		delete(s.subs, uint64(b.ID))
 		s.core.Unsubscribe(b.ID)
 	case *indexer.Drained:
 		s.core.Drained(b.ID, s.send)
