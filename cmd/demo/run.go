@@ -47,6 +47,8 @@ type config struct {
 	// http is the demo's web server address, "" for none; /metrics is
 	// served there (metrics.go).
 	http string
+	// noMetrics leaves /metrics out of the web server (--metrics=false).
+	noMetrics bool
 	// faults are the --fault faults, applied to the simulated cluster.
 	faults []scheduledFault
 	// serving, when not nil, is told the page's URL once the web server
@@ -153,7 +155,14 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 		if tel.keys != nil {
 			defer tel.keys.close()
 		}
-		fmt.Fprintf(out, "web:     %s (the pipeline live, traces, faults; /metrics)\n", web.url())
+		what := "the pipeline live, traces, key search"
+		if a.faults != nil {
+			what += ", faults"
+		}
+		if a.metrics != nil {
+			what += "; /metrics"
+		}
+		fmt.Fprintf(out, "web:     %s (%s)\n", web.url(), what)
 		if cfg.serving != nil {
 			cfg.serving(web.url())
 		}

@@ -99,6 +99,15 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /api/key", a.getKey)
 	mux.HandleFunc("DELETE /api/key", a.deleteKey)
 	mux.HandleFunc("POST /api/faults", a.postFault)
+	for path, allow := range map[string]string{
+		"/api/snapshot": "GET, HEAD", "/api/stream": "GET, HEAD", "/api/traces": "GET, HEAD",
+		"/api/trace": "GET, HEAD", "/api/key": "GET, HEAD, DELETE", "/api/faults": "POST",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, path, allow))
+		})
+	}
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API endpoint: "+r.Method+" "+r.URL.Path)
 	})
