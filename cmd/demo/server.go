@@ -33,7 +33,7 @@ type webServer struct {
 func listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
+		return nil, fmt.Errorf("--http %s: %w (--http 127.0.0.1:0 for a free port, --http '' for no web page)", addr, err)
 	}
 	return ln, nil
 }
