@@ -248,6 +248,9 @@ func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
 type listenerActor struct {
 	l       *listener
 	indexer *actor.PID
+	// runner makes a Coalesced handler's calls (see runCalls); nil for
+	// the others, whose calls the listener actor makes.
+	runner *actor.PID
 }
 
 func (a *listenerActor) Receive(ctx actor.Context) {
@@ -256,6 +259,15 @@ func (a *listenerActor) Receive(ctx actor.Context) {
 		a.send(ctx, a.l.core.Notifications(m, a.l))
 	case *indexer.DrainMarker:
 		a.send(ctx, a.l.core.DrainMarker())
+	case *callsDone:
+		a.send(ctx, a.l.core.CallsDone(a.l))
+	case *actor.Started:
+		if a.l.core.pending != nil {
+			// A child: stopped with the listener, after its running call.
+			r := &handlerRunner{l: a.l}
+			a.runner = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+			a.send(ctx, a.l.core.RunnerStarted())
+		}
 	case *actor.Stopped:
 		a.l.tel.Metrics.DropBacklog(a.l.backlog)
 		a.l.exit()
@@ -270,7 +282,7 @@ func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
 		case stage.ToIndexer:
 			to = a.indexer
 		case stage.ToListener(uint64(a.l.id)):
-			to = ctx.Self()
+			to = a.runner
 		}
 		if to == nil {
 			// A bug of ours: the supervisor restarts the actor.
@@ -281,5 +293,16 @@ func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
 		} else {
 			ctx.Send(to, m.Body)
 		}
+	}
+}
+
+// handlerRunner makes a Coalesced handler's calls, one pending key per
+// runCalls, so that its listener actor goes on merging meanwhile.
+type handlerRunner struct{ l *listener }
+
+func (r *handlerRunner) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*runCalls); ok {
+		m.e.run(r.l)
+		ctx.Send(ctx.Parent(), callsDoneMsg)
 	}
 }
