@@ -18,7 +18,8 @@ import "k8s.io/client-go/tools/cache"
 // What a slow handler's listener holds is then bounded by the number of
 // keys rather than by the number of changes; h sees fewer, later calls
 // (an update's old and new objects may be several versions apart). The
-// informer's backlog gauge and Stats count the pending notifications.
+// informer's backlog gauge and Stats' Backlog count the pending
+// notifications; Stats' Delivered counts those merged into another too.
 //
 // Given to another informer (client-go's), the result is h: its methods
 // call h's.
