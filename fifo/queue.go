@@ -282,6 +282,12 @@ func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		}
 	} else {
 		q.reserve(n)
+		if len(q.last) == 0 {
+			// A relist after the queue drained (the map was dropped): size
+			// it at once rather than growing it a step at a time while
+			// pushing a list's worth of keys.
+			q.last = make(map[string]uint64, n)
+		}
 		for i := range q.tombs {
 			d := q.tombs[i]
 			d.InitialList = first
