@@ -400,6 +400,17 @@
     return out;
   }
 
+  // spanClass colours a span's bar by what made it: the span names of
+  // docs/tracing.md (reflector.receive, fifo.queue, indexer.apply,
+  // listener.deliver, handler, workqueue.process, ...).
+  function spanClass(name) {
+    const n = String(name || "");
+    for (const p of ["reflector", "fifo", "indexer", "listener", "workqueue"]) {
+      if (n === p || n.startsWith(p + ".")) return "span-" + p;
+    }
+    return n === "handler" ? "span-handler" : "span-other";
+  }
+
   function renderTrace(t) {
     const spans = t.spans || [];
     const end = Math.max(t.duration_ms || 0, ...spans.map((s) => (s.start_ms || 0) + (s.duration_ms || 0)), 0.001);
@@ -424,7 +435,7 @@
       const width = Math.max(0.4, Math.min(100 - left, ((s.duration_ms || 0) / end) * 100));
       const row = el("div", {
         class: "wf-row span-row", role: "button", tabindex: "0",
-        "data-span-id": s.span_id, "data-stage": s.stage || "",
+        "data-span-id": s.span_id, "data-span-name": s.name, "data-stage": s.stage || "",
         "aria-label": `${s.name} ${fmtMs(s.duration_ms)}`,
       });
       row._span = s;
@@ -439,7 +450,7 @@
         }));
       }
       const track = el("div", { class: "span-track" },
-        el("div", { class: "span-bar stage-" + (s.stage || "other").replace(/[^a-z0-9_-]/gi, "_"), style: `left:${left}%;width:${width}%` }),
+        el("div", { class: "span-bar " + spanClass(s.name), style: `left:${left}%;width:${width}%` }),
         el("span", { class: "span-dur", style: `left:${Math.min(left + width, 88)}%`, text: fmtMs(s.duration_ms) }));
       row.append(label, track);
       wf.append(row);
