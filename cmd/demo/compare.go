@@ -43,7 +43,7 @@ type clientGoSide struct {
 	inf      cache.SharedIndexInformer
 	handlers []*cgHandler
 	received atomic.Int64
-	stamps   stampMap
+	stamps   *stampMap
 
 	// The controller, if the demo has one.
 	queue      clientgoworkqueue.TypedRateLimitingInterface[string]
@@ -92,7 +92,7 @@ func newClientGoSide(client kubernetes.Interface, cfg config, hs []*demoHandler)
 		inf:     cache.NewSharedIndexInformer(lw, &corev1.Pod{}, cfg.resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		stopCh:  make(chan struct{}),
 		runDone: make(chan struct{}),
-		stamps:  stampMap{m: map[string]stamp{}},
+		stamps:  newStampMap(),
 	}
 	for _, dh := range hs {
 		h := &cgHandler{name: dh.label, side: s}
@@ -168,10 +168,7 @@ func (s *clientGoSide) stop() {
 // object unchanged (the simulated cluster's watchers share it).
 func (s *clientGoSide) transform(obj any) (any, error) {
 	s.received.Add(1)
-	if rv, ok := sampledRV(obj); ok {
-		s.stamps.put(rv, time.Now(), len(s.handlers))
-	}
-	return obj, nil
+	return stampTransform(s.stamps, len(s.handlers))(obj)
 }
 
 // sampledRV returns obj's resourceVersion if its event age is measured.
@@ -237,11 +234,19 @@ type stamp struct {
 	left int
 }
 
-// stampMap holds the stamps by resourceVersion.
+// maxStamps bounds a stampMap: a stamp whose handlers never all take it
+// (a delta merged in the queue, a handler removed) would otherwise stay
+// forever. When the current generation holds maxStamps, the previous one
+// is forgotten.
+const maxStamps = 1 << 16
+
+// stampMap holds the stamps by resourceVersion, in two generations.
 type stampMap struct {
-	mu sync.Mutex
-	m  map[string]stamp
+	mu       sync.Mutex
+	m, older map[string]stamp
 }
+
+func newStampMap() *stampMap { return &stampMap{m: map[string]stamp{}} }
 
 func (m *stampMap) put(rv string, at time.Time, handlers int) {
 	m.mu.Lock()
@@ -251,6 +256,9 @@ func (m *stampMap) put(rv string, at time.Time, handlers int) {
 		st.left += handlers
 		m.m[rv] = st
 	} else {
+		if len(m.m) >= maxStamps {
+			m.older, m.m = m.m, make(map[string]stamp, len(m.m))
+		}
 		m.m[rv] = stamp{at: at, left: handlers}
 	}
 	m.mu.Unlock()
@@ -259,16 +267,34 @@ func (m *stampMap) put(rv string, at time.Time, handlers int) {
 func (m *stampMap) take(rv string) (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st, ok := m.m[rv]
+	gen := m.m
+	st, ok := gen[rv]
 	if !ok {
-		return time.Time{}, false
+		if gen = m.older; gen == nil {
+			return time.Time{}, false
+		}
+		if st, ok = gen[rv]; !ok {
+			return time.Time{}, false
+		}
 	}
 	if st.left--; st.left <= 0 {
-		delete(m.m, rv)
+		delete(gen, rv)
 	} else {
-		m.m[rv] = st
+		gen[rv] = st
 	}
 	return st.at, true
+}
+
+// stampTransform is an informer transform that stamps the objects whose
+// event age is measured (sampledRV) for handlers handlers, and returns
+// every object unchanged.
+func stampTransform(m *stampMap, handlers int) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		if rv, ok := sampledRV(obj); ok {
+			m.put(rv, time.Now(), handlers)
+		}
+		return obj, nil
+	}
 }
 
 // cgEnqueuer is the client-go controller's handler: it adds the object's

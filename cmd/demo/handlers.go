@@ -29,20 +29,92 @@ type demoHandler struct {
 	// handler is what is registered with the informer, named label: a
 	// cache.ResourceEventHandler or an actors.ContextEventHandler.
 	handler any
+
+	// fault is the run-time fault injected into the handler (faults.go):
+	// every call goes through it.
+	fault handlerFault
+	// dur is the handler's own duration per call (with any injected
+	// delay); age, when stamps is not nil, the event's age at the call:
+	// from the informer's transform seeing the object to the handler's
+	// call, for the objects whose resourceVersion ends in 0 (sampledRV).
+	dur, age latencyHist
+	stamps   *stampMap
 }
 
-// register adds the handler to inf.
+// register adds the handler to inf, wrapped so that its calls are timed
+// and go through its fault.
 func (h *demoHandler) register(inf *actors.SharedIndexInformer) error {
 	var err error
 	switch x := h.handler.(type) {
 	case actors.ContextEventHandler:
-		_, err = inf.AddContextEventHandler(actors.NamedContextHandler(h.label, x))
+		_, err = inf.AddContextEventHandler(actors.NamedContextHandler(h.label, &ctxWrapper{h: h, inner: x}))
 	case cache.ResourceEventHandler:
-		_, err = inf.AddEventHandler(actors.NamedHandler(h.label, x))
+		_, err = inf.AddEventHandler(actors.NamedHandler(h.label, &plainWrapper{h: h, inner: x}))
 	default:
 		err = fmt.Errorf("demo handler %s has type %T", h.label, x)
 	}
 	return err
+}
+
+// begin measures the event's age, applies the handler's fault (which may
+// wait, or panic) and returns the call's start.
+func (h *demoHandler) begin(obj any) time.Time {
+	now := time.Now()
+	if h.stamps != nil {
+		if rv, ok := sampledRV(obj); ok {
+			if at, ok := h.stamps.take(rv); ok {
+				h.age.observe(now.Sub(at))
+			}
+		}
+	}
+	h.fault.apply()
+	return now
+}
+
+// end records the call's duration, deferred so that a panicking call is
+// measured too (the listener recovers the panic).
+func (h *demoHandler) end(start time.Time) { h.dur.observe(time.Since(start)) }
+
+// plainWrapper times a cache.ResourceEventHandler's calls.
+type plainWrapper struct {
+	h     *demoHandler
+	inner cache.ResourceEventHandler
+}
+
+func (w *plainWrapper) OnAdd(obj any, initial bool) {
+	defer w.h.end(w.h.begin(obj))
+	w.inner.OnAdd(obj, initial)
+}
+
+func (w *plainWrapper) OnUpdate(oldObj, newObj any) {
+	defer w.h.end(w.h.begin(newObj))
+	w.inner.OnUpdate(oldObj, newObj)
+}
+
+func (w *plainWrapper) OnDelete(obj any) {
+	defer w.h.end(w.h.begin(obj))
+	w.inner.OnDelete(obj)
+}
+
+// ctxWrapper times an actors.ContextEventHandler's calls.
+type ctxWrapper struct {
+	h     *demoHandler
+	inner actors.ContextEventHandler
+}
+
+func (w *ctxWrapper) OnAdd(ctx context.Context, obj any, initial bool) {
+	defer w.h.end(w.h.begin(obj))
+	w.inner.OnAdd(ctx, obj, initial)
+}
+
+func (w *ctxWrapper) OnUpdate(ctx context.Context, oldObj, newObj any) {
+	defer w.h.end(w.h.begin(newObj))
+	w.inner.OnUpdate(ctx, oldObj, newObj)
+}
+
+func (w *ctxWrapper) OnDelete(ctx context.Context, obj any) {
+	defer w.h.end(w.h.begin(obj))
+	w.inner.OnDelete(ctx, obj)
 }
 
 // newHandlers builds the demo's handlers: a context-aware one, ctl's

@@ -23,6 +23,14 @@ The first handler is a controller's: it adds the pod's key to a traced
 workqueue, whose workers reconcile it under a workqueue.process span linked
 to the delta's handler span (--workers 0: the handler traces its work itself).
 
+The web page (--http, default http://127.0.0.1:8080/) shows the same live:
+the actor graph with each stage's rate and backlog, each handler's latencies,
+the informer's state, the last traces as waterfalls (kept in memory, no
+collector needed), a key search that traces every delta of the key it names,
+and, with the simulated cluster, faults to inject: a slow, panicking or
+stopped handler, a cut watch, a 410 Gone, a burst of creates. /metrics on the
+same server serves the pipeline's metrics in the Prometheus text format.
+
 Cluster: --kubeconfig, else $KUBECONFIG, else the in-cluster config when
 running in a pod, else (the default) a simulated cluster: client-go's fake
 clientset with a workload generator creating, updating and deleting pods.
@@ -82,10 +90,16 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.IntVar(&cfg.panicEvery, "panic-every", 0, "add a handler that panics on every N-th event, to see panics isolated (0 = none)")
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
 	fs.BoolVar(&cfg.compare, "compare", false, "also run client-go's informer (cache.NewSharedIndexInformer) on the same cluster with the same handlers, and print its rates,\nbacklogs and event ages under ours. Its panicking handler's panics are recovered by the demo's wrapper:\nclient-go itself re-panics (utilruntime.ReallyCrash) and would end the process")
+	fs.StringVar(&cfg.http, "http", "127.0.0.1:8080", "address of the demo's web page (the pipeline live, its traces, faults to inject) and of /metrics;\n'' for none. Loopback only unless you name another address (e.g. :8080 for every interface)")
+	metrics := fs.Bool("metrics", true, "serve the pipeline's metrics at /metrics on the --http server (Prometheus text format)")
+	var faults faultFlags
+	fs.Var(&faults, "fault", "simulated cluster: inject a fault once the informer has synced, repeatable: KIND[=N][@EVERY], KIND one of\ncut-watch (the watch ends; the reflector watches again), gone (the watch ends with 410 Gone and 5 pods are\ndeleted meanwhile: the reflector relists, handlers get tombstones), burst (N creates at once, default 1000);\n@EVERY repeats it, e.g. --fault cut-watch@10s --fault burst=500@5s")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "informer log level on stderr: debug (with panic stacks), info, warn, error, off")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	cfg.faults = faults
+	cfg.noMetrics = !*metrics
 	if fs.NArg() > 0 {
 		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
 		fmt.Fprintln(errOut, err)

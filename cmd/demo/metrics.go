@@ -45,9 +45,10 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 
 // metricsReaders returns the /metrics endpoint's exporter and the readers
 // to add to the MeterProvider for it: none when the web server is off
-// (cfg.http ""), so that the pipeline then records no metrics at all.
+// (cfg.http "") or /metrics is (cfg.noMetrics), so that the pipeline then
+// records no metrics at all unless OTEL_METRICS_EXPORTER asks for them.
 func metricsReaders(cfg config) (*promMetrics, []sdkmetric.Reader, error) {
-	if cfg.http == "" {
+	if cfg.http == "" || cfg.noMetrics {
 		return nil, nil, nil
 	}
 	p, err := newPromMetrics()

@@ -15,6 +15,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
 const (
@@ -27,10 +30,16 @@ const (
 // otelSetup holds the OpenTelemetry providers the demo hands to the
 // informer. The demo never sets OpenTelemetry's globals.
 type otelSetup struct {
-	tracerProvider  trace.TracerProvider // a no-op one when tracing is off
-	meterProvider   metric.MeterProvider // nil when metrics are off
-	keeper          *spanKeeper          // nil when tracing is off
-	traces, metrics string               // what was configured, for the banner
+	tracerProvider trace.TracerProvider // a no-op one when tracing is off
+	meterProvider  metric.MeterProvider // nil when metrics are off
+	keeper         *spanKeeper          // nil when tracing is off
+	// ring and keys serve the page's traces and key search; nil when
+	// tracing or the web server is off.
+	ring *spanRing
+	keys *keyWatch
+	// deltaSampler, when not nil, is the informer's delta sampler.
+	deltaSampler    actors.DeltaSampler
+	traces, metrics string // what was configured, for the banner
 	shutdowns       []func(context.Context) error
 }
 
@@ -49,10 +58,12 @@ type otelSetup struct {
 //
 // handlers is the number of handlers a delta is delivered to, and
 // controller whether a controller processes the deltas, so the span keeper
-// knows when a delta's traces are complete. readers are more metric readers
-// (the /metrics endpoint's); with any, metrics are on whatever
-// OTEL_METRICS_EXPORTER says.
-func setupTelemetry(ctx context.Context, handlers int, controller bool, readers ...sdkmetric.Reader) (*otelSetup, error) {
+// knows when a delta's traces are complete. web says the web server is on:
+// the span ring keeps the last spans for its page, and the deltas of the
+// keys it watches are traced whatever the sampling ratio. readers are more
+// metric readers (the /metrics endpoint's); with any, metrics are on
+// whatever OTEL_METRICS_EXPORTER says.
+func setupTelemetry(ctx context.Context, handlers int, controller, web bool, readers ...sdkmetric.Reader) (*otelSetup, error) {
 	t := &otelSetup{tracerProvider: tracenoop.NewTracerProvider(), traces: "off", metrics: "off"}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", defaultServiceName)),
@@ -62,7 +73,7 @@ func setupTelemetry(ctx context.Context, handlers int, controller bool, readers 
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
-	if err := t.setupTraces(ctx, res, handlers, controller); err != nil {
+	if err := t.setupTraces(ctx, res, handlers, controller, web); err != nil {
 		return nil, errors.Join(err, t.shutdown(ctx))
 	}
 	if err := t.setupMetrics(ctx, res, readers); err != nil {
@@ -71,21 +82,42 @@ func setupTelemetry(ctx context.Context, handlers int, controller bool, readers 
 	return t, nil
 }
 
-func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, handlers int, controller bool) error {
+func (t *otelSetup) setupTraces(ctx context.Context, res *resource.Resource, handlers int, controller, web bool) error {
 	exporter := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER"))
 	if exporter == "none" {
 		return nil
 	}
 	t.keeper = newSpanKeeper(handlers, controller)
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanProcessor(t.keeper)}
+	if web {
+		t.keys = newKeyWatch()
+		t.ring = newSpanRing(ringSpans, t.keys)
+		opts = append(opts, sdktrace.WithSpanProcessor(t.ring))
+	}
 	// Without a sampler option the SDK follows OTEL_TRACES_SAMPLER, and
 	// samples everything when it is unset.
 	sampling := "every delta"
 	if s := os.Getenv("OTEL_TRACES_SAMPLER"); s != "" {
 		sampling = "OTEL_TRACES_SAMPLER=" + s
+		if t.keys != nil {
+			sampling += " (which decides for the page's watched keys too)"
+		}
 	} else if exporter == "" {
-		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(followLinks{sdktrace.TraceIDRatioBased(defaultSampleRatio)})))
+		// The informer's delta sampler picks the ratio of deltas, and the
+		// watched keys' deltas; the provider samples every delta it is
+		// handed, and the other root spans (lists, processings not linked
+		// to a sampled delta) at the ratio.
+		ratio := actors.SampleRatio(defaultSampleRatio)
+		if t.keys != nil {
+			t.deltaSampler = actors.SampleAny(ratio, t.keys.sampler)
+		} else {
+			t.deltaSampler = ratio
+		}
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(followLinks{deltaRoots{sdktrace.TraceIDRatioBased(defaultSampleRatio)}})))
 		sampling = fmt.Sprintf("%g%% of deltas and their processing", defaultSampleRatio*100)
+		if t.keys != nil {
+			sampling += ", every delta of the keys watched on the page"
+		}
 	}
 	if exporter == "" {
 		t.traces = "in memory, " + sampling + "; one delta printed at exit (OTEL_TRACES_EXPORTER=otlp|console|none to change)"
@@ -163,3 +195,19 @@ func (s followLinks) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampli
 }
 
 func (s followLinks) Description() string { return "FollowLinks{" + s.base.Description() + "}" }
+
+// deltaRoots samples every delta's root span, which the informer's delta
+// sampler has already chosen, and leaves the other root spans to base.
+type deltaRoots struct{ base sdktrace.Sampler }
+
+func (s deltaRoots) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Name == telemetry.SpanReflector {
+		return sdktrace.SamplingResult{
+			Decision:   sdktrace.RecordAndSample,
+			Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),
+		}
+	}
+	return s.base.ShouldSample(p)
+}
+
+func (s deltaRoots) Description() string { return "DeltaRoots{" + s.base.Description() + "}" }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,6 +47,13 @@ type config struct {
 	// http is the demo's web server address, "" for none; /metrics is
 	// served there (metrics.go).
 	http string
+	// noMetrics leaves /metrics out of the web server (--metrics=false).
+	noMetrics bool
+	// faults are the --fault faults, applied to the simulated cluster.
+	faults []scheduledFault
+	// serving, when not nil, is told the page's URL once the web server
+	// listens (for tests).
+	serving func(url string)
 }
 
 // run runs the demo until ctx is done or cfg.duration has passed: an
@@ -65,8 +73,14 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	_ = prom // the web server mounts metricsHandler(prom.registry) at /metrics
-	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg), cfg.workers > 0, readers...)
+	var ln net.Listener
+	if cfg.http != "" {
+		if ln, err = listen(cfg.http); err != nil {
+			return err
+		}
+		defer ln.Close() // if we return before the server takes it
+	}
+	tel, err := setupTelemetry(context.WithoutCancel(ctx), handlerCount(cfg), cfg.workers > 0, ln != nil, readers...)
 	if err != nil {
 		return err
 	}
@@ -82,19 +96,37 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 		return err
 	}
 	var load *workload
+	var loadFaults chan func(*workload)
 	if sim != nil {
 		defer sim.Close()
 		load = newWorkload(sim, cfg.seed, cfg.namespaces, cfg.pods)
+		loadFaults = make(chan func(*workload))
+		load.faults = loadFaults
 		if err := load.populate(); err != nil {
 			return fmt.Errorf("simulated cluster: %w", err)
 		}
 		load.counts = [3]int64{} // count the workload only
 	}
 	fmt.Fprintf(out, "cluster: %s\ntraces:  %s\nmetrics: %s\n", source, tel.traces, tel.metrics)
+	if len(cfg.faults) > 0 && sim == nil {
+		return errors.New("--fault needs the simulated cluster")
+	}
 
 	factory, inf, ctl, handlers, err := newInformer(client, cfg, tel, logger)
 	if err != nil {
 		return err
+	}
+	faults := newInjector(handlers, sim, loadFaults)
+	defer faults.close() // no handler call waits for a fault any more
+	if ln != nil {
+		stamps := newStampMap()
+		for _, h := range handlers {
+			h.stamps = stamps
+		}
+		if err := inf.SetTransform(stampTransform(stamps, len(handlers))); err != nil {
+			factory.Shutdown()
+			return err
+		}
 	}
 	if ctl != nil {
 		ctl.start()
@@ -106,6 +138,36 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	}
 	defer side.stop() // if we return early; nil-safe, idempotent
 	start := time.Now()
+	var web *webServer
+	if ln != nil {
+		a := &api{
+			snap: newSnapshotter(inf, handlers, ctl, sim, side, start),
+			ring: tel.ring, keys: tel.keys, now: time.Now,
+		}
+		if sim != nil {
+			a.faults = faults
+		}
+		if prom != nil {
+			a.metrics = metricsHandler(prom.registry)
+		}
+		web = startWebServer(ln, a.routes())
+		a.done = web.done
+		if tel.keys != nil {
+			defer tel.keys.close()
+		}
+		what := "the pipeline live, traces, key search"
+		if a.faults != nil {
+			what += ", faults"
+		}
+		if a.metrics != nil {
+			what += "; /metrics"
+		}
+		fmt.Fprintf(out, "web:     %s (%s)\n", web.url(), what)
+		if cfg.serving != nil {
+			cfg.serving(web.url())
+		}
+	}
+	defer func() { err = errors.Join(err, web.close()) }()
 	factory.Start(ctx.Done())
 	sum := newSummary(out, inf, handlers, ctl, start)
 	sum.side = side
@@ -120,11 +182,17 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 				logger.Error("workload stopped", "err", err)
 			}
 		})
+		wg.Go(func() {
+			faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
+				logger.Warn(fmt.Sprintf(format, args...))
+			})
+		})
 	}
 	printEvery(ctx, cfg.interval, sum.line)
 
 	end := time.Now()
 	stopLoad()
+	faults.close()
 	wg.Wait()
 	factory.Shutdown()
 	if ctl != nil {
@@ -156,6 +224,9 @@ func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger
 	}
 	if cfg.namespace != "" {
 		opts = append(opts, actors.WithNamespace(cfg.namespace))
+	}
+	if tel.deltaSampler != nil {
+		opts = append(opts, actors.WithDeltaSampler(tel.deltaSampler))
 	}
 	factory := actors.NewFactory(client, cfg.resync, opts...)
 	inf := actors.Pods(factory).Informer()

@@ -49,7 +49,10 @@ type simCluster struct {
 	expired  int64      // rv of the newest event dropped from history
 	watchers map[*simWatcher]struct{}
 	closed   bool
-	wg       sync.WaitGroup // watcher pumps
+	// gone makes watches that resume from a resource version fail with
+	// 410 Gone until the next list (the "gone" fault, faults.go).
+	gone bool
+	wg   sync.WaitGroup // watcher pumps
 }
 
 type simEvent struct {
@@ -108,6 +111,11 @@ func (c *simCluster) update(pod *corev1.Pod) error {
 func (c *simCluster) delete(last *corev1.Pod) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.deleteLocked(last)
+}
+
+// deleteLocked is delete with c.mu held.
+func (c *simCluster) deleteLocked(last *corev1.Pod) error {
 	if err := c.client.Tracker().Delete(podsGVR, last.Namespace, last.Name); err != nil {
 		return err
 	}
@@ -161,6 +169,7 @@ func (c *simCluster) list(action ktesting.Action) (bool, runtime.Object, error) 
 		return true, nil, err
 	}
 	list := obj.(*corev1.PodList)
+	c.gone = false
 	list.ResourceVersion = strconv.FormatInt(c.rv, 10)
 	return true, list, nil
 }
@@ -185,6 +194,7 @@ func (c *simCluster) watch(action ktesting.Action) (bool, watch.Interface, error
 	watchList := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	switch rv := opts.ResourceVersion; {
 	case watchList || rv == "" || rv == "0":
+		c.gone = false
 		obj, err := c.client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), ns)
 		if err != nil {
 			return true, nil, err
@@ -204,6 +214,9 @@ func (c *simCluster) watch(action ktesting.Action) (bool, watch.Interface, error
 		from, err := strconv.ParseInt(rv, 10, 64)
 		if err != nil {
 			return true, nil, apierrors.NewBadRequest(fmt.Sprintf("invalid resourceVersion %q", rv))
+		}
+		if c.gone {
+			return true, nil, goneError(rv)
 		}
 		if from < c.expired {
 			return true, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, c.expired+1))

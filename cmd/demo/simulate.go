@@ -37,6 +37,9 @@ type workload struct {
 	pods       []*corev1.Pod // live pods, as last written; never modified
 	seq        int           // names are pod-<seq>, never reused
 	counts     [3]int64      // per op
+	// faults are functions run receives and runs between its steps: the
+	// cluster faults (faults.go). nil: none.
+	faults <-chan func(*workload)
 }
 
 func newWorkload(c *simCluster, seed uint64, namespaces, target int) *workload {
@@ -141,12 +144,17 @@ func (w *workload) delete() error {
 	if err := w.cluster.delete(w.pods[i]); err != nil {
 		return err
 	}
+	w.removeAt(i)
+	return nil
+}
+
+// removeAt forgets the deleted pod w.pods[i] and counts the delete.
+func (w *workload) removeAt(i int) {
 	last := len(w.pods) - 1
 	w.pods[i] = w.pods[last]
 	w.pods[last] = nil
 	w.pods = w.pods[:last]
 	w.counts[opDelete]++
-	return nil
 }
 
 // run applies changes at rate per second (0: as fast as the informer takes
@@ -163,6 +171,9 @@ func (w *workload) run(ctx context.Context, rate float64) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case f := <-w.faults:
+			f(w)
+			continue
 		case <-t.C:
 		}
 		if rate > 0 {

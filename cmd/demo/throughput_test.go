@@ -19,7 +19,7 @@ import (
 
 var (
 	benchRuntime = flag.Duration("demo.runtime", 6*time.Second, "BenchmarkDemoThroughput: how long each run of the demo lasts")
-	benchModes   = flag.String("demo.modes", "off,http", "BenchmarkDemoThroughput: the modes to alternate, comma-separated: off (cfg.http \"\"), http (cfg.http 127.0.0.1:0: the web server and /metrics)")
+	benchModes   = flag.String("demo.modes", "off,http", "BenchmarkDemoThroughput: the modes to alternate, comma-separated: off (cfg.http \"\"), http (cfg.http 127.0.0.1:0: the web server and /metrics), http-nometrics (the web server without /metrics)")
 	benchPods    = flag.Int("demo.pods", 1000, "BenchmarkDemoThroughput: simulated pods")
 	benchWorkers = flag.Int("demo.workers", 1, "BenchmarkDemoThroughput: controller workers (0: no controller, no workqueue)")
 )
@@ -94,6 +94,8 @@ func demoThroughput(mode string, runtime time.Duration, pods, workers int) (rate
 	case "off":
 	case "http":
 		cfg.http = "127.0.0.1:0"
+	case "http-nometrics":
+		cfg.http, cfg.noMetrics = "127.0.0.1:0", true
 	default:
 		return 0, 0, fmt.Errorf("unknown mode %q", mode)
 	}
