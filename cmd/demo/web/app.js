@@ -415,7 +415,11 @@
     const spans = t.spans || [];
     const end = Math.max(t.duration_ms || 0, ...spans.map((s) => (s.start_ms || 0) + (s.duration_ms || 0)), 0.001);
     const nStages = stageCount(t);
-    const wf = el("div", { class: "waterfall", "data-trace-id": t.trace_id, "data-stages": String(nStages) });
+    const root = spans.find((s) => s.attrs && s.attrs["actorinformer.delta.type"]);
+    const wf = el("div", {
+      class: "waterfall", "data-trace-id": t.trace_id, "data-stages": String(nStages), "data-start": t.start || "",
+      "data-key": t.key || "", "data-delta-type": root ? root.attrs["actorinformer.delta.type"] : "",
+    });
     wf.append(el("div", { class: "wf-head" },
       el("strong", { class: "wf-root", text: t.root || (spans[0] && spans[0].name) || "trace" }),
       t.key ? el("span", { class: "wf-key", text: t.key }) : null,
