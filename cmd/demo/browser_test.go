@@ -71,7 +71,7 @@ func TestBrowserPage(t *testing.T) {
 			chromedp.ExecPath(browser),
 			chromedp.NoSandbox,
 			chromedp.DisableGPU,
-			chromedp.WindowSize(1200, 1500),
+			chromedp.WindowSize(1100, 1250),
 		)...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(allocCtx)
@@ -87,7 +87,7 @@ func TestBrowserPage(t *testing.T) {
 		noBrowser(t, "%s does not start: %v", browser, err)
 	}
 	// Every step below waits at most this long in all.
-	stepCtx, stepCancel := context.WithTimeout(ctx, 45*time.Second)
+	stepCtx, stepCancel := context.WithTimeout(ctx, 75*time.Second)
 	defer stepCancel()
 	defer func() {
 		if t.Failed() {
@@ -161,6 +161,7 @@ func TestBrowserPage(t *testing.T) {
 
 	// A key from the workload: its deltas appear under the search box.
 	keys := pageKeys(t, stepCtx)
+	t.Logf("%s: keys of the latest traces on the page: %v", time.Now().UTC().Format("15:04:05.000"), keys)
 	var deltas []string
 	for _, key := range keys {
 		if err := chromedp.Do(stepCtx,
@@ -169,7 +170,7 @@ func TestBrowserPage(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		keyCtx, keyCancel := context.WithTimeout(stepCtx, 8*time.Second)
+		keyCtx, keyCancel := context.WithTimeout(stepCtx, 10*time.Second)
 		deltas, err = chromedp.Run(keyCtx, chromedp.Poll[[]string](`(() => {
 			const rows = [...document.querySelectorAll("#key-deltas tbody tr[data-delta]")];
 			const status = document.getElementById("key-status").textContent;
@@ -180,7 +181,7 @@ func TestBrowserPage(t *testing.T) {
 			t.Logf("key %s: %d deltas on the page, first %q", key, len(deltas), deltas[0])
 			break
 		}
-		t.Logf("key %s: no delta on the page (%v); the workload may have deleted it, trying another", key, err)
+		t.Logf("key %s: no delta on the page (%v); the workload may have deleted it, trying another\n%s", key, err, pageText(ctx, "#key-section"))
 	}
 	if len(deltas) == 0 {
 		t.Fatalf("none of the keys %v shows a delta\n%s", keys, pageText(ctx, "#key-section"))
@@ -236,10 +237,10 @@ func startBrowserDemo(t *testing.T) string {
 	urls := make(chan string, 1)
 	cfg := config{
 		http: "127.0.0.1:0", serving: func(url string) { urls <- url },
-		// 300 pods changed 200 times a second: each lives about 7 s and
-		// changes every 2.5 s, so a key taken from a recent trace soon
+		// 200 pods changed 200 times a second: each lives about 5 s and
+		// changes every 1.7 s, so a key taken from a recent trace soon
 		// shows a delta once watched.
-		rate: 200, pods: 300, namespaces: 2, seed: 1,
+		rate: 200, pods: 200, namespaces: 2, seed: 1,
 		interval: time.Second, handlers: 3, workers: 1, logLevel: "error",
 	}
 	var out lockedBuffer

@@ -455,7 +455,10 @@
       }
       const track = el("div", { class: "span-track" },
         el("div", { class: "span-bar " + spanClass(s.name), style: `left:${left}%;width:${width}%` }),
-        el("span", { class: "span-dur", style: `left:${Math.min(left + width, 88)}%`, text: fmtMs(s.duration_ms) }));
+        // The duration sits right of the bar, or left of it near the end.
+        left + width > 85
+          ? el("span", { class: "span-dur before", style: `right:${100 - left}%`, text: fmtMs(s.duration_ms) })
+          : el("span", { class: "span-dur", style: `left:${left + width}%`, text: fmtMs(s.duration_ms) }));
       row.append(label, track);
       wf.append(row);
     }
@@ -471,7 +474,7 @@
       ["parent", s.parent_id || "–"], ["start", "+" + fmtMs(s.start_ms)], ["duration", fmtMs(s.duration_ms)],
     ];
     const dl = el("dl", { id: "span-attrs" });
-    for (const [k, v] of rows) dl.append(el("dt", { text: k }), el("dd", { text: String(v) }));
+    for (const [k, v] of rows) dl.append(el("dt", { text: k }), el("dd", { class: /id$|^trace$|^span$|^parent$/.test(k) ? "id" : null, text: String(v) }));
     const keys = Object.keys(s.attrs || {}).sort();
     for (const k of keys) dl.append(el("dt", { class: "attr", text: k }), el("dd", { "data-attr": k, text: String(s.attrs[k]) }));
     const links = el("ul", { class: "span-links" });
@@ -526,7 +529,7 @@
   // Replaces box's waterfalls only when the set of traces changed, so a
   // selected span stays selected between polls.
   function showTraces(box, traces, empty) {
-    const ids = traces.map((t) => t.trace_id).join(",");
+    const ids = "ids:" + traces.map((t) => t.trace_id).join(",");
     if (box.dataset.ids === ids && box.childElementCount) return;
     box.dataset.ids = ids;
     const sel = $(".span-row.selected", box);
@@ -588,7 +591,8 @@
         el("td", {}, d.trace_id ? el("button", { type: "button", class: "link", "data-link-trace": d.trace_id, text: shortID(d.trace_id) }) : "not traced")));
       if (!rows.length) rows.push(el("tr", { class: "empty" }, el("td", { colspan: "4", text: "no delta of this key seen yet; it is watched from now on" })));
       tbody.replaceChildren(...rows);
-      showTraces($("#key-traces"), ((r && r.traces) || []).slice(-4).reverse(), "No trace of this key yet.");
+      // The API lists the traces of the latest deltas first.
+      showTraces($("#key-traces"), ((r && r.traces) || []).slice(0, 2), "No trace of this key yet.");
     } catch (e) {
       if (key === watchedKey) setText($("#key-error"), e.message);
     }
@@ -602,6 +606,9 @@
     $("#key-result").hidden = true;
     $("#key-stop").hidden = true;
     $("#key-traces").dataset.ids = "";
+    $("#key-traces").replaceChildren();
+    $("#key-deltas tbody").replaceChildren();
+    setText($("#key-status"), "");
   }
 
   $("#key-form").addEventListener("submit", (ev) => {
