@@ -240,15 +240,30 @@ type stamp struct {
 // is forgotten.
 const maxStamps = 1 << 16
 
-// stampMap holds the stamps by resourceVersion, in two generations.
+// stampMap holds the stamps by resourceVersion, in two generations. While
+// it is off (pause), put and take do nothing but read an atomic.
 type stampMap struct {
+	off      atomic.Bool
 	mu       sync.Mutex
 	m, older map[string]stamp
 }
 
 func newStampMap() *stampMap { return &stampMap{m: map[string]stamp{}} }
 
+// pause turns the map off (true), forgetting its stamps, or on again.
+func (m *stampMap) pause(off bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off && !m.off.Load() {
+		m.m, m.older = map[string]stamp{}, nil
+	}
+	m.off.Store(off)
+}
+
 func (m *stampMap) put(rv string, at time.Time, handlers int) {
+	if m.off.Load() {
+		return
+	}
 	m.mu.Lock()
 	if st, ok := m.m[rv]; ok {
 		// Listed again (a relist) before every handler had it: keep the
@@ -265,6 +280,9 @@ func (m *stampMap) put(rv string, at time.Time, handlers int) {
 }
 
 func (m *stampMap) take(rv string) (time.Time, bool) {
+	if m.off.Load() {
+		return time.Time{}, false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gen := m.m
@@ -290,6 +308,9 @@ func (m *stampMap) take(rv string) (time.Time, bool) {
 // every object unchanged.
 func stampTransform(m *stampMap, handlers int) func(any) (any, error) {
 	return func(obj any) (any, error) {
+		if m.off.Load() {
+			return obj, nil
+		}
 		if rv, ok := sampledRV(obj); ok {
 			m.put(rv, time.Now(), handlers)
 		}

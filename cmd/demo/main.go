@@ -91,7 +91,7 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
 	fs.BoolVar(&cfg.compare, "compare", false, "also run client-go's informer (cache.NewSharedIndexInformer) on the same cluster with the same handlers, and print its rates,\nbacklogs and event ages under ours. Its panicking handler's panics are recovered by the demo's wrapper:\nclient-go itself re-panics (utilruntime.ReallyCrash) and would end the process")
 	fs.StringVar(&cfg.http, "http", "127.0.0.1:8080", "address of the demo's web page (the pipeline live, its traces, faults to inject) and of /metrics;\n'' for none. Loopback only unless you name another address (e.g. :8080 for every interface)")
-	metrics := fs.Bool("metrics", true, "serve the pipeline's metrics at /metrics on the --http server (Prometheus text format)")
+	metrics := fs.Bool("metrics", false, "serve the pipeline's metrics at /metrics on the --http server (Prometheus text format).\nOff by default: recording them costs the pipeline about 13 % more CPU per event (docs/performance.md)")
 	var faults faultFlags
 	fs.Var(&faults, "fault", "simulated cluster: inject a fault once the informer has synced, repeatable: KIND[=N][@EVERY], KIND one of\ncut-watch (the watch ends; the reflector watches again), gone (the watch ends with 410 Gone and 5 pods are\ndeleted meanwhile: the reflector relists, handlers get tombstones), burst (N creates at once, default 1000);\n@EVERY repeats it, e.g. --fault cut-watch@10s --fault burst=500@5s")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "informer log level on stderr: debug (with panic stacks), info, warn, error, off")

@@ -118,8 +118,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	}
 	faults := newInjector(handlers, sim, loadFaults)
 	defer faults.close() // no handler call waits for a fault any more
+	var stamps *stampMap
 	if ln != nil {
-		stamps := newStampMap()
+		stamps = newStampMap()
 		for _, h := range handlers {
 			h.stamps = stamps
 		}
@@ -143,7 +144,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 		a := &api{
 			snap: newSnapshotter(inf, handlers, ctl, sim, side, start),
 			ring: tel.ring, keys: tel.keys, now: time.Now,
+			viewers: newViewers(stamps),
 		}
+		defer a.viewers.close()
 		if sim != nil {
 			a.faults = faults
 		}

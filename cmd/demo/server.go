@@ -86,6 +86,80 @@ type api struct {
 	done    <-chan struct{}
 	now     func() time.Time
 	metrics http.Handler // nil: no /metrics
+	// viewers measures the handlers' event ages only while someone looks.
+	viewers *viewers
+}
+
+// lookingFor is how long after a snapshot the event ages go on being
+// measured.
+const lookingFor = 10 * time.Second
+
+// viewers tracks whether anyone looks at the page's data: a stream is
+// open, or a snapshot was asked for in the last lookingFor. Only then are
+// the handlers' event ages measured (they cost a stamp per measured
+// object), so that the page costs the pipeline nothing when nobody looks.
+type viewers struct {
+	stamps *stampMap
+
+	mu      sync.Mutex
+	streams int
+	timer   *time.Timer
+	closed  bool
+}
+
+func newViewers(stamps *stampMap) *viewers {
+	stamps.pause(true)
+	return &viewers{stamps: stamps}
+}
+
+// seen notes a snapshot.
+func (v *viewers) seen() {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return
+	}
+	v.stamps.pause(false)
+	if v.timer == nil {
+		v.timer = time.AfterFunc(lookingFor, v.expire)
+	} else {
+		v.timer.Reset(lookingFor)
+	}
+}
+
+func (v *viewers) expire() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.streams == 0 {
+		v.stamps.pause(true)
+	}
+}
+
+// stream notes a stream opening (+1) or closing (-1).
+func (v *viewers) stream(delta int) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.streams += delta
+	v.mu.Unlock()
+	v.seen()
+}
+
+// close stops the timer.
+func (v *viewers) close() {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.closed = true
+	if v.timer != nil {
+		v.timer.Stop()
+	}
 }
 
 // routes is the server's handler.
@@ -118,12 +192,15 @@ func (a *api) routes() http.Handler {
 }
 
 func (a *api) getSnapshot(w http.ResponseWriter, _ *http.Request) {
+	a.viewers.seen()
 	writeJSON(w, http.StatusOK, a.snap.snapshot(a.now()))
 }
 
 // stream sends a snapshot at once, then one a second, as server-sent
 // events, until the client goes or the demo stops.
 func (a *api) stream(w http.ResponseWriter, r *http.Request) {
+	a.viewers.stream(+1)
+	defer a.viewers.stream(-1)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -487,6 +489,40 @@ func TestFaultsOnlyInSimulatedMode(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode, b)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestWebFlags(t *testing.T) {
+	cfg, err := parseFlags(nil, env(), io.Discard)
+	if err != nil || cfg.http != "127.0.0.1:8080" || !cfg.noMetrics || len(cfg.faults) != 0 {
+		t.Errorf("defaults: http %q, no metrics %v, faults %v (err %v)", cfg.http, cfg.noMetrics, cfg.faults, err)
+	}
+	cfg, err = parseFlags([]string{"--http", "", "--metrics", "--fault", "cut-watch@2s", "--fault", "burst=10"}, env(), io.Discard)
+	if err != nil || cfg.http != "" || cfg.noMetrics || len(cfg.faults) != 2 || cfg.faults[1].req.Count != 10 {
+		t.Errorf("http %q, no metrics %v, faults %+v (err %v)", cfg.http, cfg.noMetrics, cfg.faults, err)
+	}
+}
+
+// TestFaultFlag runs the demo with --fault burst and checks its pods were
+// created: the cache ends larger than the population the workload keeps.
+func TestFaultFlag(t *testing.T) {
+	setOTelEnv(t, "OTEL_TRACES_EXPORTER", "none")
+	f, err := parseFault("burst=300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{rate: 50, pods: 20, namespaces: 1, seed: 1, duration: 1500 * time.Millisecond, interval: 500 * time.Millisecond,
+		handlers: 1, logLevel: "off", faults: []scheduledFault{f}}
+	var out bytes.Buffer
+	if err := run(context.Background(), cfg, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`workload after the initial 20 pods: (\d+) creates`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no workload totals:\n%s", out.String())
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 300 {
+		t.Errorf("%d creates, want the burst's 300 at least:\n%s", n, out.String())
+	}
 }
 
 func TestParseFault(t *testing.T) {
