@@ -507,6 +507,16 @@
     const link = ev.target.closest("button[data-link-trace]");
     if (link) {
       ev.stopPropagation();
+      // A link into the same waterfall (a processing trace shown with the
+      // delta it continues) selects the linked span there.
+      const wf = link.closest(".waterfall");
+      const target = wf && wf.dataset.traceId === link.dataset.linkTrace &&
+        $(`.span-row[data-span-id="${CSS.escape(link.dataset.linkSpan)}"]`, wf);
+      if (target) {
+        showSpan(target._span, target._trace, target);
+        target.focus();
+        return;
+      }
       openTrace(link.dataset.linkTrace, link.dataset.linkSpan);
       return;
     }
