@@ -64,8 +64,6 @@ func TestBrowserPage(t *testing.T) {
 		noBrowser(t, "no Chromium found (%s)", strings.Join(browserNames, ", "))
 	}
 
-	base := startBrowserDemo(t)
-
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		append(chromedp.DefaultExecAllocatorOptions[:],
 			chromedp.ExecPath(browser),
@@ -86,6 +84,7 @@ func TestBrowserPage(t *testing.T) {
 	if err := chromedp.Do(ctx); err != nil {
 		noBrowser(t, "%s does not start: %v", browser, err)
 	}
+	base := startBrowserDemo(t)
 	// Every step below waits at most this long in all.
 	stepCtx, stepCancel := context.WithTimeout(ctx, 75*time.Second)
 	defer stepCancel()
