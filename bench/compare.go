@@ -68,8 +68,8 @@ func (t *Table) Row(name string) *Row {
 }
 
 // Compare prepares sc, then runs it runs times per implementation,
-// alternating (impls[0], impls[1], impls[0], …) in this process, with a
-// garbage collection before every measured phase. progress, if not nil, is
+// alternating in this process (impls[0], impls[1]; then impls[1],
+// impls[0]; …), with a garbage collection before every measured phase. progress, if not nil, is
 // told about every run as it ends.
 func Compare(sc Scenario, runs int, impls []Impl, progress func(impl Impl, run int, ms []Metric)) (*Table, error) {
 	sc.Prepare()
@@ -77,7 +77,15 @@ func Compare(sc Scenario, runs int, impls []Impl, progress func(impl Impl, run i
 	values := map[Impl][][]float64{}
 	baseline := runtime.NumGoroutine()
 	for i := range runs {
-		for _, impl := range impls {
+		// Every other run starts with the other implementation: the first
+		// run of a process grows the heap into fresh pages (page faults),
+		// which would otherwise always fall on the same one.
+		order := impls
+		if i%2 == 1 {
+			order = slices.Clone(impls)
+			slices.Reverse(order)
+		}
+		for _, impl := range order {
 			quiesce(baseline)
 			ms, err := sc.Run(impl)
 			if err != nil {

@@ -4,24 +4,24 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorinformer/actorinformer/stage"
 )
 
-// listed is the one Listed value sent.
-var listed = &Listed{}
-
-// queueActor is the thin actor shell around a Queue.
+// queueActor is the thin actor shell around a Queue: it decodes a message,
+// calls the Queue's input method and delivers what it returns.
 type queueActor struct {
 	q        *Queue
 	consumer *actor.PID
 }
 
 // NewActor returns the queue actor: it feeds *Deltas, *Replace, *Resync and
-// *Processed to q (recycling each *Deltas: see NewDeltas) and, after each,
-// sends the next batch (if any and if none is in flight) to consumer with
-// ctx.Request, so the consumer answers with
-// ctx.Respond(&Processed{Count: len(batch.Deltas)}). After each *Replace it
-// also sends the consumer a *Listed (with Request, so that it learns the
-// queue), before the batch.
+// *Processed (from any sender) to q's input methods and delivers the
+// messages they return, in order, to consumer (stage.ToIndexer): the next
+// *Batch, if any and if none is in flight, with ctx.Request, so the consumer
+// answers with ctx.Respond(&Processed{Count: len(batch.Deltas)}) or sends a
+// *Processed; after each *Replace, a *Listed (with Request, so that it
+// learns the queue) before the batch.
 //
 // The actor owns q: nothing else may call q's methods except HasSynced and
 // Len. Because the state lives in q, a restarted actor (a new value from the
@@ -38,29 +38,39 @@ func Props(q *Queue, consumer *actor.PID) *actor.Props {
 
 // Receive implements actor.Actor. Nothing in it blocks.
 func (a *queueActor) Receive(ctx actor.Context) {
+	var out []stage.Msg
 	switch m := ctx.Message().(type) {
 	case *Deltas:
-		a.q.Add(m.Items)
-		recycle(m) // the queue owns m and has copied its items
+		out = a.q.Deltas(m)
 	case *Replace:
-		a.q.Replace(m.Items, m.ResourceVersion, m.ListTrace)
-		ctx.Request(a.consumer, listed)
+		out = a.q.Replace(m)
 	case *Resync:
-		a.q.Resync()
+		out = a.q.Resync()
 	case *Processed:
-		a.q.Done(m.Count)
+		out = a.q.Processed(m)
 	case *actor.Started:
-		// Also sent to an actor restarted after a panic: the queue may hold
-		// deltas with nothing in flight, and no message may come to move
-		// them on.
+		// Also sent to an actor restarted after a panic.
+		out = a.q.Started()
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting,
 		*actor.ReceiveTimeout, *actor.Terminated:
-		return
 	default:
 		a.q.t.Logger.Warn("fifo: unexpected message", "type", fmt.Sprintf("%T", m))
+	}
+	for _, msg := range out {
+		a.deliver(ctx, msg)
+	}
+}
+
+// deliver sends one of the queue's messages; it only ever addresses the
+// indexer.
+func (a *queueActor) deliver(ctx actor.Context, msg stage.Msg) {
+	if msg.To != stage.ToIndexer {
+		a.q.t.Logger.Error("fifo: undeliverable message", "to", msg.To.Kind, "type", fmt.Sprintf("%T", msg.Body))
 		return
 	}
-	if b := a.q.Pop(); b != nil {
-		ctx.Request(a.consumer, b)
+	if msg.Mode == stage.Request {
+		ctx.Request(a.consumer, msg.Body)
+	} else {
+		ctx.Send(a.consumer, msg.Body)
 	}
 }

@@ -221,7 +221,7 @@ func TestActor_resumesQueuedDeltas(t *testing.T) {
 	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true}
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{})
-	q.Add([]Delta{added("a", 1), added("b", 1)})
+	q.add([]Delta{added("a", 1), added("b", 1)})
 	qpid := sys.Root.Spawn(Props(q, cpid))
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1), added("b", 1)})
 	stopBoth(t, sys, cpid, qpid)

@@ -21,9 +21,9 @@ func BenchmarkQueueAddPop(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		items[0] = Delta{Type: Updated, Key: ks[i&1023], Object: benchObj}
-		q.Add(items)
-		bt := q.Pop()
-		q.Done(len(bt.Deltas))
+		q.add(items)
+		bt := q.pop()
+		q.done(len(bt.Deltas))
 	}
 }
 
@@ -38,9 +38,9 @@ func BenchmarkQueueAddPop100(b *testing.B) {
 		for j := range items {
 			items[j] = Delta{Type: Updated, Key: ks[(i*100+j)&1023], Object: benchObj}
 		}
-		q.Add(items)
-		bt := q.Pop()
-		q.Done(len(bt.Deltas))
+		q.add(items)
+		bt := q.pop()
+		q.done(len(bt.Deltas))
 	}
 }
 
@@ -53,16 +53,16 @@ func BenchmarkQueueBacklog(b *testing.B) {
 	items := make([]Delta, 1)
 	for i := range 1000 {
 		items[0] = Delta{Type: Updated, Key: ks[i&4095], Object: benchObj}
-		q.Add(items)
+		q.add(items)
 	}
-	q.Pop()
+	q.pop()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		items[0] = Delta{Type: Updated, Key: ks[i&4095], Object: benchObj}
-		q.Add(items)
+		q.add(items)
 		if i&63 == 63 {
-			q.Done(64)
-			q.Pop()
+			q.done(64)
+			q.pop()
 		}
 	}
 }
@@ -70,11 +70,11 @@ func BenchmarkQueueBacklog(b *testing.B) {
 // BenchmarkQueueDeleteCollapse: a delete merged into a queued delete, per op.
 func BenchmarkQueueDeleteCollapse(b *testing.B) {
 	q := New(Config{})
-	q.Add([]Delta{{Type: Added, Key: "ns/a"}, {Type: Deleted, Key: "ns/a"}})
+	q.add([]Delta{{Type: Added, Key: "ns/a"}, {Type: Deleted, Key: "ns/a"}})
 	items := []Delta{{Type: Deleted, Key: "ns/a"}}
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Add(items)
+		q.add(items)
 	}
 }
 
@@ -93,9 +93,9 @@ func BenchmarkQueueReplace10k(b *testing.B) {
 	q := New(Config{Known: k})
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Replace(items, "1", nil)
-		for bt := q.Pop(); bt != nil; bt = q.Pop() {
-			q.Done(len(bt.Deltas))
+		q.replace(items, "1", nil)
+		for bt := q.pop(); bt != nil; bt = q.pop() {
+			q.done(len(bt.Deltas))
 		}
 	}
 }
@@ -110,11 +110,29 @@ func BenchmarkQueueResync10k(b *testing.B) {
 	q := New(Config{Known: k})
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Resync()
-		for bt := q.Pop(); bt != nil; bt = q.Pop() {
-			q.Done(len(bt.Deltas))
+		q.resync()
+		for bt := q.pop(); bt != nil; bt = q.pop() {
+			q.done(len(bt.Deltas))
 		}
 	}
 }
 
 var benchObj any = &struct{ Name string }{"obj"}
+
+// BenchmarkQueueInputs: one *Deltas message of one delta in, its batch out
+// and acknowledged, through the input methods a shell calls, per op.
+func BenchmarkQueueInputs(b *testing.B) {
+	q := New(Config{})
+	ack := &Processed{Count: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		m := NewDeltas(1)
+		m.Items = append(m.Items, Delta{Type: Added, Key: "ns/a"})
+		if out := q.Deltas(m); len(out) != 1 {
+			b.Fatalf("%d messages", len(out))
+		}
+		if out := q.Processed(ack); len(out) != 0 {
+			b.Fatalf("%d messages", len(out))
+		}
+	}
+}

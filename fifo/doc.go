@@ -6,31 +6,33 @@
 //
 //   - Queue is a plain, single-threaded state machine (only HasSynced and Len
 //     may be called from other goroutines). It is where all the rules live,
-//     and it is tested without actors.
-//   - NewActor (or Props) wraps a Queue in a protoactor actor: *Deltas,
-//     *Replace, *Resync and *Processed messages drive it, and after each one
-//     the actor sends the next *Batch, if any, to the consumer with
-//     ctx.Request. The consumer answers with ctx.Respond(&Processed{...}).
-//     After a *Replace it first sends the consumer a *Listed, with which
-//     the indexer (re)starts its resync checks.
+//     and it is tested without actors. Its input methods (Deltas, Replace,
+//     Resync, Processed, Started) each take one message and return, as
+//     []stage.Msg, what must be sent because of it: the next *Batch, if
+//     any, to stage.ToIndexer with Request; after a Replace, first a
+//     *Listed, with which the indexer (re)starts its resync checks.
+//   - NewActor (or Props) wraps a Queue in a protoactor actor that only
+//     decodes a message, calls the input method and delivers what it
+//     returned. The consumer answers a batch with *Processed (by
+//     ctx.Respond or a plain Send).
 //
 // # Ordering and batching
 //
 // Every delta is queued as its own entry, in arrival order (no per-key
 // grouping and no "line jumping": a key's later delta is never handed out
-// before another key's earlier one). Pop hands out up to MaxBatch deltas at
-// a time, except that a relist is never split: the batch that reaches into
-// one extends to its end, however long, and is marked Atomic so that the
-// consumer applies it in one step. While a batch is in flight (popped, not
-// yet acknowledged with Done) Pop returns nil, so the consumer sees at most
-// one batch at a time. Until the first Replace's deltas are all popped, a
-// batch never mixes them with later deltas, so HasSynced turns true exactly
-// when the initial list is applied.
+// before another key's earlier one). The queue hands out up to MaxBatch
+// deltas at a time, except that a relist is never split: the batch that
+// reaches into one extends to its end, however long, and is marked Atomic
+// so that the consumer applies it in one step. While a batch is in flight
+// (handed out, not yet acknowledged with Processed) no other is, so the
+// consumer sees at most one batch at a time. Until the first Replace's
+// deltas are all handed out, a batch never mixes them with later deltas, so
+// HasSynced turns true exactly when the initial list is applied.
 //
 // A batch's Deltas slice belongs to the queue: the consumer must treat it as
 // read-only and must not keep it (or the *Batch) after answering Processed;
 // the queue reuses both. Batches are views of the queue's own array, so
-// popping copies nothing.
+// handing one out copies nothing.
 //
 // # Effective state
 //
@@ -57,16 +59,16 @@
 //     then the listed items (Replaced deltas) in list order; then a Bookmark
 //     delta with the list's resource version, which the consumer makes the
 //     cache's. A Replace while the cache or the queue holds anything is a
-//     relist: Pop hands it out whole (see above). The first list into an
+//     relist: it is handed out whole (see above). The first list into an
 //     empty cache and queue may be split into batches.
-//   - Bookmark deltas (from Add: watch bookmarks; from Replace) have no key:
+//   - Bookmark deltas (from Deltas: watch bookmarks; from Replace) have no key:
 //     they are never tombstoned, collapsed or resynced, and an Add of
 //     bookmarks alone does not end the wait for the first Replace.
 //   - The first Replace marks every delta it queues (tombstones, items and
 //     its bookmark) InitialList; HasSynced turns true once all of them are
-//     popped and acknowledged — for an empty list, once its bookmark is, as
+//     handed out and acknowledged — for an empty list, once its bookmark is, as
 //     client-go's AtomicFIFO waits for its ReplacedAll delta. As in
-//     client-go, an Add before the first Replace makes HasSynced true at
+//     client-go, a Deltas before the first Replace makes HasSynced true at
 //     once and that Replace is then not an initial list. Deltas queued after
 //     the first Replace are never InitialList.
 //   - Resync queues a Sync delta (with the cached object) for every cached
@@ -101,7 +103,7 @@
 // consumer may be reading), and shrunk or dropped after a burst. A list that
 // arrives while the queue holds nothing and has no tombstone becomes the
 // array as it is (its bookmark goes in a spare slot, if it has one), and is
-// dropped when the queue drains. Add and
-// Pop allocate nothing beyond map and array growth; Replace reserves room
-// for all its deltas at once.
+// dropped when the queue drains. Deltas and the hand-off allocate nothing
+// beyond map and array growth (the input methods reuse one stage.Outbox);
+// Replace reserves room for all its deltas at once.
 package fifo

@@ -84,7 +84,7 @@ func popAll(t *testing.T, q *Queue) []Delta {
 	t.Helper()
 	var out []Delta
 	for {
-		b := q.Pop()
+		b := q.pop()
 		if b == nil {
 			if q.Len() != 0 {
 				t.Fatalf("Pop returned nil with Len %d", q.Len())
@@ -92,7 +92,7 @@ func popAll(t *testing.T, q *Queue) []Delta {
 			return out
 		}
 		out = append(out, b.Deltas...)
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 }
 
@@ -100,7 +100,7 @@ func popAll(t *testing.T, q *Queue) []Delta {
 // flight.
 func popOne(t *testing.T, q *Queue) []Delta {
 	t.Helper()
-	b := q.Pop()
+	b := q.pop()
 	if b == nil {
 		t.Fatalf("Pop returned nil")
 	}

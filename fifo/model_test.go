@@ -247,7 +247,7 @@ func TestQueue_model(t *testing.T) {
 					ds[i] = randDelta()
 				}
 				trail = append(trail, "add "+describe(ds))
-				q.Add(ds)
+				q.add(ds)
 				m.add(ds)
 			case r < 10:
 				var ds []Delta
@@ -259,14 +259,14 @@ func TestQueue_model(t *testing.T) {
 				}
 				trail = append(trail, "replace "+describe(ds))
 				rv := strconv.Itoa(v)
-				q.Replace(ds, rv, nil)
+				q.replace(ds, rv, nil)
 				m.replace(ds, rv)
 			case r < 11:
 				trail = append(trail, "resync")
-				q.Resync()
+				q.resync()
 				m.resync()
 			case r < 16:
-				b := q.Pop()
+				b := q.pop()
 				want := m.pop()
 				var got []Delta
 				if b != nil {
@@ -286,7 +286,7 @@ func TestQueue_model(t *testing.T) {
 				trail = append(trail, "done")
 				apply(qk, inflight)
 				apply(mk, inflight)
-				q.Done(len(inflight))
+				q.done(len(inflight))
 				m.done()
 				inflight = nil
 			}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // DefaultMaxBatch is the default maximum number of deltas in one Batch.
@@ -92,16 +93,16 @@ type Queue struct {
 	shrinkCap int
 	listBuf   bool
 
-	// batches alternate between Pops, so a Batch value is rewritten only two
+	// batches alternate between pops, so a Batch value is rewritten only two
 	// batches later, when the consumer is long done with it.
 	batches [2]Batch
 	flip    int
 
 	// relists are the sequence number spans of the queued relists, oldest
-	// first: Pop hands each one out whole, in a batch marked Atomic.
+	// first: pop hands each one out whole, in a batch marked Atomic.
 	relists []span
 
-	// populated is set by the first Add or Replace. initialEnd is the
+	// populated is set by the first add or replace. initialEnd is the
 	// sequence number after the first Replace's last delta: the queue has
 	// synced once everything before it is acknowledged.
 	populated  bool
@@ -109,8 +110,10 @@ type Queue struct {
 	synced     atomic.Bool
 	length     atomic.Int64
 
-	// Scratch space for Replace, reused between calls.
+	// Scratch space for replace, reused between calls.
 	tombs []Delta
+
+	out stage.Outbox // the messages of the current input
 }
 
 // span is the sequence numbers [start, end).
@@ -145,7 +148,7 @@ func New(cfg Config) *Queue {
 }
 
 // HasSynced reports whether the first Replace's deltas (items and
-// tombstones) have all been popped and acknowledged with Done. As in
+// tombstones) have all been handed out and acknowledged. As in
 // client-go, an Add before the first Replace counts as synced at once, and
 // an empty first Replace syncs at once. Safe for concurrent use.
 func (q *Queue) HasSynced() bool { return q.synced.Load() }
@@ -154,11 +157,11 @@ func (q *Queue) HasSynced() bool { return q.synced.Load() }
 // batch. Safe for concurrent use.
 func (q *Queue) Len() int { return int(q.length.Load()) }
 
-// Add queues watch deltas (Added, Updated, Deleted, Bookmark) in arrival
+// add queues watch deltas (Added, Updated, Deleted, Bookmark) in arrival
 // order. A Deleted delta is dropped when the key's last queued delta is
 // already a Deleted one (keeping the more informative object) or when the
 // key is absent. The queue does not retain items.
-func (q *Queue) Add(items []Delta) {
+func (q *Queue) add(items []Delta) {
 	if len(items) == 0 {
 		return
 	}
@@ -218,7 +221,7 @@ func (q *Queue) merged(d *Delta, reason string) {
 	}
 }
 
-// Replace queues, as client-go's AtomicFIFO delivers a relist: a tombstone
+// replace queues, as client-go's AtomicFIFO delivers a relist: a tombstone
 // — a Deleted delta whose Object is a cache.DeletedFinalStateUnknown holding
 // the last known object — for every key present in the queue's view of the
 // world but missing from the list, then the list's items (Replaced deltas,
@@ -229,7 +232,7 @@ func (q *Queue) merged(d *Delta, reason string) {
 // takes ownership of items: when it holds nothing else and there is no
 // tombstone it adopts the slice as its buffer instead of copying a list's
 // worth of deltas.
-func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrace) {
+func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrace) {
 	first := !q.populated
 	q.populated = true
 
@@ -279,6 +282,12 @@ func (q *Queue) Replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		}
 	} else {
 		q.reserve(n)
+		if len(q.last) == 0 {
+			// A relist after the queue drained (the map was dropped): size
+			// it at once rather than growing it a step at a time while
+			// pushing a list's worth of keys.
+			q.last = make(map[string]uint64, n)
+		}
 		for i := range q.tombs {
 			d := q.tombs[i]
 			d.InitialList = first
@@ -363,9 +372,9 @@ func (q *Queue) tombstone(key string, obj any, tracing bool, now time.Time, stam
 	return d
 }
 
-// Resync queues a Sync delta, with the cached object, for every cached key
+// resync queues a Sync delta, with the cached object, for every cached key
 // that has nothing queued and nothing in flight.
-func (q *Queue) Resync() {
+func (q *Queue) resync() {
 	tracing := q.t.Tracing()
 	var now time.Time
 	var stamp telemetry.Stamp
@@ -399,7 +408,7 @@ func (q *Queue) Resync() {
 	q.record(n, 0)
 }
 
-// Pop returns the next batch: at most MaxBatch queued deltas in arrival
+// pop returns the next batch: at most MaxBatch queued deltas in arrival
 // order, except that a relist is never split: a batch that reaches into one
 // extends to its end, however long, and is marked Atomic. It returns nil
 // when nothing is queued or a batch is already in flight. Until the first
@@ -407,9 +416,9 @@ func (q *Queue) Resync() {
 // deltas.
 //
 // The batch's Deltas slice belongs to the queue: the consumer must only read
-// it, and must not keep it after acknowledging it (Done); the queue reuses
-// it.
-func (q *Queue) Pop() *Batch {
+// it, and must not keep it after acknowledging it (Processed); the queue
+// reuses it.
+func (q *Queue) pop() *Batch {
 	if q.head > q.lo || q.head == len(q.buf) {
 		return nil
 	}
@@ -442,15 +451,15 @@ func (q *Queue) Pop() *Batch {
 	return b
 }
 
-// Done acknowledges the in-flight batch: it has been applied to the cache.
+// done acknowledges the in-flight batch: it has been applied to the cache.
 // n is the batch's length; the whole batch is acknowledged whatever n is.
-func (q *Queue) Done(n int) {
+func (q *Queue) done(n int) {
 	if q.head == q.lo {
-		q.t.Logger.Warn("fifo: Done with no batch in flight", "count", n)
+		q.t.Logger.Warn("fifo: Processed with no batch in flight", "count", n)
 		return
 	}
 	if want := q.head - q.lo; n != want {
-		q.t.Logger.Warn("fifo: Done count differs from the in-flight batch", "count", n, "batch", want)
+		q.t.Logger.Warn("fifo: Processed count differs from the in-flight batch", "count", n, "batch", want)
 	}
 	// Moving lo past the batch makes the map entries of the keys whose last
 	// delta it holds stale; drop those of deleted keys.

@@ -14,11 +14,11 @@ import (
 // op is one step of a script run against a queue.
 type op func(t *testing.T, q *Queue)
 
-func add(ds ...Delta) op { return func(_ *testing.T, q *Queue) { q.Add(ds) } }
+func add(ds ...Delta) op { return func(_ *testing.T, q *Queue) { q.add(ds) } }
 func replace(ds ...Delta) op {
-	return func(_ *testing.T, q *Queue) { q.Replace(ds, "1", nil) }
+	return func(_ *testing.T, q *Queue) { q.replace(ds, "1", nil) }
 }
-func resync() op { return func(_ *testing.T, q *Queue) { q.Resync() } }
+func resync() op { return func(_ *testing.T, q *Queue) { q.resync() } }
 
 // inflight pops one batch and leaves it in flight; the batch is checked
 // against want.
@@ -34,7 +34,7 @@ func done() op {
 		if q.head == q.lo {
 			t.Fatalf("done: nothing in flight")
 		}
-		q.Done(q.head - q.lo)
+		q.done(q.head - q.lo)
 	}
 }
 
@@ -56,7 +56,7 @@ func runScripts(t *testing.T, scripts []script) {
 				step(t, q)
 			}
 			if q.head > q.lo {
-				q.Done(q.head - q.lo)
+				q.done(q.head - q.lo)
 			}
 			wantDeltas(t, popAll(t, q), sc.want)
 			if got := tel.Metrics.QueueMerged.Load(); got != sc.merged {
@@ -76,10 +76,10 @@ func runScripts(t *testing.T, scripts []script) {
 // a re-added key does not jump the line.
 func TestQueue_detectLineJumpers(t *testing.T) {
 	q := New(Config{MaxBatch: 1})
-	q.Add([]Delta{added("foo", 10), added("bar", 1), added("foo", 11), added("foo", 13), added("zab", 30)})
+	q.add([]Delta{added("foo", 10), added("bar", 1), added("foo", 11), added("foo", 13), added("zab", 30)})
 	got := popOne(t, q)
-	q.Done(1)
-	q.Add([]Delta{added("foo", 14)}) // must not jump ahead of bar, zab
+	q.done(1)
+	q.add([]Delta{added("foo", 14)}) // must not jump ahead of bar, zab
 	got = append(got, popAll(t, q)...)
 	wantDeltas(t, got, []Delta{
 		added("foo", 10), added("bar", 1), added("foo", 11), added("foo", 13), added("zab", 30), added("foo", 14),
@@ -180,7 +180,7 @@ func TestQueue_deleteLookupError(t *testing.T) {
 	k := newKnown()
 	k.err["foo"] = errLookup
 	q := New(Config{Known: k})
-	q.Add([]Delta{deleted("foo", 1)})
+	q.add([]Delta{deleted("foo", 1)})
 	wantDeltas(t, popAll(t, q), []Delta{deleted("foo", 1)})
 }
 
@@ -311,19 +311,19 @@ func TestQueue_replaceTombstoneObjects(t *testing.T) {
 		k := newKnown()
 		k.set("foo", cache.DeletedFinalStateUnknown{Key: "foo", Obj: o("foo", 1)})
 		q := New(Config{Known: k})
-		q.Replace(nil, "1", nil)
+		q.replace(nil, "1", nil)
 		wantDeltas(t, popAll(t, q), []Delta{initial(tomb("foo", o("foo", 1))), initial(bm("1"))})
 	})
 	t.Run("lookup error gives a tombstone without object", func(t *testing.T) {
 		k := newKnown(o("foo", 1), o("bar", 1))
 		k.err["foo"] = errLookup
 		q := New(Config{Known: k})
-		q.Replace(nil, "1", nil)
+		q.replace(nil, "1", nil)
 		wantDeltas(t, popAll(t, q), []Delta{initial(tomb("foo", nil)), initial(tomb("bar", o("bar", 1))), initial(bm("1"))})
 	})
 	t.Run("key gone between ListKeys and GetByKey is absent", func(t *testing.T) {
 		q := New(Config{Known: vanishing{}})
-		q.Replace(nil, "1", nil)
+		q.replace(nil, "1", nil)
 		wantDeltas(t, popAll(t, q), []Delta{initial(bm("1"))})
 	})
 }
@@ -342,7 +342,7 @@ func TestQueue_HasSyncedCorrectOnDeletion(t *testing.T) {
 	if q.HasSynced() {
 		t.Fatal("synced before anything happened")
 	}
-	q.Replace([]Delta{replaced("foo", 5)}, "0", nil)
+	q.replace([]Delta{replaced("foo", 5)}, "0", nil)
 	want := []Delta{
 		initial(tomb("bar", o("bar", 6))),
 		initial(tomb("baz", o("baz", 7))),
@@ -352,7 +352,7 @@ func TestQueue_HasSyncedCorrectOnDeletion(t *testing.T) {
 	if q.HasSynced() {
 		t.Fatal("HasSynced true before the initial list was processed")
 	}
-	b := q.Pop()
+	b := q.pop()
 	if b == nil || !b.Atomic {
 		t.Fatalf("batch %v: want the whole list, Atomic", b)
 	}
@@ -360,7 +360,7 @@ func TestQueue_HasSyncedCorrectOnDeletion(t *testing.T) {
 	if q.HasSynced() {
 		t.Fatal("HasSynced true before Done")
 	}
-	q.Done(len(want))
+	q.done(len(want))
 	if !q.HasSynced() {
 		t.Fatal("HasSynced false after the initial list was processed")
 	}
@@ -371,7 +371,7 @@ func TestQueue_HasSynced(t *testing.T) {
 		// As client-go's AtomicFIFO, whose HasSynced waits for the (empty)
 		// ReplacedAll delta: once synced, the cache has the list's version.
 		q := New(Config{})
-		q.Replace(nil, "1", nil)
+		q.replace(nil, "1", nil)
 		if q.HasSynced() {
 			t.Fatal("synced before the list's bookmark was applied")
 		}
@@ -382,11 +382,11 @@ func TestQueue_HasSynced(t *testing.T) {
 	})
 	t.Run("a bookmark before the first replace does not sync", func(t *testing.T) {
 		q := New(Config{})
-		q.Add([]Delta{bm("1")})
+		q.add([]Delta{bm("1")})
 		if q.HasSynced() {
 			t.Fatal("a bookmark synced the queue")
 		}
-		q.Replace([]Delta{replaced("a", 1)}, "2", nil)
+		q.replace([]Delta{replaced("a", 1)}, "2", nil)
 		wantDeltas(t, popAll(t, q), []Delta{bm("1"), initial(replaced("a", 1)), initial(bm("2"))})
 		if !q.HasSynced() {
 			t.Fatal("not synced")
@@ -394,23 +394,23 @@ func TestQueue_HasSynced(t *testing.T) {
 	})
 	t.Run("add before the first replace syncs at once, replace is not initial", func(t *testing.T) {
 		q := New(Config{})
-		q.Add([]Delta{added("a", 1)})
+		q.add([]Delta{added("a", 1)})
 		if !q.HasSynced() {
 			t.Fatal("not synced")
 		}
-		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
+		q.replace([]Delta{replaced("a", 1)}, "1", nil)
 		wantDeltas(t, popAll(t, q), []Delta{added("a", 1), replaced("a", 1), bm("1")})
 	})
 	t.Run("second replace does not affect HasSynced", func(t *testing.T) {
 		k := newKnown()
 		q := New(Config{Known: k})
-		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
+		q.replace([]Delta{replaced("a", 1)}, "1", nil)
 		wantDeltas(t, popAll(t, q), []Delta{initial(replaced("a", 1)), initial(bm("1"))})
 		k.set("a", o("a", 1)) // the consumer applied it
 		if !q.HasSynced() {
 			t.Fatal("not synced after the first replace")
 		}
-		q.Replace([]Delta{replaced("b", 1)}, "2", nil)
+		q.replace([]Delta{replaced("b", 1)}, "2", nil)
 		if !q.HasSynced() {
 			t.Fatal("second replace unsynced the queue")
 		}
@@ -418,13 +418,13 @@ func TestQueue_HasSynced(t *testing.T) {
 	})
 	t.Run("replace before the first one is processed is not initial", func(t *testing.T) {
 		q := New(Config{})
-		q.Replace([]Delta{replaced("a", 1)}, "1", nil)
-		q.Replace([]Delta{replaced("a", 2)}, "2", nil)
-		q.Add([]Delta{initial(added("c", 1))}) // InitialList from outside is cleared
-		if b := q.Pop(); len(b.Deltas) != 2 {
+		q.replace([]Delta{replaced("a", 1)}, "1", nil)
+		q.replace([]Delta{replaced("a", 2)}, "2", nil)
+		q.add([]Delta{initial(added("c", 1))}) // InitialList from outside is cleared
+		if b := q.pop(); len(b.Deltas) != 2 {
 			t.Fatalf("first batch mixes the initial list with later deltas: %s", describe(b.Deltas))
 		}
-		q.Done(2)
+		q.done(2)
 		if !q.HasSynced() {
 			t.Fatal("not synced")
 		}
@@ -432,16 +432,16 @@ func TestQueue_HasSynced(t *testing.T) {
 	})
 	t.Run("initial list split across batches", func(t *testing.T) {
 		q := New(Config{MaxBatch: 2})
-		q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
-		q.Add([]Delta{added("d", 1)})
+		q.replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
+		q.add([]Delta{added("d", 1)})
 		b := popOne(t, q)
-		q.Done(len(b))
+		q.done(len(b))
 		if q.HasSynced() {
 			t.Fatal("synced too early")
 		}
 		b = popOne(t, q)
 		wantDeltas(t, b, []Delta{initial(replaced("c", 1)), initial(bm("1"))})
-		q.Done(2)
+		q.done(2)
 		if !q.HasSynced() {
 			t.Fatal("not synced")
 		}
@@ -491,27 +491,27 @@ func TestQueue_resync(t *testing.T) {
 		k := newKnown(o("foo", 1), o("bar", 1))
 		k.err["foo"] = errLookup
 		q := New(Config{Known: k})
-		q.Resync()
+		q.resync()
 		wantDeltas(t, popAll(t, q), []Delta{synced("bar", 1)})
 	})
 }
 
 func TestQueue_popInFlight(t *testing.T) {
 	q := New(Config{})
-	if q.Pop() != nil {
+	if q.pop() != nil {
 		t.Fatal("Pop on an empty queue")
 	}
-	q.Done(0) // no batch in flight: ignored
-	q.Add([]Delta{added("a", 1)})
+	q.done(0) // no batch in flight: ignored
+	q.add([]Delta{added("a", 1)})
 	b := popOne(t, q)
-	q.Add([]Delta{added("b", 1)})
-	if q.Pop() != nil {
+	q.add([]Delta{added("b", 1)})
+	if q.pop() != nil {
 		t.Fatal("Pop returned a batch while one is in flight")
 	}
 	if q.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", q.Len())
 	}
-	q.Done(5) // wrong count: still acknowledges the batch
+	q.done(5) // wrong count: still acknowledges the batch
 	wantDeltas(t, b, []Delta{added("a", 1)})
 	wantDeltas(t, popAll(t, q), []Delta{added("b", 1)})
 }
@@ -522,13 +522,13 @@ func TestQueue_maxBatch(t *testing.T) {
 	for i := range 10 {
 		in = append(in, added("k", i))
 	}
-	q.Add(in)
+	q.add(in)
 	var sizes []int
 	var out []Delta
-	for b := q.Pop(); b != nil; b = q.Pop() {
+	for b := q.pop(); b != nil; b = q.pop() {
 		sizes = append(sizes, len(b.Deltas))
 		out = append(out, b.Deltas...)
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 	if want := []int{3, 3, 3, 1}; len(sizes) != len(want) || sizes[0] != 3 || sizes[3] != 1 {
 		t.Fatalf("batch sizes %v, want %v", sizes, want)
@@ -545,15 +545,15 @@ func TestQueue_maxBatch(t *testing.T) {
 func TestQueue_initialRemaining(t *testing.T) {
 	k := newKnown()
 	q := New(Config{Known: k, MaxBatch: 4})
-	q.Add([]Delta{added("early", 1)}) // before the first list: no hint
+	q.add([]Delta{added("early", 1)}) // before the first list: no hint
 	var items []Delta
 	for i := range 10 {
 		items = append(items, replaced("k"+strconv.Itoa(i), 1))
 	}
-	q.Replace(items, "1", nil)
-	q.Add([]Delta{updated("k0", 2)})
+	q.replace(items, "1", nil)
+	q.add([]Delta{updated("k0", 2)})
 	var hints, sizes []int
-	for b := q.Pop(); b != nil; b = q.Pop() {
+	for b := q.pop(); b != nil; b = q.pop() {
 		hints = append(hints, b.InitialRemaining)
 		sizes = append(sizes, len(b.Deltas))
 		for _, d := range b.Deltas {
@@ -563,7 +563,7 @@ func TestQueue_initialRemaining(t *testing.T) {
 				k.set(d.Key, d.Object)
 			}
 		}
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 	// The Add before the list marks the queue synced at once (as in
 	// client-go), so there is no first list to wait for and no hint. The
@@ -577,10 +577,10 @@ func TestQueue_initialRemaining(t *testing.T) {
 	// bookmark counts.
 	k = newKnown()
 	q = New(Config{Known: k, MaxBatch: 4})
-	q.Replace(items[:9], "1", nil)
-	q.Add([]Delta{updated("k0", 2)})
+	q.replace(items[:9], "1", nil)
+	q.add([]Delta{updated("k0", 2)})
 	hints, sizes = nil, nil
-	for b := q.Pop(); b != nil; b = q.Pop() {
+	for b := q.pop(); b != nil; b = q.pop() {
 		hints = append(hints, b.InitialRemaining)
 		sizes = append(sizes, len(b.Deltas))
 		for _, d := range b.Deltas {
@@ -588,7 +588,7 @@ func TestQueue_initialRemaining(t *testing.T) {
 				k.set(d.Key, d.Object)
 			}
 		}
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 	if want := []int{10, 6, 2, 0}; !slices.Equal(hints, want) {
 		t.Fatalf("hints %v (batch sizes %v), want %v", hints, sizes, want)
@@ -597,23 +597,23 @@ func TestQueue_initialRemaining(t *testing.T) {
 	// A first list against a cache that holds an object: the tombstone of
 	// "early" counts, and the list comes whole.
 	q = New(Config{Known: newKnown(obj{"early", 1}), MaxBatch: 4})
-	q.Replace(items[:9], "1", nil)
-	q.Add([]Delta{updated("k0", 2)})
+	q.replace(items[:9], "1", nil)
+	q.add([]Delta{updated("k0", 2)})
 	hints, sizes = nil, nil
-	for b := q.Pop(); b != nil; b = q.Pop() {
+	for b := q.pop(); b != nil; b = q.pop() {
 		hints = append(hints, b.InitialRemaining)
 		sizes = append(sizes, len(b.Deltas))
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 	if want := []int{11, 0}; !slices.Equal(hints, want) || !slices.Equal(sizes, []int{11, 1}) {
 		t.Fatalf("hints %v (batch sizes %v), want %v", hints, sizes, want)
 	}
-	q.Replace(items, "2", nil) // a relist: no hint
-	for b := q.Pop(); b != nil; b = q.Pop() {
+	q.replace(items, "2", nil) // a relist: no hint
+	for b := q.pop(); b != nil; b = q.pop() {
 		if b.InitialRemaining != 0 {
 			t.Fatalf("relist batch hints %d", b.InitialRemaining)
 		}
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 }
 
@@ -624,10 +624,10 @@ func TestQueue_initialRemaining(t *testing.T) {
 func TestQueue_relistWhole(t *testing.T) {
 	k := newKnown(o("x", 1), o("y", 1))
 	q := New(Config{Known: k, MaxBatch: 2})
-	q.Add([]Delta{updated("x", 2), updated("x", 3), updated("x", 4)})
-	q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "10", nil)
-	q.Replace([]Delta{replaced("a", 2), replaced("b", 2), replaced("c", 2)}, "11", nil)
-	q.Add([]Delta{updated("a", 3), updated("a", 4), updated("a", 5)})
+	q.add([]Delta{updated("x", 2), updated("x", 3), updated("x", 4)})
+	q.replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "10", nil)
+	q.replace([]Delta{replaced("a", 2), replaced("b", 2), replaced("c", 2)}, "11", nil)
+	q.add([]Delta{updated("a", 3), updated("a", 4), updated("a", 5)})
 
 	type batch struct {
 		deltas []Delta
@@ -644,7 +644,7 @@ func TestQueue_relistWhole(t *testing.T) {
 		{[]Delta{updated("a", 5)}, false},
 	}
 	for i, w := range want {
-		b := q.Pop()
+		b := q.pop()
 		if b == nil {
 			t.Fatalf("batch %d: nothing popped", i)
 		}
@@ -652,9 +652,9 @@ func TestQueue_relistWhole(t *testing.T) {
 		if b.Atomic != w.atomic {
 			t.Fatalf("batch %d: Atomic %v, want %v", i, b.Atomic, w.atomic)
 		}
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
-	if b := q.Pop(); b != nil {
+	if b := q.pop(); b != nil {
 		t.Fatalf("left over: %s", describe(b.Deltas))
 	}
 	if len(q.relists) != 0 {
@@ -667,16 +667,16 @@ func TestQueue_relistWhole(t *testing.T) {
 func TestQueue_bookmarks(t *testing.T) {
 	k := newKnown(o("c", 1))
 	q := New(Config{Known: k})
-	q.Add([]Delta{bm("4"), bm("5")})
+	q.add([]Delta{bm("4"), bm("5")})
 	if q.HasSynced() || q.Len() != 2 {
 		t.Fatalf("synced %v, len %d", q.HasSynced(), q.Len())
 	}
-	q.Add([]Delta{added("a", 1), bm("6"), updated("a", 2)})
+	q.add([]Delta{added("a", 1), bm("6"), updated("a", 2)})
 	if n := q.pendingKeys(); n != 1 {
 		t.Fatalf("%d pending keys, want 1 (a)", n)
 	}
-	q.Resync()
-	q.Replace(nil, "7", nil)
+	q.resync()
+	q.replace(nil, "7", nil)
 	wantDeltas(t, popAll(t, q), []Delta{
 		bm("4"), bm("5"), added("a", 1), bm("6"), updated("a", 2), synced("c", 1),
 		tomb("a", o("a", 2)), tomb("c", o("c", 1)), bm("7"),
@@ -687,8 +687,8 @@ func TestQueue_bookmarks(t *testing.T) {
 // flight, whatever is added, and reused once acknowledged.
 func TestQueue_batchReuse(t *testing.T) {
 	q := New(Config{})
-	q.Add([]Delta{added("a", 1), added("b", 1)})
-	b := q.Pop()
+	q.add([]Delta{added("a", 1), added("b", 1)})
+	b := q.pop()
 	s := b.Deltas
 	snap := append([]Delta(nil), s...)
 	if cap(s) != len(s) {
@@ -696,35 +696,35 @@ func TestQueue_batchReuse(t *testing.T) {
 	}
 	// Grow the queue a lot while the batch is in flight.
 	for i := range 1000 {
-		q.Add([]Delta{updated("c", i)})
-		q.Resync()
-		q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", i)}, "", nil)
+		q.add([]Delta{updated("c", i)})
+		q.resync()
+		q.replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", i)}, "", nil)
 	}
 	wantDeltas(t, s, snap)
-	q.Done(len(s))
+	q.done(len(s))
 	popAll(t, q)
 
 	// Drained: the next batch reuses the previous batch's memory.
-	q.Add([]Delta{added("x", 1)})
-	b1 := q.Pop()
+	q.add([]Delta{added("x", 1)})
+	b1 := q.pop()
 	s1 := b1.Deltas
 	p := &s1[0]
-	q.Done(1)
+	q.done(1)
 	if s1[0] != (Delta{}) {
 		t.Fatal("acknowledged slot not zeroed")
 	}
 	if b1.Deltas != nil {
 		t.Fatal("an acknowledged batch still holds its slice (it pins the queue's array)")
 	}
-	q.Add([]Delta{added("y", 1)})
-	b2 := q.Pop()
+	q.add([]Delta{added("y", 1)})
+	b2 := q.pop()
 	if &b2.Deltas[0] != p {
 		t.Fatal("batch memory not reused after Done")
 	}
 	if b2 == b1 {
 		t.Fatal("consecutive batches share a Batch value")
 	}
-	q.Done(1)
+	q.done(1)
 }
 
 // TestQueue_bounded checks the array does not grow without bound, both when
@@ -733,7 +733,7 @@ func TestQueue_bounded(t *testing.T) {
 	t.Run("drains", func(t *testing.T) {
 		q := New(Config{MaxBatch: 16})
 		for i := range 10000 {
-			q.Add([]Delta{added("a", i), added("b", i), added("c", i)})
+			q.add([]Delta{added("a", i), added("b", i), added("c", i)})
 			popAll(t, q)
 		}
 		if c := cap(q.buf); c > minCap {
@@ -742,17 +742,17 @@ func TestQueue_bounded(t *testing.T) {
 	})
 	t.Run("always in flight", func(t *testing.T) {
 		q := New(Config{MaxBatch: 10})
-		q.Add([]Delta{added("x", 0)})
-		q.Pop()
+		q.add([]Delta{added("x", 0)})
+		q.pop()
 		maxCap := 0
 		for i := range 100000 {
-			q.Add([]Delta{added("a", i), added("b", i), added("c", i)})
+			q.add([]Delta{added("a", i), added("b", i), added("c", i)})
 			if i%3 == 0 {
-				q.Add([]Delta{added("d", i)})
+				q.add([]Delta{added("d", i)})
 			}
 			if i%4 == 3 {
-				q.Done(q.head - q.lo)
-				if q.Pop() == nil {
+				q.done(q.head - q.lo)
+				if q.pop() == nil {
 					t.Fatal("nothing to pop")
 				}
 			}
@@ -761,8 +761,8 @@ func TestQueue_bounded(t *testing.T) {
 		// The backlog grows steadily (13.3 deltas in, 10 out, per 4 steps),
 		// so the peak is now.
 		peak := len(q.buf) - q.lo
-		for b := q.Pop(); b != nil || q.head > q.lo; b = q.Pop() {
-			q.Done(q.head - q.lo)
+		for b := q.pop(); b != nil || q.head > q.lo; b = q.pop() {
+			q.done(q.head - q.lo)
 		}
 		if maxCap > 4*peak+minCap {
 			t.Fatalf("cap %d for a peak of %d live deltas", maxCap, peak)
@@ -773,14 +773,14 @@ func TestQueue_bounded(t *testing.T) {
 	})
 	t.Run("steady backlog with a batch always in flight", func(t *testing.T) {
 		q := New(Config{MaxBatch: 10})
-		q.Add(make10(0))
-		q.Add(make10(0))
-		q.Pop()
+		q.add(make10(0))
+		q.add(make10(0))
+		q.pop()
 		maxCap := 0
 		for i := range 100000 {
-			q.Add(make10(i))
-			q.Done(q.head - q.lo)
-			q.Pop()
+			q.add(make10(i))
+			q.done(q.head - q.lo)
+			q.pop()
 			maxCap = max(maxCap, cap(q.buf))
 		}
 		if maxCap > 64 {
@@ -790,11 +790,11 @@ func TestQueue_bounded(t *testing.T) {
 	t.Run("burst then shrink", func(t *testing.T) {
 		q := New(Config{MaxBatch: 10})
 		for i := range 100000 {
-			q.Add([]Delta{added("a", i)})
+			q.add([]Delta{added("a", i)})
 		}
 		for range 9000 {
-			q.Pop()
-			q.Done(q.head - q.lo)
+			q.pop()
+			q.done(q.head - q.lo)
 		}
 		if c := cap(q.buf); c > 4*(q.Len()+10)+minCap {
 			t.Fatalf("cap %d for %d live deltas after a burst", c, q.Len())
@@ -824,24 +824,24 @@ func TestQueue_queueDepthAndMetrics(t *testing.T) {
 		traces[i] = &telemetry.DeltaTrace{}
 	}
 	d := func(i int) Delta { return Delta{Type: Updated, Key: "a", Object: i, Trace: traces[i]} }
-	q.Add([]Delta{d(0), d(1)})
+	q.add([]Delta{d(0), d(1)})
 	if traces[0].QueueDepth != 0 || traces[1].QueueDepth != 1 {
 		t.Fatalf("depths %d %d", traces[0].QueueDepth, traces[1].QueueDepth)
 	}
-	q.Pop() // two in flight, not counted
-	q.Add([]Delta{d(2), d(3)})
+	q.pop() // two in flight, not counted
+	q.add([]Delta{d(2), d(3)})
 	if traces[2].QueueDepth != 0 || traces[3].QueueDepth != 1 {
 		t.Fatalf("depths %d %d", traces[2].QueueDepth, traces[3].QueueDepth)
 	}
 	if got := tel.Metrics.QueueBacklog.Load(); got != 2 || q.Len() != 2 {
 		t.Fatalf("backlog %d len %d, want 2", got, q.Len())
 	}
-	q.Add([]Delta{deleted("zz", 1), deleted("k", 1), deleted("k", 1)})
+	q.add([]Delta{deleted("zz", 1), deleted("k", 1), deleted("k", 1)})
 	m := &tel.Metrics.Counters
 	if m.QueueIn.Load() != 5 || m.QueueOut.Load() != 2 || m.QueueMerged.Load() != 2 {
 		t.Fatalf("in %d out %d merged %d", m.QueueIn.Load(), m.QueueOut.Load(), m.QueueMerged.Load())
 	}
-	q.Done(2)
+	q.done(2)
 	popAll(t, q)
 	if m.QueueOut.Load() != 5 || m.QueueBacklog.Load() != 0 {
 		t.Fatalf("out %d backlog %d", m.QueueOut.Load(), m.QueueBacklog.Load())
@@ -856,7 +856,7 @@ func TestQueue_keyChurn(t *testing.T) {
 	maxMap := 0
 	for i := range 100000 {
 		k := "k" + strconv.Itoa(i)
-		q.Add([]Delta{{Type: Added, Key: k}, {Type: Updated, Key: k}, {Type: Deleted, Key: k}})
+		q.add([]Delta{{Type: Added, Key: k}, {Type: Updated, Key: k}, {Type: Deleted, Key: k}})
 		if i%3 == 0 {
 			popAll(t, q)
 		}
@@ -871,39 +871,39 @@ func TestQueue_keyChurn(t *testing.T) {
 	k := newKnown()
 	q = New(Config{Known: k})
 	for i := range 5000 {
-		q.Add([]Delta{{Type: Added, Key: "k" + strconv.Itoa(i)}})
+		q.add([]Delta{{Type: Added, Key: "k" + strconv.Itoa(i)}})
 	}
 	if n := q.pendingKeys(); n != 5000 {
 		t.Fatalf("%d pending keys, want 5000", n)
 	}
 	// Drain all but the last batch: the entries stay while keys are pending.
 	for q.Len() > 0 {
-		b := q.Pop()
+		b := q.pop()
 		for _, d := range b.Deltas {
 			k.set(d.Key, d.Object) // the consumer applies them
 		}
 		if q.Len() == 0 {
 			break // leave it in flight
 		}
-		q.Done(len(b.Deltas))
+		q.done(len(b.Deltas))
 	}
 	if n := len(q.last); n != 5000 {
 		t.Fatalf("%d entries for 5000 live keys, some pending", n)
 	}
-	q.Done(q.head - q.lo)
+	q.done(q.head - q.lo)
 	if n := len(q.last); n != 0 {
 		t.Fatalf("%d entries for 5000 live keys after the queue drained", n)
 	}
 	// A key with nothing pending is still "known" through the cache: a
 	// delete of it is queued, and a Replace tombstones every key.
-	q.Add([]Delta{{Type: Deleted, Key: "k1"}})
+	q.add([]Delta{{Type: Deleted, Key: "k1"}})
 	if q.Len() != 1 {
 		t.Fatalf("delete of a cached key after the drain: Len %d, want 1", q.Len())
 	}
 	for _, d := range popAll(t, q) {
 		k.del(d.Key)
 	}
-	q.Replace(nil, "", nil)
+	q.replace(nil, "", nil)
 	if q.Len() != 5000 {
 		t.Fatalf("Len %d, want 4999 tombstones and the bookmark", q.Len())
 	}
@@ -933,7 +933,7 @@ func TestQueue_listBufferReleased(t *testing.T) {
 	for i := range items {
 		items[i] = replaced("k"+strconv.Itoa(i), 1)
 	}
-	q.Replace(items, "1", nil)
+	q.replace(items, "1", nil)
 	if &q.buf[0] != &items[0] {
 		t.Fatal("the list was copied, not adopted")
 	}
@@ -952,7 +952,7 @@ func TestQueue_listBufferReleased(t *testing.T) {
 	for i := range items {
 		items[i] = replaced("k"+strconv.Itoa(i), 1)
 	}
-	q.Replace(items, "1", nil)
+	q.replace(items, "1", nil)
 	for _, d := range popAll(t, q) {
 		if d.Type != Bookmark {
 			k.set(d.Key, d.Object)
@@ -961,7 +961,7 @@ func TestQueue_listBufferReleased(t *testing.T) {
 	if cap(q.buf) != 0 || len(q.last) != 0 {
 		t.Fatalf("after the list drained: buffer cap %d, %d key entries", cap(q.buf), len(q.last))
 	}
-	q.Add([]Delta{updated("k1", 2)})
+	q.add([]Delta{updated("k1", 2)})
 	popAll(t, q)
 	if cap(q.buf) == 0 {
 		t.Fatal("the array of ordinary traffic was dropped at the drain")
@@ -976,9 +976,9 @@ func TestQueue_listBufferReleased(t *testing.T) {
 func TestQueue_onSynced(t *testing.T) {
 	calls := 0
 	q := New(Config{MaxBatch: 2, OnSynced: func() { calls++ }})
-	q.Replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
-	b := q.Pop()
-	q.Done(len(b.Deltas))
+	q.replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
+	b := q.pop()
+	q.done(len(b.Deltas))
 	if calls != 0 || q.HasSynced() {
 		t.Fatalf("after the first batch: %d calls, synced %v", calls, q.HasSynced())
 	}
@@ -986,8 +986,8 @@ func TestQueue_onSynced(t *testing.T) {
 	if calls != 1 || !q.HasSynced() {
 		t.Fatalf("after the list: %d calls, synced %v", calls, q.HasSynced())
 	}
-	q.Replace([]Delta{replaced("a", 2)}, "2", nil)
-	q.Add([]Delta{updated("a", 3)})
+	q.replace([]Delta{replaced("a", 2)}, "2", nil)
+	q.add([]Delta{updated("a", 3)})
 	popAll(t, q)
 	if calls != 1 {
 		t.Fatalf("%d calls after a relist, want 1", calls)
@@ -997,13 +997,13 @@ func TestQueue_onSynced(t *testing.T) {
 	// bookmark is acknowledged.
 	calls = 0
 	q = New(Config{OnSynced: func() { calls++ }})
-	q.Add([]Delta{added("a", 1)})
+	q.add([]Delta{added("a", 1)})
 	if calls != 1 || !q.HasSynced() {
 		t.Fatalf("add: %d calls, synced %v", calls, q.HasSynced())
 	}
 	calls = 0
 	q = New(Config{OnSynced: func() { calls++ }})
-	q.Replace(nil, "1", nil)
+	q.replace(nil, "1", nil)
 	if calls != 0 || q.HasSynced() {
 		t.Fatalf("empty list, before its bookmark is acknowledged: %d calls, synced %v", calls, q.HasSynced())
 	}

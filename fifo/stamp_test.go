@@ -28,11 +28,11 @@ func TestQueueStampsTombstonesAndSyncs(t *testing.T) {
 		q := New(Config{Known: k, Telemetry: telemetry.New(cfg), Now: func() time.Time { return made }})
 		listed := replaced("a", 2)
 		listed.Received = telemetry.StampAt(made.Add(-time.Second))
-		q.Replace([]Delta{listed}, "10", nil) // b is gone: tombstone
+		q.replace([]Delta{listed}, "10", nil) // b is gone: tombstone
 		got := popAll(t, q)
 		k.set("a", o("a", 2))
 		k.del("b")
-		q.Resync()
+		q.resync()
 		got = append(got, popAll(t, q)...)
 		var types []DeltaType
 		for _, d := range got {

@@ -50,8 +50,8 @@ func TestQueue_tracing(t *testing.T) {
 	start := time.Unix(1000, 0)
 	q := New(Config{Known: k, Telemetry: tel, Now: func() time.Time { return start }})
 
-	q.Add([]Delta{{Type: Added, Key: "ns/queued", Object: pom("ns", "queued")}})
-	q.Replace([]Delta{{Type: Replaced, Key: "ns/kept", Object: pom("ns", "kept")}}, "5", listTrace)
+	q.add([]Delta{{Type: Added, Key: "ns/queued", Object: pom("ns", "queued")}})
+	q.replace([]Delta{{Type: Replaced, Key: "ns/kept", Object: pom("ns", "kept")}}, "5", listTrace)
 
 	got := popAll(t, q)
 	if len(got) != 5 {
@@ -104,7 +104,7 @@ func TestQueue_tracing(t *testing.T) {
 	// Resync: Sync root spans without links.
 	rec.Reset()
 	k.del("ns/gone")
-	q.Resync()
+	q.resync()
 	got = popAll(t, q)
 	spans = rec.Ended()
 	if len(got) != 1 || got[0].Type != Sync || got[0].Trace == nil || len(spans) != 1 {
@@ -119,7 +119,7 @@ func TestQueue_tracing(t *testing.T) {
 	parent.End()
 	rec.Reset()
 	dt := &telemetry.DeltaTrace{Parent: parent.SpanContext()}
-	q.Add([]Delta{{Type: Deleted, Key: "ns/kept", Object: pom("ns", "kept")}, {Type: Deleted, Key: "ns/kept", Object: pom("ns", "kept"), Trace: dt}})
+	q.add([]Delta{{Type: Deleted, Key: "ns/kept", Object: pom("ns", "kept")}, {Type: Deleted, Key: "ns/kept", Object: pom("ns", "kept"), Trace: dt}})
 	spans = rec.Ended()
 	if len(spans) != 1 || spans[0].Name() != telemetry.SpanQueue || spans[0].Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Fatalf("merge spans: %v", spans)
@@ -143,8 +143,8 @@ func TestQueue_tracingNeverSampled(t *testing.T) {
 	}
 	k := newKnown(o("a", 1), o("b", 1))
 	q := New(Config{Known: k, Telemetry: tel})
-	q.Replace([]Delta{replaced("a", 1)}, "1", &telemetry.DeltaTrace{Parent: trace.SpanContext{}})
-	q.Resync()
+	q.replace([]Delta{replaced("a", 1)}, "1", &telemetry.DeltaTrace{Parent: trace.SpanContext{}})
+	q.resync()
 	got := popAll(t, q)
 	if len(got) != 3 { // tombstone, item, bookmark; the resync skips pending keys
 		t.Fatalf("got %s", describe(got))

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // reflectorActor is the shell around a Machine: it runs the blocking list
@@ -94,11 +95,8 @@ func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
 	if a.stopped {
 		return
 	}
-	if e.Replace != nil {
-		ctx.Send(a.queue, e.Replace)
-	}
-	if e.Deltas != nil {
-		ctx.Send(a.queue, e.Deltas)
+	for _, msg := range e.Msgs {
+		a.deliver(ctx, msg)
 	}
 	if e.StopWatch {
 		a.stopOp()
@@ -123,6 +121,16 @@ func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
 	case e.Wait != nil:
 		a.startWait(*e.Wait)
 	}
+}
+
+// deliver sends one of the Machine's messages; it only ever addresses the
+// queue, with Send.
+func (a *reflectorActor) deliver(ctx actor.Context, msg stage.Msg) {
+	if msg.To != stage.ToQueue || msg.Mode != stage.Send {
+		a.r.tel.Logger.Error("reflector: undeliverable message", "to", msg.To.Kind, "mode", msg.Mode, "type", fmt.Sprintf("%T", msg.Body))
+		return
+	}
+	ctx.Send(a.queue, msg.Body)
 }
 
 func (a *reflectorActor) stopOp() {

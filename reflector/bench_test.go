@@ -21,7 +21,7 @@ func BenchmarkMachineWatchEvents(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		e := h.m.WatchEvents(w.Gen, events, time.Time{})
-		if e.Deltas == nil || len(e.Deltas.Items) != len(events) {
+		if e.deltas() == nil || len(e.deltas().Items) != len(events) {
 			b.Fatal(describe(e))
 		}
 	}

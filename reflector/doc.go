@@ -58,7 +58,9 @@
 //
 // Structure: Machine is the whole decision logic as a plain state machine
 // (Idle → Listing or WatchListing → Watching, BackingOff, Stopped) that
-// takes inputs and returns Effects; the actor made by Reflector.Props runs
-// the blocking calls in goroutines that report back with messages, and
-// timers on Config.Clock.
+// takes inputs and returns Effects: the messages for the queue, as
+// []stage.Msg addressed to stage.ToQueue, and the I/O to start. The actor
+// made by Reflector.Props delivers the messages, runs the blocking calls in
+// goroutines that report back with messages, and timers on Config.Clock,
+// which is also the Machine's clock.
 package reflector

@@ -159,11 +159,11 @@ func driveRandom(t *testing.T, seed uint64, steps int) {
 	})
 	e := h.m.Start()
 	for range steps {
-		if e.Replace != nil {
-			checkDeltas(t, "Replace", e.Replace.Items)
+		if e.replace() != nil {
+			checkDeltas(t, "Replace", e.replace().Items)
 		}
-		if e.Deltas != nil {
-			checkDeltas(t, "Deltas", e.Deltas.Items)
+		if e.deltas() != nil {
+			checkDeltas(t, "Deltas", e.deltas().Items)
 		}
 		gen := h.m.gen
 		if rng.IntN(20) == 0 {
@@ -197,7 +197,38 @@ func driveRandom(t *testing.T, seed uint64, steps int) {
 		if n := btoi(e.List != nil) + btoi(e.Watch != nil) + btoi(e.Wait != nil); n > 1 {
 			t.Fatalf("more than one next step: %s", describe(e))
 		}
+		if err := h.m.checkStateData(); err != nil {
+			t.Fatalf("after %s: %v", describe(e), err)
+		}
 	}
+}
+
+// checkStateData checks the invariants of the per-state data.
+func (m *Machine) checkStateData() error {
+	wl := &m.wl
+	if m.state != StateWatchListing {
+		if wl.items != nil || wl.index != nil || wl.holes != 0 || wl.rv != "" || wl.span != nil {
+			return fmt.Errorf("state %v holds watch-list data", m.state)
+		}
+	}
+	switch m.state {
+	case StateListing:
+		if m.list.page < 0 {
+			return fmt.Errorf("list page size %d", m.list.page)
+		}
+	case StateWatchListing:
+		if wl.index == nil || len(wl.index)+wl.holes != len(wl.items) {
+			return fmt.Errorf("watch-list: %d items, %d keys, %d holes", len(wl.items), len(wl.index), wl.holes)
+		}
+		if (wl.span != nil) != m.tracing {
+			return fmt.Errorf("watch-list span %v with tracing %v", wl.span, m.tracing)
+		}
+	case StateBackingOff:
+		if m.backoff.next > stepWatchList {
+			return fmt.Errorf("backoff leads to step %d", m.backoff.next)
+		}
+	}
+	return nil
 }
 
 func btoi(b bool) int {

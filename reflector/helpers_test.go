@@ -20,6 +20,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 func pod(name, rv string) *v1.Pod {
@@ -168,7 +169,7 @@ func (h *harness) startWatching(rv string, pods ...*v1.Pod) *WatchRequest {
 	h.t.Helper()
 	l := h.expectList(h.m.Start(), "0", 500)
 	e := h.m.ListDone(l.Gen, ListResult{List: podList(rv, pods...)})
-	if e.Replace == nil || len(e.Replace.Items) != len(pods) {
+	if e.replace() == nil || len(e.replace().Items) != len(pods) {
 		h.t.Fatalf("expected a Replace of %d items, got %s", len(pods), describe(e))
 	}
 	return h.expectWatch(e, rv)
@@ -176,11 +177,11 @@ func (h *harness) startWatching(rv string, pods ...*v1.Pod) *WatchRequest {
 
 func describe(e Effects) string {
 	var parts []string
-	if e.Replace != nil {
-		parts = append(parts, fmt.Sprintf("Replace(%d items, rv %q)", len(e.Replace.Items), e.Replace.ResourceVersion))
+	if e.replace() != nil {
+		parts = append(parts, fmt.Sprintf("Replace(%d items, rv %q)", len(e.replace().Items), e.replace().ResourceVersion))
 	}
-	if e.Deltas != nil {
-		parts = append(parts, fmt.Sprintf("Deltas(%s)", deltasString(e.Deltas.Items)))
+	if e.deltas() != nil {
+		parts = append(parts, fmt.Sprintf("Deltas(%s)", deltasString(e.deltas().Items)))
 	}
 	if e.StopWatch {
 		parts = append(parts, "StopWatch")
@@ -216,4 +217,31 @@ func deltasString(ds []fifo.Delta) string {
 		s[i] = fmt.Sprintf("%s:%s@%s", d.Type, d.Key, rv)
 	}
 	return strings.Join(s, " ")
+}
+
+// replace returns the *fifo.Replace e sends to the queue, nil if none.
+func (e Effects) replace() *fifo.Replace { return queueMsg[*fifo.Replace](e) }
+
+// deltas returns the *fifo.Deltas e sends to the queue, nil if none.
+func (e Effects) deltas() *fifo.Deltas { return queueMsg[*fifo.Deltas](e) }
+
+// queueMsg returns the message of type T among e.Msgs. It panics if a
+// message is not a Send to the queue, or if two are of type T: the
+// Machine sends at most one Replace and one Deltas per input.
+func queueMsg[T any](e Effects) T {
+	var found T
+	n := 0
+	for _, m := range e.Msgs {
+		if m.To != stage.ToQueue || m.Mode != stage.Send {
+			panic(fmt.Sprintf("message %T to %v by %v, want a Send to the queue", m.Body, m.To, m.Mode))
+		}
+		if b, ok := m.Body.(T); ok {
+			found = b
+			n++
+		}
+	}
+	if n > 1 {
+		panic(fmt.Sprintf("%d messages of type %T", n, found))
+	}
+	return found
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // defaultPageSize is tools/pager's default page size.
@@ -90,12 +91,12 @@ type WaitRequest struct {
 }
 
 // Effects is what the shell must do after a Machine step, in this order:
-// send Replace, then Deltas, to the queue; stop the running list or watch
-// if StopWatch; call the watch error handler with HandleError; then start
-// List, Watch or Wait (at most one of them is set).
+// deliver Msgs (the *fifo.Replace and *fifo.Deltas for the queue, in
+// order); stop the running list or watch if StopWatch; call the watch error
+// handler with HandleError; then start List, Watch or Wait (at most one of
+// them is set). Msgs is valid until the Machine's next input.
 type Effects struct {
-	Replace     *fifo.Replace
-	Deltas      *fifo.Deltas
+	Msgs        []stage.Msg
 	StopWatch   bool
 	HandleError error
 	List        *ListRequest
@@ -133,50 +134,77 @@ type Machine struct {
 	useWatchList           bool
 	minTimeout, maxTimeout time.Duration
 	maxInternalRetry       time.Duration
-	clock                  clock.Clock
-	delay                  wait.DelayFunc
-	rand                   func() float64
-	tel                    *telemetry.T
-	log                    *slog.Logger
-	tracing                bool
+	// clock is Config.Clock (default clock.RealClock{}): watch durations,
+	// the backoff's reset and the internal-error retry deadline read it.
+	clock   clock.Clock
+	delay   wait.DelayFunc
+	rand    func() float64
+	tel     *telemetry.T
+	log     *slog.Logger
+	tracing bool
 	// metered is set when metrics are on: deltas are stamped with stamp,
 	// their batch's receive time, and lists are timed.
 	metered bool
 	stamp   telemetry.Stamp
 
+	out   stage.Outbox
 	state State
 	gen   uint64
-	next  nextStep
 
 	rv              string
 	rvUnavailable   bool // client-go's isLastSyncResourceVersionUnavailable
 	paginatedResult bool
+	restartReason   string    // why the next watch starts ("": RestartInitial)
+	syncStart       time.Time // when the running list or WatchList sync began (metrics only)
+	retry           cache.RetryWithDeadline
 
-	listRV      string // RV of the list attempt that started this sync
-	listPage    int64
-	listRetried bool
-
-	watchStart       time.Time
-	streamStart      time.Time     // when the running watch or stream was requested
-	watchTimeout     time.Duration // the timeout it asked for
-	restartReason    string        // why the next watch starts ("": RestartInitial)
-	listStart        time.Time     // when the running list or WatchList sync began (metrics only)
-	propagateRV      bool
-	eventCount       int
-	receivedNonAdded bool
-	retry            cache.RetryWithDeadline
-
-	wl      []fifo.Delta   // watch-list items in arrival order; Type 0 marks a deleted one
-	wlIndex map[string]int // key → index in wl
-	wlHoles int
-	wlRV    string
-	wlSpan  trace.Span
+	// The data of the current state; each is meaningful only in the
+	// states its type names, and reset on entering them.
+	list    listing      // StateListing
+	stream  streaming    // StateWatching, StateWatchListing
+	wl      watchListing // StateWatchListing
+	backoff backingOff   // StateBackingOff
 }
 
-// NewMachine returns a Machine over r's configuration, starting from r's
-// last synced resource version. The actor made by Props makes its own;
-// this is for driving the logic without an actor system.
-func (r *Reflector) NewMachine() *Machine { return newMachine(r) }
+// listing is StateListing's data: the list in flight, which is the sync's
+// first attempt or its one retry at RV "".
+type listing struct {
+	rv      string // the RV the sync's first attempt asked for
+	page    int64  // the pager's page size; 0 lists in one request
+	retried bool   // the one retry after an expired or too-large RV is spent
+}
+
+// streaming is the running watch's data (StateWatching, and
+// StateWatchListing for the WatchList stream).
+type streaming struct {
+	// requested is when the watch was requested, for timeout detection;
+	// start is when it began as a normal watch (after a WatchList's
+	// initial events, the end of them), for very-short-watch detection.
+	requested, start time.Time
+	timeout          time.Duration // the timeout it asked for
+	// propagateRV: every event moves the RV on. From RV "" or "0" the
+	// server first sends synthetic Added events in no RV order; only a
+	// later non-Added event (nonAdded) proves the stream is past them.
+	propagateRV bool
+	nonAdded    bool
+	events      int // events taken, for very-short-watch detection
+}
+
+// watchListing is StateWatchListing's data: the initial events of the
+// WatchList stream, collected until the initial-events-end bookmark turns
+// them into one Replace.
+type watchListing struct {
+	items []fifo.Delta   // in arrival order; Type 0 marks a deleted one
+	index map[string]int // key → index in items
+	holes int            // deleted entries in items
+	rv    string         // RV of the last event past the synthetic Added ones
+	span  trace.Span     // the sync's list span; nil when not tracing
+}
+
+// backingOff is StateBackingOff's data.
+type backingOff struct {
+	next nextStep // what the wait leads to
+}
 
 func newMachine(r *Reflector) *Machine {
 	m := &Machine{
@@ -208,72 +236,189 @@ func newMachine(r *Reflector) *Machine {
 // State returns the current state.
 func (m *Machine) State() State { return m.state }
 
-// LastSyncResourceVersion is the machine's own view of the last RV.
-func (m *Machine) LastSyncResourceVersion() string { return m.rv }
-
 // Start begins the first ListAndWatch.
 func (m *Machine) Start() Effects {
-	var e Effects
+	e := m.begin()
 	if m.state == StateIdle {
 		m.listAndWatch(&e)
 	}
-	return e
+	return m.end(e)
 }
 
 // Stop stops for good; later inputs are ignored.
 func (m *Machine) Stop() Effects {
-	if m.state == StateStopped {
-		return Effects{}
+	e := m.begin()
+	if m.state != StateStopped {
+		m.state = StateStopped
+		m.gen++
+		m.endWatchListSpan(nil)
+		m.wl = watchListing{}
+		e.StopWatch = true
 	}
-	m.state = StateStopped
-	m.gen++
-	m.endWatchListSpan(nil)
-	m.wl, m.wlIndex = nil, nil
-	return Effects{StopWatch: true}
+	return m.end(e)
 }
 
 // ListDone takes the result of the list started by ListRequest gen.
 func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
-	var e Effects
-	if m.state != StateListing || gen != m.gen {
-		return e
+	e := m.begin()
+	if m.state == StateListing && gen == m.gen {
+		m.listDone(&e, res)
 	}
+	return m.end(e)
+}
+
+// WatchFailed takes the error of the watch call of WatchRequest gen.
+func (m *Machine) WatchFailed(gen uint64, err error) Effects {
+	e := m.begin()
+	if gen != m.gen {
+		return m.end(e)
+	}
+	switch m.state {
+	case StateWatching:
+		m.countError(err, false)
+		m.restartReason = restartReason(err)
+		if isWatchErrorRetriable(err) {
+			m.log.Debug("Watch failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
+			m.waitThen(&e, stepWatch)
+			break
+		}
+		m.endListAndWatch(&e, err)
+	case StateWatchListing:
+		m.countError(err, false)
+		m.restartReason = restartReason(err)
+		m.watchListFailed(&e, err)
+	}
+	return m.end(e)
+}
+
+// WatchEvents takes one batch of events of the watch of WatchRequest gen.
+// receivedAt is when the batch arrived (zero unless tracing or metrics are
+// on). The machine does not keep events.
+func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) Effects {
+	e := m.begin()
+	if gen != m.gen {
+		return m.end(e)
+	}
+	switch m.state {
+	case StateWatching:
+		m.tel.Metrics.ReflectorReceived(len(events))
+		m.stampBatch(receivedAt)
+		m.watchEvents(&e, events, receivedAt)
+	case StateWatchListing:
+		m.tel.Metrics.ReflectorReceived(len(events))
+		m.stampBatch(receivedAt)
+		m.watchListEvents(&e, events, receivedAt)
+	}
+	return m.end(e)
+}
+
+// WatchEnded takes the close of the result channel of the watch of
+// WatchRequest gen.
+func (m *Machine) WatchEnded(gen uint64) Effects {
+	e := m.begin()
+	if gen != m.gen || (m.state != StateWatching && m.state != StateWatchListing) {
+		return m.end(e)
+	}
+	st := &m.stream
+	short := st.events == 0 && m.clock.Since(st.start) < time.Second
+	if !short {
+		m.restartReason = RestartClosed
+		if st.timeout > 0 && m.clock.Since(st.requested) >= st.timeout {
+			m.restartReason = RestartTimeout
+		}
+	}
+	switch m.state {
+	case StateWatching:
+		if short {
+			m.watchStreamError(&e, &cache.VeryShortWatchError{Name: m.name})
+			break
+		}
+		m.retry.After(nil)
+		m.log.Debug("Watch close", "reflector", m.name, "type", m.typeDesc, "totalItems", st.events)
+		m.startWatch(&e)
+	case StateWatchListing:
+		if short {
+			err := &cache.VeryShortWatchError{Name: m.name}
+			m.countError(err, false)
+			m.watchListFailed(&e, err)
+			break
+		}
+		// Closed before the initial-events-end bookmark: stream again.
+		m.startWatchList(&e)
+	}
+	return m.end(e)
+}
+
+// BackoffElapsed takes the end of the wait of WaitRequest gen.
+func (m *Machine) BackoffElapsed(gen uint64) Effects {
+	e := m.begin()
+	if m.state != StateBackingOff || gen != m.gen {
+		return m.end(e)
+	}
+	switch m.backoff.next {
+	case stepListAndWatch:
+		m.listAndWatch(&e)
+	case stepWatch:
+		m.startWatch(&e)
+	case stepWatchList:
+		m.startWatchList(&e)
+	}
+	return m.end(e)
+}
+
+// begin starts an input: the previous input's messages are delivered.
+func (m *Machine) begin() Effects {
+	m.out.Reset()
+	return Effects{}
+}
+
+// end finishes an input, attaching the messages it queued.
+func (m *Machine) end(e Effects) Effects {
+	e.Msgs = m.out.Msgs()
+	return e
+}
+
+// toQueue queues a message for the queue.
+func (m *Machine) toQueue(body any) { m.out.Send(stage.ToQueue, body) }
+
+// listDone is ListDone in StateListing, for the current list.
+func (m *Machine) listDone(e *Effects, res ListResult) {
 	if res.Err == nil && isNil(res.List) {
 		res.Err = fmt.Errorf("list returned no object")
 	}
 	if err := res.Err; err != nil {
 		m.countError(err, false)
-		if !m.listRetried && (isExpiredError(err) || isTooLargeResourceVersionError(err)) {
+		if !m.list.retried && (isExpiredError(err) || isTooLargeResourceVersionError(err)) {
 			// The RV we listed at is gone or not there yet: list once more,
 			// at the latest RV (""), with the same pager, as client-go does.
 			m.rvUnavailable = true
-			m.listRetried = true
-			m.issueList(&e, metav1.ListOptions{ResourceVersion: m.relistRV()})
-			return e
+			m.list.retried = true
+			m.issueList(e, metav1.ListOptions{ResourceVersion: m.relistRV()})
+			return
 		}
-		m.endListAndWatch(&e, fmt.Errorf("failed to list %v: %w", m.typeDesc, err))
-		return e
+		m.endListAndWatch(e, fmt.Errorf("failed to list %v: %w", m.typeDesc, err))
+		return
 	}
 	if bad, gvk := isUnsupportedTableListObject(res.List); bad {
-		m.endListAndWatch(&e, fmt.Errorf("failed to list %v: unsupported list gvk: %v", m.typeDesc, gvk))
-		return e
+		m.endListAndWatch(e, fmt.Errorf("failed to list %v: unsupported list gvk: %v", m.typeDesc, gvk))
+		return
 	}
 	// Only a paginated answer to RV "0" says the watch cache is off; a
 	// paginated RV "" answer comes from etcd whatever the cache does.
-	if m.listRV == "0" && res.Paginated {
+	if m.list.rv == "0" && res.Paginated {
 		m.paginatedResult = true
 	}
 	m.rvUnavailable = false
 	listMeta, err := meta.ListAccessor(res.List)
 	if err != nil {
-		m.endListAndWatch(&e, fmt.Errorf("unable to understand list result %T: %v", res.List, err))
-		return e
+		m.endListAndWatch(e, fmt.Errorf("unable to understand list result %T: %v", res.List, err))
+		return
 	}
 	rv := listMeta.GetResourceVersion()
 	items, err := meta.ExtractListWithAlloc(res.List)
 	if err != nil {
-		m.endListAndWatch(&e, fmt.Errorf("unable to understand list result %T (%v)", res.List, err))
-		return e
+		m.endListAndWatch(e, fmt.Errorf("unable to understand list result %T (%v)", res.List, err))
+		return
 	}
 	m.tel.Metrics.ReflectorReceived(len(items))
 	m.stampBatch(res.ReceivedAt)
@@ -296,111 +441,13 @@ func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 			rep.Items = append(rep.Items, d)
 		}
 	}
-	e.Replace = rep
+	m.toQueue(rep)
 	m.listTimed()
 	m.setRV(rv)
 	m.r.synced(false)
 	m.log.Debug("Caches populated", "reflector", m.name, "type", m.typeDesc, "items", len(rep.Items), "resourceVersion", rv)
-	m.startWatch(&e)
-	return e
-}
-
-// WatchFailed takes the error of the watch call of WatchRequest gen.
-func (m *Machine) WatchFailed(gen uint64, err error) Effects {
-	var e Effects
-	if gen != m.gen {
-		return e
-	}
-	switch m.state {
-	case StateWatching:
-		m.countError(err, false)
-		m.restartReason = restartReason(err)
-		if isWatchErrorRetriable(err) {
-			m.log.Debug("Watch failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
-			m.backoff(&e, stepWatch)
-			return e
-		}
-		m.endListAndWatch(&e, err)
-	case StateWatchListing:
-		m.countError(err, false)
-		m.restartReason = restartReason(err)
-		m.watchListFailed(&e, err)
-	}
-	return e
-}
-
-// WatchEvents takes one batch of events of the watch of WatchRequest gen.
-// receivedAt is when the batch arrived (zero unless tracing). The machine
-// does not keep events.
-func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) Effects {
-	var e Effects
-	if gen != m.gen {
-		return e
-	}
-	switch m.state {
-	case StateWatching:
-		m.tel.Metrics.ReflectorReceived(len(events))
-		m.stampBatch(receivedAt)
-		m.watchEvents(&e, events, receivedAt)
-	case StateWatchListing:
-		m.tel.Metrics.ReflectorReceived(len(events))
-		m.stampBatch(receivedAt)
-		m.watchListEvents(&e, events, receivedAt)
-	}
-	return e
-}
-
-// WatchEnded takes the close of the result channel of the watch of
-// WatchRequest gen.
-func (m *Machine) WatchEnded(gen uint64) Effects {
-	var e Effects
-	if gen != m.gen {
-		return e
-	}
-	short := m.eventCount == 0 && m.clock.Since(m.watchStart) < time.Second
-	if !short {
-		m.restartReason = RestartClosed
-		if m.watchTimeout > 0 && m.clock.Since(m.streamStart) >= m.watchTimeout {
-			m.restartReason = RestartTimeout
-		}
-	}
-	switch m.state {
-	case StateWatching:
-		if short {
-			m.watchStreamError(&e, &cache.VeryShortWatchError{Name: m.name})
-			return e
-		}
-		m.retry.After(nil)
-		m.log.Debug("Watch close", "reflector", m.name, "type", m.typeDesc, "totalItems", m.eventCount)
-		m.startWatch(&e)
-	case StateWatchListing:
-		if short {
-			err := &cache.VeryShortWatchError{Name: m.name}
-			m.countError(err, false)
-			m.watchListFailed(&e, err)
-			return e
-		}
-		// Closed before the initial-events-end bookmark: stream again.
-		m.startWatchList(&e)
-	}
-	return e
-}
-
-// BackoffElapsed takes the end of the wait of WaitRequest gen.
-func (m *Machine) BackoffElapsed(gen uint64) Effects {
-	var e Effects
-	if m.state != StateBackingOff || gen != m.gen {
-		return e
-	}
-	switch m.next {
-	case stepListAndWatch:
-		m.listAndWatch(&e)
-	case stepWatch:
-		m.startWatch(&e)
-	case stepWatchList:
-		m.startWatchList(&e)
-	}
-	return e
+	m.list = listing{}
+	m.startWatch(e)
 }
 
 // listAndWatch is one iteration of client-go's ListAndWatch.
@@ -420,13 +467,14 @@ func (m *Machine) endListAndWatch(e *Effects, err error) {
 	if err != nil {
 		e.HandleError = err
 	}
-	m.backoff(e, stepListAndWatch)
+	m.waitThen(e, stepListAndWatch)
 }
 
-func (m *Machine) backoff(e *Effects, next nextStep) {
+// waitThen backs off, then takes next.
+func (m *Machine) waitThen(e *Effects, next nextStep) {
 	m.gen++
 	m.state = StateBackingOff
-	m.next = next
+	m.backoff = backingOff{next: next}
 	e.Wait = &WaitRequest{Gen: m.gen, Duration: m.delay()}
 }
 
@@ -452,24 +500,23 @@ func (m *Machine) rewatchRV() string {
 
 func (m *Machine) startList(e *Effects) {
 	if m.metered {
-		m.listStart = m.clock.Now()
+		m.syncStart = m.clock.Now()
 	}
 	rv := m.relistRV()
-	m.listRV = rv
-	m.listRetried = false
+	m.list = listing{rv: rv}
 	switch {
 	case m.pageSize != 0:
-		m.listPage = m.pageSize
+		m.list.page = m.pageSize
 	case m.paginatedResult:
 		// The first list came back paginated: the watch cache is probably
 		// off, keep paginating.
-		m.listPage = defaultPageSize
+		m.list.page = defaultPageSize
 	case rv != "" && rv != "0":
 		// Unpaginated, so the watch cache can serve it (it ignores RV !=
 		// "0" lists with a limit) rather than etcd.
-		m.listPage = 0
+		m.list.page = 0
 	default:
-		m.listPage = defaultPageSize
+		m.list.page = defaultPageSize
 	}
 	m.issueList(e, metav1.ListOptions{ResourceVersion: rv})
 }
@@ -477,28 +524,24 @@ func (m *Machine) startList(e *Effects) {
 func (m *Machine) issueList(e *Effects, opts metav1.ListOptions) {
 	m.gen++
 	m.state = StateListing
-	e.List = &ListRequest{Gen: m.gen, Options: opts, PageSize: m.listPage}
+	e.List = &ListRequest{Gen: m.gen, Options: opts, PageSize: m.list.page}
 	m.tel.Metrics.Relist()
 }
 
-func (m *Machine) timeoutSeconds() *int64 {
-	s := int64(m.minTimeout.Seconds() + m.rand()*(m.maxTimeout.Seconds()-m.minTimeout.Seconds()))
-	m.watchTimeout = time.Duration(s) * time.Second
-	return &s
-}
-
-func (m *Machine) beginStream() {
+// beginStream starts the stream data of a new watch (or WatchList
+// stream) and returns its timeout.
+func (m *Machine) beginStream() *int64 {
 	m.gen++
-	m.eventCount = 0
-	m.receivedNonAdded = false
-	m.watchStart = m.clock.Now()
-	m.streamStart = m.watchStart
+	s := int64(m.minTimeout.Seconds() + m.rand()*(m.maxTimeout.Seconds()-m.minTimeout.Seconds()))
+	now := m.clock.Now()
+	m.stream = streaming{requested: now, start: now, timeout: time.Duration(s) * time.Second}
 	reason := m.restartReason
 	if reason == "" {
 		reason = RestartInitial
 	}
 	m.restartReason = RestartError // until the watch ends otherwise
 	m.tel.Metrics.WatchRestart(reason)
+	return &s
 }
 
 // stampBatch sets the Received stamp of the deltas made from a batch
@@ -514,40 +557,35 @@ func (m *Machine) stampBatch(at time.Time) {
 // listTimed records the duration of the list or WatchList sync that just
 // succeeded: the reflector's first, or a relist.
 func (m *Machine) listTimed() {
-	if m.metered && !m.listStart.IsZero() {
-		m.tel.Metrics.ListDuration(m.clock.Since(m.listStart), m.r.Status().Syncs == 0)
-		m.listStart = time.Time{}
+	if m.metered && !m.syncStart.IsZero() {
+		m.tel.Metrics.ListDuration(m.clock.Since(m.syncStart), m.r.Status().Syncs == 0)
+		m.syncStart = time.Time{}
 	}
 }
 
 func (m *Machine) startWatch(e *Effects) {
-	m.beginStream()
+	timeout := m.beginStream()
 	m.state = StateWatching
 	rv := m.rv
-	// From "" or "0" the server first sends synthetic Added events in no RV
-	// order; only a later non-Added event proves we are past them.
-	m.propagateRV = rv != "" && rv != "0"
+	m.stream.propagateRV = rv != "" && rv != "0"
 	e.Watch = &WatchRequest{Gen: m.gen, Options: metav1.ListOptions{
 		ResourceVersion:     rv,
-		TimeoutSeconds:      m.timeoutSeconds(),
+		TimeoutSeconds:      timeout,
 		AllowWatchBookmarks: true,
 	}}
 }
 
 func (m *Machine) startWatchList(e *Effects) {
-	m.beginStream()
+	timeout := m.beginStream()
 	if m.metered {
-		m.listStart = m.clock.Now()
+		m.syncStart = m.clock.Now()
 	}
 	m.state = StateWatchListing
-	m.wl = nil
-	m.wlIndex = map[string]int{}
-	m.wlHoles = 0
-	m.wlRV = ""
+	m.endWatchListSpan(nil)
+	m.wl = watchListing{index: map[string]int{}}
 	rv := m.rewatchRV()
 	if m.tracing {
-		m.endWatchListSpan(nil)
-		_, m.wlSpan = m.tel.StartList(context.Background(), rv)
+		_, m.wl.span = m.tel.StartList(context.Background(), rv)
 	}
 	m.tel.Metrics.Relist()
 	e.Watch = &WatchRequest{Gen: m.gen, WatchList: true, Options: metav1.ListOptions{
@@ -555,7 +593,7 @@ func (m *Machine) startWatchList(e *Effects) {
 		AllowWatchBookmarks:  true,
 		SendInitialEvents:    ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		TimeoutSeconds:       m.timeoutSeconds(),
+		TimeoutSeconds:       timeout,
 	}}
 }
 
@@ -567,7 +605,8 @@ func (m *Machine) watchListFailed(e *Effects, err error) {
 	case isWatchErrorRetriable(err):
 		m.log.Debug("watch-list failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
 		m.endWatchListSpan(err)
-		m.backoff(e, stepWatchList)
+		m.wl = watchListing{}
+		m.waitThen(e, stepWatchList)
 	case isExpiredError(err) || isTooLargeResourceVersionError(err):
 		m.rvUnavailable = true
 		m.startWatchList(e)
@@ -575,21 +614,22 @@ func (m *Machine) watchListFailed(e *Effects, err error) {
 		m.log.Debug("Data couldn't be fetched in watchlist mode. Falling back to regular list.",
 			"reflector", m.name, "type", m.typeDesc, "err", err)
 		m.endWatchListSpan(err)
-		m.wl, m.wlIndex = nil, nil
+		m.wl = watchListing{}
 		m.startList(e)
 	}
 }
 
 func (m *Machine) endWatchListSpan(err error) {
-	if m.wlSpan == nil {
+	sp := m.wl.span
+	if sp == nil {
 		return
 	}
 	if err != nil {
-		m.wlSpan.RecordError(err)
-		m.wlSpan.SetStatus(codes.Error, err.Error())
+		sp.RecordError(err)
+		sp.SetStatus(codes.Error, err.Error())
 	}
-	m.wlSpan.End()
-	m.wlSpan = nil
+	sp.End()
+	m.wl.span = nil
 }
 
 // watchStreamError is client-go's handling of an error that ended a watch
@@ -609,7 +649,7 @@ func (m *Machine) watchStreamError(e *Effects, err error) {
 		m.endListAndWatch(e, nil)
 	case apierrors.IsTooManyRequests(err):
 		m.log.Debug("Watch returned 429 - backing off", "reflector", m.name, "type", m.typeDesc)
-		m.backoff(e, stepWatch)
+		m.waitThen(e, stepWatch)
 	case apierrors.IsInternalError(err) && m.retry.ShouldRetry():
 		m.log.Debug("Retrying watch after internal error", "reflector", m.name, "type", m.typeDesc, "err", err)
 		m.startWatch(e)
@@ -735,16 +775,16 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 		case watch.Added:
 			t = fifo.Added
 		case watch.Modified:
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			t = fifo.Updated
 		case watch.Deleted:
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			t = fifo.Deleted
 		case watch.Bookmark:
 			// A bookmark moves the RV on, here and, through the queue in
 			// order with the events, in the cache (client-go's
 			// store.Bookmark).
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			if out == nil {
 				out = fifo.NewDeltas(len(events) - i)
 			}
@@ -760,13 +800,13 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 				out.Items = append(out.Items, d)
 			}
 		}
-		if m.propagateRV || m.receivedNonAdded {
+		if m.stream.propagateRV || m.stream.nonAdded {
 			lastRV, rvSeen = acc.GetResourceVersion(), true
 		}
-		m.eventCount++
+		m.stream.events++
 	}
 	if out != nil {
-		e.Deltas = out
+		m.toQueue(out)
 	}
 	if rvSeen {
 		m.setRV(lastRV)
@@ -780,8 +820,8 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 // collect in a temporary store until the initial-events-end bookmark.
 func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time) {
 	var link trace.SpanContext
-	if m.wlSpan != nil {
-		link = m.wlSpan.SpanContext()
+	if m.wl.span != nil {
+		link = m.wl.span.SpanContext()
 	}
 	for i := range events {
 		ev := &events[i]
@@ -802,23 +842,23 @@ func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time
 		case watch.Added:
 			m.wlPut(ev, acc, at, link)
 		case watch.Modified:
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			m.wlPut(ev, acc, at, link)
 		case watch.Deleted:
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			m.wlDelete(ev)
 		case watch.Bookmark:
-			m.receivedNonAdded = true
+			m.stream.nonAdded = true
 			done = acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 		default:
 			m.drop(DropUnknownType, string(ev.Type), nil)
 		}
-		if m.receivedNonAdded {
-			m.wlRV = acc.GetResourceVersion()
+		if m.stream.nonAdded {
+			m.wl.rv = acc.GetResourceVersion()
 		}
-		m.eventCount++
+		m.stream.events++
 		if done {
-			m.finishWatchList(e)
+			m.finishWatchList()
 			// The same watch goes on as a normal one.
 			m.watchEvents(e, events[i+1:], at)
 			return
@@ -831,12 +871,13 @@ func (m *Machine) wlPut(ev *watch.Event, acc metav1.Object, at time.Time, link t
 	if !ok {
 		return
 	}
-	if i, ok := m.wlIndex[d.Key]; ok {
-		m.wl[i] = d
+	wl := &m.wl
+	if i, ok := wl.index[d.Key]; ok {
+		wl.items[i] = d
 		return
 	}
-	m.wlIndex[d.Key] = len(m.wl)
-	m.wl = append(m.wl, d)
+	wl.index[d.Key] = len(wl.items)
+	wl.items = append(wl.items, d)
 }
 
 func (m *Machine) wlDelete(ev *watch.Event) {
@@ -845,18 +886,20 @@ func (m *Machine) wlDelete(ev *watch.Event) {
 		m.drop(DropNoKey, string(ev.Type), err)
 		return
 	}
-	if i, ok := m.wlIndex[key]; ok {
-		m.wl[i] = fifo.Delta{}
-		delete(m.wlIndex, key)
-		m.wlHoles++
+	wl := &m.wl
+	if i, ok := wl.index[key]; ok {
+		wl.items[i] = fifo.Delta{}
+		delete(wl.index, key)
+		wl.holes++
 	}
 }
 
 // finishWatchList emits the one Replace of a WatchList sync and turns the
 // stream into a normal watch.
-func (m *Machine) finishWatchList(e *Effects) {
-	items := m.wl
-	if m.wlHoles > 0 {
+func (m *Machine) finishWatchList() {
+	wl := &m.wl
+	items := wl.items
+	if wl.holes > 0 {
 		kept := items[:0]
 		for _, d := range items {
 			if d.Type != 0 {
@@ -869,25 +912,26 @@ func (m *Machine) finishWatchList(e *Effects) {
 	if items == nil {
 		items = []fifo.Delta{}
 	}
-	rep := &fifo.Replace{Items: items, ResourceVersion: m.wlRV}
-	if m.wlSpan != nil {
-		m.wlSpan.SetAttributes(telemetry.AttrListItems.Int(len(items)))
-		rep.ListTrace = &telemetry.DeltaTrace{Parent: m.wlSpan.SpanContext(), Since: time.Now()}
+	rv := wl.rv
+	rep := &fifo.Replace{Items: items, ResourceVersion: rv}
+	if wl.span != nil {
+		wl.span.SetAttributes(telemetry.AttrListItems.Int(len(items)))
+		rep.ListTrace = &telemetry.DeltaTrace{Parent: wl.span.SpanContext(), Since: m.clock.Now()}
 		m.endWatchListSpan(nil)
 	}
-	e.Replace = rep
+	m.toQueue(rep)
 	m.listTimed()
-	m.wl, m.wlIndex, m.wlHoles = nil, nil, 0
+	m.wl = watchListing{}
 	m.rvUnavailable = false
-	m.setRV(m.wlRV)
+	m.setRV(rv)
 	m.r.synced(true)
-	m.log.Debug("Caches populated by watch-list", "reflector", m.name, "type", m.typeDesc, "items", len(items), "resourceVersion", m.wlRV)
+	m.log.Debug("Caches populated by watch-list", "reflector", m.name, "type", m.typeDesc, "items", len(items), "resourceVersion", rv)
 
 	m.state = StateWatching
-	m.propagateRV = true
-	m.eventCount = 0
-	m.receivedNonAdded = false
-	m.watchStart = m.clock.Now()
+	m.stream.propagateRV = true
+	m.stream.events = 0
+	m.stream.nonAdded = false
+	m.stream.start = m.clock.Now()
 }
 
 func (m *Machine) setRV(rv string) {

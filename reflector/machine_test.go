@@ -38,14 +38,14 @@ func TestMachineFirstListAtRV0ThenWatch(t *testing.T) {
 		t.Fatalf("state %v, want Listing", h.m.State())
 	}
 	e := h.m.ListDone(l.Gen, ListResult{List: podList("10", pod("a", "5"), pod("b", "7"))})
-	if e.Replace == nil {
+	if e.replace() == nil {
 		t.Fatalf("no Replace: %s", describe(e))
 	}
-	if got, want := deltasString(e.Replace.Items), "Replaced:ns/a@5 Replaced:ns/b@7"; got != want {
+	if got, want := deltasString(e.replace().Items), "Replaced:ns/a@5 Replaced:ns/b@7"; got != want {
 		t.Fatalf("Replace items %q, want %q", got, want)
 	}
-	if e.Replace.ResourceVersion != "10" || e.Replace.ListTrace != nil || e.Replace.Items[0].Trace != nil {
-		t.Fatalf("Replace RV %q, ListTrace %v, item trace %v", e.Replace.ResourceVersion, e.Replace.ListTrace, e.Replace.Items[0].Trace)
+	if e.replace().ResourceVersion != "10" || e.replace().ListTrace != nil || e.replace().Items[0].Trace != nil {
+		t.Fatalf("Replace RV %q, ListTrace %v, item trace %v", e.replace().ResourceVersion, e.replace().ListTrace, e.replace().Items[0].Trace)
 	}
 	w := h.expectWatch(e, "10")
 	if got := *w.Options.TimeoutSeconds; got != 300 {
@@ -95,13 +95,13 @@ func TestMachineWatchEventsBecomeDeltas(t *testing.T) {
 		ev(watch.Modified, pod("a", "12")),
 		ev(watch.Deleted, pod("b", "13")),
 	}, time.Time{})
-	if e.Deltas == nil || e.Replace != nil || e.StopWatch || e.List != nil || e.Watch != nil || e.Wait != nil {
+	if e.deltas() == nil || e.replace() != nil || e.StopWatch || e.List != nil || e.Watch != nil || e.Wait != nil {
 		t.Fatalf("effects: %s", describe(e))
 	}
-	if got, want := deltasString(e.Deltas.Items), "Added:ns/b@11 Updated:ns/a@12 Deleted:ns/b@13"; got != want {
+	if got, want := deltasString(e.deltas().Items), "Added:ns/b@11 Updated:ns/a@12 Deleted:ns/b@13"; got != want {
 		t.Fatalf("deltas %q, want %q", got, want)
 	}
-	if e.Deltas.Items[0].Trace != nil {
+	if e.deltas().Items[0].Trace != nil {
 		t.Fatal("trace set with tracing off")
 	}
 	if rv := h.r.LastSyncResourceVersion(); rv != "13" {
@@ -121,17 +121,17 @@ func TestMachineBookmarkAdvancesRV(t *testing.T) {
 	e := h.m.WatchEvents(w.Gen, []watch.Event{
 		ev(watch.Added, pod("a", "41")), ev(watch.Bookmark, bookmark("42", false)), ev(watch.Modified, pod("a", "43")),
 	}, time.Time{})
-	if e.Replace != nil || e.List != nil || e.Watch != nil || e.Wait != nil || e.Deltas == nil {
+	if e.replace() != nil || e.List != nil || e.Watch != nil || e.Wait != nil || e.deltas() == nil {
 		t.Fatalf("bookmark produced %s", describe(e))
 	}
-	if got := deltasString(e.Deltas.Items); got != "Added:ns/a@41 Bookmark:@42 Updated:ns/a@43" {
+	if got := deltasString(e.deltas().Items); got != "Added:ns/a@41 Bookmark:@42 Updated:ns/a@43" {
 		t.Fatalf("deltas %s", got)
 	}
 	if rv := h.r.LastSyncResourceVersion(); rv != "43" {
 		t.Fatalf("RV %q, want 43", rv)
 	}
 	e = h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Bookmark, bookmark("42", false))}, time.Time{})
-	if e.Deltas == nil || deltasString(e.Deltas.Items) != "Bookmark:@42" {
+	if e.deltas() == nil || deltasString(e.deltas().Items) != "Bookmark:@42" {
 		t.Fatalf("bookmark produced %s", describe(e))
 	}
 	if rv := h.r.LastSyncResourceVersion(); rv != "42" {
@@ -163,7 +163,7 @@ func TestMachineCleanCloseRewatchesWithoutRelist(t *testing.T) {
 	h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("a", "11"))}, time.Time{})
 	e := h.m.WatchEnded(w.Gen)
 	w2 := h.expectWatch(e, "11")
-	if e.HandleError != nil || e.Replace != nil {
+	if e.HandleError != nil || e.replace() != nil {
 		t.Fatalf("effects: %s", describe(e))
 	}
 	// A watch that lasted long enough but saw nothing also just re-watches.
@@ -223,7 +223,7 @@ func TestMachineWatchErrorEvents(t *testing.T) {
 				tc.event,
 				ev(watch.Added, pod("b", "12")), // after the error: never used
 			}, time.Time{})
-			if e.Deltas == nil || deltasString(e.Deltas.Items) != "Added:ns/a@11" {
+			if e.deltas() == nil || deltasString(e.deltas().Items) != "Added:ns/a@11" {
 				t.Fatalf("deltas before the error: %s", describe(e))
 			}
 			if !e.StopWatch {
@@ -267,8 +267,8 @@ func TestMachineExpiredExactResourceVersion(t *testing.T) {
 	l := h.expectList(h.m.Start(), "0", 500)
 	listRVs = append(listRVs, l.Options.ResourceVersion)
 	e := h.m.ListDone(l.Gen, ListResult{List: podList("10", pods[:4]...)})
-	if len(e.Replace.Items) != 4 {
-		t.Fatalf("first Replace has %d items", len(e.Replace.Items))
+	if len(e.replace().Items) != 4 {
+		t.Fatalf("first Replace has %d items", len(e.replace().Items))
 	}
 	w := h.expectWatch(e, "10")
 
@@ -280,13 +280,13 @@ func TestMachineExpiredExactResourceVersion(t *testing.T) {
 
 	// Expired too: retried at once at "", with the same (unpaginated) pager.
 	e = h.m.ListDone(l.Gen, ListResult{Err: apierrors.NewResourceExpired("The resourceVersion for the provided watch is too old.")})
-	if e.HandleError != nil || e.Replace != nil {
+	if e.HandleError != nil || e.replace() != nil {
 		t.Fatalf("effects: %s", describe(e))
 	}
 	l = h.expectList(e, "", 0)
 	listRVs = append(listRVs, l.Options.ResourceVersion)
 	e = h.m.ListDone(l.Gen, ListResult{List: podList("11", pods...)})
-	if e.Replace == nil || len(e.Replace.Items) != 8 || e.Replace.ResourceVersion != "11" {
+	if e.replace() == nil || len(e.replace().Items) != 8 || e.replace().ResourceVersion != "11" {
 		t.Fatalf("second Replace: %s", describe(e))
 	}
 	h.expectWatch(e, "11")
@@ -335,7 +335,7 @@ func TestMachineListErrorCallsHandlerAndBacksOff(t *testing.T) {
 		if !apierrors.IsForbidden(e.HandleError) || !strings.Contains(e.HandleError.Error(), "failed to list *v1.Pod") {
 			t.Fatalf("attempt %d: handler error %v", i, e.HandleError)
 		}
-		if e.Replace != nil || e.Deltas != nil {
+		if e.replace() != nil || e.deltas() != nil {
 			t.Fatalf("emitted on error: %s", describe(e))
 		}
 		wt := h.expectWait(e, want)
@@ -473,7 +473,7 @@ func TestMachineDropsBadObjects(t *testing.T) {
 			if e.StopWatch || e.List != nil || e.Watch != nil || e.Wait != nil || e.HandleError != nil {
 				t.Fatalf("a bad object disturbed the watch: %s", describe(e))
 			}
-			if e.Deltas == nil || len(e.Deltas.Items) != 1 || e.Deltas.Items[0].Object != tc.good {
+			if e.deltas() == nil || len(e.deltas().Items) != 1 || e.deltas().Items[0].Object != tc.good {
 				t.Fatalf("deltas: %s", describe(e))
 			}
 			if n := h.counters().Dropped.Load(); n != 1 {
@@ -505,7 +505,7 @@ func TestMachineTransform(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Transform = transform })
 	l := h.expectList(h.m.Start(), "0", 500)
 	e := h.m.ListDone(l.Gen, ListResult{List: podList("10", pod("a", "1"), pod("bad", "2"))})
-	if len(e.Replace.Items) != 1 || e.Replace.Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" {
+	if len(e.replace().Items) != 1 || e.replace().Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" {
 		t.Fatalf("Replace: %s", describe(e))
 	}
 	w := h.expectWatch(e, "10")
@@ -518,8 +518,8 @@ func TestMachineTransform(t *testing.T) {
 	}, time.Time{})
 	// A transform that panics drops its object like one that fails; the
 	// events after it are kept.
-	if e.Deltas == nil || len(e.Deltas.Items) != 2 || e.Deltas.Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" ||
-		e.Deltas.Items[1].Key != "ns/c" {
+	if e.deltas() == nil || len(e.deltas().Items) != 2 || e.deltas().Items[0].Object.(*v1.Pod).Labels["transformed"] != "yes" ||
+		e.deltas().Items[1].Key != "ns/c" {
 		t.Fatalf("deltas: %s", describe(e))
 	}
 	if n := h.counters().Dropped.Load(); n != 4 {
@@ -546,7 +546,7 @@ func TestMachineWatchList(t *testing.T) {
 		ev(watch.Added, pod("p1", "1")),
 		ev(watch.Added, pod("p2", "2")),
 	}, time.Time{})
-	if e.Replace != nil || e.Deltas != nil {
+	if e.replace() != nil || e.deltas() != nil {
 		t.Fatalf("emitted before the initial-events-end bookmark: %s", describe(e))
 	}
 	e = h.m.WatchEvents(w.Gen, []watch.Event{
@@ -555,20 +555,20 @@ func TestMachineWatchList(t *testing.T) {
 		ev(watch.Deleted, pod("p3", "5")),
 		ev(watch.Bookmark, bookmark("5", false)), // not the end
 	}, time.Time{})
-	if e.Replace != nil {
+	if e.replace() != nil {
 		t.Fatalf("a bookmark without the annotation ended the stream: %s", describe(e))
 	}
 	e = h.m.WatchEvents(w.Gen, []watch.Event{
 		ev(watch.Bookmark, bookmark("6", true)),
 		ev(watch.Added, pod("p4", "7")), // same watch, now a normal one
 	}, time.Time{})
-	if e.Replace == nil || e.Replace.ResourceVersion != "6" {
+	if e.replace() == nil || e.replace().ResourceVersion != "6" {
 		t.Fatalf("Replace: %s", describe(e))
 	}
-	if got, want := deltasString(e.Replace.Items), "Replaced:ns/p1@3 Replaced:ns/p2@2"; got != want {
+	if got, want := deltasString(e.replace().Items), "Replaced:ns/p1@3 Replaced:ns/p2@2"; got != want {
 		t.Fatalf("Replace items %q, want %q", got, want)
 	}
-	if e.Deltas == nil || deltasString(e.Deltas.Items) != "Added:ns/p4@7" {
+	if e.deltas() == nil || deltasString(e.deltas().Items) != "Added:ns/p4@7" {
 		t.Fatalf("deltas after the bookmark: %s", describe(e))
 	}
 	if e.Watch != nil || e.List != nil || e.StopWatch {
@@ -606,7 +606,7 @@ func TestMachineWatchListFallbacks(t *testing.T) {
 			ev(watch.Added, pod("p1", "1")),
 			errEvent(apierrors.NewForbidden(podsGR, "", errors.New("no"))),
 		}, time.Time{})
-		if !e.StopWatch || e.Replace != nil || e.Deltas != nil {
+		if !e.StopWatch || e.replace() != nil || e.deltas() != nil {
 			t.Fatalf("effects: %s", describe(e))
 		}
 		h.expectList(e, "0", 500)
@@ -622,7 +622,7 @@ func TestMachineWatchListFallbacks(t *testing.T) {
 		h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("p1", "1"))}, time.Time{})
 		w2 := h.expectWatchList(h.m.WatchEnded(w.Gen), "")
 		e := h.m.WatchEvents(w2.Gen, []watch.Event{ev(watch.Added, pod("p2", "2")), ev(watch.Bookmark, bookmark("2", true))}, time.Time{})
-		if e.Replace == nil || deltasString(e.Replace.Items) != "Replaced:ns/p2@2" {
+		if e.replace() == nil || deltasString(e.replace().Items) != "Replaced:ns/p2@2" {
 			t.Fatalf("the new stream must start from scratch: %s", describe(e))
 		}
 	})
@@ -638,7 +638,7 @@ func TestMachineWatchListFallbacks(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.UseWatchList = ptr.To(true) })
 		w := h.expectWatchList(h.m.Start(), "")
 		e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Bookmark, bookmark("5", true))}, time.Time{})
-		if e.Replace == nil {
+		if e.replace() == nil {
 			t.Fatalf("no Replace: %s", describe(e))
 		}
 		// The watch after it fails to open: the ListAndWatch ends, and the
@@ -685,7 +685,7 @@ func TestMachineUnsupportedTableList(t *testing.T) {
 	list.SetAPIVersion("meta.k8s.io/v1")
 	list.SetKind("Table")
 	e := h.m.ListDone(l.Gen, ListResult{List: list})
-	if e.HandleError == nil || !strings.Contains(e.HandleError.Error(), "unsupported list gvk") || e.Replace != nil {
+	if e.HandleError == nil || !strings.Contains(e.HandleError.Error(), "unsupported list gvk") || e.replace() != nil {
 		t.Fatalf("effects: %s", describe(e))
 	}
 }
@@ -779,10 +779,10 @@ func TestMachineTracing(t *testing.T) {
 	listSpan.End()
 	at := time.Now()
 	e := h.m.ListDone(l.Gen, ListResult{List: podList("10", pod("a", "1"), pod("b", "2")), ReceivedAt: at, Span: listSpan.SpanContext()})
-	if e.Replace.ListTrace == nil || !e.Replace.ListTrace.Parent.Equal(listSpan.SpanContext()) {
-		t.Fatalf("ListTrace %+v", e.Replace.ListTrace)
+	if e.replace().ListTrace == nil || !e.replace().ListTrace.Parent.Equal(listSpan.SpanContext()) {
+		t.Fatalf("ListTrace %+v", e.replace().ListTrace)
 	}
-	for _, d := range e.Replace.Items {
+	for _, d := range e.replace().Items {
 		if d.Trace == nil || !d.Trace.Parent.IsValid() {
 			t.Fatalf("item %s has no trace", d.Key)
 		}
@@ -801,7 +801,7 @@ func TestMachineTracing(t *testing.T) {
 	}
 	w := h.expectWatch(e, "10")
 	e = h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Modified, pod("a", "11"))}, at)
-	if e.Deltas.Items[0].Trace == nil {
+	if e.deltas().Items[0].Trace == nil {
 		t.Fatal("watch delta has no trace")
 	}
 	roots = spansNamed(rec, telemetry.SpanReflector)
@@ -819,8 +819,8 @@ func TestMachineWatchListTracing(t *testing.T) {
 	if len(lists) != 1 {
 		t.Fatalf("%d list spans, want 1", len(lists))
 	}
-	if e.Replace.ListTrace == nil || e.Replace.ListTrace.Parent.SpanID() != lists[0].SpanContext().SpanID() {
-		t.Fatalf("ListTrace %+v", e.Replace.ListTrace)
+	if e.replace().ListTrace == nil || e.replace().ListTrace.Parent.SpanID() != lists[0].SpanContext().SpanID() {
+		t.Fatalf("ListTrace %+v", e.replace().ListTrace)
 	}
 	roots := spansNamed(rec, telemetry.SpanReflector)
 	if len(roots) != 1 || len(roots[0].Links()) != 1 || roots[0].Links()[0].SpanContext.SpanID() != lists[0].SpanContext().SpanID() {

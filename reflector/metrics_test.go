@@ -118,9 +118,9 @@ func TestMachineStampsDeltas(t *testing.T) {
 		l := h.expectList(h.m.Start(), "0", 500)
 		e := h.m.ListDone(l.Gen, ListResult{List: podList("10", pod("a", "5")), ReceivedAt: at})
 		w := h.expectWatch(e, "10")
-		listed := e.Replace.Items[0].Received
+		listed := e.replace().Items[0].Received
 		e = h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("b", "11"))}, at.Add(time.Second))
-		watched := e.Deltas.Items[0].Received
+		watched := e.deltas().Items[0].Received
 		if !metered {
 			if !listed.IsZero() || !watched.IsZero() {
 				t.Errorf("deltas stamped without metrics: %v %v", listed, watched)
@@ -135,7 +135,7 @@ func TestMachineStampsDeltas(t *testing.T) {
 		}
 		// A batch without a receive time is not stamped.
 		e = h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("c", "12"))}, time.Time{})
-		if s := e.Deltas.Items[0].Received; !s.IsZero() {
+		if s := e.deltas().Items[0].Received; !s.IsZero() {
 			t.Errorf("delta of an unstamped batch stamped: %v", s)
 		}
 	}
@@ -150,7 +150,7 @@ func TestMachineWatchListDuration(t *testing.T) {
 	w := h.expectWatchList(h.m.Start(), "")
 	h.clk.Step(4 * time.Second)
 	e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("a", "5")), ev(watch.Bookmark, bookmark("6", true))}, time.Now())
-	if e.Replace == nil || len(e.Replace.Items) != 1 || e.Replace.Items[0].Received.IsZero() {
+	if e.replace() == nil || len(e.replace().Items) != 1 || e.replace().Items[0].Received.IsZero() {
 		t.Fatalf("no stamped Replace: %s", describe(e))
 	}
 	hist, _ := informertest.CollectMetrics(t, reader)[telemetry.MetricListDuration].Data.(metricdata.Histogram[float64])

@@ -153,8 +153,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 		if prom != nil {
 			a.metrics = metricsHandler(prom.registry)
 		}
-		web = startWebServer(ln, a.routes())
+		web = newWebServer(ln)
 		a.done = web.done
+		web.start(a.routes())
 		if tel.keys != nil {
 			defer tel.keys.close()
 		}
@@ -166,6 +167,9 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 			what += "; /metrics"
 		}
 		fmt.Fprintf(out, "web:     %s (%s)\n", web.url(), what)
+		if !web.loopback() {
+			fmt.Fprintln(out, "         not on loopback only: whoever reaches this address can see the cluster's keys and inject faults")
+		}
 		if cfg.serving != nil {
 			cfg.serving(web.url())
 		}

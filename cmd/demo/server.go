@@ -33,14 +33,18 @@ type webServer struct {
 func listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--http %s: %w", addr, err)
+		return nil, fmt.Errorf("--http %s: %w (--http 127.0.0.1:0 for a free port, --http '' for no web page)", addr, err)
 	}
 	return ln, nil
 }
 
-// startWebServer serves h on ln until close.
-func startWebServer(ln net.Listener, h http.Handler) *webServer {
-	s := &webServer{ln: ln, done: make(chan struct{})}
+// newWebServer prepares a server on ln; start starts it, close stops it.
+func newWebServer(ln net.Listener) *webServer {
+	return &webServer{ln: ln, done: make(chan struct{})}
+}
+
+// start serves h until close.
+func (s *webServer) start(h http.Handler) {
 	s.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -49,11 +53,16 @@ func startWebServer(ln net.Listener, h http.Handler) *webServer {
 		MaxHeaderBytes:    16 << 10,
 	}
 	s.wg.Go(func() {
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 			s.err = err
 		}
 	})
-	return s
+}
+
+// loopback reports whether the server listens on a loopback address only.
+func (s *webServer) loopback() bool {
+	a, ok := s.ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 // url is the page's address.
@@ -207,7 +216,9 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	// The stream outlives the server's write timeout, if any.
+	// The stream outlives the server's read timeout, which would otherwise
+	// end it (the server's read of the idle connection times out).
+	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	t := time.NewTicker(streamInterval)
 	defer t.Stop()

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
 // demoUnderTest is the demo run by run() with its web server on a free
@@ -40,7 +42,7 @@ func startDemo(t *testing.T) *demoUnderTest {
 	t.Helper()
 	setOTelEnv(t)
 	d := &demoUnderTest{t: t, parent: t, client: &http.Client{Timeout: 20 * time.Second}, done: make(chan error, 1)}
-	ready := make(chan struct{})
+	ready := make(chan error, 1)
 	cfg := config{
 		rate: 200, pods: 50, namespaces: 1, seed: 1,
 		interval: time.Second, handlers: 4, workers: 1, logLevel: "off",
@@ -48,16 +50,27 @@ func startDemo(t *testing.T) *demoUnderTest {
 		serving: func(url string) {
 			d.url = strings.TrimSuffix(url, "/")
 			// The server serves already; the informer has not started.
-			var k keyJSON
-			d.getJSON("/api/key?key="+watchedBeforeStart, http.StatusOK, &k)
-			close(ready)
+			resp, err := d.client.Get(d.url + "/api/key?key=" + watchedBeforeStart)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("watching %s: %d %s", watchedBeforeStart, resp.StatusCode, b)
+				}
+			}
+			ready <- err
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() { d.done <- run(ctx, cfg, &d.out, io.Discard) }()
 	select {
-	case <-ready:
+	case err := <-ready:
+		if err != nil {
+			cancel()
+			<-d.done
+			t.Fatal(err)
+		}
 	case err := <-d.done:
 		cancel()
 		t.Fatalf("the demo ended before serving: %v\n%s", err, d.out.String())
@@ -247,6 +260,9 @@ func TestWebAPI(t *testing.T) {
 
 	t.Run("traces", func(t *testing.T) {
 		d.t = t
+		if telemetry.CompiledOut {
+			t.Skip("tracing compiled out (actorinformer_notrace)")
+		}
 		var found traceJSON
 		deadline := time.Now().Add(60 * time.Second)
 		for found.TraceID == "" {
@@ -296,6 +312,9 @@ func TestWebAPI(t *testing.T) {
 
 	t.Run("trace continues into the controller", func(t *testing.T) {
 		d.t = t
+		if telemetry.CompiledOut {
+			t.Skip("tracing compiled out (actorinformer_notrace)")
+		}
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			var r struct{ Traces []traceJSON }
@@ -320,6 +339,9 @@ func TestWebAPI(t *testing.T) {
 
 	t.Run("key", func(t *testing.T) {
 		d.t = t
+		if telemetry.CompiledOut {
+			t.Skip("tracing compiled out (actorinformer_notrace)")
+		}
 		var k keyJSON
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -467,7 +489,11 @@ func TestWebAPI(t *testing.T) {
 			t.Errorf("GET /: %d %.200s", code, b)
 		}
 		code, b = d.do(http.MethodGet, "/metrics", "")
-		if code != http.StatusOK || !bytes.Contains(b, []byte("actorinformer_")) {
+		want := "actorinformer_" // the library's metrics, compiled out with tracing
+		if telemetry.CompiledOut {
+			want = "target_info"
+		}
+		if code != http.StatusOK || !bytes.Contains(b, []byte(want)) {
 			t.Errorf("GET /metrics: %d %.200s", code, b)
 		}
 	})
@@ -572,4 +598,26 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestStreamEndsWithTheDemo checks that an open stream ends when the demo
+// stops, rather than keeping the server (and the demo) from stopping.
+func TestStreamEndsWithTheDemo(t *testing.T) {
+	d := startDemo(t)
+	resp, err := d.client.Get(d.url + "/api/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	if !sc.Scan() || sc.Text() != "event: snapshot" {
+		t.Fatalf("first line %q (%v)", sc.Text(), sc.Err())
+	}
+	d.cancel()
+	for sc.Scan() {
+	}
+	if err := sc.Err(); err != nil {
+		t.Errorf("stream ended with %v, want EOF", err)
+	}
 }
