@@ -295,13 +295,14 @@ const waterfallWithStages = `((sel, n) => {
 })`
 
 // pageKeys returns the object keys of the waterfalls on the page whose
-// delta is not a delete, latest delta first: pods the workload has just
-// changed, and likely to change again soon.
+// delta is a watch event that leaves the object in place (Added, Updated),
+// latest delta first: pods the workload has just changed, and likely to
+// change again soon. (A list's Replaced deltas may be of pods long gone.)
 func pageKeys(t *testing.T, ctx context.Context) []string {
 	t.Helper()
 	keys, err := chromedp.Run(ctx, chromedp.Poll[[]string](`(() => {
 		const ws = [...document.querySelectorAll("#traces .waterfall[data-key]")]
-			.filter((w) => w.dataset.key && w.dataset.deltaType && w.dataset.deltaType !== "Deleted")
+			.filter((w) => w.dataset.key && (w.dataset.deltaType === "Added" || w.dataset.deltaType === "Updated"))
 			.sort((a, b) => Date.parse(b.dataset.start) - Date.parse(a.dataset.start));
 		const keys = [...new Set(ws.map((w) => w.dataset.key))];
 		return keys.length > 0 && keys.slice(0, 5);
