@@ -189,6 +189,22 @@ func TestBrowserPage(t *testing.T) {
 	// The slow fault from the page: the handler's backlog rises on the page.
 	const slow = browserSlowHandler
 	row := fmt.Sprintf(`#handlers tr[data-handler=%q]`, slow)
+	// First a delay the API refuses: its error shows as text.
+	if err := chromedp.Do(stepCtx,
+		chromedp.WaitVisible(chromedp.ID("global-faults")),
+		chromedp.SetValue(chromedp.CSS(row+` input[data-input="delay_ms"]`), "0"),
+		chromedp.Click(chromedp.CSS(row+` button[data-fault="slow"]`)),
+	); err != nil {
+		t.Fatalf("fault buttons: %v\n%s", err, pageText(ctx, "#handlers-section"))
+	}
+	refused, err := chromedp.Run(stepCtx, chromedp.Poll[string](`(() => {
+		const p = document.getElementById("fault-message");
+		return p.className === "error" && p.textContent;
+	})()`))
+	if err != nil || !strings.Contains(refused, "400") || !strings.Contains(refused, "delay_ms") {
+		t.Fatalf("a slow fault of 0 ms: page shows %q, %v; want the API's 400 and its message", refused, err)
+	}
+	t.Logf("refused fault shown as: %s", refused)
 	if err := chromedp.Do(stepCtx,
 		chromedp.SetValue(chromedp.CSS(row+` input[data-input="delay_ms"]`), "50"),
 		chromedp.Click(chromedp.CSS(row+` button[data-fault="slow"]`)),
