@@ -516,15 +516,6 @@ func (c *Core) indexOf(id ListenerID) int {
 	return slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
 }
 
-// Subscribers returns the subscribed listeners' IDs in subscription order.
-func (c *Core) Subscribers() []ListenerID {
-	ids := make([]ListenerID, len(c.subs))
-	for i := range c.subs {
-		ids[i] = c.subs[i].id
-	}
-	return ids
-}
-
 // ResyncTick handles a tick of the resync check timer (Gen > 0; a stale
 // one does nothing) or a check on demand (Gen 0, which leaves the timer
 // alone): when a listener is due for a resync, it returns a *fifo.Resync
@@ -570,9 +561,6 @@ func (c *Core) resyncDue(now time.Time) bool {
 	c.syncing = syncing
 	return len(syncing) > 0
 }
-
-// ResyncCheckPeriod is the configured resync check period.
-func (c *Core) ResyncCheckPeriod() time.Duration { return c.checkPeriod }
 
 // resyncCheck runs the check that the timer of generation gen asked for:
 // resyncDue at the clock's current time, after which the timer is armed

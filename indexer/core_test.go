@@ -449,7 +449,7 @@ func TestCoreLateSubscribe(t *testing.T) {
 	if pending.Load() != 2 || backlog.Load() != 2 {
 		t.Fatalf("Pending = %d, Backlog = %d; want 2, 2", pending.Load(), backlog.Load())
 	}
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
 	n := c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "2"))})
@@ -487,7 +487,7 @@ func TestCoreUnsubscribe(t *testing.T) {
 	c.Unsubscribe(2)
 	c.Unsubscribe(2)  // idempotent
 	c.Unsubscribe(99) // unknown
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
 	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
@@ -496,7 +496,7 @@ func TestCoreUnsubscribe(t *testing.T) {
 	}
 	// Subscribing again with a known ID replaces the subscription.
 	c.subscribe(&Subscribe{ID: 1, Target: pids[1]})
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
 		t.Fatalf("Subscribers after re-subscribe = %v", ids)
 	}
 	c.Unsubscribe(1)

@@ -158,3 +158,12 @@ func (c *Core) startResyncChecks(fire func(gen uint64)) {
 	c.fire = fire
 	c.Listed()
 }
+
+// subscribers returns the subscribed listeners' IDs in subscription order.
+func (c *Core) subscribers() []ListenerID {
+	ids := make([]ListenerID, len(c.subs))
+	for i := range c.subs {
+		ids[i] = c.subs[i].id
+	}
+	return ids
+}

@@ -36,7 +36,7 @@ func (r *resyncRig) at() time.Duration { return r.clk.Since(r.start) }
 // It returns the listeners due.
 func (r *resyncRig) check(latency time.Duration) []ListenerID {
 	r.t.Helper()
-	period := r.c.ResyncCheckPeriod()
+	period := r.c.checkPeriod
 	r.clk.Step(period - time.Nanosecond)
 	if len(r.fired) != 0 {
 		r.t.Fatalf("at %v: the check timer fired before its period", r.at())

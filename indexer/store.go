@@ -427,9 +427,6 @@ func (s *Store) Writer() *Writer {
 	return &Writer{s: s}
 }
 
-// Store returns the cache w writes: the read handle.
-func (w *Writer) Store() *Store { return w.s }
-
 // Seal makes the cache read-only for everyone but w (see Store.Seal) and
 // routes Store.AddIndexers through addIndexers (nil: they are added
 // directly, under the write lock).
