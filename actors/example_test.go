@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -167,4 +168,54 @@ func ExampleContextEventHandlerFuncs_workqueue() {
 		}
 	}
 	// Output: true true
+}
+
+// A handler slower than the stream: wrapped in actors.Coalesced, its
+// listener keeps at most one pending notification per key, so while the
+// handler is busy a burst of changes to one pod costs one notification,
+// and the handler then gets the latest object, its update's old object
+// being the one it last saw.
+func ExampleCoalesced() {
+	src, lw := newSource()
+	defer src.Shutdown()
+	src.Add(pod("default", "web", 0))
+
+	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	var mu sync.Mutex
+	seen, consistent := "0", true
+	_, _ = inf.AddEventHandler(actors.Coalesced(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = obj.(*corev1.Pod).Labels["gen"]
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			time.Sleep(10 * time.Millisecond) // a slow handler
+			mu.Lock()
+			defer mu.Unlock()
+			consistent = consistent && oldObj.(*corev1.Pod).Labels["gen"] == seen
+			seen = newObj.(*corev1.Pod).Labels["gen"]
+		},
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inf.RunWithContext(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+
+	for gen := 1; gen <= 100; gen++ {
+		src.Modify(pod("default", "web", gen))
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		last := seen
+		mu.Unlock()
+		if last == "100" {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println("handler ends with gen", seen, "- every update's old object was the one it had:", consistent)
+	// Output: handler ends with gen 100 - every update's old object was the one it had: true
 }

@@ -59,12 +59,19 @@ func (p plainHandler) OnDelete(_ context.Context, obj any)            { p.h.OnDe
 
 // NamedHandler gives h a name for its spans, metrics, logs and Stats;
 // otherwise a handler is named after its type or where its functions live.
+// A Coalesced handler stays coalesced.
 func NamedHandler(name string, h cache.ResourceEventHandler) cache.ResourceEventHandler {
+	if inner, ok := uncoalesced(h); ok {
+		return coalescedHandler{namedHandler{ResourceEventHandler: inner, name: name}}
+	}
 	return namedHandler{ResourceEventHandler: h, name: name}
 }
 
 // NamedContextHandler is NamedHandler for a ContextEventHandler.
 func NamedContextHandler(name string, h ContextEventHandler) ContextEventHandler {
+	if inner, ok := uncoalescedContext(h); ok {
+		return coalescedContextHandler{namedContextHandler{ContextEventHandler: inner, name: name}}
+	}
 	return namedContextHandler{ContextEventHandler: h, name: name}
 }
 

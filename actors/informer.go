@@ -175,7 +175,9 @@ func (s *SharedIndexInformer) AddEventHandlerWithOptions(handler cache.ResourceE
 	if handler == nil {
 		return nil, errors.New("actorinformer: nil event handler")
 	}
-	return s.addHandler(plainHandler{handler}, handlerName(handler), options.ResyncPeriod, options.Logger)
+	name := handlerName(handler)
+	handler, coalesce := uncoalesced(handler)
+	return s.addHandler(plainHandler{handler}, name, coalesce, options.ResyncPeriod, options.Logger)
 }
 
 // AddContextEventHandler adds a handler whose methods receive a context
@@ -184,10 +186,12 @@ func (s *SharedIndexInformer) AddContextEventHandler(handler ContextEventHandler
 	if handler == nil {
 		return nil, errors.New("actorinformer: nil event handler")
 	}
-	return s.addHandler(handler, handlerName(handler), nil, nil)
+	name := handlerName(handler)
+	handler, coalesce := uncoalescedContext(handler)
+	return s.addHandler(handler, name, coalesce, nil, nil)
 }
 
-func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, resyncPtr *time.Duration, logger *klog.Logger) (cache.ResourceEventHandlerRegistration, error) {
+func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coalesce bool, resyncPtr *time.Duration, logger *klog.Logger) (cache.ResourceEventHandlerRegistration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -221,6 +225,9 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, res
 	s.nextID++
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
+	if coalesce {
+		l.core.pending = newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+	}
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()
 	l.synced = s.signals.poke

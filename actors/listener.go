@@ -16,13 +16,16 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
-// listener delivers notifications to one handler, in order. It is the plain
-// core of a listener actor: deliver is only ever called from that actor, so
-// the struct needs no lock; the atomics are read by other goroutines
+// listener delivers notifications to one handler, in order: its core
+// decides what to call and what to send, and it makes the handler calls
+// (handlerPath) and keeps the counters. Only the listener's actor calls it,
+// so the struct needs no lock; the atomics are read by other goroutines
 // (HasSynced, Stats, metrics).
 type listener struct {
+	core    listenerCore
 	id      indexer.ListenerID
 	name    string
 	handler ContextEventHandler
@@ -83,6 +86,7 @@ type listener struct {
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
 	return &listener{
+		core:    listenerCore{id: id},
 		halted:  halted,
 		id:      id,
 		name:    name,
@@ -109,34 +113,21 @@ func (l *listener) exit() {
 // counterFlush bounds how stale the backlog gauge gets inside one large batch.
 const counterFlush = 256
 
-// deliver calls the handler for every notification of n meant for this
-// listener. Resync notifications go only to listeners whose resync is due.
-func (l *listener) deliver(n *indexer.Notifications) {
-	var done, initial int64
-	for i := range n.Items {
-		it := &n.Items[i]
-		if it.InitialList {
-			initial++
-		}
-		if (!it.Sync || n.SyncsTo(l.id)) && !l.removed.Load() && !l.halted.Load() {
-			l.call(it)
-		}
-		if n.Owned {
-			// Ours alone: let go of the objects as soon as they are
-			// delivered rather than when the whole batch is.
-			*it = indexer.Notification{}
-		}
-		done++
-		if done == counterFlush {
-			l.flush(done, initial)
-			done, initial = 0, 0
-		}
-	}
-	l.flush(done, initial)
-	if n.Initial {
-		l.initialDone.Store(true)
-		l.tellSynced()
-	}
+// deliver takes in one batch through the core, for tests and benchmarks
+// that drive a bare listener (it sends nothing for a batch).
+func (l *listener) deliver(n *indexer.Notifications) { l.core.Notifications(n, l) }
+
+// active reports whether the handler may still be called (handlerPath).
+func (l *listener) active() bool { return !l.removed.Load() && !l.halted.Load() }
+
+// progress accounts for done notifications (handlerPath).
+func (l *listener) progress(done, initial int64) { l.flush(done, initial) }
+
+// initialBatchDone is told once the synthetic initial batch is taken in
+// (handlerPath).
+func (l *listener) initialBatchDone() {
+	l.initialDone.Store(true)
+	l.tellSynced()
 }
 
 func (l *listener) tellSynced() {
@@ -250,17 +241,68 @@ func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
 }
 
 // listenerActor is the listener's thin actor shell: one mailbox per handler,
-// so a slow handler only grows its own backlog.
-type listenerActor struct{ l *listener }
+// so a slow handler only grows its own backlog. It decodes a message, calls
+// the core and delivers what the core returned: the indexer is the PID it
+// was given at spawn (not the sender of a request, so that it keeps working
+// whichever stage restarted).
+type listenerActor struct {
+	l       *listener
+	indexer *actor.PID
+	// runner makes a Coalesced handler's calls (see runCalls); nil for
+	// the others, whose calls the listener actor makes.
+	runner *actor.PID
+}
 
 func (a *listenerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *indexer.Notifications:
-		a.l.deliver(m)
+		a.send(ctx, a.l.core.Notifications(m, a.l))
 	case *indexer.DrainMarker:
-		ctx.Respond(&indexer.Drained{ID: a.l.id})
+		a.send(ctx, a.l.core.DrainMarker())
+	case *callsDone:
+		a.send(ctx, a.l.core.CallsDone(a.l))
+	case *actor.Started:
+		if a.l.core.pending != nil {
+			// A child: stopped with the listener, after its running call.
+			r := &handlerRunner{l: a.l}
+			a.runner = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+			a.send(ctx, a.l.core.RunnerStarted())
+		}
 	case *actor.Stopped:
 		a.l.tel.Metrics.DropBacklog(a.l.backlog)
 		a.l.exit()
+	}
+}
+
+// send delivers the core's messages in order.
+func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
+	for _, m := range msgs {
+		var to *actor.PID
+		switch m.To {
+		case stage.ToIndexer:
+			to = a.indexer
+		case stage.ToListener(uint64(a.l.id)):
+			to = a.runner
+		}
+		if to == nil {
+			// A bug of ours: the supervisor restarts the actor.
+			panic(fmt.Sprintf("listener %s: no address for %v", a.l.name, m.To))
+		}
+		if m.Mode == stage.Request {
+			ctx.Request(to, m.Body)
+		} else {
+			ctx.Send(to, m.Body)
+		}
+	}
+}
+
+// handlerRunner makes a Coalesced handler's calls, one pending key per
+// runCalls, so that its listener actor goes on merging meanwhile.
+type handlerRunner struct{ l *listener }
+
+func (r *handlerRunner) Receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*runCalls); ok {
+		m.e.run(r.l)
+		ctx.Send(ctx.Parent(), callsDoneMsg)
 	}
 }

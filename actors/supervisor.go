@@ -116,7 +116,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 	}
 	l := reg.l
 	l.ctx = s.ctx
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &listenerActor{l: l} }))
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &listenerActor{l: l, indexer: s.indexerPID} }))
 	s.listeners[l.id] = pid
 	ctx.Send(s.indexerPID, &indexer.Subscribe{
 		ID:           l.id,

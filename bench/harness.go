@@ -21,6 +21,9 @@ type Impl string
 const (
 	Actors   Impl = "actors"
 	ClientGo Impl = "client-go"
+	// ActorsCoalesced is ours with the handlers wrapped in
+	// actors.Coalesced, where a scenario does so (Coalesce).
+	ActorsCoalesced Impl = "actors+coalesced"
 )
 
 // Impls is the order runs alternate in.
@@ -29,17 +32,17 @@ var Impls = []Impl{Actors, ClientGo}
 // ParseImpl returns the implementation named s.
 func ParseImpl(s string) (Impl, error) {
 	switch Impl(s) {
-	case Actors, ClientGo:
+	case Actors, ClientGo, ActorsCoalesced:
 		return Impl(s), nil
 	}
-	return "", fmt.Errorf("bench: unknown implementation %q (want %q or %q)", s, Actors, ClientGo)
+	return "", fmt.Errorf("bench: unknown implementation %q (want %q, %q or %q)", s, Actors, ClientGo, ActorsCoalesced)
 }
 
 // NewInformer returns impl's shared informer for pods from lw, with no
 // resync and the namespace index, as a generated pod informer has.
 func NewInformer(impl Impl, lw cache.ListerWatcher) cache.SharedIndexInformer {
 	idx := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	if impl == Actors {
+	if impl == Actors || impl == ActorsCoalesced {
 		return actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, idx)
 	}
 	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, idx)

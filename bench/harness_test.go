@@ -419,3 +419,36 @@ func TestCompare(t *testing.T) {
 		t.Fatal("ParseImpl accepted an unknown name")
 	}
 }
+
+// TestCoalesceScenario runs the coalesce scenario once per implementation
+// it compares at a tiny size and checks what must hold whatever the
+// machine's speed (how much a coalesced listener holds at the end of the
+// stream depends on timing; actors.TestCoalescedHeldHandler checks the
+// bound).
+func TestCoalesceScenario(t *testing.T) {
+	sc := &Coalesce{Keys: 20, Events: 500, Delay: 100 * time.Microsecond}
+	tb, err := Compare(sc, 1, CoalesceImpls, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, impl := range CoalesceImpls {
+		for _, r := range tb.Rows {
+			if len(r.Stats[impl].Values) != 1 {
+				t.Fatalf("%s: %s has %d values, want 1", r.Name, impl, len(r.Stats[impl].Values))
+			}
+		}
+		calls := tb.Row("handler calls during the stream").Stats[impl].Median
+		pending := tb.Row("pending notifications at the end of the stream").Stats[impl].Median
+		if calls < 0 || calls > float64(sc.Events) || pending < 0 || pending > float64(sc.Events) {
+			t.Errorf("%s: %v calls, %v pending for %d events", impl, calls, pending, sc.Events)
+		}
+		// Ours' backlog, read before the calls, counts every notification
+		// not yet delivered (the one in a call included).
+		if impl == Actors && calls+pending < float64(sc.Events) {
+			t.Errorf("%s: %v calls + %v pending < the %d events", impl, calls, pending, sc.Events)
+		}
+		if tb.Row("stream time").Stats[impl].Median <= 0 || tb.Row("live heap at the end of the stream (whole process)").Stats[impl].Median <= 0 {
+			t.Errorf("%s: stream time or heap not measured", impl)
+		}
+	}
+}

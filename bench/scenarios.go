@@ -8,42 +8,51 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
 )
 
 // Sizes are the scenarios' sizes.
 type Sizes struct {
-	SyncObjects   int // InitialSync: pods listed
-	WatchKeys     int // Watch: pods listed before the watch phase
-	WatchEvents   int // Watch: Modified events over them
-	SlowKeys      int // SlowHandler: pods listed
-	SlowEvents    int // SlowHandler: Modified events, paced
-	SlowRate      int // SlowHandler: events per second
-	RelistObjects int // Relist: pods listed, then relisted
+	SyncObjects    int // InitialSync: pods listed
+	WatchKeys      int // Watch: pods listed before the watch phase
+	WatchEvents    int // Watch: Modified events over them
+	SlowKeys       int // SlowHandler: pods listed
+	SlowEvents     int // SlowHandler: Modified events, paced
+	SlowRate       int // SlowHandler: events per second
+	RelistObjects  int // Relist: pods listed, then relisted
+	CoalesceKeys   int // Coalesce: pods listed
+	CoalesceEvents int // Coalesce: Modified events over them, unpaced
 }
 
 // Small are the default sizes: every scenario runs in well under a second
 // per run (the relist waits for the informers' ~1 s relist backoff), so the
 // CI smoke run stays short.
 var Small = Sizes{
-	SyncObjects:   2_000,
-	WatchKeys:     1_000,
-	WatchEvents:   20_000,
-	SlowKeys:      1_000,
-	SlowEvents:    1_000,
-	SlowRate:      10_000,
-	RelistObjects: 2_000,
+	SyncObjects:    2_000,
+	WatchKeys:      1_000,
+	WatchEvents:    20_000,
+	SlowKeys:       1_000,
+	SlowEvents:     1_000,
+	SlowRate:       10_000,
+	RelistObjects:  2_000,
+	CoalesceKeys:   1_000,
+	CoalesceEvents: 20_000,
 }
 
 // Full are the sizes of issue 5. The watch scenario pre-builds 1M pods
 // (about 1.3 GB).
 var Full = Sizes{
-	SyncObjects:   100_000,
-	WatchKeys:     10_000,
-	WatchEvents:   1_000_000,
-	SlowKeys:      10_000,
-	SlowEvents:    20_000,
-	SlowRate:      10_000,
-	RelistObjects: 100_000,
+	SyncObjects:    100_000,
+	WatchKeys:      10_000,
+	WatchEvents:    1_000_000,
+	SlowKeys:       10_000,
+	SlowEvents:     20_000,
+	SlowRate:       10_000,
+	RelistObjects:  100_000,
+	CoalesceKeys:   10_000,
+	CoalesceEvents: 1_000_000,
 }
 
 // Handlers is the number of counting handlers, as in the issue's figures.
@@ -320,6 +329,94 @@ func percentile(sorted []int64, p float64) int64 {
 	}
 	i := int(float64(len(sorted))*p/100+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ---- 3b. one slow handler, coalesced ----
+
+// Coalesce lists Keys pods, then streams Events Modified events over them,
+// unpaced, to one handler sleeping Delay per event. At the end of the stream
+// (the cache holds the last event) it reports the notifications pending for
+// the handler and the live heap; then the delay is lifted and the informer
+// stopped (a coalesced handler never sees every update, so the run does not
+// wait for it). Run with the ActorsCoalesced implementation the handler is
+// wrapped in actors.Coalesced.
+type Coalesce struct {
+	Keys, Events int
+	Delay        time.Duration
+	updates
+}
+
+// CoalesceImpls are the implementations the Coalesce scenario compares.
+var CoalesceImpls = []Impl{ClientGo, Actors, ActorsCoalesced}
+
+func (s *Coalesce) Name() string {
+	return fmt.Sprintf("coalesce: %d updates over %d keys, unpaced, 1 handler sleeping %v per event", s.Events, s.Keys, s.Delay)
+}
+
+func (s *Coalesce) Prepare() { s.prepare(s.Keys, s.Events) }
+
+func (s *Coalesce) Run(impl Impl) ([]Metric, error) {
+	s.Prepare()
+	src := s.source()
+	src.Gate()
+	inf := NewInformer(impl, src)
+	c := &Counter{}
+	var h cache.ResourceEventHandler = c
+	if impl == ActorsCoalesced {
+		h = actors.Coalesced(c)
+	}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		return nil, err
+	}
+	r := start(inf, src)
+	defer r.Stop()
+	if err := waitInitialAdds(impl, []*Counter{c}, s.Keys); err != nil {
+		return nil, err
+	}
+	last := s.events[len(s.events)-1].Object.(*corev1.Pod)
+	key, _ := cache.MetaNamespaceKeyFunc(last)
+	m0 := settledStats()
+	c.SetDelay(s.Delay)
+	t0 := src.Release()
+	deadline := t0.Add(guard(s.Events))
+	for {
+		if obj, ok, _ := inf.GetStore().GetByKey(key); ok && obj.(*corev1.Pod).ResourceVersion == last.ResourceVersion {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.Hurry()
+			return nil, fmt.Errorf("%s: %w", impl, errTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(t0)
+	pending := int64(-1)
+	if a, ok := inf.(*actors.SharedIndexInformer); ok {
+		// Ours counts what its listener holds: for a coalesced handler,
+		// the merged notifications, not the updates it will not see.
+		pending = a.Stats().Handlers[0].Backlog
+	}
+	calls := c.Counts().Updates
+	if pending < 0 {
+		pending = int64(s.Events) - calls
+	}
+	m1 := settledStats()
+	// The same a moment later (after two collections): what ours held at
+	// the end of the stream includes notifications on their way to the
+	// listener, not merged yet.
+	settled := int64(s.Events) - c.Counts().Updates
+	if a, ok := inf.(*actors.SharedIndexInformer); ok {
+		settled = a.Stats().Handlers[0].Backlog
+	}
+	c.Hurry()
+	return []Metric{
+		{Name: "stream time", Unit: "ms", Value: ms(elapsed)},
+		{Name: "handler calls during the stream", Unit: "calls", Value: float64(calls), Better: Neither},
+		{Name: "pending notifications at the end of the stream", Unit: "notifications", Value: float64(pending)},
+		{Name: "pending notifications after two collections", Unit: "notifications", Value: float64(settled)},
+		{Name: "live heap growth at the end of the stream", Unit: "MB", Value: diff(m1.HeapAlloc, m0.HeapAlloc) / (1 << 20)},
+		{Name: "live heap at the end of the stream (whole process)", Unit: "MB", Value: float64(m1.HeapAlloc) / (1 << 20)},
+	}, nil
 }
 
 // ---- 4. relist ----

@@ -174,7 +174,7 @@ func TestDemoRunsBriefly(t *testing.T) {
 // tracing one, its span under the delta's handler span, and there is no
 // queue.
 func TestDemoWithoutController(t *testing.T) {
-	cfg := config{rate: 200, pods: 10, namespaces: 1, duration: 500 * time.Millisecond, interval: 100 * time.Millisecond, handlers: 2, logLevel: "off"}
+	cfg := config{rate: 200, pods: 10, namespaces: 1, duration: 2 * time.Second, interval: 100 * time.Millisecond, handlers: 2, logLevel: "off"}
 	var out bytes.Buffer
 	setOTelEnv(t, "OTEL_TRACES_SAMPLER", "always_on")
 	if err := run(context.Background(), cfg, &out, io.Discard); err != nil {
@@ -201,7 +201,7 @@ func TestDemoWithoutController(t *testing.T) {
 // TestDemoTracingOff: OTEL_TRACES_EXPORTER=none prints no trace; the
 // controller still works.
 func TestDemoTracingOff(t *testing.T) {
-	cfg := config{rate: 100, pods: 10, namespaces: 1, duration: 300 * time.Millisecond, interval: 100 * time.Millisecond, handlers: 1, workers: 1, logLevel: "off"}
+	cfg := config{rate: 100, pods: 10, namespaces: 1, duration: 2 * time.Second, interval: 100 * time.Millisecond, handlers: 1, workers: 1, logLevel: "off"}
 	var out bytes.Buffer
 	setOTelEnv(t, "OTEL_TRACES_EXPORTER", "none")
 	if err := run(context.Background(), cfg, &out, io.Discard); err != nil {

@@ -4,6 +4,7 @@
 //
 //	go run ./bench/cmd/compare -full -runs 5
 //	go run ./bench/cmd/compare -full -runs 5 -only watch
+//	go run ./bench/cmd/compare -full -runs 1 -only coalesce -coalesce-events 200000
 package main
 
 import (
@@ -19,14 +20,22 @@ import (
 func main() {
 	full := flag.Bool("full", false, "use the sizes of issue 5 (default: the small smoke sizes)")
 	runs := flag.Int("runs", 5, "runs per implementation and scenario")
-	only := flag.String("only", "", "comma-separated scenario kinds to run: sync, watch, slow, control, relist (default: all)")
-	impl := flag.String("impl", "", "run one implementation only: actors or client-go")
+	only := flag.String("only", "", "comma-separated scenario kinds to run: sync, watch, slow, control, coalesce, relist (default: all)")
+	impl := flag.String("impl", "", "run one implementation only: actors, client-go or actors+coalesced (coalesce only)")
+	coalesceKeys := flag.Int("coalesce-keys", 0, "coalesce: pods listed (default: the size's)")
+	coalesceEvents := flag.Int("coalesce-events", 0, "coalesce: updates streamed (default: the size's)")
 	verbose := flag.Bool("v", false, "print every run's metrics to stderr as it ends")
 	flag.Parse()
 
 	z := bench.Small
 	if *full {
 		z = bench.Full
+	}
+	if *coalesceKeys > 0 {
+		z.CoalesceKeys = *coalesceKeys
+	}
+	if *coalesceEvents > 0 {
+		z.CoalesceEvents = *coalesceEvents
 	}
 	impls := bench.Impls
 	if *impl != "" {
@@ -64,7 +73,11 @@ func main() {
 				fmt.Fprintln(os.Stderr)
 			}
 		}
-		t, err := bench.Compare(k.sc, *runs, impls, progress)
+		ki := impls
+		if k.impls != nil && *impl == "" {
+			ki = k.impls
+		}
+		t, err := bench.Compare(k.sc, *runs, ki, progress)
 		if err != nil {
 			fatal(err)
 		}
@@ -77,16 +90,20 @@ func main() {
 type kind struct {
 	name string
 	sc   bench.Scenario
+	// impls, if set, are the implementations the scenario compares
+	// (default: bench.Impls).
+	impls []bench.Impl
 }
 
 func kinds(z bench.Sizes) []kind {
 	return []kind{
-		{"sync", &bench.InitialSync{Objects: z.SyncObjects, Handlers: bench.Handlers}},
-		{"watch", &bench.Watch{Keys: z.WatchKeys, Events: z.WatchEvents, Handlers: 1}},
-		{"watch", &bench.Watch{Keys: z.WatchKeys, Events: z.WatchEvents, Handlers: bench.Handlers}},
-		{"slow", &bench.SlowHandler{Keys: z.SlowKeys, Events: z.SlowEvents, Rate: z.SlowRate, Handlers: bench.Handlers, Delay: bench.SlowDelay}},
-		{"control", &bench.SlowHandler{Keys: z.SlowKeys, Events: z.SlowEvents, Rate: z.SlowRate, Handlers: bench.Handlers}},
-		{"relist", &bench.Relist{Objects: z.RelistObjects, Handlers: bench.Handlers}},
+		{"sync", &bench.InitialSync{Objects: z.SyncObjects, Handlers: bench.Handlers}, nil},
+		{"watch", &bench.Watch{Keys: z.WatchKeys, Events: z.WatchEvents, Handlers: 1}, nil},
+		{"watch", &bench.Watch{Keys: z.WatchKeys, Events: z.WatchEvents, Handlers: bench.Handlers}, nil},
+		{"slow", &bench.SlowHandler{Keys: z.SlowKeys, Events: z.SlowEvents, Rate: z.SlowRate, Handlers: bench.Handlers, Delay: bench.SlowDelay}, nil},
+		{"control", &bench.SlowHandler{Keys: z.SlowKeys, Events: z.SlowEvents, Rate: z.SlowRate, Handlers: bench.Handlers}, nil},
+		{"coalesce", &bench.Coalesce{Keys: z.CoalesceKeys, Events: z.CoalesceEvents, Delay: bench.SlowDelay}, bench.CoalesceImpls},
+		{"relist", &bench.Relist{Objects: z.RelistObjects, Handlers: bench.Handlers}, nil},
 	}
 }
 
