@@ -42,6 +42,7 @@ type SharedIndexInformer struct {
 	defaultResync time.Duration
 	opts          options
 	store         *indexer.Store
+	writer        *indexer.Writer // store's write access: the indexer core's
 	tel           *telemetry.T
 	// objectDescription is the reflector's type description ("": derived
 	// from example).
@@ -136,6 +137,7 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		resyncCheckPeriod: options.ResyncPeriod,
 		opts:              o,
 		store:             store,
+		writer:            store.Writer(),
 		tel:               tel,
 		regs:              map[*registration]struct{}{},
 		stoppedCh:         make(chan struct{}),

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -72,14 +73,13 @@ func (s *supervisor) Receive(ctx actor.Context) {
 
 func (s *supervisor) start(ctx actor.Context) {
 	inf := s.inf
-	core := indexer.NewCore(inf.store, inf.tel, time.Now)
-	core.SetResyncCheckPeriod(s.resyncCheck)
 	if s.stopDetector != nil { // a restart
 		s.stopDetector()
 		s.stopDetector = nil
 	}
+	cfg := indexer.Config{Telemetry: inf.tel, ResyncCheckPeriod: s.resyncCheck}
 	if d := newMutationDetector(inf.opts, inf.example); d != nil {
-		core.SetMutationDetector(d)
+		cfg.MutationDetector = d
 		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
@@ -87,8 +87,19 @@ func (s *supervisor) start(ctx actor.Context) {
 		}()
 		s.stopDetector = func() { close(stop); <-done }
 	}
-	s.indexerPID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return indexer.NewActor(core, inf.store) }))
-	s.queuePID = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }))
+	core := indexer.NewCore(inf.writer, cfg)
+	// The indexer is given the queue's mailbox and the queue the indexer's:
+	// the queue's name is chosen first so that its PID is known before
+	// either is spawned.
+	sys := ctx.ActorSystem()
+	queueName := "queue" + sys.ProcessRegistry.NextID()
+	queuePID := actor.NewPID(sys.Address(), ctx.Self().Id+"/"+queueName)
+	s.indexerPID = ctx.Spawn(indexer.Props(core, queuePID))
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }), queueName)
+	if err != nil || !pid.Equal(queuePID) {
+		panic(fmt.Sprintf("actors: spawning the delta queue as %s: got %v, %v", queuePID, pid, err))
+	}
+	s.queuePID = pid
 	// Handlers added before Run subscribe before the reflector exists, so
 	// they see everything from the first list on.
 	for _, reg := range s.initial {

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
@@ -51,9 +52,10 @@ type Config struct {
 	MaxBatch int
 	// Telemetry is the informer's telemetry; nil means telemetry.Nop().
 	Telemetry *telemetry.T
-	// Now is the clock for the root spans of tombstones and syncs, and for
-	// their Received stamps; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock for the root spans of tombstones and syncs, and
+	// for their Received stamps; nil means clock.RealClock{}. Every stage's
+	// core takes its time this way.
+	Clock clock.PassiveClock
 	// OnSynced, if set, is called once, on the queue's goroutine, when
 	// HasSynced turns true.
 	OnSynced func()
@@ -125,7 +127,6 @@ func New(cfg Config) *Queue {
 		known:    cfg.Known,
 		maxBatch: cfg.MaxBatch,
 		t:        cfg.Telemetry,
-		now:      cfg.Now,
 		onSynced: cfg.OnSynced,
 		last:     make(map[string]uint64),
 
@@ -140,9 +141,10 @@ func New(cfg Config) *Queue {
 	if q.t == nil {
 		q.t = telemetry.Nop()
 	}
-	if q.now == nil {
-		q.now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
+	q.now = cfg.Clock.Now
 	q.shrinkCap = max(4*q.maxBatch, 1024)
 	return q
 }

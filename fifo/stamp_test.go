@@ -6,6 +6,7 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
@@ -25,7 +26,7 @@ func TestQueueStampsTombstonesAndSyncs(t *testing.T) {
 			cfg.MeterProvider = mp
 		}
 		k := newKnown(o("a", 1), o("b", 1))
-		q := New(Config{Known: k, Telemetry: telemetry.New(cfg), Now: func() time.Time { return made }})
+		q := New(Config{Known: k, Telemetry: telemetry.New(cfg), Clock: testingclock.NewFakePassiveClock(made)})
 		listed := replaced("a", 2)
 		listed.Received = telemetry.StampAt(made.Add(-time.Second))
 		q.replace([]Delta{listed}, "10", nil) // b is gone: tombstone

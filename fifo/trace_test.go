@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
@@ -48,7 +49,7 @@ func TestQueue_tracing(t *testing.T) {
 	k.set("ns/gone", pom("ns", "gone"))
 	k.set("ns/kept", pom("ns", "kept"))
 	start := time.Unix(1000, 0)
-	q := New(Config{Known: k, Telemetry: tel, Now: func() time.Time { return start }})
+	q := New(Config{Known: k, Telemetry: tel, Clock: testingclock.NewFakePassiveClock(start)})
 
 	q.add([]Delta{{Type: Added, Key: "ns/queued", Object: pom("ns", "queued")}})
 	q.replace([]Delta{{Type: Replaced, Key: "ns/kept", Object: pom("ns", "kept")}}, "5", listTrace)

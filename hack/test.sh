@@ -6,13 +6,25 @@
 # benchmarks.
 #
 # Real-cluster tests fail (instead of skipping) when the binaries are missing,
-# because this script sets ACTORINFORMER_REQUIRE_CLUSTER=1.
+# because this script sets ACTORINFORMER_REQUIRE_CLUSTER=1. Likewise the demo
+# page's browser test needs Chromium: it is installed (Debian's chromium
+# package) when missing, and ACTORINFORMER_REQUIRE_BROWSER=1 makes the test
+# fail if the browser still cannot start. Its screenshot goes to
+# $ACTORINFORMER_ARTIFACTS (default .cache/artifacts).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 bash hack/build-binaries.sh all
 export ACTORINFORMER_REQUIRE_CLUSTER=1
+
+if ! command -v chromium >/dev/null; then
+	sudo=""
+	if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+	$sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+fi
+export ACTORINFORMER_REQUIRE_BROWSER=1
+export ACTORINFORMER_ARTIFACTS="${ACTORINFORMER_ARTIFACTS:-$repo/.cache/artifacts}"
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
 if [[ -n "$unformatted" ]]; then

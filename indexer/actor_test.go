@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
@@ -33,6 +36,13 @@ func newSystem() *actor.ActorSystem {
 // sendBatch asks the test queue to Request the indexer with Batch.
 type sendBatch struct{ batch *fifo.Batch }
 
+// sendListed asks the test queue to Request the indexer with fifo.Listed.
+type sendListed struct{}
+
+// viaQueue asks the test queue to send msg to the indexer: it arrives after
+// whatever the queue sent before.
+type viaQueue struct{ msg any }
+
 // queueActor stands in for the delta queue: it sends batches with Request
 // and reports the indexer's answers.
 type queueActor struct {
@@ -45,6 +55,10 @@ func (q *queueActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case sendBatch:
 		ctx.Request(q.indexer, m.batch)
+	case sendListed:
+		ctx.Request(q.indexer, &fifo.Listed{})
+	case viaQueue:
+		ctx.Send(q.indexer, m.msg)
 	case *fifo.Processed:
 		q.processed <- m
 	case *fifo.Resync:
@@ -73,17 +87,25 @@ type harness struct {
 	stopped  bool
 }
 
-func newHarness(t *testing.T, store *Store, now func() time.Time) *harness {
-	return newTracedHarness(t, store, nil, now)
+func newHarness(t *testing.T, store *Store, clk clock.WithDelayedExecution) *harness {
+	return newHarnessWith(t, store, Config{Clock: clk})
 }
 
 // newTracedHarness is newHarness with the core's telemetry.
-func newTracedHarness(t *testing.T, store *Store, tel *telemetry.T, now func() time.Time) *harness {
+func newTracedHarness(t *testing.T, store *Store, tel *telemetry.T, clk clock.WithDelayedExecution) *harness {
+	return newHarnessWith(t, store, Config{Telemetry: tel, Clock: clk})
+}
+
+// newHarnessWith runs an indexer actor with a core configured by cfg, and a
+// test queue whose mailbox the indexer is given at spawn.
+func newHarnessWith(t *testing.T, store *Store, cfg Config) *harness {
 	h := &harness{t: t, sys: newSystem(), store: store}
-	h.core = NewCore(store, tel, now)
-	h.indexer = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return NewActor(h.core, store) }))
-	h.queue = &queueActor{indexer: h.indexer, processed: make(chan *fifo.Processed, 16), resyncs: make(chan *fifo.Resync, 16)}
+	h.core = NewCore(store.Writer(), cfg)
+	h.queue = &queueActor{processed: make(chan *fifo.Processed, 16), resyncs: make(chan *fifo.Resync, 16)}
 	h.queuePID = h.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h.queue }))
+	h.indexer = h.sys.Root.Spawn(Props(h.core, h.queuePID))
+	// Read by the queue actor only on messages sent after this.
+	h.queue.indexer = h.indexer
 	h.pids = append(h.pids, h.queuePID)
 	t.Cleanup(h.stop)
 	return h
@@ -231,33 +253,27 @@ func TestActorSubscribeInitial(t *testing.T) {
 	h.stop()
 }
 
-// atomicClock is a fake clock the test goroutine moves while the actor reads it.
-type atomicClock struct{ ns atomic.Int64 }
-
-func (c *atomicClock) Now() time.Time       { return time.Unix(0, c.ns.Load()) }
-func (c *atomicClock) Step(d time.Duration) { c.ns.Add(int64(d)) }
-
 func TestActorResyncTick(t *testing.T) {
-	clk := &atomicClock{}
-	clk.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := NewStore(nil, nil)
-	h := newHarness(t, store, clk.Now)
+	h := newHarness(t, store, clk)
 	pid, ch := h.listener()
-	// An hour: the real timer is armed but never fires during the test.
+	// An hour: no check timer is armed (no list), ticks come on demand.
 	h.sys.Root.Send(h.indexer, &Subscribe{ID: 7, Target: pid, ResyncPeriod: time.Hour})
 	h.barrier() // subscribed at the current fake time
 
-	// Before the queue is known, a due tick has nowhere to go.
-	clk.Step(time.Hour)
+	// Not due yet: no Resync.
+	clk.Step(time.Hour - time.Nanosecond)
 	h.sys.Root.Send(h.indexer, &ResyncTick{})
-	h.barrier()
-	if len(h.queue.resyncs) != 0 {
-		t.Fatal("Resync sent to an unknown queue")
-	}
-	h.apply(delta(fifo.Added, pod("a", "x", "1"))) // the indexer learns the queue
+	h.apply(delta(fifo.Added, pod("a", "x", "1")))
 	receive(t, ch, "add")
+	if len(h.queue.resyncs) != 0 {
+		t.Fatal("Resync sent for a listener not due")
+	}
 
-	// Known queue, nothing due yet (the tick above was not consumed).
+	// Due: the queue, given at spawn, gets a Resync even though it never
+	// sent the indexer anything.
+	clk.Step(time.Nanosecond)
 	h.sys.Root.Send(h.indexer, &ResyncTick{})
 	receive(t, h.queue.resyncs, "Resync for a due listener")
 
@@ -287,8 +303,7 @@ func TestActorResyncTick(t *testing.T) {
 // TestActorResyncTimer: the check timer starts when the queue reports a
 // list (fifo.Listed) and is re-armed after each check.
 func TestActorResyncTimer(t *testing.T) {
-	h := newHarness(t, NewStore(nil, nil), nil)
-	h.core.SetResyncCheckPeriod(5 * time.Millisecond) // before any message reads it
+	h := newHarnessWith(t, NewStore(nil, nil), Config{ResyncCheckPeriod: 5 * time.Millisecond})
 	pid, _ := h.listener()
 	h.apply(delta(fifo.Added, pod("a", "x", "1")))
 	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: 5 * time.Millisecond})
@@ -332,14 +347,64 @@ func TestActorAddIndexers(t *testing.T) {
 }
 
 // TestActorBatchWithoutSender: a batch sent without Request is applied and
-// not answered (there is nobody to answer).
+// acknowledged to the queue the indexer was given, whoever sent it.
 func TestActorBatchWithoutSender(t *testing.T) {
 	store := NewStore(nil, nil)
 	h := newHarness(t, store, nil)
 	h.sys.Root.Send(h.indexer, &fifo.Batch{Deltas: []fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))}})
+	if p := receive(t, h.queue.processed, "Processed for a batch sent without Request"); p.Count != 1 {
+		t.Fatalf("Processed.Count = %d, want 1", p.Count)
+	}
 	h.apply(delta(fifo.Added, pod("a", "y", "1")))
 	if store.Len() != 2 || len(h.queue.processed) != 0 {
 		t.Fatalf("Len = %d, extra answers %d", store.Len(), len(h.queue.processed))
+	}
+	h.stop()
+}
+
+// panicOnce is a mutation detector whose first AddObject panics: a bug in
+// the indexer actor's Receive, as far as its supervisor can tell.
+type panicOnce struct{ calls atomic.Int32 }
+
+func (d *panicOnce) AddObject(any) {
+	if d.calls.Add(1) == 1 {
+		panic("detector bug")
+	}
+}
+func (d *panicOnce) Run(<-chan struct{}) {}
+
+// TestActorRestartKeepsResyncing: after the indexer actor is restarted (a
+// panic while applying a batch), resync checks still reach the queue. The
+// queue's mailbox is given at spawn, not learned from the messages the
+// queue sends: a restarted actor would otherwise not know it until the
+// next batch, and a quiet informer would never resync again.
+func TestActorRestartKeepsResyncing(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	det := &panicOnce{}
+	h := newHarnessWith(t, NewStore(nil, nil), Config{Clock: clk, ResyncCheckPeriod: time.Minute, MutationDetector: det})
+	pid, _ := h.listener()
+	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: time.Minute})
+	h.sys.Root.Send(h.queuePID, sendListed{}) // the checks start
+	m := &AddIndexers{Reply: make(chan error, 1)}
+	h.sys.Root.Send(h.queuePID, viaQueue{m}) // a barrier behind the Listed
+	if err := receive(t, m.Reply, "barrier"); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Step(time.Minute)
+	receive(t, h.queue.resyncs, "Resync before the restart")
+
+	h.apply(delta(fifo.Added, pod("a", "x", "1"))) // panics: acknowledged by the restart
+	if det.calls.Load() != 1 {
+		t.Fatalf("detector called %d times, want the 1 that panicked", det.calls.Load())
+	}
+	// The restart ran Started (re-arming the timer) before the actor took
+	// any other message.
+	h.barrier()
+
+	for i := range 2 {
+		clk.Step(time.Minute)
+		receive(t, h.queue.resyncs, fmt.Sprintf("Resync %d after the restart", i+1))
 	}
 	h.stop()
 }

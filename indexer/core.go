@@ -5,12 +5,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // applyChunk bounds how many deltas of a batch that is not Atomic (watch
@@ -20,7 +20,7 @@ import (
 const applyChunk = 256
 
 // A listener whose backlog is above compactAbove notifications gets
-// batches of fewer than compactBelow notifications compacted (see Route).
+// batches of fewer than compactBelow notifications compacted (see route).
 // Compacted notifications are kept in arrays of compactChunk: each becomes
 // one batch, so that nothing is copied as the backlog grows and a listener
 // releases what it has delivered a chunk at a time.
@@ -31,26 +31,30 @@ const (
 )
 
 // Core is the indexer's state machine: it applies batches of deltas to the
-// Store, turns them into notifications for the subscribed listeners, and
-// keeps the listeners' resync schedule. It has no goroutine of its own.
+// Store through its Writer, turns them into notifications for the
+// subscribed listeners, and keeps the listeners' resync schedule. It has no
+// goroutine of its own and knows no actor: following package stage, each
+// input method returns the messages to deliver, addressed to stage.ToQueue
+// or stage.ToListener(id), valid until the next input method.
 //
 // Core is not safe for concurrent use: one goroutine (the indexer actor)
 // calls its methods. It is the Store's only writer once the Store is sealed.
 type Core struct {
-	store *Store
+	w     *Writer
 	t     *telemetry.T
 	now   func() time.Time
 	clock clock.WithDelayedExecution
+	out   stage.Outbox
 
 	subs []subscriber
 	// syncing: listeners due for a resync, plus those subscribed since the
-	// last ResyncDue. Replaced, never modified: batches share it.
+	// last resync check. Replaced, never modified: batches share it.
 	syncing []ListenerID
 
 	// The resync checks, client-go's reflector resync timer: checkPeriod is
 	// the informer's resync check period (0: no checks); checkTimer, when
 	// armed, calls fire with checkGen; a tick of another generation is stale.
-	// checking is set once StartResyncChecks was called.
+	// checking is set once Listed was called.
 	checkPeriod time.Duration
 	checkTimer  clock.Timer
 	checkGen    uint64
@@ -67,7 +71,6 @@ type Core struct {
 
 type subscriber struct {
 	id               ListenerID
-	target           *actor.PID
 	period           time.Duration
 	next             time.Time
 	pending, backlog *atomic.Int64
@@ -88,84 +91,109 @@ type tracedApply struct {
 	start, end  time.Time
 }
 
-// NewCore returns a core writing to store. A nil t records nothing; a nil
-// now means time.Now. The resync check timer runs on the real clock (see
-// SetClock).
-func NewCore(store *Store, t *telemetry.T, now func() time.Time) *Core {
+// Config configures a Core.
+type Config struct {
+	// Telemetry records the core's metrics, spans and logs; nil records
+	// nothing.
+	Telemetry *telemetry.T
+	// Clock gives the time (resync schedule, span times) and runs the
+	// resync check timer; nil means clock.RealClock{}.
+	Clock clock.WithDelayedExecution
+	// ResyncCheckPeriod is how often the listeners' resync schedule is
+	// checked once checks have started: client-go's resyncCheckPeriod (the
+	// informer's default resync period, lowered by handlers added before it
+	// ran). With 0, no check ever runs, and every listener stays in the
+	// syncing set.
+	ResyncCheckPeriod time.Duration
+	// MutationDetector, when set, gets every object the core writes to the
+	// cache (adds, updates, replacements and resyncs, not deletes), as
+	// client-go's informer feeds its cache mutation detector
+	// (KUBE_CACHE_MUTATION_DETECTOR). Nil, the default, costs one check per
+	// delta.
+	MutationDetector cache.MutationDetector
+}
+
+// NewCore returns a core writing the cache through w.
+func NewCore(w *Writer, cfg Config) *Core {
+	t := cfg.Telemetry
 	if t == nil {
 		t = telemetry.Nop()
 	}
-	if now == nil {
-		now = time.Now
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	store.SetIndexErrorHandler(func(key, index string, err error) {
+	w.SetIndexErrorHandler(func(key, index string, err error) {
 		t.Metrics.Drop("index_error")
 		t.Logger.Error("index function failed; the object is cached but left out of this index",
 			"informer", t.Info.Name, "key", key, "index", index, "err", err)
 	})
-	return &Core{store: store, t: t, now: now, clock: clock.RealClock{}}
+	return &Core{w: w, t: t, now: clk.Now, clock: clk, checkPeriod: cfg.ResyncCheckPeriod, detector: cfg.MutationDetector}
 }
 
-// SetClock makes the core read the time from clk and arm its resync check
-// timer on it. Call it before anything else.
-func (c *Core) SetClock(clk clock.WithDelayedExecution) {
-	c.clock = clk
-	c.now = clk.Now
-}
+// Seal seals the cache (external writes now fail with ErrReadOnly) and
+// routes Store.AddIndexers through addIndexers: see Writer.Seal. The shell
+// calls it when it starts.
+func (c *Core) Seal(addIndexers func(cache.Indexers) error) { c.w.Seal(addIndexers) }
 
-// SetMutationDetector hands every object the core writes to the cache
-// (adds, updates, replacements and resyncs, not deletes) to d, which keeps a
-// copy and fails the process if a cached object changes: client-go's
-// informer feeds its cache mutation detector the same objects. Call it
-// before the first Apply; nil turns detection off.
-func (c *Core) SetMutationDetector(d cache.MutationDetector) { c.detector = d }
-
-// Store returns the cache the core writes.
-func (c *Core) Store() *Store { return c.store }
-
-// Expect sizes an empty cache for n objects, the deltas of a first list not
-// yet applied (fifo.Batch.InitialRemaining), so that the cache is built at
-// its final size instead of growing in steps, as client-go's Replace does.
-// It does nothing when n is 0 or the cache holds objects.
-func (c *Core) Expect(n int) {
-	if n <= 0 {
-		return
+// Started (re)starts the core's timer after its shell started: fire is
+// called, from the clock's goroutine, with the generation of a resync check
+// that is due, and must only hand it back to ResyncTick on the core's
+// goroutine. After a restart of the shell, checks that had started go on.
+func (c *Core) Started(fire func(gen uint64)) []stage.Msg {
+	c.out.Reset()
+	c.fire = fire
+	if c.checking {
+		c.armCheck()
 	}
-	s := c.store
-	s.mu.Lock()
-	if len(s.items) == 0 {
-		s.items = make(map[string]any, n)
-	}
-	s.mu.Unlock()
+	return c.out.Msgs()
 }
 
-// Apply applies deltas to the cache in order, as client-go's processDeltas:
-// Added, Updated, Replaced and Sync update the object if its key is cached
-// (an update notification, marked Sync when the resource version did not
-// change) and add it otherwise; Deleted removes the key and notifies the
-// deleted object; Bookmark notifies nothing. It returns the batch to send,
-// the same value, to every subscriber, with their Backlog and Pending
-// counters already raised; nil when there is no subscriber or no delta that
-// notifies. Apply does not retain deltas. It holds the write lock for
-// applyChunk deltas at a time.
+// Stopped stops the resync check timer (the shell stopped or is
+// restarting); a tick already sent becomes stale.
+func (c *Core) Stopped() {
+	c.stopCheckTimer()
+	c.checkGen++
+}
+
+// ApplyBatch applies a batch of the queue to the cache, in order, as
+// client-go's processDeltas, and returns the notifications to send to the
+// listeners (see route) followed by the batch's acknowledgement, a
+// *fifo.Processed sent to the queue. An Atomic batch (a relist) is applied
+// in one write-lock hold; other batches a chunk of deltas at a time. A batch
+// of the first list (InitialRemaining) sizes an empty cache at once.
+//
+// As client-go's processDeltas: Added, Updated, Replaced and Sync update
+// the object if its key is cached (an update notification, marked Sync when
+// the resource version did not change) and add it otherwise; Deleted removes
+// the key and notifies the deleted object; Bookmark notifies nothing. Every
+// subscriber gets the same batch value, with its Backlog and Pending
+// counters raised before it is sent; nothing is sent to listeners when there
+// is no subscriber or no delta that notifies. ApplyBatch does not retain the
+// deltas.
 //
 // The cache's resource version (LastStoreSyncResourceVersion) moves as in
 // client-go's AtomicFIFO informer: to the object's version on Added, Updated
 // and Deleted (not for a tombstone, which has none), and to a Bookmark's;
 // Replaced and Sync deltas leave it (a list sets it with the Bookmark the
 // queue ends it with, a resync never moves it).
-func (c *Core) Apply(deltas []fifo.Delta) *Notifications { return c.apply(deltas, applyChunk) }
-
-// ApplyBatch is Apply for a batch of the queue: an Atomic batch (a relist)
-// is applied in one write-lock hold.
-func (c *Core) ApplyBatch(b *fifo.Batch) *Notifications {
+func (c *Core) ApplyBatch(b *fifo.Batch) []stage.Msg {
+	c.out.Reset()
+	c.w.Expect(b.InitialRemaining)
 	chunk := applyChunk
 	if b.Atomic {
 		chunk = max(len(b.Deltas), 1)
 	}
-	return c.apply(b.Deltas, chunk)
+	if n := c.apply(b.Deltas, chunk); n != nil {
+		c.route(n)
+	}
+	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(b.Deltas)})
+	return c.out.Msgs()
 }
 
+// apply applies deltas, chunk at a time per write-lock hold, and returns the
+// batch to send every subscriber (nil when there is none, or nothing
+// notifies).
 func (c *Core) apply(deltas []fifo.Delta, chunk int) *Notifications {
 	if len(deltas) == 0 {
 		return nil
@@ -215,9 +243,9 @@ func (c *Core) apply(deltas []fifo.Delta, chunk int) *Notifications {
 
 // applyChunk applies deltas[start:end] under one write lock hold.
 func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notification, initial int, tracing bool) ([]Notification, int) {
-	s := c.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	w := c.w
+	w.Lock()
+	defer w.Unlock()
 	for i := start; i < end; i++ {
 		d := &deltas[i]
 		var t0 time.Time
@@ -228,7 +256,7 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		var n Notification
 		switch d.Type {
 		case fifo.Added, fifo.Updated, fifo.Replaced, fifo.Sync:
-			old, existed := s.upsertLocked(d.Key, d.Object)
+			old, existed := w.Upsert(d.Key, d.Object)
 			if c.detector != nil {
 				c.detector.AddObject(d.Object)
 			}
@@ -238,7 +266,7 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 				n = Notification{Type: NotifyAdd, New: d.Object, InitialList: d.InitialList, Received: d.Received}
 			}
 		case fifo.Deleted:
-			s.deleteLocked(d.Key)
+			w.Delete(d.Key)
 			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList, Received: d.Received}
 		case fifo.Bookmark:
 			// Only moves the resource version on (below).
@@ -260,18 +288,18 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		}
 	}
 	// The cache's version: that of the chunk's last delta that moves it
-	// (see Apply).
+	// (see ApplyBatch).
 	for i := end - 1; i >= start; i-- {
 		d := &deltas[i]
 		switch d.Type {
 		case fifo.Bookmark:
-			s.setRVLocked(d.BookmarkRV())
+			w.SetResourceVersion(d.BookmarkRV())
 		case fifo.Added, fifo.Updated, fifo.Deleted:
 			rv, err := rvOf(d.Object) // fails on a tombstone
 			if err != nil {
 				continue
 			}
-			s.setRVLocked(rv)
+			w.SetResourceVersion(rv)
 		default:
 			continue
 		}
@@ -310,15 +338,24 @@ func sameResourceVersion(old, cur any) bool {
 	return err == nil && o == n
 }
 
-// Subscribe registers a listener; it receives every batch Apply returns from
-// now on. A listener subscribing again with the same ID replaces its former
-// subscription. When s.Initial is set it returns the initial batch to send the
-// listener first: an add (InitialList set) for every cached object, with the
-// listener's Pending and Backlog raised. The batch is returned even when the
+// Subscribe registers a listener, addressed as stage.ToListener(s.ID) (the
+// shell knows its mailbox, s.Target); it receives every batch from now on. A
+// listener subscribing again with the same ID replaces its former
+// subscription. When s.Initial is set it returns the initial batch to send
+// the listener first: an add (InitialList set) for every cached object, with
+// the listener's Pending and Backlog raised. The batch is sent even when the
 // cache is empty, so that the listener learns it has the whole cache.
-func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
-	c.Unsubscribe(s.ID)
-	sub := subscriber{id: s.ID, target: s.Target, period: s.ResyncPeriod, pending: s.Pending, backlog: s.Backlog}
+func (c *Core) Subscribe(s *Subscribe) []stage.Msg {
+	c.out.Reset()
+	if initial := c.subscribe(s); initial != nil {
+		c.out.Send(stage.ToListener(uint64(s.ID)), initial)
+	}
+	return c.out.Msgs()
+}
+
+func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
+	c.unsubscribe(s.ID)
+	sub := subscriber{id: s.ID, period: s.ResyncPeriod, pending: s.Pending, backlog: s.Backlog}
 	if sub.period > 0 {
 		// client-go's listener counts its first period from when its
 		// handler was added.
@@ -337,13 +374,10 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 		return nil
 	}
 
-	st := c.store
-	st.mu.RLock()
-	items := make([]Notification, 0, len(st.items))
-	for _, obj := range st.items {
+	items := make([]Notification, 0, c.w.Len())
+	c.w.Each(func(obj any) {
 		items = append(items, Notification{Type: NotifyAdd, New: obj, InitialList: true})
-	}
-	st.mu.RUnlock()
+	})
 	// An empty initial batch is still sent: it tells the listener that it
 	// is subscribed and has everything the cache held.
 	if s.Pending != nil {
@@ -355,9 +389,8 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 	return &Notifications{Items: items, Initial: true}
 }
 
-// Route hands n, a batch Apply returned, to every subscriber, calling send
-// for each message in the order they must be sent: n itself to most
-// listeners. A listener far behind (a backlog above compactAbove) costs a
+// route queues n, a batch apply returned, for every subscriber, in the
+// order the messages must be sent: n itself to most listeners. A listener far behind (a backlog above compactAbove) costs a
 // message, a batch value and an array per batch when the batches are small
 // (a slow handler on a quiet stream); for it, the items of batches smaller
 // than compactBelow are appended to arrays of compactChunk kept here, and a
@@ -365,11 +398,11 @@ func (c *Core) Subscribe(s *Subscribe) (initial *Notifications) {
 // batch. The items of later batches join the arrays while any are kept, so
 // that the listener gets everything in order. Resync items the listener is not due
 // for are left out of the array (and out of its backlog).
-func (c *Core) Route(n *Notifications, send func(target *actor.PID, msg any)) {
+func (c *Core) route(n *Notifications) {
 	for i := range c.subs {
 		s := &c.subs[i]
 		if !s.marked && (len(n.Items) >= compactBelow || s.backlog == nil || s.backlog.Load() <= compactAbove) {
-			send(s.target, n)
+			c.out.Send(s.addr(), n)
 			continue
 		}
 		skipped := 0
@@ -392,7 +425,7 @@ func (c *Core) Route(n *Notifications, send func(target *actor.PID, msg any)) {
 		}
 		if !s.marked {
 			s.marked = true
-			send(s.target, drainMarker)
+			c.out.Request(s.addr(), drainMarker)
 		}
 	}
 }
@@ -404,27 +437,33 @@ var drainMarker = &DrainMarker{}
 // everything sent before. The notifications kept back for it, if any, are
 // sent, one batch per array, followed by a new marker; otherwise compaction ends
 // for that listener.
-func (c *Core) Drained(id ListenerID, send func(target *actor.PID, msg any)) {
+func (c *Core) Drained(id ListenerID) []stage.Msg {
+	c.out.Reset()
 	i := c.indexOf(id)
 	if i < 0 {
-		return
+		return nil
 	}
 	s := &c.subs[i]
 	if len(s.chunks) == 0 && len(s.compact) == 0 {
 		s.marked = false
-		return
+		return nil
 	}
+	to := s.addr()
 	for _, b := range s.chunks {
-		send(s.target, b)
+		c.out.Send(to, b)
 	}
 	clear(s.chunks)
 	s.chunks = s.chunks[:0]
 	if len(s.compact) > 0 {
-		send(s.target, s.batch(s.compact))
+		c.out.Send(to, s.batch(s.compact))
 		s.compact = nil
 	}
-	send(s.target, drainMarker)
+	c.out.Request(to, drainMarker)
+	return c.out.Msgs()
 }
+
+// addr is the listener's address.
+func (s *subscriber) addr() stage.Addr { return stage.ToListener(uint64(s.id)) }
 
 // forget takes kept-back items that will not be delivered out of s's
 // counters.
@@ -449,8 +488,14 @@ func (s *subscriber) batch(items []Notification) *Notifications {
 }
 
 // Unsubscribe removes a listener; unknown IDs are ignored. Notifications
-// kept back for it are dropped.
-func (c *Core) Unsubscribe(id ListenerID) {
+// kept back for it are dropped. It sends nothing.
+func (c *Core) Unsubscribe(id ListenerID) []stage.Msg {
+	c.out.Reset()
+	c.unsubscribe(id)
+	return nil
+}
+
+func (c *Core) unsubscribe(id ListenerID) {
 	i := c.indexOf(id)
 	if i < 0 {
 		return
@@ -471,31 +516,40 @@ func (c *Core) indexOf(id ListenerID) int {
 	return slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
 }
 
-// Subscribers returns the subscribed listeners' IDs in subscription order.
-func (c *Core) Subscribers() []ListenerID {
-	ids := make([]ListenerID, len(c.subs))
-	for i := range c.subs {
-		ids[i] = c.subs[i].id
+// ResyncTick handles a tick of the resync check timer (Gen > 0; a stale
+// one does nothing) or a check on demand (Gen 0, which leaves the timer
+// alone): when a listener is due for a resync, it returns a *fifo.Resync
+// for the queue.
+func (c *Core) ResyncTick(m *ResyncTick) []stage.Msg {
+	c.out.Reset()
+	var due bool
+	if m.Gen == 0 {
+		due = c.resyncDue(c.now())
+	} else {
+		due = c.resyncCheck(m.Gen)
 	}
-	return ids
+	if due {
+		c.out.Send(stage.ToQueue, &fifo.Resync{})
+	}
+	return c.out.Msgs()
 }
 
-// Targets returns the subscribed listeners' mailboxes in subscription order,
-// in a new slice.
-func (c *Core) Targets() []*actor.PID {
-	pids := make([]*actor.PID, len(c.subs))
-	for i := range c.subs {
-		pids[i] = c.subs[i].target
-	}
-	return pids
+// Listed handles the queue's report of a list (fifo.Listed): it (re)starts
+// the resync checks, as client-go's reflector does each time it has stored
+// a list. It sends nothing.
+func (c *Core) Listed() []stage.Msg {
+	c.out.Reset()
+	c.checking = true
+	c.armCheck()
+	return nil
 }
 
-// ResyncDue decides, like client-go's shouldResync, which listeners resync
+// resyncDue decides, like client-go's shouldResync, which listeners resync
 // now: those with a resync period whose next resync time has come. Their
 // next time becomes now plus their period. The result is the syncing set of
 // every following batch, until the next call. It reports whether any
 // listener is due, in which case the queue should be asked for a Resync.
-func (c *Core) ResyncDue(now time.Time) bool {
+func (c *Core) resyncDue(now time.Time) bool {
 	var syncing []ListenerID
 	for i := range c.subs {
 		s := &c.subs[i]
@@ -508,57 +562,20 @@ func (c *Core) ResyncDue(now time.Time) bool {
 	return len(syncing) > 0
 }
 
-// SetResyncCheckPeriod sets how often the listeners' resync schedule is
-// checked once checks have started: client-go's resyncCheckPeriod (the
-// informer's default resync period, lowered by handlers added before it
-// ran). With 0, no check ever runs, and every listener stays in the
-// syncing set. Call it before StartResyncChecks.
-func (c *Core) SetResyncCheckPeriod(d time.Duration) { c.checkPeriod = d }
-
-// ResyncCheckPeriod is the period set by SetResyncCheckPeriod.
-func (c *Core) ResyncCheckPeriod() time.Duration { return c.checkPeriod }
-
-// StartResyncChecks (re)starts the resync checks, as client-go's reflector
-// does each time it has stored a list: the first check comes one check
-// period from now. A timer already armed is stopped and a tick it already
-// sent becomes stale. When a check is due the clock calls fire (from its
-// own goroutine) with the generation to hand back to ResyncCheck; fire must
-// do nothing but pass it on to the core's goroutine.
-func (c *Core) StartResyncChecks(fire func(gen uint64)) {
-	c.fire = fire
-	c.checking = true
-	c.armCheck()
-}
-
-// ResumeResyncChecks re-arms the check timer after StopResyncChecks (an
-// actor restart) if checks had started; otherwise it does nothing.
-func (c *Core) ResumeResyncChecks(fire func(gen uint64)) {
-	if c.checking {
-		c.StartResyncChecks(fire)
-	}
-}
-
-// StopResyncChecks stops the check timer; a tick already sent becomes
-// stale.
-func (c *Core) StopResyncChecks() {
-	c.stopCheckTimer()
-	c.checkGen++
-}
-
-// ResyncCheck runs the check that the timer of generation gen asked for:
-// ResyncDue at the clock's current time, after which the timer is armed
+// resyncCheck runs the check that the timer of generation gen asked for:
+// resyncDue at the clock's current time, after which the timer is armed
 // again for one check period. Like client-go's reflector, which makes a
 // new timer after each check rather than running a ticker, checks are
 // never less than a period apart, so a listener whose period is a multiple
 // of the check period is never found just short of its time and skipped.
 // A stale tick does nothing. It reports whether the queue should be asked
 // for a Resync.
-func (c *Core) ResyncCheck(gen uint64) bool {
+func (c *Core) resyncCheck(gen uint64) bool {
 	if gen != c.checkGen || c.checkTimer == nil {
 		return false
 	}
 	c.checkTimer = nil
-	due := c.ResyncDue(c.now())
+	due := c.resyncDue(c.now())
 	c.armCheck()
 	return due
 }
@@ -580,6 +597,15 @@ func (c *Core) stopCheckTimer() {
 	}
 }
 
-// AddIndexers adds indexers to the cache and indexes the cached objects; a
-// name already in use is an error and adds nothing.
-func (c *Core) AddIndexers(idx cache.Indexers) error { return c.store.addIndexers(idx) }
+// AddIndexers adds m.Indexers to the cache and indexes the cached objects
+// (a name already in use is an error and adds nothing), and puts the result
+// on m.Reply without blocking (Reply must be buffered). It sends nothing.
+func (c *Core) AddIndexers(m *AddIndexers) []stage.Msg {
+	c.out.Reset()
+	err := c.w.AddIndexers(m.Indexers)
+	select {
+	case m.Reply <- err:
+	default: // never block the core on it
+	}
+	return nil
+}

@@ -14,18 +14,21 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) Now() time.Time            { return c.t }
-func (c *fakeClock) Step(d time.Duration)      { c.t = c.t.Add(d) }
-func newFakeClock() *fakeClock                 { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-func counters() (p, b *atomic.Int64)           { return new(atomic.Int64), new(atomic.Int64) }
-func newTestCore(s *Store) (*Core, *fakeClock) { c := newFakeClock(); return NewCore(s, nil, c.Now), c }
+func newFakeClock() *testingclock.FakeClock {
+	return testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+func counters() (p, b *atomic.Int64) { return new(atomic.Int64), new(atomic.Int64) }
+func newTestCore(s *Store) (*Core, *testingclock.FakeClock) {
+	c := newFakeClock()
+	return NewCore(s.Writer(), Config{Clock: c}), c
+}
 
 func TestCoreApply(t *testing.T) {
 	a1, a2 := pod("ns", "a", "1"), pod("ns", "a", "2")
@@ -128,9 +131,9 @@ func TestCoreApply(t *testing.T) {
 				}
 			}
 			c, _ := newTestCore(s)
-			c.Subscribe(&Subscribe{ID: 1})
+			c.subscribe(&Subscribe{ID: 1})
 			for i, st := range tc.steps {
-				n := c.Apply(st.deltas)
+				n := c.applyAll(st.deltas)
 				if n == nil {
 					t.Fatalf("step %d: no notifications", i)
 				}
@@ -151,10 +154,10 @@ func TestCoreApply(t *testing.T) {
 func TestCoreApplyNotificationObjects(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1})
+	c.subscribe(&Subscribe{ID: 1})
 	a1, a2 := pod("ns", "a", "1"), pod("ns", "a", "2")
 	ts := tombstone(a2)
-	n := c.Apply([]fifo.Delta{delta(fifo.Added, a1), delta(fifo.Updated, a2), delta(fifo.Deleted, ts)})
+	n := c.applyAll([]fifo.Delta{delta(fifo.Added, a1), delta(fifo.Updated, a2), delta(fifo.Deleted, ts)})
 	if n.Items[0].New != any(a1) || n.Items[0].Old != nil {
 		t.Errorf("add carries %v/%v", n.Items[0].Old, n.Items[0].New)
 	}
@@ -171,14 +174,14 @@ func TestCoreApplyNotificationObjects(t *testing.T) {
 func TestCoreApplyCarriesStamps(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1})
+	c.subscribe(&Subscribe{ID: 1})
 	now := time.Now()
 	ds := []fifo.Delta{delta(fifo.Added, pod("ns", "a", "1")), delta(fifo.Updated, pod("ns", "a", "2")),
 		delta(fifo.Deleted, pod("ns", "a", "3")), delta(fifo.Added, pod("ns", "b", "4"))}
 	for i := range ds[:3] {
 		ds[i].Received = telemetry.StampAt(now.Add(-time.Duration(i+1) * time.Second))
 	}
-	n := c.Apply(ds)
+	n := c.applyAll(ds)
 	for i, it := range n.Items {
 		if it.Received != ds[i].Received {
 			t.Errorf("notification %d (%s): stamp %v, want its delta's %v", i, it.Type, it.Received, ds[i].Received)
@@ -192,13 +195,13 @@ func TestCoreApplyCarriesStamps(t *testing.T) {
 func TestCoreApplyLargeBatch(t *testing.T) {
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c, _ := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1})
+	c.subscribe(&Subscribe{ID: 1})
 	const n = 3*applyChunk + 17
 	deltas := make([]fifo.Delta, n)
 	for i := range deltas {
 		deltas[i] = delta(fifo.Added, pod("ns", strconv.Itoa(i), strconv.Itoa(i)))
 	}
-	got := c.Apply(deltas)
+	got := c.applyAll(deltas)
 	if len(got.Items) != n || s.Len() != n {
 		t.Fatalf("%d notifications, %d cached, want %d", len(got.Items), s.Len(), n)
 	}
@@ -218,8 +221,8 @@ func TestCoreApplyLargeBatch(t *testing.T) {
 func TestCoreLastStoreSyncResourceVersion(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "5"))})
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "y", "6")), delta(fifo.Deleted, tombstone(pod("a", "x", "5")))})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "5"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "y", "6")), delta(fifo.Deleted, tombstone(pod("a", "x", "5")))})
 	if rv := s.LastStoreSyncResourceVersion(); rv != "6" {
 		t.Fatalf("LastStoreSyncResourceVersion = %q, want 6: a tombstone has no version", rv)
 	}
@@ -233,7 +236,7 @@ func TestCoreResourceVersion(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
 	p, b := counters()
-	c.Subscribe(&Subscribe{ID: 1, Pending: p, Backlog: b})
+	c.subscribe(&Subscribe{ID: 1, Pending: p, Backlog: b})
 	rv := func(want string) {
 		t.Helper()
 		if got := s.LastStoreSyncResourceVersion(); got != want {
@@ -243,7 +246,7 @@ func TestCoreResourceVersion(t *testing.T) {
 	initial := func(d fifo.Delta) fifo.Delta { d.InitialList = true; return d }
 
 	// A list at RV 10 whose items are at 5 and 3.
-	n := c.Apply([]fifo.Delta{
+	n := c.applyAll([]fifo.Delta{
 		initial(delta(fifo.Replaced, pod("a", "x", "5"))),
 		initial(delta(fifo.Replaced, pod("a", "y", "3"))),
 		initial(fifo.NewBookmark("10")),
@@ -252,17 +255,17 @@ func TestCoreResourceVersion(t *testing.T) {
 	if len(n.Items) != 2 || p.Load() != 2 || b.Load() != 2 {
 		t.Fatalf("%d notifications, pending %d, backlog %d: a bookmark is no notification", len(n.Items), p.Load(), b.Load())
 	}
-	c.Apply([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "5"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "5"))})
 	rv("10")
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "z", "11"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "z", "11"))})
 	rv("11")
-	if n := c.Apply([]fifo.Delta{fifo.NewBookmark("20")}); n != nil {
+	if n := c.applyAll([]fifo.Delta{fifo.NewBookmark("20")}); n != nil {
 		t.Fatalf("a bookmark alone gave %d notifications", len(n.Items))
 	}
 	rv("20")
-	c.Apply([]fifo.Delta{delta(fifo.Deleted, pod("a", "z", "21"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Deleted, pod("a", "z", "21"))})
 	rv("21")
-	c.Apply([]fifo.Delta{delta(fifo.Deleted, tombstone(pod("a", "y", "3")))})
+	c.applyAll([]fifo.Delta{delta(fifo.Deleted, tombstone(pod("a", "y", "3")))})
 	rv("21")
 	// A relist: tombstones, items, then its bookmark, in one batch.
 	c.ApplyBatch(&fifo.Batch{Atomic: true, Deltas: []fifo.Delta{
@@ -278,7 +281,7 @@ func TestCoreResourceVersion(t *testing.T) {
 	// An empty list at RV 7.
 	s2 := NewStore(nil, nil)
 	c2, _ := newTestCore(s2)
-	c2.Apply([]fifo.Delta{initial(fifo.NewBookmark("7"))})
+	c2.applyAll([]fifo.Delta{initial(fifo.NewBookmark("7"))})
 	if got := s2.LastStoreSyncResourceVersion(); got != "7" {
 		t.Fatalf("empty list: LastStoreSyncResourceVersion = %q, want 7", got)
 	}
@@ -291,12 +294,12 @@ func TestCoreApplyBatchAtomic(t *testing.T) {
 	const n = 20 * applyChunk
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1})
+	c.subscribe(&Subscribe{ID: 1})
 	var old []fifo.Delta
 	for i := range n {
 		old = append(old, delta(fifo.Added, pod("ns", "old"+strconv.Itoa(i), "1")))
 	}
-	c.Apply(old)
+	c.applyAll(old)
 
 	// The relist: every old object goes, as many new ones come.
 	var relist []fifo.Delta
@@ -336,12 +339,20 @@ func TestCoreApplyBatchAtomic(t *testing.T) {
 		}
 	}()
 	<-started
-	got := c.ApplyBatch(&fifo.Batch{Deltas: relist, Atomic: true})
+	msgs := c.ApplyBatch(&fifo.Batch{Deltas: relist, Atomic: true})
 	close(stop)
 	<-done
 	if m := mixed.Load(); m != nil {
 		t.Fatalf("a reader saw part of the relist: %v", m)
 	}
+	// The listener's batch, then the acknowledgement to the queue.
+	if len(msgs) != 2 || msgs[0].To != stage.ToListener(1) || msgs[1].To != stage.ToQueue {
+		t.Fatalf("messages %+v, want a batch for listener 1 then Processed", msgs)
+	}
+	if p, ok := msgs[1].Body.(*fifo.Processed); !ok || p.Count != len(relist) {
+		t.Fatalf("acknowledgement %+v, want Processed for %d deltas", msgs[1].Body, len(relist))
+	}
+	got := msgs[0].Body.(*Notifications)
 	if len(got.Items) != 2*n {
 		t.Fatalf("%d notifications, want %d", len(got.Items), 2*n)
 	}
@@ -355,14 +366,14 @@ func TestCoreApplyBatchAtomic(t *testing.T) {
 func TestCoreCounters(t *testing.T) {
 	s := NewStore(nil, nil)
 	tel := telemetry.Nop()
-	c := NewCore(s, tel, nil)
+	c := NewCore(s.Writer(), Config{Telemetry: tel})
 	p1, b1 := counters()
-	c.Subscribe(&Subscribe{ID: 1, Pending: p1, Backlog: b1})
-	c.Subscribe(&Subscribe{ID: 2}) // nil counters are fine
+	c.subscribe(&Subscribe{ID: 1, Pending: p1, Backlog: b1})
+	c.subscribe(&Subscribe{ID: 2}) // nil counters are fine
 	p3, b3 := counters()
-	c.Subscribe(&Subscribe{ID: 3, Pending: p3, Backlog: b3})
+	c.subscribe(&Subscribe{ID: 3, Pending: p3, Backlog: b3})
 
-	n := c.Apply([]fifo.Delta{
+	n := c.applyAll([]fifo.Delta{
 		{Type: fifo.Replaced, Key: "a/x", Object: pod("a", "x", "1"), InitialList: true},
 		{Type: fifo.Replaced, Key: "a/y", Object: pod("a", "y", "1"), InitialList: true},
 		{Type: fifo.Deleted, Key: "a/z", Object: tombstone(pod("a", "z", "1")), InitialList: true},
@@ -381,7 +392,7 @@ func TestCoreCounters(t *testing.T) {
 			t.Errorf("listener %d: Backlog = %d, want 4", i, got)
 		}
 	}
-	c.Apply([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "3"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "3"))})
 	if p1.Load() != 3 || b1.Load() != 5 {
 		t.Errorf("after a second batch Pending = %d, Backlog = %d; want 3, 5", p1.Load(), b1.Load())
 	}
@@ -393,17 +404,17 @@ func TestCoreCounters(t *testing.T) {
 func TestCoreNoSubscribers(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	if n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))}); n != nil {
+	if n := c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))}); n != nil {
 		t.Fatalf("notifications without subscribers: %+v", n)
 	}
 	if s.Len() != 1 {
 		t.Fatal("delta not applied")
 	}
-	c.Subscribe(&Subscribe{ID: 1})
-	if n := c.Apply(nil); n != nil {
+	c.subscribe(&Subscribe{ID: 1})
+	if n := c.applyAll(nil); n != nil {
 		t.Fatalf("notifications for an empty batch: %+v", n)
 	}
-	if n := c.Apply([]fifo.Delta{{Type: 0, Key: "k", Object: "v"}}); n != nil {
+	if n := c.applyAll([]fifo.Delta{{Type: 0, Key: "k", Object: "v"}}); n != nil {
 		t.Fatalf("notifications for a batch of skipped deltas: %+v", n)
 	}
 }
@@ -412,12 +423,12 @@ func TestCoreLateSubscribe(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
 	early := &Subscribe{ID: 1}
-	c.Subscribe(early)
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
+	c.subscribe(early)
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
 
 	pending, backlog := counters()
 	pid := actor.NewPID("nonhost", "late")
-	initial := c.Subscribe(&Subscribe{ID: 2, Target: pid, Initial: true, Pending: pending, Backlog: backlog})
+	initial := c.subscribe(&Subscribe{ID: 2, Target: pid, Initial: true, Pending: pending, Backlog: backlog})
 	if initial == nil || !initial.Initial {
 		t.Fatalf("initial batch = %+v", initial)
 	}
@@ -438,13 +449,10 @@ func TestCoreLateSubscribe(t *testing.T) {
 	if pending.Load() != 2 || backlog.Load() != 2 {
 		t.Fatalf("Pending = %d, Backlog = %d; want 2, 2", pending.Load(), backlog.Load())
 	}
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
-	if ts := c.Targets(); len(ts) != 2 || ts[1] != pid {
-		t.Fatalf("Targets = %v", ts)
-	}
-	n := c.Apply([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "2"))})
+	n := c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "2"))})
 	if n == nil || len(n.Items) != 1 || n.Initial {
 		t.Fatalf("later batch = %+v", n)
 	}
@@ -455,14 +463,14 @@ func TestCoreLateSubscribe(t *testing.T) {
 	// Initial on an empty cache: an empty initial batch, nothing pending.
 	c2, _ := newTestCore(NewStore(nil, nil))
 	p2, b2 := counters()
-	if n := c2.Subscribe(&Subscribe{ID: 1, Initial: true, Pending: p2, Backlog: b2}); n == nil || !n.Initial || len(n.Items) != 0 {
+	if n := c2.subscribe(&Subscribe{ID: 1, Initial: true, Pending: p2, Backlog: b2}); n == nil || !n.Initial || len(n.Items) != 0 {
 		t.Fatalf("initial batch for an empty cache: %+v", n)
 	}
 	if p2.Load() != 0 || b2.Load() != 0 {
 		t.Fatal("counters raised for an empty initial batch")
 	}
 	// Without Initial nothing is sent, even with a populated cache.
-	if n := c.Subscribe(&Subscribe{ID: 3}); n != nil {
+	if n := c.subscribe(&Subscribe{ID: 3}); n != nil {
 		t.Fatalf("initial batch without Initial: %+v", n)
 	}
 }
@@ -474,33 +482,26 @@ func TestCoreUnsubscribe(t *testing.T) {
 	backlogs := make([]*atomic.Int64, 3)
 	for i, p := range pids {
 		backlogs[i] = new(atomic.Int64)
-		c.Subscribe(&Subscribe{ID: ListenerID(i + 1), Target: p, Backlog: backlogs[i]})
+		c.subscribe(&Subscribe{ID: ListenerID(i + 1), Target: p, Backlog: backlogs[i]})
 	}
-	before := c.Targets()
 	c.Unsubscribe(2)
 	c.Unsubscribe(2)  // idempotent
 	c.Unsubscribe(99) // unknown
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
-	if ts := c.Targets(); len(ts) != 2 || ts[0] != pids[0] || ts[1] != pids[2] {
-		t.Fatalf("Targets = %v", ts)
-	}
-	if len(before) != 3 || before[1] != pids[1] {
-		t.Fatal("a slice returned by Targets was modified")
-	}
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
 	if backlogs[1].Load() != 0 || backlogs[0].Load() != 1 || backlogs[2].Load() != 1 {
 		t.Fatalf("backlogs = %d %d %d", backlogs[0].Load(), backlogs[1].Load(), backlogs[2].Load())
 	}
 	// Subscribing again with a known ID replaces the subscription.
-	c.Subscribe(&Subscribe{ID: 1, Target: pids[1]})
-	if ids := c.Subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
+	c.subscribe(&Subscribe{ID: 1, Target: pids[1]})
+	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
 		t.Fatalf("Subscribers after re-subscribe = %v", ids)
 	}
 	c.Unsubscribe(1)
 	c.Unsubscribe(3)
-	if n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "y", "1"))}); n != nil {
+	if n := c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "y", "1"))}); n != nil {
 		t.Fatal("notifications after every listener left")
 	}
 }
@@ -508,11 +509,11 @@ func TestCoreUnsubscribe(t *testing.T) {
 func TestCoreResync(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, clk := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 10 * time.Second})
-	c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 30 * time.Second})
-	c.Subscribe(&Subscribe{ID: 3})
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
-	syncBatch := func() *Notifications { return c.Apply([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "1"))}) }
+	c.subscribe(&Subscribe{ID: 1, ResyncPeriod: 10 * time.Second})
+	c.subscribe(&Subscribe{ID: 2, ResyncPeriod: 30 * time.Second})
+	c.subscribe(&Subscribe{ID: 3})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	syncBatch := func() *Notifications { return c.applyAll([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "1"))}) }
 
 	steps := []struct {
 		advance time.Duration
@@ -529,7 +530,7 @@ func TestCoreResync(t *testing.T) {
 	var kept *Notifications
 	for i, st := range steps {
 		clk.Step(st.advance)
-		if due := c.ResyncDue(clk.Now()); due != st.due {
+		if due := c.resyncDue(clk.Now()); due != st.due {
 			t.Fatalf("step %d: ResyncDue = %v", i, due)
 		}
 		n := syncBatch()
@@ -556,13 +557,13 @@ func TestCoreResync(t *testing.T) {
 func TestCoreAddIndexers(t *testing.T) {
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c, _ := newTestCore(s)
-	c.Apply([]fifo.Delta{
+	c.applyAll([]fifo.Delta{
 		delta(fifo.Added, podIP("a", "x", "1", "10.0.0.1")),
 		delta(fifo.Added, podIP("b", "y", "1", "10.0.0.1")),
 		delta(fifo.Added, podIP("b", "z", "1", "10.0.0.2")),
 		delta(fifo.Added, pod("b", "w", "1")),
 	})
-	if err := c.AddIndexers(cache.Indexers{"byPodIP": podIPIndex}); err != nil {
+	if err := c.addIndexers(cache.Indexers{"byPodIP": podIPIndex}); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := s.IndexKeys("byPodIP", "10.0.0.1"); !slices.Equal(keys, []string{"a/x", "b/y"}) {
@@ -572,14 +573,14 @@ func TestCoreAddIndexers(t *testing.T) {
 		t.Fatalf("ListIndexFuncValues = %v", vals)
 	}
 	// Later deltas maintain the new index.
-	c.Apply([]fifo.Delta{delta(fifo.Updated, podIP("b", "y", "2", "10.0.0.3")), delta(fifo.Deleted, pod("a", "x", "1"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Updated, podIP("b", "y", "2", "10.0.0.3")), delta(fifo.Deleted, pod("a", "x", "1"))})
 	if keys, _ := s.IndexKeys("byPodIP", "10.0.0.1"); len(keys) != 0 {
 		t.Fatalf("stale keys %v", keys)
 	}
 	if vals := sorted(s.ListIndexFuncValues("byPodIP")); !slices.Equal(vals, []string{"10.0.0.2", "10.0.0.3"}) {
 		t.Fatalf("ListIndexFuncValues = %v", vals)
 	}
-	if err := c.AddIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, "new": podIPIndex}); err == nil {
+	if err := c.addIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, "new": podIPIndex}); err == nil {
 		t.Fatal("no error for a conflicting name")
 	}
 	if _, ok := s.GetIndexers()["new"]; ok {
@@ -595,13 +596,13 @@ func TestCoreAddIndexers(t *testing.T) {
 func TestCoreNewListenerSyncing(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, clk := newTestCore(s)
-	c.Subscribe(&Subscribe{ID: 1})
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
-	relist := func() *Notifications { return c.Apply([]fifo.Delta{delta(fifo.Replaced, pod("a", "x", "1"))}) }
+	c.subscribe(&Subscribe{ID: 1})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
+	relist := func() *Notifications { return c.applyAll([]fifo.Delta{delta(fifo.Replaced, pod("a", "x", "1"))}) }
 	if n := relist(); !n.Items[0].Sync || !n.SyncsTo(1) {
 		t.Fatalf("no resync period: same-RV update Sync=%v, SyncsTo(1)=%v; want true, true", n.Items[0].Sync, n.SyncsTo(1))
 	}
-	c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: time.Minute})
+	c.subscribe(&Subscribe{ID: 2, ResyncPeriod: time.Minute})
 	if n := relist(); !n.SyncsTo(1) || !n.SyncsTo(2) {
 		t.Fatalf("before the first resync check: syncing %v, want [1 2]", n.Syncing)
 	}
@@ -609,11 +610,11 @@ func TestCoreNewListenerSyncing(t *testing.T) {
 	// The first check leaves only the due listeners, as client-go's
 	// shouldResync does.
 	clk.Step(time.Second)
-	c.ResyncDue(clk.Now())
+	c.resyncDue(clk.Now())
 	if n := relist(); n.SyncsTo(1) || n.SyncsTo(2) {
 		t.Fatalf("after a resync check with nobody due: syncing %v", n.Syncing)
 	}
-	c.Subscribe(&Subscribe{ID: 3})
+	c.subscribe(&Subscribe{ID: 3})
 	if n := relist(); !slices.Equal(n.Syncing, []ListenerID{3}) {
 		t.Fatalf("a listener added later: syncing %v, want [3]", n.Syncing)
 	}
@@ -630,11 +631,11 @@ func TestCoreNewListenerSyncing(t *testing.T) {
 // it holds: Expect only acts on an empty cache.
 func TestCoreExpect(t *testing.T) {
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	c := NewCore(s, nil, nil)
-	c.Expect(1000)
-	c.Apply([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
-	c.Expect(1000)
-	c.Expect(0)
+	c := NewCore(s.Writer(), Config{})
+	c.w.Expect(1000)
+	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
+	c.w.Expect(1000)
+	c.w.Expect(0)
 	if keys := s.ListKeys(); len(keys) != 2 {
 		t.Fatalf("cache holds %v after Expect, want a/x and a/y", keys)
 	}
@@ -665,21 +666,26 @@ func TestNotificationKeyAndSize(t *testing.T) {
 	}
 }
 
-// sent records what Route and Drained send, per target.
+// sent records the messages the core returned, per recipient.
 type sent struct {
-	msgs map[*actor.PID][]any
+	msgs map[stage.Addr][]any
 }
 
-func (s *sent) send(target *actor.PID, msg any) {
+func (s *sent) add(msgs []stage.Msg) {
 	if s.msgs == nil {
-		s.msgs = map[*actor.PID][]any{}
+		s.msgs = map[stage.Addr][]any{}
 	}
-	s.msgs[target] = append(s.msgs[target], msg)
+	for _, m := range msgs {
+		if _, ok := m.Body.(*DrainMarker); ok != (m.Mode == stage.Request) {
+			panic(fmt.Sprintf("%T sent with mode %v", m.Body, m.Mode))
+		}
+		s.msgs[m.To] = append(s.msgs[m.To], m.Body)
+	}
 }
 
-func (s *sent) take(target *actor.PID) []any {
-	m := s.msgs[target]
-	delete(s.msgs, target)
+func (s *sent) take(to stage.Addr) []any {
+	m := s.msgs[to]
+	delete(s.msgs, to)
 	return m
 }
 
@@ -690,32 +696,32 @@ func (s *sent) take(target *actor.PID) []any {
 // up; a listener that keeps up gets every shared batch meanwhile.
 func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	s := NewStore(nil, nil)
-	c := NewCore(s, nil, nil)
-	fast, slow := actor.NewPID("nonhost", "fast"), actor.NewPID("nonhost", "slow")
+	c := NewCore(s.Writer(), Config{})
+	fast, slow := stage.ToListener(1), stage.ToListener(2)
 	var fastBacklog, slowBacklog, slowPending atomic.Int64
-	c.Subscribe(&Subscribe{ID: 1, Target: fast, Backlog: &fastBacklog})
-	c.Subscribe(&Subscribe{ID: 2, Target: slow, Backlog: &slowBacklog, Pending: &slowPending})
+	c.subscribe(&Subscribe{ID: 1, Backlog: &fastBacklog})
+	c.subscribe(&Subscribe{ID: 2, Backlog: &slowBacklog, Pending: &slowPending})
 	var out sent
 
 	// Not behind: shared batches.
-	n := c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "a", "1"))})
-	c.Route(n, out.send)
+	n := c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "a", "1"))})
+	out.add(c.routeMsgs(n))
 	if got := out.take(slow); len(got) != 1 || got[0] != n {
 		t.Fatalf("slow got %v, want the shared batch", got)
 	}
 	out.take(fast)
 
 	slowBacklog.Add(compactAbove) // far behind now
-	c.ResyncDue(time.Now())       // nobody due: the syncing set is empty
+	c.resyncDue(time.Now())       // nobody due: the syncing set is empty
 	var batches []*Notifications
 	for i := 2; i <= 4; i++ {
-		n := c.Apply([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", strconv.Itoa(i)))})
-		c.Route(n, out.send)
+		n := c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", strconv.Itoa(i)))})
+		out.add(c.routeMsgs(n))
 		batches = append(batches, n)
 	}
 	// A resync (same resourceVersion) for nobody: left out of the array.
-	n = c.Apply([]fifo.Delta{delta(fifo.Sync, pod("ns", "a", "4"))})
-	c.Route(n, out.send)
+	n = c.applyAll([]fifo.Delta{delta(fifo.Sync, pod("ns", "a", "4"))})
+	out.add(c.routeMsgs(n))
 	batches = append(batches, n)
 	if got := out.take(fast); len(got) != 4 {
 		t.Fatalf("fast got %d messages, want the 4 shared batches", len(got))
@@ -728,7 +734,7 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	}
 
 	// It answers: one batch with the three updates in order, and a marker.
-	c.Drained(2, out.send)
+	out.add(c.Drained(2))
 	got := out.take(slow)
 	if len(got) != 2 || got[1] != drainMarker {
 		t.Fatalf("after Drained slow got %v, want a batch and a marker", got)
@@ -751,35 +757,35 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	for i := range compactBelow {
 		large = append(large, delta(fifo.Added, pod("ns", "l"+strconv.Itoa(i), "1")))
 	}
-	c.Route(c.Apply(large), out.send)
+	out.add(c.routeMsgs(c.applyAll(large)))
 	if got := out.take(slow); len(got) != 0 {
 		t.Fatalf("slow got %d messages while its marker is out", len(got))
 	}
-	c.Drained(2, out.send)
+	out.add(c.Drained(2))
 	if got := out.take(slow); len(got) != 2 || len(got[0].(*Notifications).Items) != compactBelow {
 		t.Fatalf("after the second Drained slow got %v", got)
 	}
 	// Caught up: the next Drained ends compaction.
-	c.Drained(2, out.send)
+	out.add(c.Drained(2))
 	if got := out.take(slow); len(got) != 0 {
 		t.Fatalf("Drained with nothing kept back sent %v", got)
 	}
 	slowBacklog.Store(0)
-	n = c.Apply([]fifo.Delta{delta(fifo.Deleted, pod("ns", "a", "4"))})
-	c.Route(n, out.send)
+	n = c.applyAll([]fifo.Delta{delta(fifo.Deleted, pod("ns", "a", "4"))})
+	out.add(c.routeMsgs(n))
 	if got := out.take(slow); len(got) != 1 || got[0] != n {
 		t.Fatalf("after catching up slow got %v, want the shared batch", got)
 	}
 
 	// Unsubscribing drops what is kept back, and its counts.
 	slowBacklog.Store(compactAbove + 1)
-	c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "z", "1"))}), out.send)
+	out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "z", "1"))})))
 	before := slowBacklog.Load()
 	c.Unsubscribe(2)
 	if got := slowBacklog.Load(); got != before-1 {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, before-1)
 	}
-	c.Drained(2, out.send) // unknown by now: ignored
+	out.add(c.Drained(2)) // unknown by now: ignored
 	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
 		t.Fatalf("slow got %v", got)
 	}
@@ -789,20 +795,20 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 // lagging listener go out in chunks of compactChunk, in order, and that
 // unsubscribing takes all of them out of its counters.
 func TestCoreRouteCompactsInChunks(t *testing.T) {
-	c := NewCore(NewStore(nil, nil), nil, nil)
-	slow := actor.NewPID("nonhost", "slow")
+	c := NewCore(NewStore(nil, nil).Writer(), Config{})
+	slow := stage.ToListener(1)
 	var backlog, pending atomic.Int64
-	c.Subscribe(&Subscribe{ID: 1, Target: slow, Backlog: &backlog, Pending: &pending})
+	c.subscribe(&Subscribe{ID: 1, Backlog: &backlog, Pending: &pending})
 	backlog.Add(compactAbove + 1)
 	var out sent
 	const n = 2*compactChunk + 88
 	for i := range n {
-		c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "p"+strconv.Itoa(i), "1"))}), out.send)
+		out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "p"+strconv.Itoa(i), "1"))})))
 	}
 	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
 		t.Fatalf("got %v, want one marker", got)
 	}
-	c.Drained(1, out.send)
+	out.add(c.Drained(1))
 	got := out.take(slow)
 	if len(got) != 4 || got[3] != drainMarker {
 		t.Fatalf("got %d messages, want 3 batches and a marker", len(got))
@@ -822,7 +828,7 @@ func TestCoreRouteCompactsInChunks(t *testing.T) {
 	}
 	// Kept back again, then unsubscribed: the counters lose those items.
 	for i := range compactChunk + 10 {
-		c.Route(c.Apply([]fifo.Delta{delta(fifo.Added, pod("ns", "q"+strconv.Itoa(i), "1"))}), out.send)
+		out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "q"+strconv.Itoa(i), "1"))})))
 	}
 	before := backlog.Load()
 	c.Unsubscribe(1)
@@ -843,10 +849,10 @@ func (d *recordingDetector) Run(<-chan struct{}) {}
 func TestCoreFeedsMutationDetector(t *testing.T) {
 	a1, a2, b1 := pod("ns", "a", "1"), pod("ns", "a", "2"), pod("ns", "b", "1")
 	c, _ := newTestCore(NewStore(nil, nil))
-	c.Apply([]fifo.Delta{delta(fifo.Added, a1)})
+	c.applyAll([]fifo.Delta{delta(fifo.Added, a1)})
 	d := &recordingDetector{}
-	c.SetMutationDetector(d)
-	c.Apply([]fifo.Delta{delta(fifo.Updated, a2), delta(fifo.Added, b1), delta(fifo.Sync, b1), delta(fifo.Deleted, a2)})
+	c.detector = d
+	c.applyAll([]fifo.Delta{delta(fifo.Updated, a2), delta(fifo.Added, b1), delta(fifo.Sync, b1), delta(fifo.Deleted, a2)})
 	want := []any{a2, b1, b1}
 	if len(d.added) != len(want) {
 		t.Fatalf("detector got %d objects, want %d", len(d.added), len(want))

@@ -33,7 +33,7 @@ func ExampleStore_byPodIP() {
 			return []string{pod.Status.PodIP}, nil
 		},
 	})
-	core := indexer.NewCore(store, nil, nil)
+	core := indexer.NewCore(store.Writer(), indexer.Config{})
 	var deltas []fifo.Delta
 	for _, p := range []*corev1.Pod{
 		examplePod("default", "web-1", "10.0.0.1"),
@@ -43,7 +43,7 @@ func ExampleStore_byPodIP() {
 	} {
 		deltas = append(deltas, fifo.Delta{Type: fifo.Added, Key: p.Namespace + "/" + p.Name, Object: p})
 	}
-	core.Apply(deltas)
+	core.ApplyBatch(&fifo.Batch{Deltas: deltas}) // the messages it returns are for the actors
 
 	pods, err := store.ByIndex("byPodIP", "10.0.0.1")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 func pod(ns, name, rv string) *corev1.Pod {
@@ -129,4 +130,40 @@ func summarize(items []Notification) []expected {
 		out[i] = e
 	}
 	return out
+}
+
+// applyAll applies deltas as a batch that is not Atomic, returning the batch
+// sent to every subscriber (nil when none).
+func (c *Core) applyAll(deltas []fifo.Delta) *Notifications { return c.apply(deltas, applyChunk) }
+
+// routeMsgs returns what routing n, a batch applyAll returned, sends.
+func (c *Core) routeMsgs(n *Notifications) []stage.Msg {
+	c.out.Reset()
+	c.route(n)
+	return c.out.Msgs()
+}
+
+// addIndexers hands AddIndexers to the core and returns its answer.
+func (c *Core) addIndexers(idx cache.Indexers) error {
+	m := &AddIndexers{Indexers: idx, Reply: make(chan error, 1)}
+	if msgs := c.AddIndexers(m); msgs != nil {
+		panic(fmt.Sprintf("AddIndexers sent %v", msgs))
+	}
+	return <-m.Reply
+}
+
+// startResyncChecks (re)starts the resync checks as the shell does: fire is
+// the timer's callback, then the queue reports a list.
+func (c *Core) startResyncChecks(fire func(gen uint64)) {
+	c.fire = fire
+	c.Listed()
+}
+
+// subscribers returns the subscribed listeners' IDs in subscription order.
+func (c *Core) subscribers() []ListenerID {
+	ids := make([]ListenerID, len(c.subs))
+	for i := range c.subs {
+		ids[i] = c.subs[i].id
+	}
+	return ids
 }

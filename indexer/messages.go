@@ -11,8 +11,8 @@ import (
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
-// The indexer actor accepts *fifo.Batch (answering the queue with
-// *fifo.Processed) and the messages below.
+// The indexer actor accepts *fifo.Batch (acknowledged by sending the queue
+// *fifo.Processed), *fifo.Listed and the messages below.
 
 // ListenerID identifies one registered handler's listener.
 type ListenerID uint64
@@ -141,7 +141,7 @@ type Notifications struct {
 	// Initial marks the synthetic initial batch sent to one new listener.
 	Initial bool
 	// Owned marks a batch sent to one listener only (the notifications the
-	// indexer kept back for it, see Core.Route): the listener may clear
+	// indexer kept back for it, see Core.Drained): the listener may clear
 	// each notification once it has delivered it.
 	Owned bool
 }

@@ -36,7 +36,7 @@ func BenchmarkRelist(b *testing.B) {
 	}
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	q := fifo.New(fifo.Config{Known: s})
-	c := NewCore(s, nil, nil)
+	c := NewCore(s.Writer(), Config{})
 	for id := range ListenerID(4) {
 		c.Subscribe(&Subscribe{ID: id + 1, Backlog: new(atomic.Int64), Pending: new(atomic.Int64)})
 	}

@@ -22,9 +22,7 @@ type resyncRig struct {
 func newResyncRig(t *testing.T, check time.Duration) *resyncRig {
 	r := &resyncRig{t: t, clk: testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	r.start = r.clk.Now()
-	r.c = NewCore(NewStore(nil, nil), nil, nil)
-	r.c.SetClock(r.clk)
-	r.c.SetResyncCheckPeriod(check)
+	r.c = NewCore(NewStore(nil, nil).Writer(), Config{Clock: r.clk, ResyncCheckPeriod: check})
 	return r
 }
 
@@ -38,7 +36,7 @@ func (r *resyncRig) at() time.Duration { return r.clk.Since(r.start) }
 // It returns the listeners due.
 func (r *resyncRig) check(latency time.Duration) []ListenerID {
 	r.t.Helper()
-	period := r.c.ResyncCheckPeriod()
+	period := r.c.checkPeriod
 	r.clk.Step(period - time.Nanosecond)
 	if len(r.fired) != 0 {
 		r.t.Fatalf("at %v: the check timer fired before its period", r.at())
@@ -50,7 +48,7 @@ func (r *resyncRig) check(latency time.Duration) []ListenerID {
 	gen := r.fired[0]
 	r.fired = r.fired[:0]
 	r.clk.Step(latency)
-	due := r.c.ResyncCheck(gen)
+	due := r.c.resyncCheck(gen)
 	if due != (len(r.c.syncing) > 0) {
 		r.t.Fatalf("at %v: ResyncCheck = %v with syncing %v", r.at(), due, r.c.syncing)
 	}
@@ -65,7 +63,7 @@ func TestResyncChecksRunAtTheCheckPeriod(t *testing.T) {
 	r.c.Subscribe(&Subscribe{ID: 1})
 	r.c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 2 * time.Second})
 	r.c.Subscribe(&Subscribe{ID: 3, ResyncPeriod: 3 * time.Second})
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	want := map[int][]ListenerID{2: {2}, 3: {3}, 4: {2}, 6: {2, 3}, 8: {2}, 9: {3}}
 	for i := 1; i <= 9; i++ {
 		if got := r.check(0); !slices.Equal(got, want[i]) {
@@ -82,7 +80,7 @@ func TestResyncChecksRunAtTheCheckPeriod(t *testing.T) {
 func TestResyncChecksDoNotDrift(t *testing.T) {
 	r := newResyncRig(t, 2*time.Second)
 	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 2 * time.Second})
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	for i, latency := range []time.Duration{30 * time.Millisecond, time.Millisecond, 0, 50 * time.Millisecond, 10 * time.Millisecond, 0} {
 		if got := r.check(latency); !slices.Equal(got, []ListenerID{1}) {
 			t.Fatalf("check %d (at %v, latency %v): due %v, want [1]", i+1, r.at(), latency, got)
@@ -98,7 +96,7 @@ func TestResyncFirstPeriodFromAdded(t *testing.T) {
 	r.clk.Step(2 * time.Second) // Run comes 2 s after AddEventHandler
 	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 3 * time.Second, Added: added})
 	r.c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 3 * time.Second}) // no Added: from now
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	want := map[int][]ListenerID{1: {1}, 3: {2}, 4: {1}, 6: {2}}
 	for i := 1; i <= 6; i++ {
 		if got := r.check(0); !slices.Equal(got, want[i]) {
@@ -114,7 +112,7 @@ func TestResyncNoCheckPeriod(t *testing.T) {
 	r := newResyncRig(t, 0)
 	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: time.Second})
 	r.c.Subscribe(&Subscribe{ID: 2})
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	if r.clk.HasWaiters() {
 		t.Fatal("a check timer is armed with no check period")
 	}
@@ -133,7 +131,7 @@ func TestResyncNoCheckPeriod(t *testing.T) {
 func TestResyncChecksWithoutResyncingListeners(t *testing.T) {
 	r := newResyncRig(t, time.Second)
 	r.c.Subscribe(&Subscribe{ID: 1})
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	if !slices.Equal(r.c.syncing, []ListenerID{1}) {
 		t.Fatalf("syncing before the first check %v, want [1]", r.c.syncing)
 	}
@@ -150,18 +148,18 @@ func TestResyncChecksWithoutResyncingListeners(t *testing.T) {
 // it only if checks had started.
 func TestResyncChecksRestartAndStop(t *testing.T) {
 	r := newResyncRig(t, time.Second)
-	r.c.ResumeResyncChecks(r.fire)
+	r.c.Started(r.fire)
 	if r.clk.HasWaiters() {
 		t.Fatal("resumed checks that never started")
 	}
 	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: time.Second})
-	r.c.StartResyncChecks(r.fire)
+	r.c.startResyncChecks(r.fire)
 	r.clk.Step(time.Second)
 	stale := r.fired[0]
 	r.fired = nil
 	r.clk.Step(300 * time.Millisecond)
-	r.c.StartResyncChecks(r.fire) // a relist before the tick was handled
-	if r.c.ResyncCheck(stale) {
+	r.c.startResyncChecks(r.fire) // a relist before the tick was handled
+	if r.c.resyncCheck(stale) {
 		t.Fatal("a stale tick ran a check")
 	}
 	if r.clk.Waiters() != 1 {
@@ -172,17 +170,17 @@ func TestResyncChecksRestartAndStop(t *testing.T) {
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after the restart, want [1]", got)
 	}
-	r.c.StopResyncChecks()
+	r.c.Stopped()
 	if r.clk.HasWaiters() {
 		t.Fatal("a timer is armed after StopResyncChecks")
 	}
-	r.c.ResumeResyncChecks(r.fire)
+	r.c.Started(r.fire)
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after resuming, want [1]", got)
 	}
 	// A manual check (ResyncDue) between two timer checks does not move
 	// the timer.
-	r.c.ResyncDue(r.clk.Now())
+	r.c.resyncDue(r.clk.Now())
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v, want [1]", got)
 	}

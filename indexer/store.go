@@ -32,14 +32,17 @@ var _ cache.Indexer = (*Store)(nil)
 //
 // Until Seal is called, the cache.Indexer write methods work as client-go's
 // indexer (unit tests seed caches that way). After Seal, the cache has a
-// single writer, the indexer actor: Add, Update, Delete and Replace return
-// ErrReadOnly, Bookmark is ignored, and AddIndexers is forwarded to the actor
-// through the hook set by SetAddIndexersHook.
+// single writer, the indexer's core through the store's Writer: Add, Update,
+// Delete and Replace return ErrReadOnly, Bookmark is ignored, and
+// AddIndexers is forwarded to the indexer actor through the hook given to
+// Writer.Seal.
 type Store struct {
 	keyFunc cache.KeyFunc
 
 	sealed atomic.Bool
 	hook   atomic.Pointer[func(cache.Indexers) error]
+	// writer is set once Writer has handed out the write access.
+	writer atomic.Bool
 
 	mu    sync.RWMutex
 	items map[string]any
@@ -84,19 +87,6 @@ func ParseRVForMetrics(rv string) (int64, error) {
 		rv = rv[len(rv)-15:]
 	}
 	return strconv.ParseInt(rv, 10, 64)
-}
-
-// SetIndexErrorHandler sets the function told about an index function that
-// fails (or panics) on an object: the object stays cached but out of that
-// index. Set it before the store is used; the indexer actor logs and counts
-// these.
-func (s *Store) SetIndexErrorHandler(f func(key, index string, err error)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.indexError = f
-	for _, d := range s.defs {
-		d.onError = f
-	}
 }
 
 // indexDef is one named index: its function and its value → keys map.
@@ -144,17 +134,6 @@ func (s *Store) Seal() { s.sealed.Store(true) }
 
 // Sealed reports whether Seal was called.
 func (s *Store) Sealed() bool { return s.sealed.Load() }
-
-// SetAddIndexersHook sets the function AddIndexers calls once the store is
-// sealed; the indexer actor installs one that asks the actor to add them. A
-// nil hook removes it.
-func (s *Store) SetAddIndexersHook(hook func(cache.Indexers) error) {
-	if hook == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&hook)
-}
 
 // Len returns the number of cached objects.
 func (s *Store) Len() int {
@@ -249,7 +228,7 @@ func (s *Store) Bookmark(rv string) {
 
 // AddIndexers adds indices and indexes the cached objects with them; a name
 // already in use is an error and adds nothing. After Seal it goes through
-// the indexer actor (see SetAddIndexersHook).
+// the indexer actor (see Writer.Seal).
 func (s *Store) AddIndexers(newIndexers cache.Indexers) error {
 	if s.sealed.Load() {
 		if hook := s.hook.Load(); hook != nil {
@@ -305,7 +284,7 @@ func (s *Store) GetByKey(key string) (item any, exists bool, err error) {
 // LastStoreSyncResourceVersion returns the resource version the cache has
 // caught up with, as client-go's AtomicFIFO informer keeps it: the last
 // list's, watch event's object's or bookmark's, whichever was applied last
-// (see Core.Apply; before Seal, the last external write's). Like client-go
+// (see Core.ApplyBatch; before Seal, the last external write's). Like client-go
 // it returns "" when the AtomicFIFO feature is off.
 func (s *Store) LastStoreSyncResourceVersion() string {
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
@@ -429,7 +408,102 @@ func rvOf(obj any) (string, error) {
 	return m.GetResourceVersion(), nil
 }
 
-// ---- single-writer internals (the core and the external writes) ----
+// ---- the single writer ----
+
+// Writer is the write access to a Store: the indexer's core writes the cache
+// only through it, and a Store hands out one (see Store.Writer). Its methods
+// are for one goroutine, the writer's; readers use the Store meanwhile.
+type Writer struct {
+	s *Store
+}
+
+// Writer returns the write access to s. It can be taken once: the cache has
+// a single writer; a second call panics. It does not seal s: until Seal is
+// called, the cache.Indexer write methods work too.
+func (s *Store) Writer() *Writer {
+	if s.writer.Swap(true) {
+		panic("indexer: Store.Writer called twice: the cache has a single writer")
+	}
+	return &Writer{s: s}
+}
+
+// Seal makes the cache read-only for everyone but w (see Store.Seal) and
+// routes Store.AddIndexers through addIndexers (nil: they are added
+// directly, under the write lock).
+func (w *Writer) Seal(addIndexers func(cache.Indexers) error) {
+	if addIndexers == nil {
+		w.s.hook.Store(nil)
+	} else {
+		w.s.hook.Store(&addIndexers)
+	}
+	w.s.Seal()
+}
+
+// SetIndexErrorHandler sets the function told about an index function that
+// fails (or panics) on an object: the object stays cached but out of that
+// index.
+func (w *Writer) SetIndexErrorHandler(f func(key, index string, err error)) {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexError = f
+	for _, d := range s.defs {
+		d.onError = f
+	}
+}
+
+// Expect sizes an empty cache for n objects; it does nothing when n is 0 or
+// the cache holds objects.
+func (w *Writer) Expect(n int) {
+	if n <= 0 {
+		return
+	}
+	s := w.s
+	s.mu.Lock()
+	if len(s.items) == 0 {
+		s.items = make(map[string]any, n)
+	}
+	s.mu.Unlock()
+}
+
+// Lock starts a write: readers wait until Unlock. Upsert, Delete and
+// SetResourceVersion are called between Lock and Unlock.
+func (w *Writer) Lock() { w.s.mu.Lock() }
+
+// Unlock ends the write Lock started.
+func (w *Writer) Unlock() { w.s.mu.Unlock() }
+
+// Upsert stores obj under key and moves it in every index, returning the
+// object it replaced, if any. Call it between Lock and Unlock.
+func (w *Writer) Upsert(key string, obj any) (old any, existed bool) {
+	return w.s.upsertLocked(key, obj)
+}
+
+// Delete removes key and its index entries. Call it between Lock and Unlock.
+func (w *Writer) Delete(key string) { w.s.deleteLocked(key) }
+
+// SetResourceVersion records rv as the cache's resource version. Call it
+// between Lock and Unlock.
+func (w *Writer) SetResourceVersion(rv string) { w.s.setRVLocked(rv) }
+
+// Each calls f with every cached object, under the read lock.
+func (w *Writer) Each(f func(obj any)) {
+	s := w.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, obj := range s.items {
+		f(obj)
+	}
+}
+
+// Len returns the number of cached objects.
+func (w *Writer) Len() int { return w.s.Len() }
+
+// AddIndexers adds indexers and indexes the cached objects; a name already
+// in use is an error and adds nothing.
+func (w *Writer) AddIndexers(idx cache.Indexers) error { return w.s.addIndexers(idx) }
+
+// ---- single-writer internals (the Writer and the external writes) ----
 
 // addIndexers is AddIndexers without the seal check.
 func (s *Store) addIndexers(newIndexers cache.Indexers) error {

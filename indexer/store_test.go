@@ -122,8 +122,8 @@ func TestStoreParity(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			w := &world{rng: rand.New(rand.NewPCG(seed, 42))}
 			ours := NewStore(nil, parityIndexers())
-			core := NewCore(ours, nil, nil)
-			core.Subscribe(&Subscribe{ID: 1})
+			core := NewCore(ours.Writer(), Config{})
+			core.subscribe(&Subscribe{ID: 1})
 			ref := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, parityIndexers())
 			universe := w.keys()
 
@@ -193,7 +193,7 @@ func TestStoreParity(t *testing.T) {
 						deltas = append(deltas, d)
 					}
 					want := refApply(ref, deltas)
-					n := core.Apply(deltas)
+					n := core.applyAll(deltas)
 					var got []expected
 					if n != nil {
 						got = summarize(n.Items)
@@ -366,7 +366,7 @@ func TestStoreSealed(t *testing.T) {
 	// With a hook: AddIndexers goes through it only.
 	var got cache.Indexers
 	hookErr := errors.New("from hook")
-	s.SetAddIndexersHook(func(idx cache.Indexers) error { got = idx; return hookErr })
+	s.Writer().Seal(func(idx cache.Indexers) error { got = idx; return hookErr })
 	if err := s.AddIndexers(cache.Indexers{"other": podIPIndex}); err != hookErr {
 		t.Fatalf("AddIndexers = %v, want the hook's error", err)
 	}
@@ -375,14 +375,6 @@ func TestStoreSealed(t *testing.T) {
 	}
 	if _, ok := s.GetIndexers()["other"]; ok {
 		t.Fatal("AddIndexers bypassed the hook")
-	}
-}
-
-func TestStoreUnsealedIgnoresHook(t *testing.T) {
-	s := NewStore(nil, nil)
-	s.SetAddIndexersHook(func(cache.Indexers) error { return errors.New("hook called") })
-	if err := s.AddIndexers(cache.Indexers{"ns": cache.MetaNamespaceIndexFunc}); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -403,10 +395,10 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		"ns": cache.MetaNamespaceIndexFunc,
 	}
 	s := NewStore(nil, failing)
-	c := NewCore(s, nil, nil)
+	c := NewCore(s.Writer(), Config{})
 	var reported []string
-	s.SetIndexErrorHandler(func(key, index string, err error) { reported = append(reported, key+"@"+index) })
-	c.Apply([]fifo.Delta{{Type: fifo.Added, Key: "k", Object: "not a pod"}})
+	c.w.SetIndexErrorHandler(func(key, index string, err error) { reported = append(reported, key+"@"+index) })
+	c.applyAll([]fifo.Delta{{Type: fifo.Added, Key: "k", Object: "not a pod"}})
 	if _, ok, _ := s.GetByKey("k"); !ok {
 		t.Fatal("object whose indexing failed was not cached")
 	}
@@ -422,7 +414,7 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 	// object on update and delete: a failing old object is in no index, and
 	// its failure is not reported a second time.
 	reported = nil
-	c.Apply([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: podIP("ns", "k", "2", "10.0.0.1")}})
+	c.applyAll([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: podIP("ns", "k", "2", "10.0.0.1")}})
 	if keys, _ := s.IndexKeys("ip", "10.0.0.1"); !slices.Equal(keys, []string{"k"}) {
 		t.Fatalf("after updating the failing object to a pod: ip index holds %v", keys)
 	}
@@ -433,7 +425,7 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		t.Fatalf("reported %v, want %v", reported, want)
 	}
 	reported = nil
-	c.Apply([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: "not a pod again"}})
+	c.applyAll([]fifo.Delta{{Type: fifo.Updated, Key: "k", Object: "not a pod again"}})
 	if vals := s.ListIndexFuncValues("ip"); len(vals) != 0 {
 		t.Fatalf("after updating the pod to a failing object: ip index holds %v", vals)
 	}
@@ -445,7 +437,7 @@ func TestStoreIndexFuncFailure(t *testing.T) {
 		t.Fatalf("after updating the pod to a failing object: ns index holds %v", vals)
 	}
 	reported = nil
-	c.Apply([]fifo.Delta{{Type: fifo.Deleted, Key: "k", Object: "not a pod again"}})
+	c.applyAll([]fifo.Delta{{Type: fifo.Deleted, Key: "k", Object: "not a pod again"}})
 	if _, ok, _ := s.GetByKey("k"); ok {
 		t.Fatal("deleted object still cached")
 	}
@@ -518,8 +510,8 @@ func TestStoreNamespaceIndexWithoutAllocations(t *testing.T) {
 // must be cached and belong to the index value asked for.
 func TestStoreConcurrentReads(t *testing.T) {
 	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, "labels": labelValues})
-	c := NewCore(s, nil, nil)
-	c.Subscribe(&Subscribe{ID: 1})
+	c := NewCore(s.Writer(), Config{})
+	c.subscribe(&Subscribe{ID: 1})
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -561,9 +553,9 @@ func TestStoreConcurrentReads(t *testing.T) {
 				deltas = append(deltas, delta(fifo.Updated, w.pod()))
 			}
 		}
-		c.Apply(deltas)
+		c.applyAll(deltas)
 		if i == 50 {
-			if err := c.AddIndexers(cache.Indexers{"byIP": podIPIndex}); err != nil {
+			if err := c.addIndexers(cache.Indexers{"byIP": podIPIndex}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"k8s.io/utils/clock"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,10 @@ import (
 )
 
 // tickingClock advances by one millisecond at every reading.
-type tickingClock struct{ t time.Time }
+type tickingClock struct {
+	clock.RealClock // timers: unused here
+	t               time.Time
+}
 
 func (c *tickingClock) Now() time.Time { c.t = c.t.Add(time.Millisecond); return c.t }
 
@@ -41,8 +45,8 @@ func TestTracing(t *testing.T) {
 	informertest.NeedsTracing(t)
 	tel, rec := newTracing(t)
 	clk := &tickingClock{t: time.Now()}
-	c := NewCore(NewStore(nil, nil), tel, clk.Now)
-	c.Subscribe(&Subscribe{ID: 1})
+	c := NewCore(NewStore(nil, nil).Writer(), Config{Telemetry: tel, Clock: clk})
+	c.subscribe(&Subscribe{ID: 1})
 
 	p := pod("ns", "a", "1")
 	root := tel.StartDelta("Added", telemetry.ObjectMeta{Namespace: "ns", Name: "a"}, time.Now(), trace.SpanContext{})
@@ -52,7 +56,7 @@ func TestTracing(t *testing.T) {
 	root.QueueDepth = 7
 	traced := delta(fifo.Added, p)
 	traced.Trace = root
-	n := c.Apply([]fifo.Delta{traced, delta(fifo.Added, pod("ns", "b", "1"))})
+	n := c.applyAll([]fifo.Delta{traced, delta(fifo.Added, pod("ns", "b", "1"))})
 
 	spans := rec.Ended()
 	if len(spans) != 3 {
@@ -97,7 +101,7 @@ func TestTracing(t *testing.T) {
 	}
 
 	// Untraced deltas: no span at all.
-	c.Apply([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", "2")), delta(fifo.Deleted, pod("ns", "b", "1"))})
+	c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", "2")), delta(fifo.Deleted, pod("ns", "b", "1"))})
 	if got := len(rec.Ended()); got != 3 {
 		t.Fatalf("untraced deltas made %d spans", got-3)
 	}
@@ -107,7 +111,7 @@ func TestTracing(t *testing.T) {
 	root2 := tel.StartDelta("Deleted", telemetry.ObjectMeta{}, time.Now(), trace.SpanContext{})
 	d := delta(fifo.Deleted, pod("ns", "a", "2"))
 	d.Trace = root2
-	if n := c.Apply([]fifo.Delta{d}); n != nil {
+	if n := c.applyAll([]fifo.Delta{d}); n != nil {
 		t.Fatal("notifications without subscribers")
 	}
 	spans = rec.Ended()
@@ -121,11 +125,11 @@ func TestTracingOff(t *testing.T) {
 	// nothing: the core must not touch it.
 	tel, _ := newTracing(t)
 	root := tel.StartDelta("Added", telemetry.ObjectMeta{}, time.Now(), trace.SpanContext{})
-	c := NewCore(NewStore(nil, nil), telemetry.Nop(), nil)
-	c.Subscribe(&Subscribe{ID: 1})
+	c := NewCore(NewStore(nil, nil).Writer(), Config{Telemetry: telemetry.Nop()})
+	c.subscribe(&Subscribe{ID: 1})
 	d := delta(fifo.Added, pod("ns", "a", "1"))
 	d.Trace = root
-	if n := c.Apply([]fifo.Delta{d}); n.Items[0].Trace != nil {
+	if n := c.applyAll([]fifo.Delta{d}); n.Items[0].Trace != nil {
 		t.Fatal("trace stamped with tracing off")
 	}
 }
@@ -137,15 +141,9 @@ func TestTracingOff(t *testing.T) {
 func TestActorAcknowledgesABatchThatPanicked(t *testing.T) {
 	informertest.NeedsTracing(t)
 	tel, _ := newTracing(t)
-	var calls atomic.Int32
-	now := func() time.Time {
-		if calls.Add(1) == 1 {
-			panic("clock bug")
-		}
-		return time.Now()
-	}
+	clk := &panickyClock{}
 	store := NewStore(nil, nil)
-	h := newTracedHarness(t, store, tel, now)
+	h := newTracedHarness(t, store, tel, clk)
 
 	traced := func(p *corev1.Pod) fifo.Delta {
 		d := delta(fifo.Added, p)
@@ -153,11 +151,24 @@ func TestActorAcknowledgesABatchThatPanicked(t *testing.T) {
 		return d
 	}
 	h.apply(traced(pod("ns", "a", "1")), traced(pod("ns", "b", "1"))) // panics, acknowledged on restart
-	if calls.Load() != 1 {
-		t.Fatalf("clock called %d times, want the 1 that panicked", calls.Load())
+	if clk.calls.Load() != 1 {
+		t.Fatalf("clock called %d times, want the 1 that panicked", clk.calls.Load())
 	}
 	h.apply(traced(pod("ns", "c", "1")))
 	if _, ok, _ := store.GetByKey("ns/c"); !ok {
 		t.Fatal("the batch after the panic was not applied")
 	}
+}
+
+// panickyClock panics on its first reading.
+type panickyClock struct {
+	clock.RealClock
+	calls atomic.Int32
+}
+
+func (c *panickyClock) Now() time.Time {
+	if c.calls.Add(1) == 1 {
+		panic("clock bug")
+	}
+	return time.Now()
 }

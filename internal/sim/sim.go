@@ -477,6 +477,7 @@ func (s *Sim) start() {
 		s.push(stage.Msg{To: stage.ToIndexer, Body: &indexer.ResyncTick{Gen: gen}})
 	}, tel)
 	s.q = newQueueStage(s.ix.store, s.maxBatch, s.clk, tel)
+	s.pushAll(s.ix.started())
 	for _, l := range s.ls {
 		l.st.initialDone = true // handlers added before start
 		s.push(l.st.subscribe(s.ix, l.resync, s.clk.Now(), false))

@@ -10,11 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -200,7 +198,7 @@ type queueStage struct {
 }
 
 func newQueueStage(store *indexer.Store, maxBatch int, clk *simClock, tel *telemetry.T) *queueStage {
-	return &queueStage{q: fifo.New(fifo.Config{Known: store, MaxBatch: maxBatch, Now: clk.Now, Telemetry: tel})}
+	return &queueStage{q: fifo.New(fifo.Config{Known: store, MaxBatch: maxBatch, Clock: clk, Telemetry: tel})}
 }
 
 // coreTelemetry is telemetry whose logger hands every warning and error
@@ -256,15 +254,8 @@ func (s *queueStage) restart() []stage.Msg { return s.q.Started() }
 type indexerStage struct {
 	core  *indexer.Core
 	store *indexer.Store
-	clk   *simClock
-	// queueKnown: the shell learns the queue's PID from the sender of a
-	// Batch or Listed, and forgets it when restarted.
-	queueKnown bool
 	// fire is the resync check timer callback (runs inside the clock).
 	fire func(gen uint64)
-	pids map[*actor.PID]uint64
-	out  []stage.Msg
-	send func(*actor.PID, any)
 	// compacting: listeners the core may keep notifications back for
 	// (from a DrainMarker sent to them until one of their Drained answers
 	// leads to nothing more); their view plus mailbox may lag the cache.
@@ -296,30 +287,18 @@ func (d *crashDetector) Run(<-chan struct{}) {}
 
 func newIndexerStage(clk *simClock, resyncCheck time.Duration, fire func(gen uint64), tel *telemetry.T) *indexerStage {
 	store := indexer.NewStore(nil, cache.Indexers{})
-	core := indexer.NewCore(store, tel, clk.Now)
-	core.SetClock(clk)
-	core.SetResyncCheckPeriod(resyncCheck)
 	crash := &crashDetector{after: -1}
-	core.SetMutationDetector(crash)
-	s := &indexerStage{core: core, store: store, clk: clk, fire: fire, pids: map[*actor.PID]uint64{}, compacting: map[uint64]bool{}, crash: crash, subs: map[uint64]bool{}}
-	s.send = func(target *actor.PID, msg any) {
-		mode := stage.Send
-		if _, ok := msg.(*indexer.DrainMarker); ok {
-			mode = stage.Request
-			s.compacting[s.pids[target]] = true
-			s.sawMarker = true
-		}
-		s.out = append(s.out, stage.Msg{To: stage.ToListener(s.pids[target]), Mode: mode, Body: msg})
-	}
-	return s
+	core := indexer.NewCore(store.Writer(), indexer.Config{
+		Telemetry:         tel,
+		Clock:             clk,
+		ResyncCheckPeriod: resyncCheck,
+		MutationDetector:  crash,
+	})
+	return &indexerStage{core: core, store: store, fire: fire, compacting: map[uint64]bool{}, crash: crash, subs: map[uint64]bool{}}
 }
 
-// pid is the mailbox handle the indexer is given for listener id.
-func (s *indexerStage) pid(id uint64) *actor.PID {
-	p := actor.NewPID("sim", "listener/"+strconv.FormatUint(id, 10))
-	s.pids[p] = id
-	return p
-}
+// started is the first Started of the shell.
+func (s *indexerStage) started() []stage.Msg { return s.core.Started(s.fire) }
 
 // subscribed reports whether the core has processed listener id's
 // Subscribe and not its Unsubscribe.
@@ -337,71 +316,58 @@ func (s *indexerStage) cache() map[string]string {
 func (s *indexerStage) rv() string { return s.store.LastStoreSyncResourceVersion() }
 
 func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
-	s.out = nil
+	var out []stage.Msg
 	switch b := m.Body.(type) {
 	case *fifo.Batch:
-		s.queueKnown = true
-		s.core.Expect(b.InitialRemaining)
-		if !s.apply(b) {
+		var ok bool
+		if out, ok = s.apply(b); !ok {
 			// The shell's Restarting acknowledges the batch it was
 			// applying, so that the queue goes on; then a new actor.
 			out := []stage.Msg{{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}}}
 			return append(out, s.restart()...)
 		}
-		s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}})
 	case *indexer.Subscribe:
 		s.subs[uint64(b.ID)] = true
-		if initial := s.core.Subscribe(b); initial != nil {
-			s.send(b.Target, initial)
-		}
+		out = s.core.Subscribe(b)
 	case *indexer.Unsubscribe:
 		delete(s.subs, uint64(b.ID))
-		s.core.Unsubscribe(b.ID)
+		out = s.core.Unsubscribe(b.ID)
 	case *indexer.Drained:
-		s.core.Drained(b.ID, s.send)
-		if len(s.out) == 0 {
+		out = s.core.Drained(b.ID)
+		if len(out) == 0 {
 			delete(s.compacting, uint64(b.ID))
 		}
 	case *fifo.Listed:
-		s.queueKnown = true
-		s.core.StartResyncChecks(s.fire)
+		out = s.core.Listed()
 	case *indexer.ResyncTick:
-		var due bool
-		if b.Gen == 0 {
-			due = s.queueKnown && s.core.ResyncDue(s.clk.Now())
-		} else {
-			due = s.core.ResyncCheck(b.Gen)
-		}
-		if due && s.queueKnown {
-			s.out = append(s.out, stage.Msg{To: stage.ToQueue, Body: &fifo.Resync{}})
-		}
+		out = s.core.ResyncTick(b)
 	default:
 		panic(fmt.Sprintf("sim: indexer got %T", m.Body))
 	}
-	return s.out
+	for _, o := range out {
+		if _, ok := o.Body.(*indexer.DrainMarker); ok {
+			s.compacting[o.To.ID] = true
+			s.sawMarker = true
+		}
+	}
+	return append([]stage.Msg(nil), out...) // out belongs to the core
 }
 
-// apply applies and routes b; false if the core panicked.
-func (s *indexerStage) apply(b *fifo.Batch) (ok bool) {
+// apply applies b; false if the core panicked.
+func (s *indexerStage) apply(b *fifo.Batch) (out []stage.Msg, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.out = nil
-			ok = false
+			out, ok = nil, false
 		}
 	}()
-	if n := s.core.ApplyBatch(b); n != nil {
-		s.core.Route(n, s.send)
-	}
-	return true
+	return s.core.ApplyBatch(b), true
 }
 
-// restart: core and store survive; the shell forgets the queue's PID,
-// stops the resync check timer (Restarting) and re-arms it (Started).
+// restart: core and store survive; the shell's Restarting stops the
+// resync check timer, the new shell's Started re-arms it.
 func (s *indexerStage) restart() []stage.Msg {
-	s.core.StopResyncChecks()
-	s.queueKnown = false
-	s.core.ResumeResyncChecks(s.fire)
-	return nil
+	s.core.Stopped()
+	return s.started()
 }
 
 // ---- listener ----
@@ -473,7 +439,6 @@ func (l *listenerStage) restart() []stage.Msg { return nil }
 func (l *listenerStage) subscribe(ix *indexerStage, resync time.Duration, added time.Time, initial bool) stage.Msg {
 	return stage.Msg{To: stage.ToIndexer, Body: &indexer.Subscribe{
 		ID:           indexer.ListenerID(l.id),
-		Target:       ix.pid(l.id),
 		ResyncPeriod: resync,
 		Added:        added,
 		Initial:      initial,
