@@ -390,6 +390,15 @@ func (s *Coalesce) Run(impl Impl) ([]Metric, error) {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(t0)
+	if a, ok := inf.(*actors.SharedIndexInformer); ok && impl == Actors {
+		// The indexer raises the listener's backlog once it has applied
+		// the whole batch, just after the store shows its last event: wait
+		// for that bookkeeping (microseconds), so that the backlog read
+		// below counts every event not yet delivered.
+		for a.Stats().Handlers[0].Backlog+c.Counts().Updates < int64(s.Events) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
 	pending := int64(-1)
 	if a, ok := inf.(*actors.SharedIndexInformer); ok {
 		// Ours counts what its listener holds: for a coalesced handler,
