@@ -206,6 +206,12 @@ type backingOff struct {
 	next nextStep // what the wait leads to
 }
 
+// NewMachine returns a Machine over r's configuration, starting from r's
+// last synced resource version, as a restarted actor's does. The actor made
+// by Props makes its own; this is for driving the logic without an actor
+// system (internal/sim).
+func (r *Reflector) NewMachine() *Machine { return newMachine(r) }
+
 func newMachine(r *Reflector) *Machine {
 	m := &Machine{
 		r:                r,

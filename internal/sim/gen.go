@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// keys are the names of the objects a random script changes.
+var keys = []string{"a", "b", "c", "d", "e", "f"}
+
+// Random runs a random script of about steps lines chosen from seed, then
+// quiesces. The returned simulator's Lines is the script (replayable with
+// Run) and Err its violations.
+func Random(seed uint64, steps int) *Sim {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := New()
+	exec := func(format string, args ...any) bool {
+		if err := s.Exec(fmt.Sprintf(format, args...)); err != nil {
+			s.failf("generated line %q: %v", s.Lines[len(s.Lines)-1], err)
+		}
+		return len(s.errs) == 0
+	}
+	if rng.IntN(3) == 0 {
+		exec("watchlist")
+	}
+	exec("batch %d", 1+rng.IntN(5))
+	if rng.IntN(3) == 0 {
+		exec("resync %ds", 10*(1+rng.IntN(6)))
+	}
+	nh := 1 + rng.IntN(3)
+	for i := 1; i <= nh; i++ {
+		if rng.IntN(3) == 0 {
+			exec("handler h%d %ds", i, 10*(1+rng.IntN(6)))
+		} else {
+			exec("handler h%d", i)
+		}
+	}
+	for n := rng.IntN(4); n > 0; n-- {
+		exec("create %s", keys[rng.IntN(len(keys))])
+	}
+	exec("start")
+	faulty := rng.IntN(4) != 0
+	if rng.IntN(16) == 0 {
+		// h1 is slow: it falls far behind through bursts, and the
+		// indexer keeps its notifications back (DrainMarker).
+		s.slow = "h1"
+	}
+	for i := 0; i < steps && len(s.errs) == 0; i++ {
+		exec("%s", s.pick(rng, faulty))
+	}
+	if len(s.errs) == 0 {
+		exec("quiesce")
+	}
+	return s
+}
+
+type choice struct {
+	w    int
+	line func() string
+}
+
+// pick chooses the next line: a delivery, an answer, a flush, a change at
+// the source, time, or (when faulty) a fault.
+func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
+	var cs []choice
+	add := func(w int, f func() string) { cs = append(cs, choice{w, f}) }
+	for _, a := range s.addrs() {
+		if len(s.boxes[a]) > 0 {
+			name := s.stageName(a)
+			w := 10
+			if name == s.slow {
+				w = 1
+			}
+			add(w, func() string { return "deliver " + name })
+		}
+	}
+	if c := s.srv.call; c != nil {
+		add(8, func() string {
+			if faulty && rng.IntN(5) == 0 {
+				codes := []int{500, 410, 429}
+				if _, ok := c.(*listCall); ok {
+					codes = codes[:2]
+				}
+				return fmt.Sprintf("answer %d", codes[rng.IntN(len(codes))])
+			}
+			if _, ok := c.(*listCall); ok && rng.IntN(4) == 0 {
+				return fmt.Sprintf("answer old %d", 1+rng.IntN(5))
+			}
+			return "answer"
+		})
+	}
+	if st := s.srv.stream; st != nil && (len(st.events) > 0 || st.closed) {
+		add(8, func() string {
+			if len(st.events) > 1 && rng.IntN(2) == 0 {
+				return fmt.Sprintf("flush %d", 1+rng.IntN(len(st.events)))
+			}
+			return "flush"
+		})
+	}
+	add(6, func() string {
+		k := keys[rng.IntN(len(keys))]
+		if _, ok := s.srv.objs[k]; !ok {
+			return "create " + k
+		}
+		if rng.IntN(3) == 0 {
+			return "delete " + k
+		}
+		return "update " + k
+	})
+	add(1, func() string { return "bookmark" })
+	if s.slow != "" {
+		add(2, func() string { return fmt.Sprintf("burst %d", 200+rng.IntN(300)) })
+	}
+	if st := s.srv.stream; st != nil && !st.closed {
+		add(1, func() string { return "repeat" })
+	}
+	add(1, func() string { return fmt.Sprintf("advance %ds", 1+rng.IntN(5)) })
+	if len(s.clk.deadlines) > 0 {
+		add(2, func() string { return "tick" })
+	}
+	if faulty {
+		add(2, func() string {
+			as := s.addrs()
+			return "restart " + s.stageName(as[rng.IntN(len(as))])
+		})
+		if s.srv.stream != nil {
+			add(1, func() string { return "cut" })
+			add(1, func() string { return "gone" })
+			add(1, func() string { return "werr" })
+		}
+		add(1, func() string { return "compact" })
+		add(1, func() string { return "panic " + s.ls[rng.IntN(len(s.ls))].name })
+		if len(s.ls) < 5 {
+			add(1, func() string {
+				if rng.IntN(3) == 0 {
+					return fmt.Sprintf("add h%d %ds", len(s.ls)+1, 10*(1+rng.IntN(6)))
+				}
+				return fmt.Sprintf("add h%d", len(s.ls)+1)
+			})
+		}
+		add(1, func() string { return "remove " + s.ls[rng.IntN(len(s.ls))].name })
+	}
+	total := 0
+	for _, c := range cs {
+		total += c.w
+	}
+	n := rng.IntN(total)
+	for _, c := range cs {
+		if n < c.w {
+			return c.line()
+		}
+		n -= c.w
+	}
+	panic("unreachable")
+}
