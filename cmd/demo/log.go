@@ -11,7 +11,8 @@ import (
 
 // newLogger logs the informer's warnings and errors (watch errors, handler
 // panics) to w. A message repeats at most once per second, with the count of
-// repeats left out; panic stacks only show at debug level.
+// repeats left out; panic stacks (ours, and klog's "stacktrace") only show
+// at debug level.
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if level == "off" {
 		return slog.New(slog.DiscardHandler), nil
@@ -23,7 +24,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	h := slog.NewTextHandler(w, &slog.HandlerOptions{
 		Level: l,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == "stack" && l > slog.LevelDebug {
+			if (a.Key == "stack" || a.Key == "stacktrace") && l > slog.LevelDebug {
 				return slog.Attr{}
 			}
 			return a

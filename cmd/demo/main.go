@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 const usageHeader = `Usage: demo [flags]
@@ -28,8 +30,9 @@ the actor graph with each stage's rate and backlog, each handler's latencies,
 the informer's state, the last traces as waterfalls (kept in memory, no
 collector needed), a key search that traces every delta of the key it names,
 and, with the simulated cluster, faults to inject: a slow, panicking or
-stopped handler, a cut watch, a 410 Gone, a burst of creates. /metrics on the
-same server serves the pipeline's metrics in the Prometheus text format.
+stopped handler, a cut watch, a 410 Gone, a burst of creates. With --metrics,
+/metrics on the same server serves the pipeline's metrics in the Prometheus
+text format.
 
 Cluster: --kubeconfig, else $KUBECONFIG, else the in-cluster config when
 running in a pod, else (the default) a simulated cluster: client-go's fake
@@ -55,6 +58,13 @@ func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv, os.Stderr)
 	if err != nil {
 		os.Exit(2) // the flag package has printed the problem
+	}
+	// What client-go and apimachinery report through klog (the stacks of
+	// recovered handler panics, client-go's informer with --compare) goes
+	// to a logger like the demo's, so --log-level governs it too. klog's
+	// logger is process-wide and set once, before anything logs.
+	if logger, err := newLogger(os.Stderr, cfg.logLevel); err == nil {
+		klog.SetSlogLogger(logger)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 )
@@ -70,11 +69,6 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	// What client-go and apimachinery report through klog (the stacks of
-	// recovered handler panics, client-go's informer with --compare) goes
-	// to the same logger, so --log-level governs it too.
-	klog.SetSlogLogger(logger)
-	defer klog.ClearLogger()
 	prom, readers, err := metricsReaders(cfg)
 	if err != nil {
 		return err
