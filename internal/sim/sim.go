@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/internal/listen"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
 )
@@ -54,6 +56,8 @@ type Sim struct {
 	keepGoing bool
 	// slow names the handler a random script rarely delivers to.
 	slow string
+	// coalesce: a random script makes some handlers Coalesced.
+	coalesce bool
 }
 
 type listener struct {
@@ -168,6 +172,11 @@ func (s *Sim) addr(name string) (stage.Addr, error) {
 	if l := s.listenerByName(name); l != nil {
 		return stage.ToListener(l.st.id), nil
 	}
+	if n, ok := strings.CutSuffix(name, ".runner"); ok {
+		if l := s.listenerByName(n); l != nil && l.st.coalesced() {
+			return toRunner(l.st.id), nil
+		}
+	}
 	return stage.Addr{}, fmt.Errorf("no stage %q", name)
 }
 
@@ -234,6 +243,8 @@ func (s *Sim) stageOf(a stage.Addr) stageCore {
 		return s.ix
 	case stage.Listener:
 		return s.ls[a.ID-1].st
+	case runnerKind:
+		return runnerStage{s.ls[a.ID-1].st}
 	}
 	panic("sim: no stage")
 }
@@ -259,21 +270,27 @@ func (s *Sim) addrs() []stage.Addr {
 	out := []stage.Addr{stage.ToReflector, stage.ToQueue, stage.ToIndexer}
 	for _, l := range s.ls {
 		out = append(out, stage.ToListener(l.st.id))
+		if l.st.coalesced() {
+			out = append(out, toRunner(l.st.id))
+		}
 	}
 	return out
 }
 
 func (s *Sim) stageName(a stage.Addr) string {
-	if a.Kind == stage.Listener {
+	switch a.Kind {
+	case stage.Listener:
 		return s.ls[a.ID-1].name
+	case runnerKind:
+		return s.ls[a.ID-1].name + ".runner"
 	}
 	return a.Kind.String()
 }
 
-func (s *Sim) newListener(name string, resync time.Duration) *listener {
+func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *listener {
 	l := &listener{name: name, resync: resync, projected: map[string]string{}}
 	l.view = newView(s, name)
-	l.st = &listenerStage{id: uint64(len(s.ls) + 1), h: l.view}
+	l.st = newListenerStage(uint64(len(s.ls)+1), l.view, coalesced)
 	s.ls = append(s.ls, l)
 	return l
 }
@@ -293,6 +310,12 @@ func (s *Sim) Exec(line string) error {
 		return nil
 	}
 	s.Lines = append(s.Lines, line)
+	// "handler" and "add" take a trailing "coalesced".
+	coalesced := false
+	if n := len(args); n > 2 && args[n-1] == "coalesced" && (args[0] == "handler" || args[0] == "add") {
+		coalesced = true
+		args = args[:n-1]
+	}
 	arg := func(i int) string {
 		if i < len(args) {
 			return args[i]
@@ -321,7 +344,7 @@ func (s *Sim) Exec(line string) error {
 			if err != nil || arg(1) == "" || s.listenerByName(arg(1)) != nil {
 				return fmt.Errorf("bad handler line")
 			}
-			s.newListener(arg(1), d)
+			s.newListener(arg(1), d, coalesced)
 			return nil
 		case "start":
 			s.start()
@@ -427,6 +450,11 @@ func (s *Sim) Exec(line string) error {
 			s.timer.Stop()
 			s.timer = nil
 		}
+		if a.Kind == stage.Listener {
+			// The runner, the listener's child, is stopped first: what
+			// its mailbox holds is dropped.
+			s.boxes[toRunner(a.ID)] = nil
+		}
 		s.pushAll(s.stageOf(a).restart())
 	case "add":
 		d, err := parseDur(args, 2)
@@ -436,8 +464,9 @@ func (s *Sim) Exec(line string) error {
 		if d > 0 && d < s.checkPeriod {
 			d = s.checkPeriod // client-go: a started informer does not check more often
 		}
-		l := s.newListener(arg(1), d)
+		l := s.newListener(arg(1), d, coalesced)
 		s.push(l.st.subscribe(s.ix, d, s.clk.Now(), true))
+		s.pushAll(l.st.runnerStarted())
 	case "remove":
 		l := s.listenerByName(arg(1))
 		if l == nil {
@@ -481,6 +510,7 @@ func (s *Sim) start() {
 	for _, l := range s.ls {
 		l.st.initialDone = true // handlers added before start
 		s.push(l.st.subscribe(s.ix, l.resync, s.clk.Now(), false))
+		s.pushAll(l.st.runnerStarted())
 	}
 	s.pushAll(s.refl.start())
 }
@@ -565,11 +595,20 @@ func (s *Sim) check() {
 			continue
 		}
 		objs := l.projected
-		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems) || p != int64(l.queuedInitialItems) {
-			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list", l.name, b, p, l.queuedItems, l.queuedInitialItems)
+		items, initial := s.held(l)
+		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
+			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list; %d held, %d for initial ones", l.name, b, p, l.queuedItems, l.queuedInitialItems, items, initial)
 		}
 		if d := informertest.Diff(cache, objs); d != "" {
 			s.failf("%s: view+mailbox differs from the cache: %s", l.name, d)
+		}
+		if l.st.coalesced() {
+			// What the handler will have once it is given what is held
+			// (in its runner's mailbox, then merged in the core) and
+			// what its mailbox holds.
+			if d := informertest.Diff(cache, s.heldView(l)); d != "" {
+				s.failf("%s: view+held+mailbox differs from the cache: %s", l.name, d)
+			}
 		}
 	}
 	// Resource versions never go back.
@@ -600,10 +639,50 @@ func (s *Sim) check() {
 		}
 	}
 	for _, l := range s.ls {
-		if !l.st.removed && l.st.regSynced(informerSynced) && l.queuedInitial > 0 {
+		_, heldInitial := s.held(l)
+		if !l.st.removed && l.st.regSynced(informerSynced) && (l.queuedInitial > 0 || heldInitial > 0) {
 			s.failf("%s: registration HasSynced with initial notifications still queued", l.name)
 		}
 	}
+}
+
+// eachHeld calls f for each pending key a Coalesced handler's listener
+// holds outside its mailbox: those given to its runner (in its mailbox),
+// then those its core merges.
+func (s *Sim) eachHeld(l *listener, f func(e *listen.PendingKey)) {
+	l.st.eachHeld(s.boxes[toRunner(l.st.id)], f)
+}
+
+// held counts the notifications l holds outside its mailbox (see
+// eachHeld), and the initial-list ones they stand for.
+func (s *Sim) held(l *listener) (items int, initial int64) {
+	s.eachHeld(l, func(e *listen.PendingKey) {
+		items += len(e.Items())
+		initial += e.Initial()
+	})
+	return items, initial
+}
+
+// heldView is l's view once its handler has had what l holds and what
+// its mailbox holds, in order.
+func (s *Sim) heldView(l *listener) map[string]string {
+	out := maps.Clone(l.view.objs)
+	apply := func(it *indexer.Notification) {
+		k := informertest.Key(it.New)
+		if it.Type == indexer.NotifyDelete {
+			delete(out, k)
+		} else {
+			out[k] = rvOf(it.New)
+		}
+	}
+	s.eachHeld(l, func(e *listen.PendingKey) {
+		items := e.Items()
+		for i := range items {
+			apply(&items[i])
+		}
+	})
+	l.st.mailboxItems(s.boxes[stage.ToListener(l.st.id)], apply)
+	return out
 }
 
 // checkFinal verifies, at quiescence, that source, cache and every
