@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -84,6 +85,9 @@ func (l *listener) queued(m stage.Msg, sign int) {
 				delete(l.projected, k)
 			} else {
 				l.projected[k] = rvOf(it.New)
+			}
+			if it.Type == indexer.NotifyUpdate && uidOf(it.Old) != uidOf(it.New) {
+				l.view.uidChanges[k]++
 			}
 		})
 	}
@@ -723,6 +727,11 @@ type view struct {
 	objs      map[string]string
 	last      map[string]int64
 	panicNext bool
+	// uids is the UID of each object held; uidChanges counts, per key,
+	// the updates sent to the handler that change the UID (after a relist
+	// found the object recreated) and not yet made.
+	uids       map[string]types.UID
+	uidChanges map[string]int
 }
 
 func (v *view) removed() bool {
@@ -731,7 +740,7 @@ func (v *view) removed() bool {
 }
 
 func newView(s *Sim, name string) *view {
-	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}}
+	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}, uids: map[string]types.UID{}, uidChanges: map[string]int{}}
 }
 
 func (v *view) order(k, rv string) {
@@ -764,6 +773,7 @@ func (v *view) OnAdd(_ context.Context, obj any, initial bool) {
 	}
 	v.order(k, rv)
 	v.objs[k] = rv
+	v.uids[k] = uidOf(obj)
 	line := "add " + k + " " + rv
 	if initial {
 		line += " initial"
@@ -778,8 +788,21 @@ func (v *view) OnUpdate(_ context.Context, old, obj any) {
 	} else if cur != rvOf(old) {
 		v.s.failf("%s: update of %s from rv %s, handler had %s", v.name, k, rvOf(old), cur)
 	}
+	if u, ok := v.uids[k]; ok && u != uidOf(old) {
+		v.s.failf("%s: update of %s from UID %s, handler had UID %s", v.name, k, uidOf(old), u)
+	}
+	if uidOf(old) != uidOf(obj) {
+		// A recreated object is a delete then an add, unless the
+		// indexer itself sent such an update.
+		if v.uidChanges[k] == 0 {
+			v.s.failf("%s: update of %s changes UID %s to %s (a recreated object must be a delete then an add)", v.name, k, uidOf(old), uidOf(obj))
+		} else {
+			v.uidChanges[k]--
+		}
+	}
 	v.order(k, rv)
 	v.objs[k] = rv
+	v.uids[k] = uidOf(obj)
 	v.call("update " + k + " " + rvOf(old) + "->" + rv)
 }
 
@@ -788,8 +811,20 @@ func (v *view) OnDelete(_ context.Context, obj any) {
 	if _, ok := v.objs[k]; !ok {
 		v.s.failf("%s: delete of %s, which it does not hold (duplicate or unseen)", v.name, k)
 	}
+	if u, ok := v.uids[k]; ok && u != uidOf(obj) {
+		// Allowed only where the indexer sent an update that changed
+		// the UID (a relist found the object recreated) and a Coalesced
+		// handler's listener merged it into this delete (see
+		// TestCoalescedDeleteAfterRelistReplace).
+		if v.uidChanges[k] == 0 {
+			v.s.failf("%s: delete of %s UID %s, handler had UID %s", v.name, k, uidOf(obj), u)
+		} else {
+			v.uidChanges[k]--
+		}
+	}
 	v.order(k, rv)
 	delete(v.objs, k)
+	delete(v.uids, k)
 	line := "delete " + k + " " + rv
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		line += " tombstone"
