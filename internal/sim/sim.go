@@ -89,6 +89,12 @@ func (l *listener) queued(m stage.Msg, sign int) {
 			if it.Type == indexer.NotifyUpdate && uidOf(it.Old) != uidOf(it.New) {
 				l.view.uidChanges[k]++
 			}
+			switch {
+			case it.Type == indexer.NotifyAdd && it.InitialList:
+				l.view.expectInitial[k] = true
+			case it.Type == indexer.NotifyDelete:
+				delete(l.view.expectInitial, k)
+			}
 		})
 	}
 	if b, ok := m.Body.(*indexer.Notifications); ok {
@@ -732,6 +738,10 @@ type view struct {
 	// found the object recreated) and not yet made.
 	uids       map[string]types.UID
 	uidChanges map[string]int
+	// expectInitial: an initial-list add of the key was sent to the
+	// handler, and no delete since; its next add must have
+	// isInInitialList (a Coalesced handler's merged add keeps it).
+	expectInitial map[string]bool
 }
 
 func (v *view) removed() bool {
@@ -740,7 +750,7 @@ func (v *view) removed() bool {
 }
 
 func newView(s *Sim, name string) *view {
-	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}, uids: map[string]types.UID{}, uidChanges: map[string]int{}}
+	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}, uids: map[string]types.UID{}, uidChanges: map[string]int{}, expectInitial: map[string]bool{}}
 }
 
 func (v *view) order(k, rv string) {
@@ -771,6 +781,10 @@ func (v *view) OnAdd(_ context.Context, obj any, initial bool) {
 	if _, ok := v.objs[k]; ok {
 		v.s.failf("%s: add of known key %s", v.name, k)
 	}
+	if !initial && v.expectInitial[k] {
+		v.s.failf("%s: add of %s without isInInitialList, its initial-list add was sent", v.name, k)
+	}
+	delete(v.expectInitial, k)
 	v.order(k, rv)
 	v.objs[k] = rv
 	v.uids[k] = uidOf(obj)
