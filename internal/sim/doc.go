@@ -41,11 +41,16 @@
 //	lose STAGE            drop the head of a mailbox (to test the checks)
 //
 // After every line: each subscribed handler's view plus what its mailbox
-// holds equals the cache; handlers see consistent calls (no add of a key
-// they hold, no update or delete of one they do not, the old object of an
-// update is the one they hold) in per-key resource version order; HasSynced
+// holds (for a coalesced handler, plus what its runner holds and its core
+// merged) equals the cache, and its backlog and pending counters count
+// them; handlers see consistent calls (no add of a key they hold, no
+// update or delete of one they do not, the old object of an update is the
+// one they hold, UID included; an update changes the UID, and a delete is
+// of another UID, only after the indexer sent such an update; an add
+// keeps isInInitialList) in per-key resource version order; HasSynced
 // does not turn true before the first list is in the cache; a registration
-// is not synced while initial notifications are queued for it; resource
-// versions do not go back; the queue and the indexer log no warning. At
-// quiescence: source, cache and every handler's view are equal.
+// is not synced while initial notifications are queued or held for it;
+// resource versions do not go back; the queue and the indexer log no
+// warning. At quiescence: source, cache and every handler's view are
+// equal.
 package sim
