@@ -21,6 +21,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/listen"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/reflector"
 )
@@ -226,7 +227,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
 	if coalesce {
-		l.core.pending = newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	}
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()

@@ -15,17 +15,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/listen"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
 )
 
 // listener delivers notifications to one handler, in order: its core
 // decides what to call and what to send, and it makes the handler calls
-// (handlerPath) and keeps the counters. Only the listener's actor calls it,
+// (listen.Path) and keeps the counters. Only the listener's actor calls it,
 // so the struct needs no lock; the atomics are read by other goroutines
 // (HasSynced, Stats, metrics).
 type listener struct {
-	core    listenerCore
+	core    listen.Core
 	id      indexer.ListenerID
 	name    string
 	handler ContextEventHandler
@@ -86,7 +87,7 @@ type listener struct {
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
 	return &listener{
-		core:    listenerCore{id: id},
+		core:    listen.Core{ID: id},
 		halted:  halted,
 		id:      id,
 		name:    name,
@@ -110,22 +111,19 @@ func (l *listener) exit() {
 	l.exitOnce.Do(func() { close(l.exited) })
 }
 
-// counterFlush bounds how stale the backlog gauge gets inside one large batch.
-const counterFlush = 256
-
 // deliver takes in one batch through the core, for tests and benchmarks
 // that drive a bare listener (it sends nothing for a batch).
 func (l *listener) deliver(n *indexer.Notifications) { l.core.Notifications(n, l) }
 
-// active reports whether the handler may still be called (handlerPath).
-func (l *listener) active() bool { return !l.removed.Load() && !l.halted.Load() }
+// Active reports whether the handler may still be called (listen.Path).
+func (l *listener) Active() bool { return !l.removed.Load() && !l.halted.Load() }
 
-// progress accounts for done notifications (handlerPath).
-func (l *listener) progress(done, initial int64) { l.flush(done, initial) }
+// Progress accounts for done notifications (listen.Path).
+func (l *listener) Progress(done, initial int64) { l.flush(done, initial) }
 
-// initialBatchDone is told once the synthetic initial batch is taken in
-// (handlerPath).
-func (l *listener) initialBatchDone() {
+// InitialBatchDone is told once the synthetic initial batch is taken in
+// (listen.Path).
+func (l *listener) InitialBatchDone() {
 	l.initialDone.Store(true)
 	l.tellSynced()
 }
@@ -147,7 +145,8 @@ func (l *listener) flush(done, initial int64) {
 	}
 }
 
-func (l *listener) call(it *indexer.Notification) {
+// Call makes one handler call (listen.Path).
+func (l *listener) Call(it *indexer.Notification) {
 	if !l.observed {
 		l.invoke(l.ctx, it, nil)
 		return
@@ -248,7 +247,7 @@ func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
 type listenerActor struct {
 	l       *listener
 	indexer *actor.PID
-	// runner makes a Coalesced handler's calls (see runCalls); nil for
+	// runner makes a Coalesced handler's calls (see listen.RunCalls); nil for
 	// the others, whose calls the listener actor makes.
 	runner *actor.PID
 }
@@ -259,10 +258,10 @@ func (a *listenerActor) Receive(ctx actor.Context) {
 		a.send(ctx, a.l.core.Notifications(m, a.l))
 	case *indexer.DrainMarker:
 		a.send(ctx, a.l.core.DrainMarker())
-	case *callsDone:
+	case *listen.CallsDone:
 		a.send(ctx, a.l.core.CallsDone(a.l))
 	case *actor.Started:
-		if a.l.core.pending != nil {
+		if a.l.core.Pending != nil {
 			// A child: stopped with the listener, after its running call.
 			r := &handlerRunner{l: a.l}
 			a.runner = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
@@ -297,12 +296,12 @@ func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
 }
 
 // handlerRunner makes a Coalesced handler's calls, one pending key per
-// runCalls, so that its listener actor goes on merging meanwhile.
+// listen.RunCalls, so that its listener actor goes on merging meanwhile.
 type handlerRunner struct{ l *listener }
 
 func (r *handlerRunner) Receive(ctx actor.Context) {
-	if m, ok := ctx.Message().(*runCalls); ok {
-		m.e.run(r.l)
-		ctx.Send(ctx.Parent(), callsDoneMsg)
+	if m, ok := ctx.Message().(*listen.RunCalls); ok {
+		m.Key.Run(r.l)
+		ctx.Send(ctx.Parent(), listen.CallsDoneMsg)
 	}
 }

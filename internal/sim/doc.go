@@ -1,7 +1,7 @@
 // Package sim is a deterministic simulator of the whole informer pipeline:
 // the reflector's Machine, the delta queue, the indexer's Core and one
-// listener per handler, chained in one goroutine, fed by a scripted API
-// server and timed by a fake clock.
+// listener's Core (internal/listen) per handler, chained in one goroutine,
+// fed by a scripted API server and timed by a fake clock.
 //
 // Every step delivers one message to one stage (the head of its mailbox:
 // each mailbox is FIFO, as protoactor's are), or changes the world: the
@@ -13,8 +13,9 @@
 // A script is a list of lines (newline or ';' separated, '#' comments).
 // Before "start": "watchlist" (sync with WatchList), "batch N" (queue
 // batch size), "resync DUR" (the informer's default resync),
-// "handler NAME [DUR]" (a handler added before start, with its resync
-// period), "create|update|delete NAME". Then:
+// "handler NAME [DUR] [coalesced]" (a handler added before start, with its
+// resync period; coalesced: wrapped in actors.Coalesced, its calls made by
+// a runner, NAME.runner), "create|update|delete NAME". Then:
 //
 //	start                 spawn the stages; the reflector starts listing
 //	create|update|delete NAME   change an object at the source
@@ -28,22 +29,28 @@
 //	flush [N]             hand up to N (default all) watch events to the reflector, as one batch
 //	cut                   the server closes the watch (after the events queued)
 //	gone | werr           an ERROR event (410 | 500) ends the watch
-//	deliver STAGE         deliver one message: reflector, fifo, indexer or a handler's name
+//	deliver STAGE         deliver one message: reflector, fifo, indexer, a handler's name,
+//	                      or NAME.runner (a coalesced handler's runner: the calls of one key)
 //	tick | advance DUR    move time to the next timer | by DUR
 //	restart STAGE         restart a stage's actor between two messages
 //	crash N               the indexer panics while applying its next batch, after N objects
-//	add NAME [DUR]        add a handler to the running informer
+//	add NAME [DUR] [coalesced]  add a handler to the running informer
 //	remove NAME           remove a handler
 //	panic NAME            the handler panics on its next call (after recording it)
 //	quiesce               run to quiescence, then check the final invariants
 //	lose STAGE            drop the head of a mailbox (to test the checks)
 //
 // After every line: each subscribed handler's view plus what its mailbox
-// holds equals the cache; handlers see consistent calls (no add of a key
-// they hold, no update or delete of one they do not, the old object of an
-// update is the one they hold) in per-key resource version order; HasSynced
+// holds (for a coalesced handler, plus what its runner holds and its core
+// merged) equals the cache, and its backlog and pending counters count
+// them; handlers see consistent calls (no add of a key they hold, no
+// update or delete of one they do not, the old object of an update is the
+// one they hold, UID included; an update changes the UID, and a delete is
+// of another UID, only after the indexer sent such an update; an add
+// keeps isInInitialList) in per-key resource version order; HasSynced
 // does not turn true before the first list is in the cache; a registration
-// is not synced while initial notifications are queued for it; resource
-// versions do not go back; the queue and the indexer log no warning. At
-// quiescence: source, cache and every handler's view are equal.
+// is not synced while initial notifications are queued or held for it;
+// resource versions do not go back; the queue and the indexer log no
+// warning. At quiescence: source, cache and every handler's view are
+// equal.
 package sim

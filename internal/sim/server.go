@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -41,9 +42,16 @@ type stream struct {
 
 func newServer() *server { return &server{rv: 1, objs: map[string]*v1.Pod{}} }
 
+// pod is a new version of name; a created one (no current version) gets
+// a new UID ("u" and its first resource version), the others keep it.
 func (s *server) pod(name string) *v1.Pod {
 	s.rv++
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: strconv.FormatInt(s.rv, 10)}}
+	rv := strconv.FormatInt(s.rv, 10)
+	uid := types.UID("u" + rv)
+	if cur := s.objs[name]; cur != nil {
+		uid = cur.UID
+	}
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: rv, UID: uid}}
 }
 
 // mutate applies a create, update or delete of name ("create" of a present
@@ -254,6 +262,17 @@ func rvOf(obj any) string {
 	}
 	if p, ok := obj.(*v1.Pod); ok {
 		return p.ResourceVersion
+	}
+	return "?"
+}
+
+// uidOf is obj's UID, looking through a tombstone.
+func uidOf(obj any) types.UID {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*v1.Pod); ok {
+		return p.UID
 	}
 	return "?"
 }

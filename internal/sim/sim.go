@@ -3,16 +3,19 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/internal/listen"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
 )
@@ -54,6 +57,8 @@ type Sim struct {
 	keepGoing bool
 	// slow names the handler a random script rarely delivers to.
 	slow string
+	// coalesce: a random script makes some handlers Coalesced.
+	coalesce bool
 }
 
 type listener struct {
@@ -80,6 +85,15 @@ func (l *listener) queued(m stage.Msg, sign int) {
 				delete(l.projected, k)
 			} else {
 				l.projected[k] = rvOf(it.New)
+			}
+			if it.Type == indexer.NotifyUpdate && uidOf(it.Old) != uidOf(it.New) {
+				l.view.uidChanges[k]++
+			}
+			switch {
+			case it.Type == indexer.NotifyAdd && it.InitialList:
+				l.view.expectInitial[k] = true
+			case it.Type == indexer.NotifyDelete:
+				delete(l.view.expectInitial, k)
 			}
 		})
 	}
@@ -168,6 +182,11 @@ func (s *Sim) addr(name string) (stage.Addr, error) {
 	if l := s.listenerByName(name); l != nil {
 		return stage.ToListener(l.st.id), nil
 	}
+	if n, ok := strings.CutSuffix(name, ".runner"); ok {
+		if l := s.listenerByName(n); l != nil && l.st.coalesced() {
+			return toRunner(l.st.id), nil
+		}
+	}
 	return stage.Addr{}, fmt.Errorf("no stage %q", name)
 }
 
@@ -234,6 +253,8 @@ func (s *Sim) stageOf(a stage.Addr) stageCore {
 		return s.ix
 	case stage.Listener:
 		return s.ls[a.ID-1].st
+	case runnerKind:
+		return runnerStage{s.ls[a.ID-1].st}
 	}
 	panic("sim: no stage")
 }
@@ -259,21 +280,27 @@ func (s *Sim) addrs() []stage.Addr {
 	out := []stage.Addr{stage.ToReflector, stage.ToQueue, stage.ToIndexer}
 	for _, l := range s.ls {
 		out = append(out, stage.ToListener(l.st.id))
+		if l.st.coalesced() {
+			out = append(out, toRunner(l.st.id))
+		}
 	}
 	return out
 }
 
 func (s *Sim) stageName(a stage.Addr) string {
-	if a.Kind == stage.Listener {
+	switch a.Kind {
+	case stage.Listener:
 		return s.ls[a.ID-1].name
+	case runnerKind:
+		return s.ls[a.ID-1].name + ".runner"
 	}
 	return a.Kind.String()
 }
 
-func (s *Sim) newListener(name string, resync time.Duration) *listener {
+func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *listener {
 	l := &listener{name: name, resync: resync, projected: map[string]string{}}
 	l.view = newView(s, name)
-	l.st = &listenerStage{id: uint64(len(s.ls) + 1), h: l.view}
+	l.st = newListenerStage(uint64(len(s.ls)+1), l.view, coalesced)
 	s.ls = append(s.ls, l)
 	return l
 }
@@ -293,6 +320,12 @@ func (s *Sim) Exec(line string) error {
 		return nil
 	}
 	s.Lines = append(s.Lines, line)
+	// "handler" and "add" take a trailing "coalesced".
+	coalesced := false
+	if n := len(args); n > 2 && args[n-1] == "coalesced" && (args[0] == "handler" || args[0] == "add") {
+		coalesced = true
+		args = args[:n-1]
+	}
 	arg := func(i int) string {
 		if i < len(args) {
 			return args[i]
@@ -321,7 +354,7 @@ func (s *Sim) Exec(line string) error {
 			if err != nil || arg(1) == "" || s.listenerByName(arg(1)) != nil {
 				return fmt.Errorf("bad handler line")
 			}
-			s.newListener(arg(1), d)
+			s.newListener(arg(1), d, coalesced)
 			return nil
 		case "start":
 			s.start()
@@ -427,6 +460,11 @@ func (s *Sim) Exec(line string) error {
 			s.timer.Stop()
 			s.timer = nil
 		}
+		if a.Kind == stage.Listener {
+			// The runner, the listener's child, is stopped first: what
+			// its mailbox holds is dropped.
+			s.boxes[toRunner(a.ID)] = nil
+		}
 		s.pushAll(s.stageOf(a).restart())
 	case "add":
 		d, err := parseDur(args, 2)
@@ -436,8 +474,9 @@ func (s *Sim) Exec(line string) error {
 		if d > 0 && d < s.checkPeriod {
 			d = s.checkPeriod // client-go: a started informer does not check more often
 		}
-		l := s.newListener(arg(1), d)
+		l := s.newListener(arg(1), d, coalesced)
 		s.push(l.st.subscribe(s.ix, d, s.clk.Now(), true))
+		s.pushAll(l.st.runnerStarted())
 	case "remove":
 		l := s.listenerByName(arg(1))
 		if l == nil {
@@ -481,6 +520,7 @@ func (s *Sim) start() {
 	for _, l := range s.ls {
 		l.st.initialDone = true // handlers added before start
 		s.push(l.st.subscribe(s.ix, l.resync, s.clk.Now(), false))
+		s.pushAll(l.st.runnerStarted())
 	}
 	s.pushAll(s.refl.start())
 }
@@ -565,11 +605,20 @@ func (s *Sim) check() {
 			continue
 		}
 		objs := l.projected
-		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems) || p != int64(l.queuedInitialItems) {
-			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list", l.name, b, p, l.queuedItems, l.queuedInitialItems)
+		items, initial := s.held(l)
+		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
+			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list; %d held, %d for initial ones", l.name, b, p, l.queuedItems, l.queuedInitialItems, items, initial)
 		}
 		if d := informertest.Diff(cache, objs); d != "" {
 			s.failf("%s: view+mailbox differs from the cache: %s", l.name, d)
+		}
+		if l.st.coalesced() {
+			// What the handler will have once it is given what is held
+			// (in its runner's mailbox, then merged in the core) and
+			// what its mailbox holds.
+			if d := informertest.Diff(cache, s.heldView(l)); d != "" {
+				s.failf("%s: view+held+mailbox differs from the cache: %s", l.name, d)
+			}
 		}
 	}
 	// Resource versions never go back.
@@ -600,10 +649,50 @@ func (s *Sim) check() {
 		}
 	}
 	for _, l := range s.ls {
-		if !l.st.removed && l.st.regSynced(informerSynced) && l.queuedInitial > 0 {
+		_, heldInitial := s.held(l)
+		if !l.st.removed && l.st.regSynced(informerSynced) && (l.queuedInitial > 0 || heldInitial > 0) {
 			s.failf("%s: registration HasSynced with initial notifications still queued", l.name)
 		}
 	}
+}
+
+// eachHeld calls f for each pending key a Coalesced handler's listener
+// holds outside its mailbox: those given to its runner (in its mailbox),
+// then those its core merges.
+func (s *Sim) eachHeld(l *listener, f func(e *listen.PendingKey)) {
+	l.st.eachHeld(s.boxes[toRunner(l.st.id)], f)
+}
+
+// held counts the notifications l holds outside its mailbox (see
+// eachHeld), and the initial-list ones they stand for.
+func (s *Sim) held(l *listener) (items int, initial int64) {
+	s.eachHeld(l, func(e *listen.PendingKey) {
+		items += len(e.Items())
+		initial += e.Initial()
+	})
+	return items, initial
+}
+
+// heldView is l's view once its handler has had what l holds and what
+// its mailbox holds, in order.
+func (s *Sim) heldView(l *listener) map[string]string {
+	out := maps.Clone(l.view.objs)
+	apply := func(it *indexer.Notification) {
+		k := informertest.Key(it.New)
+		if it.Type == indexer.NotifyDelete {
+			delete(out, k)
+		} else {
+			out[k] = rvOf(it.New)
+		}
+	}
+	s.eachHeld(l, func(e *listen.PendingKey) {
+		items := e.Items()
+		for i := range items {
+			apply(&items[i])
+		}
+	})
+	l.st.mailboxItems(s.boxes[stage.ToListener(l.st.id)], apply)
+	return out
 }
 
 // checkFinal verifies, at quiescence, that source, cache and every
@@ -644,6 +733,15 @@ type view struct {
 	objs      map[string]string
 	last      map[string]int64
 	panicNext bool
+	// uids is the UID of each object held; uidChanges counts, per key,
+	// the updates sent to the handler that change the UID (after a relist
+	// found the object recreated) and not yet made.
+	uids       map[string]types.UID
+	uidChanges map[string]int
+	// expectInitial: an initial-list add of the key was sent to the
+	// handler, and no delete since; its next add must have
+	// isInInitialList (a Coalesced handler's merged add keeps it).
+	expectInitial map[string]bool
 }
 
 func (v *view) removed() bool {
@@ -652,7 +750,7 @@ func (v *view) removed() bool {
 }
 
 func newView(s *Sim, name string) *view {
-	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}}
+	return &view{s: s, name: name, objs: map[string]string{}, last: map[string]int64{}, uids: map[string]types.UID{}, uidChanges: map[string]int{}, expectInitial: map[string]bool{}}
 }
 
 func (v *view) order(k, rv string) {
@@ -683,8 +781,13 @@ func (v *view) OnAdd(_ context.Context, obj any, initial bool) {
 	if _, ok := v.objs[k]; ok {
 		v.s.failf("%s: add of known key %s", v.name, k)
 	}
+	if !initial && v.expectInitial[k] {
+		v.s.failf("%s: add of %s without isInInitialList, its initial-list add was sent", v.name, k)
+	}
+	delete(v.expectInitial, k)
 	v.order(k, rv)
 	v.objs[k] = rv
+	v.uids[k] = uidOf(obj)
 	line := "add " + k + " " + rv
 	if initial {
 		line += " initial"
@@ -699,8 +802,21 @@ func (v *view) OnUpdate(_ context.Context, old, obj any) {
 	} else if cur != rvOf(old) {
 		v.s.failf("%s: update of %s from rv %s, handler had %s", v.name, k, rvOf(old), cur)
 	}
+	if u, ok := v.uids[k]; ok && u != uidOf(old) {
+		v.s.failf("%s: update of %s from UID %s, handler had UID %s", v.name, k, uidOf(old), u)
+	}
+	if uidOf(old) != uidOf(obj) {
+		// A recreated object is a delete then an add, unless the
+		// indexer itself sent such an update.
+		if v.uidChanges[k] == 0 {
+			v.s.failf("%s: update of %s changes UID %s to %s (a recreated object must be a delete then an add)", v.name, k, uidOf(old), uidOf(obj))
+		} else {
+			v.uidChanges[k]--
+		}
+	}
 	v.order(k, rv)
 	v.objs[k] = rv
+	v.uids[k] = uidOf(obj)
 	v.call("update " + k + " " + rvOf(old) + "->" + rv)
 }
 
@@ -709,8 +825,20 @@ func (v *view) OnDelete(_ context.Context, obj any) {
 	if _, ok := v.objs[k]; !ok {
 		v.s.failf("%s: delete of %s, which it does not hold (duplicate or unseen)", v.name, k)
 	}
+	if u, ok := v.uids[k]; ok && u != uidOf(obj) {
+		// Allowed only where the indexer sent an update that changed
+		// the UID (a relist found the object recreated) and a Coalesced
+		// handler's listener merged it into this delete (see
+		// TestCoalescedDeleteAfterRelistReplace).
+		if v.uidChanges[k] == 0 {
+			v.s.failf("%s: delete of %s UID %s, handler had UID %s", v.name, k, uidOf(obj), u)
+		} else {
+			v.uidChanges[k]--
+		}
+	}
 	v.order(k, rv)
 	delete(v.objs, k)
+	delete(v.uids, k)
 	line := "delete " + k + " " + rv
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		line += " tombstone"

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/listen"
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
@@ -372,12 +375,20 @@ func (s *indexerStage) restart() []stage.Msg {
 
 // ---- listener ----
 
-// listenerStage models a listener: actors' listener core is unexported, so
-// this mirrors it (resync notifications only when due, no call once
-// removed, a handler panic recovered, the backlog and initial-list
-// counters, DrainMarker answered with a Drained to the indexer).
+// toRunner addresses a Coalesced handler's runner: the listener's child
+// actor that makes the calls of one pending key at a time (the shell
+// resolves the core's stage.ToListener(own id) to it).
+func toRunner(id uint64) stage.Addr { return stage.Addr{Kind: runnerKind, ID: id} }
+
+const runnerKind stage.Kind = 101
+
+// listenerStage is a listener: the real listen.Core behind a modelled
+// shell, which is also the core's listen.Path: it calls the handler
+// (recovering a panic, as the shell's call path does) and keeps the
+// backlog and initial-list counters.
 type listenerStage struct {
 	id          uint64
+	core        listen.Core
 	h           handler
 	removed     bool
 	pending     atomic.Int64
@@ -392,33 +403,66 @@ type handler interface {
 	OnDelete(ctx context.Context, obj any)
 }
 
+func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
+	l := &listenerStage{id: id, core: listen.Core{ID: indexer.ListenerID(id)}, h: h}
+	if coalesced {
+		// As actors.Coalesced: the informer's key function.
+		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+	}
+	return l
+}
+
+// eachHeld calls f for each pending key a Coalesced handler's listener
+// holds outside its mailbox: those given to its runner (runnerBox, the
+// runner's mailbox), then those its core merges.
+func (l *listenerStage) eachHeld(runnerBox []stage.Msg, f func(e *listen.PendingKey)) {
+	if !l.coalesced() {
+		return
+	}
+	for _, m := range runnerBox {
+		f(m.Body.(*listen.RunCalls).Key)
+	}
+	l.core.Pending.Each(f)
+}
+
+func (l *listenerStage) coalesced() bool { return l.core.Pending != nil }
+
 func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
+	var out []stage.Msg
 	switch b := m.Body.(type) {
 	case *indexer.Notifications:
-		var initial int64
-		for i := range b.Items {
-			it := &b.Items[i]
-			if it.InitialList {
-				initial++
-			}
-			if (!it.Sync || b.SyncsTo(indexer.ListenerID(l.id))) && !l.removed {
-				l.call(it)
-			}
+		if b.Initial && l.coalesced() {
+			// The synthetic initial batch (this listener's alone) comes
+			// in the cache's map order; a coalesced handler's calls
+			// depend on it (the order of its pending keys), so that a
+			// script would not replay. Any order is one the indexer may
+			// send: take the keys'.
+			slices.SortFunc(b.Items, func(x, y indexer.Notification) int {
+				return strings.Compare(x.Key(), y.Key())
+			})
 		}
-		l.backlog.Add(-int64(len(b.Items)))
-		l.pending.Add(-initial)
-		if b.Initial {
-			l.initialDone = true
-		}
+		out = l.core.Notifications(b, l)
 	case *indexer.DrainMarker:
-		return []stage.Msg{{To: stage.ToIndexer, Body: &indexer.Drained{ID: indexer.ListenerID(l.id)}}}
+		out = l.core.DrainMarker()
+	case *listen.CallsDone:
+		out = l.core.CallsDone(l)
 	default:
 		panic(fmt.Sprintf("sim: listener got %T", m.Body))
 	}
-	return nil
+	out = append([]stage.Msg(nil), out...) // out belongs to the core
+	for i := range out {
+		if out[i].To == stage.ToListener(l.id) {
+			out[i].To = toRunner(l.id)
+		}
+	}
+	return out
 }
 
-func (l *listenerStage) call(it *indexer.Notification) {
+// Active, Call, Progress and InitialBatchDone make l the core's
+// listen.Path.
+func (l *listenerStage) Active() bool { return !l.removed }
+
+func (l *listenerStage) Call(it *indexer.Notification) {
 	defer func() { _ = recover() }()
 	switch it.Type {
 	case indexer.NotifyAdd:
@@ -430,9 +474,48 @@ func (l *listenerStage) call(it *indexer.Notification) {
 	}
 }
 
+func (l *listenerStage) Progress(done, initial int64) {
+	l.backlog.Add(-done)
+	l.pending.Add(-initial)
+}
+
+func (l *listenerStage) InitialBatchDone() { l.initialDone = true }
+
 // restart: the listener's state lives outside the actor, which handles
-// neither Restarting nor Started.
-func (l *listenerStage) restart() []stage.Msg { return nil }
+// neither Restarting nor Started, except that a Coalesced handler's
+// listener spawns a new runner (its child, stopped with the old actor:
+// protoactor stops children before restarting, and a stopped actor's
+// queued messages are dropped) and tells its core (RunnerStarted).
+func (l *listenerStage) restart() []stage.Msg {
+	if !l.coalesced() {
+		return nil
+	}
+	return l.runnerStarted()
+}
+
+func (l *listenerStage) runnerStarted() []stage.Msg {
+	out := append([]stage.Msg(nil), l.core.RunnerStarted()...)
+	for i := range out {
+		out[i].To = toRunner(l.id)
+	}
+	return out
+}
+
+// runnerStage is a Coalesced handler's runner: it makes the calls of the
+// pending key it is given and answers its listener.
+type runnerStage struct{ l *listenerStage }
+
+func (r runnerStage) deliver(m stage.Msg) []stage.Msg {
+	b, ok := m.Body.(*listen.RunCalls)
+	if !ok {
+		panic(fmt.Sprintf("sim: runner got %T", m.Body))
+	}
+	b.Key.Run(r.l)
+	return []stage.Msg{{To: stage.ToListener(r.l.id), Body: listen.CallsDoneMsg}}
+}
+
+// restart: a runner is restarted only with its listener.
+func (r runnerStage) restart() []stage.Msg { return nil }
 
 // subscribe is the message the informer's supervisor sends the indexer
 // for this listener.

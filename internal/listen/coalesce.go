@@ -1,4 +1,4 @@
-package actors
+package listen
 
 import (
 	"k8s.io/client-go/tools/cache"
@@ -7,27 +7,27 @@ import (
 	"github.com/actorinformer/actorinformer/internal/telemetry"
 )
 
-// coalescer holds a Coalesced handler's pending notifications: at most one
+// Coalescer holds a Coalesced handler's pending notifications: at most one
 // per key, two when the object was recreated (the delete of the one the
 // handler saw, then the add of the new one), keys in the order their first
 // pending notification arrived. What it holds is thus bounded by the number
 // of keys, however many changes arrive while the handler is behind.
 //
-// Merging keeps the handler's story right (pendingKey.merge): it gets the
+// Merging keeps the handler's story right (PendingKey.merge): it gets the
 // latest object; an update's old object is the one it last saw; it gets no
 // update or delete of an object it never saw added, and every delete of one
 // it saw. It is a plain struct, not safe for concurrent use.
-type coalescer struct {
+type Coalescer struct {
 	keyFunc cache.KeyFunc
-	byKey   map[string]*pendingKey
-	queue   []*pendingKey
+	byKey   map[string]*PendingKey
+	queue   []*PendingKey
 	head    int
 	// held counts the notifications held.
 	held int
 }
 
-// pendingKey is what is pending for one key: n[:len], in order.
-type pendingKey struct {
+// PendingKey is what is pending for one key: n[:len], in order.
+type PendingKey struct {
 	key   string
 	keyed bool // false for an object without a key: never merged
 	n     [2]indexer.Notification
@@ -38,25 +38,41 @@ type pendingKey struct {
 	initial int64
 }
 
-func newCoalescer(keyFunc cache.KeyFunc) *coalescer {
-	return &coalescer{keyFunc: keyFunc, byKey: map[string]*pendingKey{}}
+func NewCoalescer(keyFunc cache.KeyFunc) *Coalescer {
+	return &Coalescer{keyFunc: keyFunc, byKey: map[string]*PendingKey{}}
 }
 
-// len returns the number of notifications held.
-func (c *coalescer) len() int { return c.held }
+// Len returns the number of notifications held.
+func (c *Coalescer) Len() int { return c.held }
+
+// Each calls f for each key with something pending, oldest first.
+func (c *Coalescer) Each(f func(e *PendingKey)) {
+	for _, e := range c.queue[c.head:] {
+		if e.len > 0 {
+			f(e)
+		}
+	}
+}
+
+// Items returns the notifications pending for the key, in order. They
+// belong to e.
+func (e *PendingKey) Items() []indexer.Notification { return e.n[:e.len] }
+
+// Initial returns the number of initial-list notifications e stands for.
+func (e *PendingKey) Initial() int64 { return e.initial }
 
 // add merges it into what is pending for its key. It returns how many
 // notifications left the backlog (it, when it was folded into a pending
 // one; a pending add and it, when they cancel out) and how many of those
 // were initial-list ones.
-func (c *coalescer) add(it *indexer.Notification) (done, initial int64) {
+func (c *Coalescer) add(it *indexer.Notification) (done, initial int64) {
 	key, err := c.keyFunc(it.New)
-	var e *pendingKey
+	var e *PendingKey
 	if err == nil {
 		e = c.byKey[key]
 	}
 	if e == nil {
-		e = &pendingKey{key: key, keyed: err == nil}
+		e = &PendingKey{key: key, keyed: err == nil}
 		if e.keyed {
 			c.byKey[key] = e
 		}
@@ -70,7 +86,7 @@ func (c *coalescer) add(it *indexer.Notification) (done, initial int64) {
 
 // pop removes and returns the oldest key with something pending; nil when
 // nothing is.
-func (c *coalescer) pop() *pendingKey {
+func (c *Coalescer) pop() *PendingKey {
 	for c.head < len(c.queue) {
 		e := c.queue[c.head]
 		c.queue[c.head] = nil
@@ -95,9 +111,9 @@ func (c *coalescer) pop() *pendingKey {
 	return nil
 }
 
-// dropAll empties the coalescer, returning what its notifications counted
+// dropAll empties the Coalescer, returning what its notifications counted
 // (as add does).
-func (c *coalescer) dropAll() (done, initial int64) {
+func (c *Coalescer) dropAll() (done, initial int64) {
 	for _, e := range c.queue[c.head:] {
 		initial += e.initial
 	}
@@ -106,7 +122,7 @@ func (c *coalescer) dropAll() (done, initial int64) {
 	return done, initial
 }
 
-func (c *coalescer) reset() {
+func (c *Coalescer) reset() {
 	clear(c.byKey)
 	clear(c.queue)
 	c.queue = c.queue[:0]
@@ -133,7 +149,7 @@ func (c *coalescer) reset() {
 // that the handler still ends with the latest object. Add and delete stay
 // apart (delete then add) even for the same UID: the handler is told the
 // object went away. It returns what add returns.
-func (e *pendingKey) merge(it indexer.Notification) (done, initial int64) {
+func (e *PendingKey) merge(it indexer.Notification) (done, initial int64) {
 	// Routing is done: a resync's update is an update like another here.
 	it.Sync = false
 	if it.InitialList {
@@ -177,7 +193,7 @@ func (e *pendingKey) merge(it indexer.Notification) (done, initial int64) {
 	return int64(held) + 1 - int64(e.len), initial
 }
 
-func (e *pendingKey) push(it indexer.Notification) {
+func (e *PendingKey) push(it indexer.Notification) {
 	e.n[e.len] = it
 	e.len++
 }

@@ -1,4 +1,4 @@
-package actors
+package listen
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func note(s string) indexer.Notification {
 	panic(s)
 }
 
-// TestCoalesceMerge checks the merge table (pendingKey.merge): what the
+// TestCoalesceMerge checks the merge table (PendingKey.merge): what the
 // handler is called with for one key's notifications taken in while it is
 // busy, and that every notification taken in leaves the backlog once
 // delivered, merged away or dropped.
@@ -68,7 +68,7 @@ func TestCoalesceMerge(t *testing.T) {
 		{in: []string{"delete 1", "add 2", "add 3"}, want: []string{"delete ns/a 1", "add ns/a 3"}},
 	} {
 		t.Run(strings.Join(tc.in, ","), func(t *testing.T) {
-			c := &listenerCore{id: 1, pending: newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+			c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
 			p := &pathLog{}
 			items := make([]indexer.Notification, len(tc.in))
 			var initial int64
@@ -92,8 +92,8 @@ func TestCoalesceMerge(t *testing.T) {
 			if p.done != int64(len(tc.in)) || p.initial != initial {
 				t.Errorf("done %d (initial %d); want %d (%d)", p.done, p.initial, len(tc.in), initial)
 			}
-			if c.pending.len() != 0 || len(c.pending.byKey) != 0 || len(c.pending.queue) != 0 {
-				t.Errorf("left pending: %d held, %d keys, %d queued", c.pending.len(), len(c.pending.byKey), len(c.pending.queue))
+			if c.Pending.Len() != 0 || len(c.Pending.byKey) != 0 || len(c.Pending.queue) != 0 {
+				t.Errorf("left pending: %d held, %d keys, %d queued", c.Pending.Len(), len(c.Pending.byKey), len(c.Pending.queue))
 			}
 		})
 	}
@@ -102,7 +102,7 @@ func TestCoalesceMerge(t *testing.T) {
 // TestCoalesceKeyOrder: keys are delivered in the order their first
 // pending notification came; a key delivered and changed again goes last.
 func TestCoalesceKeyOrder(t *testing.T) {
-	c := &listenerCore{id: 1, pending: newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+	c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
 	p := &pathLog{}
 	batch := func(items ...indexer.Notification) []indexer.Notification { return items }
 	a1, a2, a3 := pod("a", "1"), pod("a", "2"), pod("a", "3")
@@ -115,7 +115,7 @@ func TestCoalesceKeyOrder(t *testing.T) {
 		indexer.Notification{Type: indexer.NotifyUpdate, Old: a1, New: a2},
 	)}, p)
 	msgs := c.CallsDone(p)
-	msgs[0].Body.(*runCalls).e.run(p) // a, then the runner is busy again
+	msgs[0].Body.(*RunCalls).Key.Run(p) // a, then the runner is busy again
 	c.Notifications(&indexer.Notifications{Items: batch(
 		indexer.Notification{Type: indexer.NotifyUpdate, Old: a2, New: a3},
 		indexer.Notification{Type: indexer.NotifyAdd, New: c1},
@@ -131,7 +131,7 @@ func TestCoalesceKeyOrder(t *testing.T) {
 // TestCoalesceInactiveDropsPending: once the handler is removed, what is
 // pending is dropped and still accounted for.
 func TestCoalesceInactiveDropsPending(t *testing.T) {
-	c := &listenerCore{id: 1, pending: newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+	c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
 	p := &pathLog{}
 	c.running = true
 	c.Notifications(&indexer.Notifications{Items: []indexer.Notification{
@@ -143,8 +143,8 @@ func TestCoalesceInactiveDropsPending(t *testing.T) {
 	if msgs := c.CallsDone(p); msgs != nil {
 		t.Errorf("sent %v after the handler went", msgs)
 	}
-	if len(p.calls) != 0 || p.done != 3 || p.initial != 2 || c.pending.len() != 0 {
-		t.Errorf("calls %q, done %d, initial %d, %d held; want none, 3, 2, 0", p.calls, p.done, p.initial, c.pending.len())
+	if len(p.calls) != 0 || p.done != 3 || p.initial != 2 || c.Pending.Len() != 0 {
+		t.Errorf("calls %q, done %d, initial %d, %d held; want none, 3, 2, 0", p.calls, p.done, p.initial, c.Pending.Len())
 	}
 }
 
@@ -264,12 +264,12 @@ func TestCoalesceRandomStreams(t *testing.T) {
 		s := newStoryChecker()
 		h := s.handler()
 		l := &pathCalls{h: h}
-		c := &listenerCore{id: 1, pending: newCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+		c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
 		var in, initial int64
-		var running *pendingKey // what the runner was given
+		var running *PendingKey // what the runner was given
 		took := func(msgs []stage.Msg) {
 			for _, m := range msgs {
-				running = m.Body.(*runCalls).e
+				running = m.Body.(*RunCalls).Key
 			}
 		}
 		// The initial list.
@@ -289,22 +289,22 @@ func TestCoalesceRandomStreams(t *testing.T) {
 			in += int64(len(items))
 			took(c.Notifications(&indexer.Notifications{Items: items, Syncing: []indexer.ListenerID{1}, Owned: rng.Intn(2) == 0}, l))
 			items = nil
-			if held, max := c.pending.len(), len(c.pending.byKey); held > 2*max || len(c.pending.byKey) > m.keys {
+			if held, max := c.Pending.Len(), len(c.Pending.byKey); held > 2*max || len(c.Pending.byKey) > m.keys {
 				t.Fatalf("seed %d: %d held for %d keys (stream over %d)", seed, held, max, m.keys)
 			}
 			for n := rng.Intn(m.keys + 1); n > 0 && running != nil; n-- {
-				running.run(l)
+				running.Run(l)
 				running = nil
 				took(c.CallsDone(l))
 			}
 		}
 		for running != nil {
-			running.run(l)
+			running.Run(l)
 			running = nil
 			took(c.CallsDone(l))
 		}
-		if c.pending.len() != 0 {
-			t.Fatalf("seed %d: %d left pending", seed, c.pending.len())
+		if c.Pending.Len() != 0 {
+			t.Fatalf("seed %d: %d left pending", seed, c.Pending.Len())
 		}
 		if diff := informertest.Diff(m.snapshot(), s.view.Snapshot()); diff != "" {
 			t.Fatalf("seed %d: handler's view differs from the cache: %s", seed, diff)
@@ -325,25 +325,25 @@ func TestCoalesceRandomStreams(t *testing.T) {
 
 // runAll plays the handler runner: it runs what the core sent, answers,
 // and so on until the core sends nothing more.
-func runAll(t *testing.T, c *listenerCore, p handlerPath, msgs []stage.Msg) {
+func runAll(t *testing.T, c *Core, p Path, msgs []stage.Msg) {
 	t.Helper()
 	for len(msgs) > 0 {
-		if len(msgs) != 1 || msgs[0].To != stage.ToListener(uint64(c.id)) {
-			t.Fatalf("sent %+v; want one runCalls to the listener's runner", msgs)
+		if len(msgs) != 1 || msgs[0].To != stage.ToListener(uint64(c.ID)) {
+			t.Fatalf("sent %+v; want one RunCalls to the listener's runner", msgs)
 		}
-		msgs[0].Body.(*runCalls).e.run(p)
+		msgs[0].Body.(*RunCalls).Key.Run(p)
 		msgs = c.CallsDone(p)
 	}
 }
 
-// pathCalls is a handlerPath that calls a cache.ResourceEventHandler.
+// pathCalls is a Path that calls a cache.ResourceEventHandler.
 type pathCalls struct {
 	h             cache.ResourceEventHandler
 	done, initial int64
 }
 
-func (p *pathCalls) active() bool { return true }
-func (p *pathCalls) call(it *indexer.Notification) {
+func (p *pathCalls) Active() bool { return true }
+func (p *pathCalls) Call(it *indexer.Notification) {
 	switch it.Type {
 	case indexer.NotifyAdd:
 		p.h.OnAdd(it.New, it.InitialList)
@@ -353,5 +353,5 @@ func (p *pathCalls) call(it *indexer.Notification) {
 		p.h.OnDelete(it.New)
 	}
 }
-func (p *pathCalls) progress(done, initial int64) { p.done += done; p.initial += initial }
-func (p *pathCalls) initialBatchDone()            {}
+func (p *pathCalls) Progress(done, initial int64) { p.done += done; p.initial += initial }
+func (p *pathCalls) InitialBatchDone()            {}

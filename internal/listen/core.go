@@ -1,50 +1,54 @@
-package actors
+package listen
 
 import (
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/stage"
 )
 
-// handlerPath is what a listener core drives: the handler call path (which
+// Path is what a listener core drives: the handler call path (which
 // isolates panics, records spans and metrics) and the listener's counters.
 // The listener implements it; the core's tests use a recording fake.
-type handlerPath interface {
-	// active is false once the handler was removed or the informer
+type Path interface {
+	// Active is false once the handler was removed or the informer
 	// stopped: nothing more is called.
-	active() bool
-	// call makes one handler call.
-	call(it *indexer.Notification)
-	// progress accounts for done notifications off the backlog (delivered,
+	Active() bool
+	// Call makes one handler call.
+	Call(it *indexer.Notification)
+	// Progress accounts for done notifications off the backlog (delivered,
 	// skipped or merged into another), initial of which were initial-list
 	// ones.
-	progress(done, initial int64)
-	// initialBatchDone is told once the synthetic initial batch has been
+	Progress(done, initial int64)
+	// InitialBatchDone is told once the synthetic initial batch has been
 	// taken in.
-	initialBatchDone()
+	InitialBatchDone()
 }
 
-// runCalls asks a coalescing listener's handler runner to make the calls
-// pending for one key; the runner answers callsDone. The runner is the
+// RunCalls asks a coalescing listener's handler runner to make the calls
+// pending for one key; the runner answers CallsDone. The runner is the
 // listener's own (ToListener(its id)); the listener actor goes on merging
 // while the handler runs, which is what bounds its backlog.
-type runCalls struct{ e *pendingKey }
+type RunCalls struct{ Key *PendingKey }
 
-// callsDone tells a coalescing listener that its runner made the calls.
-type callsDone struct{}
+// CallsDone tells a coalescing listener that its runner made the calls.
+type CallsDone struct{}
 
-var callsDoneMsg = &callsDone{}
+// CallsDoneMsg is the one CallsDone the runner sends.
+var CallsDoneMsg = &CallsDone{}
 
-// listenerCore is a listener's plain core: its input methods take one
+// CounterFlush bounds how stale the backlog gauge gets inside one large batch.
+const CounterFlush = 256
+
+// Core is a listener's plain core: its input methods take one
 // message the listener actor received, decide which handler calls to make
-// (through a handlerPath) and return what must be sent because of it (see
+// (through a Path) and return what must be sent because of it (see
 // package stage). It is not safe for concurrent use: only the listener's
 // actor calls it.
-type listenerCore struct {
-	id  indexer.ListenerID
+type Core struct {
+	ID  indexer.ListenerID
 	out stage.Outbox
-	// pending is set for a Coalesced handler: notifications are merged
+	// Pending is set for a Coalesced handler: notifications are merged
 	// there per key, and handed to the handler runner one key at a time.
-	pending *coalescer
+	Pending *Coalescer
 	// running is set while the runner has calls to make.
 	running bool
 }
@@ -54,27 +58,27 @@ type listenerCore struct {
 // handler, until the handler is no longer active; for a Coalesced handler
 // it is merged into the pending notifications instead, and the oldest
 // pending key goes to the handler runner if it is idle.
-func (c *listenerCore) Notifications(n *indexer.Notifications, p handlerPath) []stage.Msg {
+func (c *Core) Notifications(n *indexer.Notifications, p Path) []stage.Msg {
 	c.out.Reset()
 	var done, initial int64
 	for i := range n.Items {
 		it := &n.Items[i]
 		switch {
-		case (it.Sync && !n.SyncsTo(c.id)) || !p.active():
+		case (it.Sync && !n.SyncsTo(c.ID)) || !p.Active():
 			if it.InitialList {
 				initial++
 			}
 			done++
-		case c.pending != nil:
+		case c.Pending != nil:
 			// Initial-list notifications stay counted while pending.
-			d, i := c.pending.add(it)
+			d, i := c.Pending.add(it)
 			done += d
 			initial += i
 		default:
 			if it.InitialList {
 				initial++
 			}
-			p.call(it)
+			p.Call(it)
 			done++
 		}
 		if n.Owned {
@@ -82,27 +86,27 @@ func (c *listenerCore) Notifications(n *indexer.Notifications, p handlerPath) []
 			// delivered rather than when the whole batch is.
 			*it = indexer.Notification{}
 		}
-		if done >= counterFlush {
-			p.progress(done, initial)
+		if done >= CounterFlush {
+			p.Progress(done, initial)
 			done, initial = 0, 0
 		}
 	}
-	p.progress(done, initial)
+	p.Progress(done, initial)
 	if n.Initial {
-		p.initialBatchDone()
+		p.InitialBatchDone()
 	}
 	c.schedule()
 	return c.out.Msgs()
 }
 
-// CallsDone is the handler runner's answer to runCalls: the next pending
+// CallsDone is the handler runner's answer to RunCalls: the next pending
 // key goes to it, or everything pending is dropped once the handler is no
 // longer active.
-func (c *listenerCore) CallsDone(p handlerPath) []stage.Msg {
+func (c *Core) CallsDone(p Path) []stage.Msg {
 	c.out.Reset()
 	c.running = false
-	if c.pending != nil && !p.active() {
-		p.progress(c.pending.dropAll())
+	if c.Pending != nil && !p.Active() {
+		p.Progress(c.Pending.dropAll())
 		return nil
 	}
 	c.schedule()
@@ -111,7 +115,7 @@ func (c *listenerCore) CallsDone(p handlerPath) []stage.Msg {
 
 // RunnerStarted is told when the listener's handler runner has been
 // (re)started: calls it was given before are forgotten.
-func (c *listenerCore) RunnerStarted() []stage.Msg {
+func (c *Core) RunnerStarted() []stage.Msg {
 	c.out.Reset()
 	c.running = false
 	c.schedule()
@@ -120,32 +124,32 @@ func (c *listenerCore) RunnerStarted() []stage.Msg {
 
 // schedule hands the oldest pending key to the handler runner if it is
 // idle.
-func (c *listenerCore) schedule() {
-	if c.pending == nil || c.running {
+func (c *Core) schedule() {
+	if c.Pending == nil || c.running {
 		return
 	}
-	if e := c.pending.pop(); e != nil {
+	if e := c.Pending.pop(); e != nil {
 		c.running = true
-		c.out.Send(stage.ToListener(uint64(c.id)), &runCalls{e: e})
+		c.out.Send(stage.ToListener(uint64(c.ID)), &RunCalls{Key: e})
 	}
 }
 
-// run makes the calls pending for one key, in order (the handler runner's
+// Run makes the calls pending for one key, in order (the handler runner's
 // work), and accounts for them.
-func (e *pendingKey) run(p handlerPath) {
+func (e *PendingKey) Run(p Path) {
 	for i := range e.len {
-		if p.active() {
-			p.call(&e.n[i])
+		if p.Active() {
+			p.Call(&e.n[i])
 		}
 	}
-	p.progress(int64(e.len), e.initial)
+	p.Progress(int64(e.len), e.initial)
 }
 
 // DrainMarker answers the indexer: every notification sent before the
 // marker has been delivered (for a Coalesced handler: delivered or merged
 // into the pending ones, which are bounded by the number of keys).
-func (c *listenerCore) DrainMarker() []stage.Msg {
+func (c *Core) DrainMarker() []stage.Msg {
 	c.out.Reset()
-	c.out.Send(stage.ToIndexer, &indexer.Drained{ID: c.id})
+	c.out.Send(stage.ToIndexer, &indexer.Drained{ID: c.ID})
 	return c.out.Msgs()
 }

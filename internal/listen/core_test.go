@@ -1,4 +1,4 @@
-package actors
+package listen
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"github.com/actorinformer/actorinformer/stage"
 )
 
-// pathLog is a handlerPath that records what the core asks of it.
+// pathLog is a Path that records what the core asks of it.
 type pathLog struct {
 	inactive bool
 	calls    []string
@@ -24,8 +24,8 @@ type pathLog struct {
 	batch    bool
 }
 
-func (p *pathLog) active() bool { return !p.inactive }
-func (p *pathLog) call(it *indexer.Notification) {
+func (p *pathLog) Active() bool { return !p.inactive }
+func (p *pathLog) Call(it *indexer.Notification) {
 	s := it.Type.String() + " " + it.Key()
 	if it.Type == indexer.NotifyUpdate {
 		s += fmt.Sprintf(" %s->%s", rvOf(it.Old), rvOf(it.New))
@@ -37,12 +37,12 @@ func (p *pathLog) call(it *indexer.Notification) {
 	}
 	p.calls = append(p.calls, s)
 }
-func (p *pathLog) progress(done, initial int64) {
+func (p *pathLog) Progress(done, initial int64) {
 	p.done += done
 	p.initial += initial
 	p.flushes++
 }
-func (p *pathLog) initialBatchDone() { p.batch = true }
+func (p *pathLog) InitialBatchDone() { p.batch = true }
 
 func rvOf(obj any) string {
 	switch o := obj.(type) {
@@ -102,7 +102,7 @@ func TestListenerCoreNotifications(t *testing.T) {
 		batch:   true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &listenerCore{id: 7}
+			c := &Core{ID: 7}
 			p := &pathLog{inactive: tc.inactive}
 			if msgs := c.Notifications(&tc.n, p); msgs != nil {
 				t.Errorf("sent %v; want nothing", msgs)
@@ -118,8 +118,8 @@ func TestListenerCoreNotifications(t *testing.T) {
 }
 
 func TestListenerCoreOwnedBatchIsCleared(t *testing.T) {
-	c := &listenerCore{id: 1}
-	items := make([]indexer.Notification, 2*counterFlush+3)
+	c := &Core{ID: 1}
+	items := make([]indexer.Notification, 2*CounterFlush+3)
 	for i := range items {
 		items[i] = indexer.Notification{Type: indexer.NotifyAdd, New: pod(fmt.Sprint("p", i), "1")}
 	}
@@ -129,7 +129,7 @@ func TestListenerCoreOwnedBatchIsCleared(t *testing.T) {
 		t.Fatalf("%d calls, %d done; want %d", len(p.calls), p.done, len(items))
 	}
 	if p.flushes != 3 {
-		t.Errorf("%d counter flushes; want 3 (every %d and the rest)", p.flushes, counterFlush)
+		t.Errorf("%d counter flushes; want 3 (every %d and the rest)", p.flushes, CounterFlush)
 	}
 	for i := range items {
 		if items[i].New != nil {
@@ -139,7 +139,7 @@ func TestListenerCoreOwnedBatchIsCleared(t *testing.T) {
 }
 
 func TestListenerCoreDrainMarker(t *testing.T) {
-	c := &listenerCore{id: 5}
+	c := &Core{ID: 5}
 	msgs := c.DrainMarker()
 	want := []stage.Msg{{To: stage.ToIndexer, Mode: stage.Send, Body: &indexer.Drained{ID: 5}}}
 	if !reflect.DeepEqual(msgs, want) {
