@@ -411,21 +411,10 @@ type clientGoSnapshot struct {
 	Handlers       []clientGoHandlerSt `json:"handlers"`
 }
 
-// clientGoHandlerSt is one handler. Latencies are in milliseconds, over the
-// window, 0 when nothing was measured in it; P50ms and P99ms are the
-// event's age at the call (from client-go queuing the object to the
-// handler's call), DurationP50ms and DurationP99ms the handler's own time.
-type clientGoHandlerSt struct {
-	Name          string  `json:"name"`
-	Rate          float64 `json:"rate"`
-	Backlog       int64   `json:"backlog"`
-	P50ms         float64 `json:"p50_ms"`
-	P99ms         float64 `json:"p99_ms"`
-	DurationP50ms float64 `json:"duration_p50_ms"`
-	DurationP99ms float64 `json:"duration_p99_ms"`
-	Delivered     int64   `json:"delivered"` // since the start
-	Panics        int64   `json:"panics"`    // since the start, recovered by the demo
-}
+// clientGoHandlerSt is one handler, in the page's handler row (api.go):
+// Delivered and Panics count since the start (panics recovered by the
+// demo); Fault stays "" (faults apply to our side's handlers only).
+type clientGoHandlerSt = handlerSnapshot
 
 // Snapshot returns client-go's side over the last one to two seconds (since
 // the first sample at least a second old). It may be called by multiple
