@@ -293,6 +293,7 @@ func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
 			ctx.Send(to, m.Body)
 		}
 	}
+	clear(msgs) // see stage.Msg
 }
 
 // handlerRunner makes a Coalesced handler's calls, one pending key per

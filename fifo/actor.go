@@ -59,6 +59,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	for _, msg := range out {
 		a.deliver(ctx, msg)
 	}
+	clear(out) // see stage.Msg
 }
 
 // deliver sends one of the queue's messages; it only ever addresses the

@@ -140,6 +140,7 @@ func (a *indexerActor) deliver(ctx actor.Context, msgs []stage.Msg) {
 			ctx.Send(to, m.Body)
 		}
 	}
+	clear(msgs) // see stage.Msg
 }
 
 func (a *indexerActor) stop() {

@@ -98,6 +98,7 @@ func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
 	for _, msg := range e.Msgs {
 		a.deliver(ctx, msg)
 	}
+	clear(e.Msgs) // see stage.Msg: the outbox would keep a list's Replace alive
 	if e.StopWatch {
 		a.stopOp()
 	}

@@ -13,7 +13,9 @@
 //
 // The returned slice belongs to the core: it is valid until the core's next
 // input method is called (cores reuse one Outbox, so the per-event path does
-// not allocate for it).
+// not allocate for it). A shell clears it (clear(msgs)) once it has delivered
+// the messages, so that the outbox does not keep their bodies alive until
+// the next input: a quiet reflector would otherwise hold its last list.
 package stage
 
 // Kind is a pipeline stage.
