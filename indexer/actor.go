@@ -30,7 +30,9 @@ const AddIndexersTimeout = time.Minute
 // stage.ToListener(id) to the Target of listener id's Subscribe:
 //   - *fifo.Batch: applies the deltas, sends the resulting *Notifications,
 //     one shared value, to every subscriber, then *fifo.Processed to the
-//     queue (whoever sent the batch).
+//     queue (whoever sent the batch). Should applying it panic (a bug of
+//     ours), the restart sends what Core.Recover returns: the
+//     notifications of the part applied, then the Processed.
 //   - *Drained: a listener's answer to a *DrainMarker (see Core.Drained),
 //     sent or answered.
 //   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
@@ -58,25 +60,20 @@ type directory struct {
 
 // indexerActor is the thin protoactor shell around a Core.
 type indexerActor struct {
-	core *Core
-	pids *directory
-	// inflight is the length of the batch being applied, 0 between batches:
-	// if applying it panics, the restart acknowledges it (see Receive).
-	inflight int
-	stopped  chan struct{}
+	core    *Core
+	pids    *directory
+	stopped chan struct{}
 }
 
 func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *fifo.Batch:
-		a.inflight = len(m.Deltas)
 		latency := a.core.t.ProcessingLatency
 		var start time.Time
 		if latency != nil {
 			start = time.Now()
 		}
 		msgs := a.core.ApplyBatch(m)
-		a.inflight = 0
 		a.deliver(ctx, msgs)
 		if latency != nil {
 			latency.Observe(time.Since(start).Seconds())
@@ -104,15 +101,10 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		// Receive panicked (a bug of ours: user index functions are
 		// recovered in the store). If it was applying a batch, the queue
-		// waits for its acknowledgement and would stall: acknowledge it. The
-		// batch may be partly applied and its notifications unsent; the next
-		// relist repairs the cache.
-		if a.inflight > 0 {
-			a.core.t.Logger.Error("indexer: applying a batch panicked; acknowledging it so that the pipeline goes on (the batch may be partly applied)",
-				"informer", a.core.t.Info.Name, "deltas", a.inflight)
-			ctx.Send(a.pids.queue, &fifo.Processed{Count: a.inflight})
-			a.inflight = 0
-		}
+		// waits for its acknowledgement and would stall: the core sends
+		// the notifications of the part applied and acknowledges it (see
+		// Core.Recover).
+		a.deliver(ctx, a.core.Recover())
 		a.stop()
 	case *actor.Stopping, *actor.Stopped:
 		a.stop()

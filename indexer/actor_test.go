@@ -382,7 +382,7 @@ func TestActorRestartKeepsResyncing(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	det := &panicOnce{}
 	h := newHarnessWith(t, NewStore(nil, nil), Config{Clock: clk, ResyncCheckPeriod: time.Minute, MutationDetector: det})
-	pid, _ := h.listener()
+	pid, got := h.listener()
 	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: time.Minute})
 	h.sys.Root.Send(h.queuePID, sendListed{}) // the checks start
 	m := &AddIndexers{Reply: make(chan error, 1)}
@@ -397,6 +397,11 @@ func TestActorRestartKeepsResyncing(t *testing.T) {
 	h.apply(delta(fifo.Added, pod("a", "x", "1"))) // panics: acknowledged by the restart
 	if det.calls.Load() != 1 {
 		t.Fatalf("detector called %d times, want the 1 that panicked", det.calls.Load())
+	}
+	// The delta was written before the panic: the restart sent its
+	// notification (Core.Recover).
+	if n := receive(t, got, "the notification of the delta applied before the panic"); len(n.Items) != 1 || n.Items[0].Type != NotifyAdd || key(n.Items[0].New) != "a/x" {
+		t.Fatalf("after the restart the listener got %+v, want the add of a/x", n.Items)
 	}
 	// The restart ran Started (re-arming the timer) before the actor took
 	// any other message.

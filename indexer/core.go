@@ -63,6 +63,11 @@ type Core struct {
 
 	traced []tracedApply // scratch, reused across batches
 
+	// cur is the progress of the batch being applied, kept here rather than
+	// in apply's locals so that Recover can finish a batch whose apply
+	// panicked.
+	cur batchProgress
+
 	// detector, when set, gets every object written to the cache (client-go's
 	// KUBE_CACHE_MUTATION_DETECTOR). Nil, the default, costs one check per
 	// delta.
@@ -81,6 +86,19 @@ type subscriber struct {
 	chunks  []*Notifications
 	compact []Notification
 	marked  bool
+}
+
+// batchProgress is what ApplyBatch has done of a batch so far: the
+// notifications built for the deltas applied (items, of which initial are
+// of the first list) and what recording their spans needs. active is set
+// from the start of a batch until its acknowledgement is queued.
+type batchProgress struct {
+	active     bool
+	deltas     []fifo.Delta
+	items      []Notification
+	initial    int
+	tracing    bool
+	batchStart time.Time
 }
 
 // tracedApply remembers when a traced delta was applied, so that its spans
@@ -184,48 +202,87 @@ func (c *Core) ApplyBatch(b *fifo.Batch) []stage.Msg {
 	if b.Atomic {
 		chunk = max(len(b.Deltas), 1)
 	}
-	if n := c.apply(b.Deltas, chunk); n != nil {
+	c.cur = batchProgress{active: true, deltas: b.Deltas}
+	c.apply(b.Deltas, chunk)
+	return c.endBatch()
+}
+
+// Recover finishes the batch whose ApplyBatch panicked (a bug of ours; user
+// index functions are recovered in the store), if any: the shell calls it
+// when it restarts. The batch is partly applied: Recover logs it as an
+// error and returns what ApplyBatch would have returned for the deltas
+// applied before the panic (their notifications, routed as any batch's,
+// with the subscribers' counters raised) followed by the acknowledgement of
+// the whole batch, so that the queue goes on and the handlers stay in step
+// with the cache. A delta that panicked after its write to the cache was
+// done (the mutation detector, which runs last) is notified too; one that
+// panicked inside the write leaves the cache as the write left it. The
+// cache's resource version stays where the last chunk applied in full
+// left it. With no batch in progress it returns nothing.
+func (c *Core) Recover() []stage.Msg {
+	c.out.Reset()
+	if !c.cur.active {
+		return nil
+	}
+	c.t.Logger.Error("indexer: applying a batch panicked; acknowledging it so that the pipeline goes on (the batch is partly applied; the notifications of the part applied are sent)",
+		"informer", c.t.Info.Name, "deltas", len(c.cur.deltas), "notifications", len(c.cur.items))
+	return c.endBatch()
+}
+
+// endBatch sends the notifications of the batch in progress (see route)
+// and its acknowledgement, then forgets the batch. What it hands on is
+// taken out of c.cur first, so that should it panic, Recover only
+// acknowledges the batch.
+func (c *Core) endBatch() []stage.Msg {
+	p := &c.cur
+	deltas, items, initial := p.deltas, p.items, p.initial
+	p.items, p.initial = nil, 0
+	if p.tracing {
+		p.tracing = false
+		c.recordSpans(deltas, items, p.batchStart)
+	}
+	if n := c.notifications(items, initial); n != nil {
 		c.route(n)
 	}
-	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(b.Deltas)})
+	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(deltas)})
+	c.cur = batchProgress{}
 	return c.out.Msgs()
 }
 
-// apply applies deltas, chunk at a time per write-lock hold, and returns the
-// batch to send every subscriber (nil when there is none, or nothing
-// notifies).
-func (c *Core) apply(deltas []fifo.Delta, chunk int) *Notifications {
+// apply applies deltas, chunk at a time per write-lock hold, building the
+// notifications of the batch in c.cur.items (none when there is no
+// subscriber).
+func (c *Core) apply(deltas []fifo.Delta, chunk int) {
 	if len(deltas) == 0 {
-		return nil
+		return
 	}
 	c.t.Metrics.Applied(len(deltas))
 
 	tracing := false
-	var batchStart time.Time
 	if c.t.Tracing() {
 		for i := range deltas {
 			if deltas[i].Trace != nil {
 				tracing = true
-				batchStart = c.now()
+				c.cur.tracing, c.cur.batchStart = true, c.now()
 				break
 			}
 		}
 	}
 
-	var items []Notification
 	if len(c.subs) > 0 {
-		items = make([]Notification, 0, len(deltas))
+		c.cur.items = make([]Notification, 0, len(deltas))
 	}
 	c.traced = c.traced[:0]
-	initial := 0
 	for start := 0; start < len(deltas); start += chunk {
 		end := min(start+chunk, len(deltas))
-		items, initial = c.applyChunk(deltas, start, end, items, initial, tracing)
+		c.applyChunk(deltas, start, end, tracing)
 	}
+}
 
-	if tracing {
-		c.recordSpans(deltas, items, batchStart)
-	}
+// notifications raises the subscribers' counters for items, initial of
+// which are of the first list, and returns the batch to send every
+// subscriber (nil when nothing notifies).
+func (c *Core) notifications(items []Notification, initial int) *Notifications {
 	if len(items) == 0 {
 		return nil
 	}
@@ -241,11 +298,21 @@ func (c *Core) apply(deltas []fifo.Delta, chunk int) *Notifications {
 	return &Notifications{Items: items, Syncing: c.syncing}
 }
 
-// applyChunk applies deltas[start:end] under one write lock hold.
-func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notification, initial int, tracing bool) ([]Notification, int) {
+// applyChunk applies deltas[start:end] under one write lock hold, appending
+// their notifications to c.cur.items, and moves the cache's version on. The
+// progress is stored back, and the version moved, when the chunk ends, also
+// when a delta panics (one defer per chunk, none per delta): then for the
+// deltas written to the cache before the panic.
+func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, tracing bool) {
 	w := c.w
+	items, initial := c.cur.items, c.cur.initial
+	written := start // deltas[start:written] are in the cache
 	w.Lock()
-	defer w.Unlock()
+	defer func() {
+		c.cur.items, c.cur.initial = items, initial
+		setVersion(w, deltas[start:written])
+		w.Unlock()
+	}()
 	for i := start; i < end; i++ {
 		d := &deltas[i]
 		var t0 time.Time
@@ -257,9 +324,6 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		switch d.Type {
 		case fifo.Added, fifo.Updated, fifo.Replaced, fifo.Sync:
 			old, existed := w.Upsert(d.Key, d.Object)
-			if c.detector != nil {
-				c.detector.AddObject(d.Object)
-			}
 			if existed {
 				n = Notification{Type: NotifyUpdate, Old: old, New: d.Object, Sync: sameResourceVersion(old, d.Object), Received: d.Received}
 			} else {
@@ -269,12 +333,15 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 			w.Delete(d.Key)
 			n = Notification{Type: NotifyDelete, New: d.Object, InitialList: d.InitialList, Received: d.Received}
 		case fifo.Bookmark:
-			// Only moves the resource version on (below).
+			// Only moves the resource version on (setVersion).
+			written = i + 1
 			continue
 		default:
 			// Unknown types are skipped, as client-go's processDeltas does.
+			written = i + 1
 			continue
 		}
+		written = i + 1
 		item := -1
 		if items != nil {
 			item = len(items)
@@ -286,10 +353,18 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		if traced {
 			c.traced = append(c.traced, tracedApply{delta: i, item: item, typ: n.Type, start: t0, end: c.now()})
 		}
+		// Last, once the delta's notification is kept: should the detector
+		// panic, Recover sends it.
+		if c.detector != nil && n.Type != NotifyDelete {
+			c.detector.AddObject(d.Object)
+		}
 	}
-	// The cache's version: that of the chunk's last delta that moves it
-	// (see ApplyBatch).
-	for i := end - 1; i >= start; i-- {
+}
+
+// setVersion sets the cache's version to that of the last of deltas that
+// moves it (see ApplyBatch), if any.
+func setVersion(w *Writer, deltas []fifo.Delta) {
+	for i := len(deltas) - 1; i >= 0; i-- {
 		d := &deltas[i]
 		switch d.Type {
 		case fifo.Bookmark:
@@ -305,7 +380,6 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, items []Notificat
 		}
 		break
 	}
-	return items, initial
 }
 
 // recordSpans records the fifo.queue and indexer.apply spans of the traced

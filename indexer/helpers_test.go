@@ -134,7 +134,16 @@ func summarize(items []Notification) []expected {
 
 // applyAll applies deltas as a batch that is not Atomic, returning the batch
 // sent to every subscriber (nil when none).
-func (c *Core) applyAll(deltas []fifo.Delta) *Notifications { return c.apply(deltas, applyChunk) }
+func (c *Core) applyAll(deltas []fifo.Delta) *Notifications {
+	c.cur = batchProgress{active: true, deltas: deltas}
+	c.apply(deltas, applyChunk)
+	p := c.cur
+	c.cur = batchProgress{}
+	if p.tracing {
+		c.recordSpans(deltas, p.items, p.batchStart)
+	}
+	return c.notifications(p.items, p.initial)
+}
 
 // routeMsgs returns what routing n, a batch applyAll returned, sends.
 func (c *Core) routeMsgs(n *Notifications) []stage.Msg {

@@ -270,6 +270,11 @@ type indexerStage struct {
 	// crash makes the core panic while applying a batch (through its
 	// mutation detector hook): a bug of ours inside ApplyBatch.
 	crash *crashDetector
+	// recovering is set while the core recovers from a panic: what it logs
+	// then (it must say the batch panicked) goes to recoveryLogs instead of
+	// being a violation.
+	recovering   bool
+	recoveryLogs []string
 }
 
 // crashDetector panics on the after+1-th object written to the cache once
@@ -324,9 +329,14 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 	case *fifo.Batch:
 		var ok bool
 		if out, ok = s.apply(b); !ok {
-			// The shell's Restarting acknowledges the batch it was
-			// applying, so that the queue goes on; then a new actor.
-			out := []stage.Msg{{To: stage.ToQueue, Body: &fifo.Processed{Count: len(b.Deltas)}}}
+			// The shell's Restarting has the core finish the batch it was
+			// applying (the notifications of the part applied, then its
+			// acknowledgement, so that the queue goes on); then a new
+			// actor.
+			s.recovering = true
+			out = append([]stage.Msg(nil), s.core.Recover()...)
+			s.recovering = false
+			s.noteMarkers(out)
 			return append(out, s.restart()...)
 		}
 	case *indexer.Subscribe:
@@ -347,13 +357,18 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 	default:
 		panic(fmt.Sprintf("sim: indexer got %T", m.Body))
 	}
+	s.noteMarkers(out)
+	return append([]stage.Msg(nil), out...) // out belongs to the core
+}
+
+// noteMarkers notes the listeners out sends a DrainMarker to.
+func (s *indexerStage) noteMarkers(out []stage.Msg) {
 	for _, o := range out {
 		if _, ok := o.Body.(*indexer.DrainMarker); ok {
 			s.compacting[o.To.ID] = true
 			s.sawMarker = true
 		}
 	}
-	return append([]stage.Msg(nil), out...) // out belongs to the core
 }
 
 // apply applies b; false if the core panicked.
