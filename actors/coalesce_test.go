@@ -79,10 +79,8 @@ func TestCoalescedHeldHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.RunWithContext(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := running(t, inf)
+	defer stop()
 	waitSynced(t, ctx, coReg.HasSynced, plainReg.HasSynced)
 
 	close(co.hold)
@@ -161,10 +159,8 @@ func TestCoalescedWithClientGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { ref.RunWithContext(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := running(t, ref)
+	defer stop()
 	waitSynced(t, ctx, reg.HasSynced)
 	for i := 0; i < 50; i++ {
 		src.Modify(pod("ns", fmt.Sprintf("p%d", i%5), i+1))
@@ -202,10 +198,8 @@ func TestCoalescedContextHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.RunWithContext(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := running(t, inf)
+	defer stop()
 	waitSynced(t, ctx, reg.HasSynced)
 	for i := 1; i <= 20; i++ {
 		src.Modify(pod("ns", "a", i))

@@ -24,8 +24,9 @@ import (
 	"github.com/actorinformer/actorinformer/internal/informertest"
 )
 
-// running starts inf and returns a stop function that waits for Run to end.
-func running(t testing.TB, inf *actors.SharedIndexInformer) (context.Context, func()) {
+// running starts inf (ours or client-go's) and returns a stop function
+// that waits for Run to end.
+func running(t testing.TB, inf interface{ RunWithContext(context.Context) }) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { inf.RunWithContext(ctx); close(done) }()
