@@ -27,9 +27,15 @@ const (
 	Queue
 	Indexer
 	Listener
+	// Member is another member of a sharded informer's group (package
+	// shard): Addr.ID is the member's number in the sending core.
+	Member
+	// Ranges is a sharded informer member's own range informers, which its
+	// shell starts, activates and stops.
+	Ranges
 )
 
-var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener"}
+var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener", "member", "ranges"}
 
 // String returns the stage's name as used in spans and logs.
 func (k Kind) String() string {
@@ -40,7 +46,8 @@ func (k Kind) String() string {
 }
 
 // Addr names a recipient: a stage and, for a listener, its identity (the
-// indexer.ListenerID); ID is 0 for the other stages.
+// indexer.ListenerID), for a group member the sending core's number for it;
+// ID is 0 for the other stages.
 type Addr struct {
 	Kind Kind
 	ID   uint64
@@ -51,10 +58,14 @@ var (
 	ToReflector = Addr{Kind: Reflector}
 	ToQueue     = Addr{Kind: Queue}
 	ToIndexer   = Addr{Kind: Indexer}
+	ToRanges    = Addr{Kind: Ranges}
 )
 
 // ToListener returns the address of listener id.
 func ToListener(id uint64) Addr { return Addr{Kind: Listener, ID: id} }
+
+// ToMember returns the address of the group member a core numbered id.
+func ToMember(id uint64) Addr { return Addr{Kind: Member, ID: id} }
 
 // Mode says how a message is delivered.
 type Mode uint8
