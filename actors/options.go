@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,8 @@ type options struct {
 	deltaSampler          DeltaSampler
 	histogramEvery        int     // 0: DefaultHandlerHistogramEvery
 	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
+
+	attrs, spanAttrs []attribute.KeyValue
 
 	namespace string
 	tweak     func(*metav1.ListOptions)
@@ -80,6 +83,18 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 // derived from the example object's type.
 func WithName(name string) Option {
 	return func(o *options) { o.name = name }
+}
+
+// WithAttributes adds attributes to the informer's root spans (the
+// reflector.receive span of each delta, the list span) and to its metrics.
+// Keep their values few: each set of values is a metric stream.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return func(o *options) { o.attrs = append(o.attrs, attrs...) }
+}
+
+// WithSpanAttributes adds attributes to the informer's root spans only.
+func WithSpanAttributes(attrs ...attribute.KeyValue) Option {
+	return func(o *options) { o.spanAttrs = append(o.spanAttrs, attrs...) }
 }
 
 // WithResource records the group, version and resource the informer watches,
@@ -177,3 +192,6 @@ func Providers(opts ...Option) (trace.TracerProvider, metric.MeterProvider) {
 	o := buildOptions(opts)
 	return o.tracerProvider, o.meterProvider
 }
+
+// LoggerOf returns the logger WithLogger set in opts, nil when none did.
+func LoggerOf(opts ...Option) *slog.Logger { return buildOptions(opts).logger }

@@ -10,8 +10,9 @@
 // The rules:
 //   - The hash space is split into B ranges; each is owned by one member of
 //     the group view (the members of the current topology that said Hello
-//     with the same settings and are not leaving), by rendezvous hashing, so
-//     every member with the same view computes the same owner.
+//     with the same settings and are not leaving), by rendezvous hashing
+//     with bounded load (Assign), so every member with the same view
+//     computes the same owner.
 //   - Make before break: a member that becomes a range's owner starts its
 //     informer, and once it has synced asks every other member of the
 //     cluster to release the range (Acquire, with a fresh epoch). A member
@@ -55,6 +56,10 @@ type Config struct {
 	DiscoveryTicks int
 	// HelloTicks is the heartbeat period, in ticks (default 4).
 	HelloTicks int
+	// SettleTicks is how long the view must stay the same before the
+	// member starts listing the ranges it gained (default 1): members that
+	// start together then hear of each other before they list.
+	SettleTicks int
 	// LeaveTicks bounds a graceful leave: after that many ticks the member
 	// stops delivering what no new owner has asked for (default 60; < 0:
 	// never).
@@ -97,10 +102,10 @@ type rangeInfo struct {
 }
 
 type peer struct {
-	heard       bool
-	ok          bool // same settings
-	state       PeerState
-	joinedAt    int64
+	heard    bool
+	ok       bool // same settings
+	state    PeerState
+	joinedAt int64
 }
 
 // Core is one member's protocol state. It is not safe for concurrent use.
@@ -126,10 +131,12 @@ type Core struct {
 	failed      string
 	done        bool // Left sent
 
-	ticks   int
-	clock   uint64 // Lamport clock for epochs
-	view    []MemberID
-	owners  []MemberID // per range; nil while discovering
+	ticks  int
+	clock  uint64 // Lamport clock for epochs
+	view   []MemberID
+	owners []MemberID // per range; nil while discovering
+	// viewAt is the tick the view last changed at.
+	viewAt  int
 	settled bool
 
 	// Collected during one Step, sent at its end.
@@ -150,6 +157,9 @@ func NewCore(cfg Config) *Core {
 	}
 	if cfg.HelloTicks <= 0 {
 		cfg.HelloTicks = 4
+	}
+	if cfg.SettleTicks <= 0 {
+		cfg.SettleTicks = 1
 	}
 	if cfg.LeaveTicks == 0 {
 		cfg.LeaveTicks = 60
@@ -401,15 +411,21 @@ func (c *Core) releasedMsg(m *Released) {
 	}
 }
 
+// unreachable: a message to id came back undelivered, so id runs no group
+// actor now (it never started one, it left, or its process is gone). It does
+// not deliver any range, so it counts as having answered every ask in
+// progress; it stays in the view until the topology drops it or it says
+// Gone, so the ranges it owns are not taken from it before that.
 func (c *Core) unreachable(id MemberID) {
 	if id == c.cfg.Self {
 		return
 	}
-	p := c.peer(id)
-	p.heard = true
-	p.ok = true
-	p.state = Gone
-	c.forget(id)
+	delete(c.waiting, id)
+	for r := range c.ranges {
+		if ri := &c.ranges[r]; ri.state == acquiring {
+			delete(ri.pending, id)
+		}
+	}
 }
 
 func (c *Core) synced(m *RangeSynced) {
@@ -505,6 +521,12 @@ func (c *Core) eligible() bool {
 
 // computeView sets the group view and each range's owner.
 func (c *Core) computeView() {
+	prev := slices.Clone(c.view)
+	defer func() {
+		if !slices.Equal(prev, c.view) {
+			c.viewAt = c.ticks
+		}
+	}()
 	c.view = c.view[:0]
 	if c.eligible() {
 		c.view = append(c.view, c.cfg.Self)
@@ -518,12 +540,7 @@ func (c *Core) computeView() {
 		}
 	}
 	slices.Sort(c.view)
-	if c.owners == nil {
-		c.owners = make([]MemberID, len(c.ranges))
-	}
-	for r := range c.owners {
-		c.owners[r] = Owner(c.view, r)
-	}
+	c.owners = Assign(c.view, len(c.ranges))
 }
 
 func (c *Core) owner(r int) MemberID { return c.owners[r] }
@@ -534,6 +551,9 @@ func (c *Core) reconcile() {
 	if !c.started || c.done {
 		return
 	}
+	if c.discovering && len(c.waiting) == 0 {
+		c.discovering = false // every member has answered
+	}
 	c.computeView()
 	cutOff := !c.inTopo
 	for r := range c.ranges {
@@ -541,7 +561,7 @@ func (c *Core) reconcile() {
 		mine := c.owner(r) == c.cfg.Self
 		switch ri.state {
 		case idle:
-			if mine && !c.discovering {
+			if mine && !c.discovering && c.ticks-c.viewAt >= c.cfg.SettleTicks {
 				ri.state = syncing
 				ri.epoch = c.nextEpoch()
 				ri.releasedFor = ""
@@ -696,19 +716,43 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return ks
 }
 
-// Owner returns the owner of range r among members (rendezvous hashing:
-// the member with the highest score for r), "" when members is empty.
-// Every member computes it the same way, whatever the order of members.
-func Owner(members []MemberID, r int) MemberID {
-	var best MemberID
-	var bestScore uint64
-	for i, m := range members {
-		s := score(m, r)
-		if i == 0 || s > bestScore || s == bestScore && m > best {
-			best, bestScore = m, s
+// Assign returns the owner of each of n ranges among members (nil entries
+// "" when members is empty): rendezvous hashing with bounded load. Each
+// range goes to the member with the highest score for it that owns fewer
+// than ceil(n/len(members)) ranges so far, ranges taken in order. Without
+// the bound, 16 ranges over 3 members often give one member twice its
+// share; with it, shares differ by one at most. Every member computes the
+// same answer, whatever the order of members; a join or a leave moves
+// little more than the joining or leaving member's share.
+func Assign(members []MemberID, n int) []MemberID {
+	out := make([]MemberID, n)
+	if len(members) == 0 {
+		return out
+	}
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	ms = slices.Compact(ms)
+	limit := (n + len(ms) - 1) / len(ms)
+	load := make(map[MemberID]int, len(ms))
+	order := make([]MemberID, len(ms))
+	for r := range n {
+		copy(order, ms)
+		slices.SortFunc(order, func(a, b MemberID) int {
+			sa, sb := score(a, r), score(b, r)
+			if sa != sb {
+				return cmp.Compare(sb, sa)
+			}
+			return cmp.Compare(b, a)
+		})
+		for _, m := range order {
+			if load[m] < limit {
+				out[r] = m
+				load[m]++
+				break
+			}
 		}
 	}
-	return best
+	return out
 }
 
 func score(m MemberID, r int) uint64 {

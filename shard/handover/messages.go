@@ -76,8 +76,9 @@ type Released struct {
 	WasActive bool
 }
 
-// Unreachable says that a message to Member came back undelivered: it runs
-// no member of the group (protoactor's DeadLetterResponse).
+// Unreachable says that a message to Member came back undelivered
+// (protoactor's DeadLetterResponse): no group actor runs there now, so it
+// delivers nothing, and counts as having answered the asks in progress.
 type Unreachable struct{ Member MemberID }
 
 // Inputs from this member's own shell.

@@ -73,13 +73,21 @@ func TestLeaveHandsOverAndSaysGoodbye(t *testing.T) {
 	if !w.members["m2"].left {
 		t.Fatal("m2 did not leave")
 	}
-	if len(w.moves) != before {
-		t.Fatalf("%d moves, want the %d ranges m2 delivered: %v", len(w.moves), before, w.moves)
-	}
+	// m2's ranges move, each handed over by m2; a few others may move
+	// between the two that stay, to keep their shares even, also handed
+	// over by their former owner.
+	fromM2 := 0
 	for _, mv := range w.moves {
-		if mv.from != "m2" {
-			t.Errorf("range %d moved from %q, want m2", mv.r, mv.from)
+		switch mv.from {
+		case "m2":
+			fromM2++
+		case "m1", "m3":
+		default:
+			t.Errorf("range %d moved from %q, want a handover by its owner", mv.r, mv.from)
 		}
+	}
+	if fromM2 != before {
+		t.Fatalf("%d ranges moved from m2, want the %d it delivered: %v", fromM2, before, w.moves)
 	}
 }
 
@@ -122,7 +130,7 @@ func TestLastMemberLeavesWithNobodyToHandTo(t *testing.T) {
 func TestMemberWithOtherSettingsGivesUp(t *testing.T) {
 	for _, other := range []string{"start m2 8 uid", "start m2 16 namespace"} {
 		w := newWorld(t, 16)
-	w.fifo = true
+		w.fifo = true
 		w.exec("start m1")
 		settle(t, w)
 		w.moves = nil
@@ -144,7 +152,7 @@ func TestOlderEpochsAreIgnored(t *testing.T) {
 	// The asker must own range 0: pick its name so.
 	var asker handover.MemberID
 	for i := 0; asker == ""; i++ {
-		if id := handover.MemberID(fmt.Sprintf("m%d", i)); id != "m1" && handover.Owner([]handover.MemberID{"m1", id}, 0) == id {
+		if id := handover.MemberID(fmt.Sprintf("m%d", i)); id != "m1" && handover.Assign([]handover.MemberID{"m1", id}, 1)[0] == id {
 			asker = id
 		}
 	}

@@ -74,9 +74,9 @@ type world struct {
 	trace    func(string)
 	// fifo keeps each sender's messages to one recipient in order; without
 	// it the network reorders them too.
-	fifo bool
-	moves    []move
-	errs     []string
+	fifo  bool
+	moves []move
+	errs  []string
 }
 
 func newWorld(t testing.TB, ranges int) *world {
@@ -452,7 +452,7 @@ func (w *world) checkQuiet() {
 		}
 	}
 	for r := range w.ranges {
-		owner := handover.Owner(view, r)
+		owner := handover.Assign(view, w.ranges)[r]
 		var by []handover.MemberID
 		for _, id := range run {
 			if w.members[id].delivering[r] {
