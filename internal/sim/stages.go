@@ -275,6 +275,8 @@ type indexerStage struct {
 	// being a violation.
 	recovering   bool
 	recoveryLogs []string
+	// panics counts the panics of the core the shell recovered from.
+	panics int
 }
 
 // crashDetector panics on the after+1-th object written to the cache once
@@ -328,16 +330,8 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 	switch b := m.Body.(type) {
 	case *fifo.Batch:
 		var ok bool
-		if out, ok = s.apply(b); !ok {
-			// The shell's Restarting has the core finish the batch it was
-			// applying (the notifications of the part applied, then its
-			// acknowledgement, so that the queue goes on); then a new
-			// actor.
-			s.recovering = true
-			out = append([]stage.Msg(nil), s.core.Recover()...)
-			s.recovering = false
-			s.noteMarkers(out)
-			return append(out, s.restart()...)
+		if out, ok = s.guard(func() []stage.Msg { return s.core.ApplyBatch(b) }); !ok {
+			return s.recover()
 		}
 	case *indexer.Subscribe:
 		s.subs[uint64(b.ID)] = true
@@ -371,21 +365,42 @@ func (s *indexerStage) noteMarkers(out []stage.Msg) {
 	}
 }
 
-// apply applies b; false if the core panicked.
-func (s *indexerStage) apply(b *fifo.Batch) (out []stage.Msg, ok bool) {
+// guard runs an input of the core; false if the core panicked.
+func (s *indexerStage) guard(input func() []stage.Msg) (out []stage.Msg, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, ok = nil, false
 		}
 	}()
-	return s.core.ApplyBatch(b), true
+	return input(), true
+}
+
+// recover is the restart after a panic: the shell's Restarting has the
+// core send the notifications of the part of the batch applied, then the
+// new actor's Started applies the rest and acknowledges the batch (which
+// may panic again: then again).
+func (s *indexerStage) recover() []stage.Msg {
+	var out []stage.Msg
+	for {
+		s.panics++
+		s.recovering = true
+		out = append(out, s.core.Recover()...)
+		s.recovering = false
+		s.core.Stopped()
+		started, ok := s.guard(s.started)
+		out = append(out, started...)
+		if ok {
+			s.noteMarkers(out)
+			return out
+		}
+	}
 }
 
 // restart: core and store survive; the shell's Restarting stops the
 // resync check timer, the new shell's Started re-arms it.
 func (s *indexerStage) restart() []stage.Msg {
 	s.core.Stopped()
-	return s.started()
+	return append([]stage.Msg(nil), s.started()...)
 }
 
 // ---- listener ----
@@ -428,16 +443,12 @@ func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
 }
 
 // eachHeld calls f for each pending key a Coalesced handler's listener
-// holds outside its mailbox: those given to its runner (runnerBox, the
-// runner's mailbox), then those its core merges.
-func (l *listenerStage) eachHeld(runnerBox []stage.Msg, f func(e *listen.PendingKey)) {
-	if !l.coalesced() {
-		return
+// holds outside its mailbox: the one given to its runner and not yet run,
+// then those its core merges.
+func (l *listenerStage) eachHeld(f func(e *listen.PendingKey)) {
+	if l.coalesced() {
+		l.core.Held(f)
 	}
-	for _, m := range runnerBox {
-		f(m.Body.(*listen.RunCalls).Key)
-	}
-	l.core.Pending.Each(f)
 }
 
 func (l *listenerStage) coalesced() bool { return l.core.Pending != nil }
