@@ -484,6 +484,10 @@ type Stats struct {
 	WatchErrors     int64
 	Dropped         int64
 	CacheSize       int
+	// Reflector is the reflector's sync state (zero before Run), e.g.
+	// whether a WatchList stream is waiting for its initial-events-end
+	// bookmark.
+	Reflector reflector.Status
 	// Handlers lists the registered handlers in the order they were added.
 	Handlers []HandlerStats
 }
@@ -511,6 +515,9 @@ func (s *SharedIndexInformer) Stats() Stats {
 		WatchErrors:     c.WatchErrors.Load(),
 		Dropped:         c.Dropped.Load(),
 		CacheSize:       len(s.store.ListKeys()),
+	}
+	if r := s.refl.Load(); r != nil {
+		st.Reflector = r.Status()
 	}
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))

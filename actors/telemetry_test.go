@@ -569,6 +569,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{telemetry.MetricQueueBacklog, nil},
 		{telemetry.MetricListenerBacklog, []string{counting, panicky}},
+		{telemetry.MetricWatchListWaiting, nil},
 	}
 	for _, g := range gauges {
 		gauge, ok := got[g.name].Data.(metricdata.Gauge[int64])
@@ -613,7 +614,7 @@ func TestMetrics(t *testing.T) {
 		telemetry.MetricIndexerEvents: "{delta}", telemetry.MetricListenerEvents: "{notification}",
 		telemetry.MetricListenerBacklog: "{notification}", telemetry.MetricHandlerDuration: "s", telemetry.MetricHandlerPanics: "{panic}",
 		telemetry.MetricHandlerEventAge: "s", telemetry.MetricListDuration: "s", telemetry.MetricCacheSize: "{object}",
-		telemetry.MetricCacheRV: "1",
+		telemetry.MetricCacheRV: "1", telemetry.MetricWatchListWaiting: "{stream}",
 	} {
 		if m, ok := got[name]; !ok {
 			t.Errorf("metric %s not recorded", name)
@@ -621,7 +622,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metric %s: unit %q, want %q", name, m.Unit, unit)
 		}
 	}
-	if len(got) != 18 {
-		t.Errorf("%d metrics recorded, want the 18 documented ones", len(got))
+	if len(got) != 19 {
+		t.Errorf("%d metrics recorded, want the 19 documented ones", len(got))
 	}
 }
