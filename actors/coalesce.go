@@ -11,7 +11,12 @@ import "k8s.io/client-go/tools/cache"
 //   - an update's old object is the one h last saw;
 //   - no update or delete of an object h never saw added, and every
 //     delete of one it saw (cache.DeletedFinalStateUnknown tombstones
-//     included);
+//     included): when a relist finds an object recreated (h is then
+//     sent, as by client-go, an update from the old UID to the new one)
+//     and the new object is deleted before h had that update, h gets the
+//     delete of the object it saw, as a cache.DeletedFinalStateUnknown
+//     holding it, as client-go tells a handler of an object a relist
+//     found gone;
 //   - a deleted and recreated object is a delete then an add, never an
 //     update; an add keeps its isInInitialList flag.
 //

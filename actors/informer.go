@@ -21,9 +21,9 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/listen"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // minimumResyncPeriod is client-go's lower bound for a handler's resync period.
@@ -241,7 +241,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
 	if coalesce {
-		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+		l.core.Pending = listener.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	}
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()
@@ -498,6 +498,10 @@ type Stats struct {
 	WatchErrors     int64
 	Dropped         int64
 	CacheSize       int
+	// Reflector is the reflector's sync state (zero before Run), e.g.
+	// whether a WatchList stream is waiting for its initial-events-end
+	// bookmark.
+	Reflector reflector.Status
 	// Handlers lists the registered handlers in the order they were added.
 	Handlers []HandlerStats
 }
@@ -525,6 +529,9 @@ func (s *SharedIndexInformer) Stats() Stats {
 		WatchErrors:     c.WatchErrors.Load(),
 		Dropped:         c.Dropped.Load(),
 		CacheSize:       len(s.store.ListKeys()),
+	}
+	if r := s.refl.Load(); r != nil {
+		st.Reflector = r.Status()
 	}
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))

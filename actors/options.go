@@ -109,9 +109,28 @@ func WithMaxBatch(n int) Option {
 	return func(o *options) { o.maxBatch = n }
 }
 
-// WithWatchList forces the reflector's WatchList streaming on or off. By
-// default it follows client-go's WatchListClient feature gate and falls back
-// to a list when the source does not support it.
+// WithWatchList turns the reflector's WatchList streaming (a watch that
+// sends the initial list as events) on or off. By default it follows
+// client-go's WatchListClient feature gate, on in client-go v0.37. Either way
+// it is off when the ListerWatcher says it does not support WatchList: a
+// ListerWatcher made by cache.ToListWatcherWithWatchListSemantics over a
+// client that says so (client-go's fake clientsets do), as client-go's
+// generated informers and actors.Factory make them.
+//
+// When WatchList is on, the informer falls back to a list:
+//   - for one sync, when the stream fails (client-go's fallback): an error
+//     from the watch call or in the stream, or a stream closed at once;
+//   - for good, when the stream does not send its initial-events-end
+//     bookmark within 10 s (reflector.WatchListGiveUpAfter) of opening with
+//     no event since, of its last event, or of its first event that is not
+//     an Added one: a source that accepts the request as a plain watch, such
+//     as client-go's fake clientset behind a plain cache.ListWatch, sends
+//     its objects and never the bookmark. The informer logs a warning while
+//     it waits (every 10 s) and when it gives up, and Stats().Reflector and
+//     the actorinformer.reflector.watchlist.waiting gauge show the wait.
+//
+// A source that keeps sending Added events without the bookmark keeps the
+// informer waiting, with the warning repeated: turn WatchList off for it.
 func WithWatchList(enabled bool) Option {
 	return func(o *options) { o.useWatchList = &enabled }
 }

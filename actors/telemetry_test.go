@@ -27,7 +27,7 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // recordingProvider returns an always-sampling SDK provider whose ended spans
@@ -451,7 +451,7 @@ func withRV(p *corev1.Pod, rv string) *corev1.Pod {
 }
 
 // TestMetrics runs a scripted informer with an SDK MeterProvider and checks
-// every metric of internal/telemetry/metrics.go: its instrument kind and
+// every metric of telemetry/metrics.go: its instrument kind and
 // its value after the script.
 func TestMetrics(t *testing.T) {
 	informertest.NeedsTracing(t)
@@ -569,6 +569,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{telemetry.MetricQueueBacklog, nil},
 		{telemetry.MetricListenerBacklog, []string{counting, panicky}},
+		{telemetry.MetricWatchListWaiting, nil},
 	}
 	for _, g := range gauges {
 		gauge, ok := got[g.name].Data.(metricdata.Gauge[int64])
@@ -613,7 +614,7 @@ func TestMetrics(t *testing.T) {
 		telemetry.MetricIndexerEvents: "{delta}", telemetry.MetricListenerEvents: "{notification}",
 		telemetry.MetricListenerBacklog: "{notification}", telemetry.MetricHandlerDuration: "s", telemetry.MetricHandlerPanics: "{panic}",
 		telemetry.MetricHandlerEventAge: "s", telemetry.MetricListDuration: "s", telemetry.MetricCacheSize: "{object}",
-		telemetry.MetricCacheRV: "1",
+		telemetry.MetricCacheRV: "1", telemetry.MetricWatchListWaiting: "{stream}",
 	} {
 		if m, ok := got[name]; !ok {
 			t.Errorf("metric %s not recorded", name)
@@ -621,7 +622,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metric %s: unit %q, want %q", name, m.Unit, unit)
 		}
 	}
-	if len(got) != 18 {
-		t.Errorf("%d metrics recorded, want the 18 documented ones", len(got))
+	if len(got) != 19 {
+		t.Errorf("%d metrics recorded, want the 19 documented ones", len(got))
 	}
 }

@@ -31,8 +31,9 @@ const AddIndexersTimeout = time.Minute
 //   - *fifo.Batch: applies the deltas, sends the resulting *Notifications,
 //     one shared value, to every subscriber, then *fifo.Processed to the
 //     queue (whoever sent the batch). Should applying it panic (a bug of
-//     ours), the restart sends what Core.Recover returns: the
-//     notifications of the part applied, then the Processed.
+//     ours), the restart sends what Core.Recover returns (the
+//     notifications of the part applied), and the new actor's Started
+//     applies the rest and sends its notifications, then the Processed.
 //   - *Drained: a listener's answer to a *DrainMarker (see Core.Drained),
 //     sent or answered.
 //   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with

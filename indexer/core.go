@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // applyChunk bounds how many deltas of a batch that is not Atomic (watch
@@ -89,12 +89,16 @@ type subscriber struct {
 }
 
 // batchProgress is what ApplyBatch has done of a batch so far: the
-// notifications built for the deltas applied (items, of which initial are
-// of the first list) and what recording their spans needs. active is set
-// from the start of a batch until its acknowledgement is queued.
+// deltas before next were handled (next-1 is the one being applied, should
+// it panic), the notifications built for them and not yet sent (items, of
+// which initial are of the first list), and what recording their spans
+// needs. active is set from the start of a batch until its acknowledgement
+// is queued. chunk is the batch's write-lock hold (see ApplyBatch).
 type batchProgress struct {
 	active     bool
 	deltas     []fifo.Delta
+	next       int
+	chunk      int
 	items      []Notification
 	initial    int
 	tracing    bool
@@ -157,12 +161,18 @@ func (c *Core) Seal(addIndexers func(cache.Indexers) error) { c.w.Seal(addIndexe
 // Started (re)starts the core's timer after its shell started: fire is
 // called, from the clock's goroutine, with the generation of a resync check
 // that is due, and must only hand it back to ResyncTick on the core's
-// goroutine. After a restart of the shell, checks that had started go on.
+// goroutine. After a restart of the shell, checks that had started go on,
+// and the rest of a batch whose apply panicked (see Recover) is applied: its
+// notifications are sent, then the acknowledgement of the whole batch.
 func (c *Core) Started(fire func(gen uint64)) []stage.Msg {
 	c.out.Reset()
 	c.fire = fire
 	if c.checking {
 		c.armCheck()
+	}
+	if c.cur.active {
+		c.apply()
+		c.endBatch()
 	}
 	return c.out.Msgs()
 }
@@ -202,78 +212,96 @@ func (c *Core) ApplyBatch(b *fifo.Batch) []stage.Msg {
 	if b.Atomic {
 		chunk = max(len(b.Deltas), 1)
 	}
-	c.cur = batchProgress{active: true, deltas: b.Deltas}
-	c.apply(b.Deltas, chunk)
-	return c.endBatch()
+	c.cur = batchProgress{active: true, deltas: b.Deltas, chunk: chunk}
+	c.apply()
+	c.endBatch()
+	return c.out.Msgs()
 }
 
-// Recover finishes the batch whose ApplyBatch panicked (a bug of ours; user
-// index functions are recovered in the store), if any: the shell calls it
-// when it restarts. The batch is partly applied: Recover logs it as an
-// error and returns what ApplyBatch would have returned for the deltas
-// applied before the panic (their notifications, routed as any batch's,
-// with the subscribers' counters raised) followed by the acknowledgement of
-// the whole batch, so that the queue goes on and the handlers stay in step
-// with the cache. A delta that panicked after its write to the cache was
-// done (the mutation detector, which runs last) is notified too; one that
-// panicked inside the write leaves the cache as the write left it. The
-// cache's resource version stays where the last chunk applied in full
-// left it. With no batch in progress it returns nothing.
+// Recover is the first half of finishing a batch whose ApplyBatch panicked
+// (a bug of ours; user index functions are recovered in the store): the
+// shell calls it when it restarts, and Started, when the new actor starts,
+// does the rest. Recover logs an error naming the delta that panicked and
+// returns the notifications of the deltas handled before the panic, routed
+// as any batch's, with the subscribers' counters raised. Started then
+// applies the deltas after the one that panicked and sends their
+// notifications and the acknowledgement of the whole batch: nothing of the
+// batch is lost but the delta that panicked, which is skipped, so that a
+// delta that always panics cannot stop the pipeline. A delta that panicked
+// after its write to the cache was done (the mutation detector, which runs
+// last) is notified too; one that panicked inside the write leaves the
+// cache as the write left it. Should the rest panic again, the next
+// restart does the same from there. With no batch in progress Recover
+// returns nothing.
 func (c *Core) Recover() []stage.Msg {
 	c.out.Reset()
-	if !c.cur.active {
+	p := &c.cur
+	if !p.active {
 		return nil
 	}
-	c.t.Logger.Error("indexer: applying a batch panicked; acknowledging it so that the pipeline goes on (the batch is partly applied; the notifications of the part applied are sent)",
-		"informer", c.t.Info.Name, "deltas", len(c.cur.deltas), "notifications", len(c.cur.items))
-	return c.endBatch()
+	key := ""
+	if p.next > 0 {
+		key = p.deltas[p.next-1].Key
+	}
+	c.t.Logger.Error("indexer: applying a batch panicked; the batch is partly applied: the deltas before the one that panicked are notified now, the rest are applied when the actor restarts",
+		"informer", c.t.Info.Name, "deltas", len(p.deltas), "applied", p.next, "key", key, "notifications", len(p.items))
+	c.sendApplied()
+	return c.out.Msgs()
 }
 
-// endBatch sends the notifications of the batch in progress (see route)
-// and its acknowledgement, then forgets the batch. What it hands on is
-// taken out of c.cur first, so that should it panic, Recover only
-// acknowledges the batch.
-func (c *Core) endBatch() []stage.Msg {
+// endBatch sends the notifications of the batch in progress and its
+// acknowledgement, then forgets the batch.
+func (c *Core) endBatch() {
+	c.sendApplied()
+	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(c.cur.deltas)})
+	c.cur = batchProgress{}
+}
+
+// sendApplied records the spans of the traced deltas handled so far and
+// routes their notifications (see route). What it hands on is taken out
+// of c.cur first, so that should it panic, a restart does not send it
+// twice.
+func (c *Core) sendApplied() {
 	p := &c.cur
-	deltas, items, initial := p.deltas, p.items, p.initial
+	items, initial := p.items, p.initial
 	p.items, p.initial = nil, 0
 	if p.tracing {
-		p.tracing = false
-		c.recordSpans(deltas, items, p.batchStart)
+		c.recordSpans(p.deltas, items, p.batchStart)
 	}
 	if n := c.notifications(items, initial); n != nil {
 		c.route(n)
 	}
-	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(deltas)})
-	c.cur = batchProgress{}
-	return c.out.Msgs()
 }
 
-// apply applies deltas, chunk at a time per write-lock hold, building the
-// notifications of the batch in c.cur.items (none when there is no
-// subscriber).
-func (c *Core) apply(deltas []fifo.Delta, chunk int) {
-	if len(deltas) == 0 {
+// apply applies the deltas of the batch in progress from c.cur.next on,
+// c.cur.chunk at a time per write-lock hold, building their notifications
+// in c.cur.items (none when there is no subscriber).
+func (c *Core) apply() {
+	p := &c.cur
+	deltas, chunk := p.deltas, p.chunk
+	if p.next >= len(deltas) {
 		return
 	}
-	c.t.Metrics.Applied(len(deltas))
+	c.t.Metrics.Applied(len(deltas) - p.next)
 
 	tracing := false
 	if c.t.Tracing() {
-		for i := range deltas {
+		for i := p.next; i < len(deltas); i++ {
 			if deltas[i].Trace != nil {
 				tracing = true
-				c.cur.tracing, c.cur.batchStart = true, c.now()
+				if !p.tracing {
+					p.tracing, p.batchStart = true, c.now()
+				}
 				break
 			}
 		}
 	}
 
 	if len(c.subs) > 0 {
-		c.cur.items = make([]Notification, 0, len(deltas))
+		p.items = make([]Notification, 0, len(deltas)-p.next)
 	}
 	c.traced = c.traced[:0]
-	for start := 0; start < len(deltas); start += chunk {
+	for start := p.next; start < len(deltas); start += chunk {
 		end := min(start+chunk, len(deltas))
 		c.applyChunk(deltas, start, end, tracing)
 	}
@@ -307,13 +335,15 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, tracing bool) {
 	w := c.w
 	items, initial := c.cur.items, c.cur.initial
 	written := start // deltas[start:written] are in the cache
+	next := start    // deltas[start:next] are handled or being handled
 	w.Lock()
 	defer func() {
-		c.cur.items, c.cur.initial = items, initial
+		c.cur.items, c.cur.initial, c.cur.next = items, initial, next
 		setVersion(w, deltas[start:written])
 		w.Unlock()
 	}()
 	for i := start; i < end; i++ {
+		next = i + 1
 		d := &deltas[i]
 		var t0 time.Time
 		traced := tracing && d.Trace != nil

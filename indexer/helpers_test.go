@@ -135,8 +135,8 @@ func summarize(items []Notification) []expected {
 // applyAll applies deltas as a batch that is not Atomic, returning the batch
 // sent to every subscriber (nil when none).
 func (c *Core) applyAll(deltas []fifo.Delta) *Notifications {
-	c.cur = batchProgress{active: true, deltas: deltas}
-	c.apply(deltas, applyChunk)
+	c.cur = batchProgress{active: true, deltas: deltas, chunk: applyChunk}
+	c.apply()
 	p := c.cur
 	c.cur = batchProgress{}
 	if p.tracing {

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // reflectorActor is the shell around a Machine: it runs the blocking list
@@ -40,6 +40,7 @@ type reflectorActor struct {
 	cancelRun context.CancelFunc
 	cancelOp  context.CancelFunc // the running list or watch
 	timer     clock.Timer
+	check     clock.Timer // the WatchList stream's next bookmark check
 	stopped   bool
 
 	// mu guards abandoned, which Stopping sets: from then on the goroutines
@@ -76,6 +77,14 @@ func (a *reflectorActor) Receive(ctx actor.Context) {
 	case *backoffElapsed:
 		if msg.from == a {
 			a.apply(ctx, a.m.BackoffElapsed(msg.gen))
+		}
+	case *watchOpened:
+		if msg.from == a {
+			a.apply(ctx, a.m.WatchOpened(msg.gen))
+		}
+	case *watchListCheck:
+		if msg.from == a {
+			a.apply(ctx, a.m.WatchListCheck(msg.gen))
 		}
 	case *actor.Started:
 		a.root = ctx.ActorSystem().Root
@@ -122,6 +131,9 @@ func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
 	case e.Wait != nil:
 		a.startWait(*e.Wait)
 	}
+	if e.Check != nil {
+		a.startCheck(*e.Check)
+	}
 }
 
 // deliver sends one of the Machine's messages; it only ever addresses the
@@ -157,6 +169,9 @@ func (a *reflectorActor) shutdown() {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
+	if a.check != nil {
+		a.check.Stop()
+	}
 	a.reading.Wait()
 }
 
@@ -187,6 +202,16 @@ func (a *reflectorActor) startWait(req WaitRequest) {
 	}
 	root, self, msg := a.root, a.self, &backoffElapsed{from: a, gen: req.Gen}
 	a.timer = a.r.clock.AfterFunc(req.Duration, func() { root.Send(self, msg) })
+}
+
+// startCheck arms the WatchList stream's next bookmark check; a check of
+// an older stream is ignored by the Machine.
+func (a *reflectorActor) startCheck(req WaitRequest) {
+	if a.check != nil {
+		a.check.Stop()
+	}
+	root, self, msg := a.root, a.self, &watchListCheck{from: a, gen: req.Gen}
+	a.check = a.r.clock.AfterFunc(req.Duration, func() { root.Send(self, msg) })
 }
 
 func (a *reflectorActor) startList(req ListRequest) {
@@ -266,6 +291,10 @@ func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
 	}
 	defer a.reading.Done()
 	defer w.Stop()
+	if req.WatchList {
+		// Before its events, in the same mailbox.
+		a.root.Send(a.self, &watchOpened{from: a, gen: req.Gen})
+	}
 	ch := w.ResultChan()
 	// The batch's receive time: for root spans, and the event age metric.
 	tracing := a.r.tel.Tracing() || a.r.tel.Metrics.Enabled()

@@ -38,7 +38,10 @@
 //     ResourceVersionMatch=NotOlderThan; objects collect until the bookmark
 //     annotated k8s.io/initial-events-end, then one Replace, and the same
 //     watch goes on. Connection refused and 429 back off and retry, expired
-//     retries from RV "", anything else falls back to a list.
+//     retries from RV "", anything else falls back to a list. Unlike
+//     client-go, a stream that does not send the bookmark is given up (see
+//     WatchListGiveUpAfter): WatchList is turned off and the reflector
+//     lists; the wait is logged every WatchListWarnEvery meanwhile.
 //
 // Objects: watch events whose object has another Go type than
 // Config.ExpectedType (or another GVK, for unstructured examples that have

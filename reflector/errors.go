@@ -63,7 +63,10 @@ func restartReason(err error) string {
 // errorReason names err for the watch error metric.
 func errorReason(err error, fromEvent bool) string {
 	var short *cache.VeryShortWatchError
+	var noEnd *errNoInitialEventsEnd
 	switch {
+	case errors.As(err, &noEnd):
+		return ReasonNoInitialEventsEnd
 	case apierrors.IsResourceExpired(err):
 		return ReasonExpired
 	case apierrors.IsGone(err):

@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // defaultPageSize is tools/pager's default page size.
@@ -94,7 +94,10 @@ type WaitRequest struct {
 // deliver Msgs (the *fifo.Replace and *fifo.Deltas for the queue, in
 // order); stop the running list or watch if StopWatch; call the watch error
 // handler with HandleError; then start List, Watch or Wait (at most one of
-// them is set). Msgs is valid until the Machine's next input.
+// them is set). Msgs is valid until the Machine's next input. Check, set
+// while a WatchList stream waits for its initial-events-end bookmark, asks
+// for a WatchListCheck(Check.Gen) after Check.Duration, replacing any
+// earlier such request (see watchlistwait.go).
 type Effects struct {
 	Msgs        []stage.Msg
 	StopWatch   bool
@@ -102,6 +105,7 @@ type Effects struct {
 	List        *ListRequest
 	Watch       *WatchRequest
 	Wait        *WaitRequest
+	Check       *WaitRequest
 }
 
 // ListResult is what a list (all its pages) returned.
@@ -199,6 +203,7 @@ type watchListing struct {
 	holes int            // deleted entries in items
 	rv    string         // RV of the last event past the synthetic Added ones
 	span  trace.Span     // the sync's list span; nil when not tracing
+	wait  bookmarkWait   // the wait for the initial-events-end bookmark
 }
 
 // backingOff is StateBackingOff's data.
@@ -221,7 +226,7 @@ func newMachine(r *Reflector) *Machine {
 		expectedGVK:      r.expectedGVK,
 		transform:        r.cfg.Transform,
 		pageSize:         r.cfg.PageSize,
-		useWatchList:     r.useWatchList,
+		useWatchList:     r.Status().UseWatchList,
 		minTimeout:       r.minTimeout,
 		maxTimeout:       r.maxTimeout,
 		maxInternalRetry: r.cfg.MaxInternalErrorRetryDuration,
@@ -255,6 +260,9 @@ func (m *Machine) Start() Effects {
 func (m *Machine) Stop() Effects {
 	e := m.begin()
 	if m.state != StateStopped {
+		if m.state == StateWatchListing {
+			m.awaitInitialEvents(false)
+		}
 		m.state = StateStopped
 		m.gen++
 		m.endWatchListSpan(nil)
@@ -293,6 +301,31 @@ func (m *Machine) WatchFailed(gen uint64, err error) Effects {
 		m.countError(err, false)
 		m.restartReason = restartReason(err)
 		m.watchListFailed(&e, err)
+	}
+	return m.end(e)
+}
+
+// WatchOpened takes the news that the watch call of WatchRequest gen
+// returned a watch; the shell reports it, before the watch's events, for
+// WatchList streams. It starts the wait for the stream's
+// initial-events-end bookmark, which asks for WatchListCheck calls.
+func (m *Machine) WatchOpened(gen uint64) Effects {
+	e := m.begin()
+	if gen == m.gen && m.state == StateWatchListing {
+		now := m.clock.Now()
+		m.wl.wait.open(now)
+		e.Check = &WaitRequest{Gen: m.gen, Duration: m.wl.wait.nextCheck(now)}
+	}
+	return m.end(e)
+}
+
+// WatchListCheck takes the end of the wait of Effects.Check gen: a
+// WatchList stream still without its initial-events-end bookmark is logged,
+// or given up (WatchList off, list and watch instead).
+func (m *Machine) WatchListCheck(gen uint64) Effects {
+	e := m.begin()
+	if gen == m.gen && m.state == StateWatchListing {
+		m.watchListCheck(&e)
 	}
 	return m.end(e)
 }
@@ -589,6 +622,7 @@ func (m *Machine) startWatchList(e *Effects) {
 	m.state = StateWatchListing
 	m.endWatchListSpan(nil)
 	m.wl = watchListing{index: map[string]int{}}
+	m.awaitInitialEvents(true)
 	rv := m.rewatchRV()
 	if m.tracing {
 		_, m.wl.span = m.tel.StartList(context.Background(), rv)
@@ -612,6 +646,7 @@ func (m *Machine) watchListFailed(e *Effects, err error) {
 		m.log.Debug("watch-list failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
 		m.endWatchListSpan(err)
 		m.wl = watchListing{}
+		m.awaitInitialEvents(false)
 		m.waitThen(e, stepWatchList)
 	case isExpiredError(err) || isTooLargeResourceVersionError(err):
 		m.rvUnavailable = true
@@ -621,6 +656,7 @@ func (m *Machine) watchListFailed(e *Effects, err error) {
 			"reflector", m.name, "type", m.typeDesc, "err", err)
 		m.endWatchListSpan(err)
 		m.wl = watchListing{}
+		m.awaitInitialEvents(false)
 		m.startList(e)
 	}
 }
@@ -870,6 +906,9 @@ func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time
 			return
 		}
 	}
+	if !m.wl.wait.opened.IsZero() {
+		m.wl.wait.observe(m.clock.Now(), len(events), m.stream.nonAdded)
+	}
 }
 
 func (m *Machine) wlPut(ev *watch.Event, acc metav1.Object, at time.Time, link trace.SpanContext) {
@@ -928,6 +967,7 @@ func (m *Machine) finishWatchList() {
 	m.toQueue(rep)
 	m.listTimed()
 	m.wl = watchListing{}
+	m.awaitInitialEvents(false)
 	m.rvUnavailable = false
 	m.setRV(rv)
 	m.r.synced(true)

@@ -47,3 +47,16 @@ type backoffElapsed struct {
 	from *reflectorActor
 	gen  uint64
 }
+
+// watchOpened reports that the watch call of a WatchList stream returned a
+// watch.
+type watchOpened struct {
+	from *reflectorActor
+	gen  uint64
+}
+
+// watchListCheck reports that a WatchList stream's bookmark check is due.
+type watchListCheck struct {
+	from *reflectorActor
+	gen  uint64
+}

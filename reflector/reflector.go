@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/clock"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // client-go's reflector defaults.
@@ -118,8 +118,16 @@ type Status struct {
 	// LastSyncUsedWatchList tells whether the last of them came from a
 	// WatchList stream rather than a list.
 	LastSyncUsedWatchList bool
-	// UseWatchList tells whether syncs try WatchList first.
+	// UseWatchList tells whether syncs try WatchList first. It turns false
+	// for good when a stream shows that the source does not support
+	// WatchList (see WatchListGiveUpAfter).
 	UseWatchList bool
+	// AwaitingInitialEventsEnd is set while a WatchList stream is open or
+	// being opened and has not sent its initial-events-end bookmark: the
+	// informer cannot sync before it. AwaitingSince is when that stream
+	// was requested (zero when not waiting).
+	AwaitingInitialEventsEnd bool
+	AwaitingSince            time.Time
 }
 
 // Reflector is the handle of one reflector: its configuration and what it
@@ -133,7 +141,7 @@ type Reflector struct {
 	typeDesc     string
 	expectedType reflect.Type
 	expectedGVK  *schema.GroupVersionKind
-	useWatchList bool
+	useWatchList bool // turned off under mu by watchListOff
 	minTimeout   time.Duration
 	maxTimeout   time.Duration
 	backoff      wait.Backoff
@@ -148,6 +156,7 @@ type Reflector struct {
 	rv            string
 	syncs         int64
 	usedWatchList bool
+	awaitingSince time.Time // zero: no WatchList stream waits for its bookmark
 }
 
 // New builds a reflector handle. It panics if cfg.ListerWatcher is nil.
@@ -256,7 +265,22 @@ func (r *Reflector) LastSyncUsedWatchList() bool {
 func (r *Reflector) Status() Status {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return Status{ResourceVersion: r.rv, Syncs: r.syncs, LastSyncUsedWatchList: r.usedWatchList, UseWatchList: r.useWatchList}
+	return Status{ResourceVersion: r.rv, Syncs: r.syncs, LastSyncUsedWatchList: r.usedWatchList, UseWatchList: r.useWatchList,
+		AwaitingInitialEventsEnd: !r.awaitingSince.IsZero(), AwaitingSince: r.awaitingSince}
+}
+
+func (r *Reflector) setAwaiting(since time.Time) {
+	r.mu.Lock()
+	r.awaitingSince = since
+	r.mu.Unlock()
+}
+
+// watchListOff turns WatchList off for the handle's life, after a stream
+// that never sent its initial-events-end bookmark.
+func (r *Reflector) watchListOff() {
+	r.mu.Lock()
+	r.useWatchList = false
+	r.mu.Unlock()
 }
 
 func (r *Reflector) setRV(rv string) {

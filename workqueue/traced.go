@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // SpanProcess is the name of the span of one processing of an item.

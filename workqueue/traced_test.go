@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 func skipWithoutTracing(t *testing.T) {

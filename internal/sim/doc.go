@@ -1,6 +1,6 @@
 // Package sim is a deterministic simulator of the whole informer pipeline:
 // the reflector's Machine, the delta queue, the indexer's Core and one
-// listener's Core (internal/listen) per handler, chained in one goroutine,
+// listener's Core (package listener) per handler, chained in one goroutine,
 // fed by a scripted API server and timed by a fake clock.
 //
 // Every step delivers one message to one stage (the head of its mailbox:
@@ -45,8 +45,8 @@
 // merged) equals the cache, and its backlog and pending counters count
 // them; handlers see consistent calls (no add of a key they hold, no
 // update or delete of one they do not, the old object of an update is the
-// one they hold, UID included; an update changes the UID, and a delete is
-// of another UID, only after the indexer sent such an update; an add
+// one they hold, UID included, and so is a delete's; an update changes
+// the UID only after the indexer sent such an update; an add
 // keeps isInInitialList) in per-key resource version order; HasSynced
 // does not turn true before the first list is in the cache; a registration
 // is not synced while initial notifications are queued or held for it;

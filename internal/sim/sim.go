@@ -15,7 +15,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/listen"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
 )
@@ -36,7 +36,7 @@ type Sim struct {
 	refl *reflectorStage
 	q    *queueStage
 	ix   *indexerStage
-	ls   []*listener
+	ls   []*handlerState
 
 	boxes   map[stage.Addr][]stage.Msg
 	timer   clock.Timer // the reflector's backoff timer
@@ -59,9 +59,13 @@ type Sim struct {
 	slow string
 	// coalesce: a random script makes some handlers Coalesced.
 	coalesce bool
+	// deliveries counts the messages delivered; beforeDelivery, if set,
+	// is called before each with that count (tests inject faults there).
+	deliveries     int
+	beforeDelivery func(n int)
 }
 
-type listener struct {
+type handlerState struct {
 	name   string
 	resync time.Duration
 	st     *listenerStage
@@ -77,7 +81,7 @@ type listener struct {
 }
 
 // queued accounts for m entering (sign 1) or leaving (-1) l's mailbox.
-func (l *listener) queued(m stage.Msg, sign int) {
+func (l *handlerState) queued(m stage.Msg, sign int) {
 	if sign > 0 {
 		l.st.mailboxItems([]stage.Msg{m}, func(it *indexer.Notification) {
 			k := informertest.Key(it.New)
@@ -161,7 +165,7 @@ func ParseScript(text string) []string {
 // FormatScript is the one-line form of a script (for -sim.script).
 func FormatScript(lines []string) string { return strings.Join(lines, "; ") }
 
-func (s *Sim) listenerByName(name string) *listener {
+func (s *Sim) listenerByName(name string) *handlerState {
 	for _, l := range s.ls {
 		if l.name == name {
 			return l
@@ -261,10 +265,19 @@ func (s *Sim) stageOf(a stage.Addr) stageCore {
 
 // deliver delivers the head of a's mailbox; false if it is empty.
 func (s *Sim) deliver(a stage.Addr) bool {
-	box := s.boxes[a]
-	if len(box) == 0 {
+	if len(s.boxes[a]) == 0 {
 		return false
 	}
+	if f := s.beforeDelivery; f != nil {
+		s.beforeDelivery = nil // not for the lines it runs
+		f(s.deliveries)
+		s.beforeDelivery = f
+		if len(s.boxes[a]) == 0 { // a restart dropped it
+			return true
+		}
+	}
+	s.deliveries++
+	box := s.boxes[a]
 	m := box[0]
 	box[0] = stage.Msg{}
 	s.boxes[a] = box[1:]
@@ -297,8 +310,8 @@ func (s *Sim) stageName(a stage.Addr) string {
 	return a.Kind.String()
 }
 
-func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *listener {
-	l := &listener{name: name, resync: resync, projected: map[string]string{}}
+func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *handlerState {
+	l := &handlerState{name: name, resync: resync, projected: map[string]string{}}
 	l.view = newView(s, name)
 	l.st = newListenerStage(uint64(len(s.ls)+1), l.view, coalesced)
 	s.ls = append(s.ls, l)
@@ -665,14 +678,14 @@ func (s *Sim) check() {
 // eachHeld calls f for each pending key a Coalesced handler's listener
 // holds outside its mailbox: those given to its runner (in its mailbox),
 // then those its core merges.
-func (s *Sim) eachHeld(l *listener, f func(e *listen.PendingKey)) {
-	l.st.eachHeld(s.boxes[toRunner(l.st.id)], f)
+func (s *Sim) eachHeld(l *handlerState, f func(e *listener.PendingKey)) {
+	l.st.eachHeld(f)
 }
 
 // held counts the notifications l holds outside its mailbox (see
 // eachHeld), and the initial-list ones they stand for.
-func (s *Sim) held(l *listener) (items int, initial int64) {
-	s.eachHeld(l, func(e *listen.PendingKey) {
+func (s *Sim) held(l *handlerState) (items int, initial int64) {
+	s.eachHeld(l, func(e *listener.PendingKey) {
 		items += len(e.Items())
 		initial += e.Initial()
 	})
@@ -681,7 +694,7 @@ func (s *Sim) held(l *listener) (items int, initial int64) {
 
 // heldView is l's view once its handler has had what l holds and what
 // its mailbox holds, in order.
-func (s *Sim) heldView(l *listener) map[string]string {
+func (s *Sim) heldView(l *handlerState) map[string]string {
 	out := maps.Clone(l.view.objs)
 	apply := func(it *indexer.Notification) {
 		k := informertest.Key(it.New)
@@ -691,7 +704,7 @@ func (s *Sim) heldView(l *listener) map[string]string {
 			out[k] = rvOf(it.New)
 		}
 	}
-	s.eachHeld(l, func(e *listen.PendingKey) {
+	s.eachHeld(l, func(e *listener.PendingKey) {
 		items := e.Items()
 		for i := range items {
 			apply(&items[i])
@@ -832,15 +845,7 @@ func (v *view) OnDelete(_ context.Context, obj any) {
 		v.s.failf("%s: delete of %s, which it does not hold (duplicate or unseen)", v.name, k)
 	}
 	if u, ok := v.uids[k]; ok && u != uidOf(obj) {
-		// Allowed only where the indexer sent an update that changed
-		// the UID (a relist found the object recreated) and a Coalesced
-		// handler's listener merged it into this delete (see
-		// TestCoalescedDeleteAfterRelistReplace).
-		if v.uidChanges[k] == 0 {
-			v.s.failf("%s: delete of %s UID %s, handler had UID %s", v.name, k, uidOf(obj), u)
-		} else {
-			v.uidChanges[k]--
-		}
+		v.s.failf("%s: delete of %s UID %s, handler had UID %s", v.name, k, uidOf(obj), u)
 	}
 	v.order(k, rv)
 	delete(v.objs, k)

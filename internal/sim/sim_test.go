@@ -155,8 +155,17 @@ func reached(s *Sim, seen map[string]bool) {
 	for _, l := range s.Lines {
 		if f := strings.Fields(l); f[0] == "restart" || f[0] == "add" || f[0] == "remove" || f[0] == "panic" {
 			seen[f[0]] = true
+			if f[0] == "restart" {
+				if l := s.listenerByName(f[1]); l != nil && l.st.coalesced() {
+					seen["restart of a coalesced listener"] = true
+				}
+			}
 		}
+	}
+	if s.ix.panics > 0 {
+		seen["indexer panic mid-batch"] = true
 	}
 }
 
-var hardPaths = []string{"indexer compaction (DrainMarker)", "relist", "WatchList sync", "tombstone", "restart", "add", "remove", "panic"}
+var hardPaths = []string{"indexer compaction (DrainMarker)", "relist", "WatchList sync", "tombstone", "restart", "add", "remove", "panic",
+	"restart of a coalesced listener", "indexer panic mid-batch"}

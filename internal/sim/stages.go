@@ -24,10 +24,10 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/listen"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // toEnv addresses the environment: the reflector shell's I/O (list and
@@ -275,6 +275,8 @@ type indexerStage struct {
 	// being a violation.
 	recovering   bool
 	recoveryLogs []string
+	// panics counts the panics of the core the shell recovered from.
+	panics int
 }
 
 // crashDetector panics on the after+1-th object written to the cache once
@@ -328,16 +330,8 @@ func (s *indexerStage) deliver(m stage.Msg) []stage.Msg {
 	switch b := m.Body.(type) {
 	case *fifo.Batch:
 		var ok bool
-		if out, ok = s.apply(b); !ok {
-			// The shell's Restarting has the core finish the batch it was
-			// applying (the notifications of the part applied, then its
-			// acknowledgement, so that the queue goes on); then a new
-			// actor.
-			s.recovering = true
-			out = append([]stage.Msg(nil), s.core.Recover()...)
-			s.recovering = false
-			s.noteMarkers(out)
-			return append(out, s.restart()...)
+		if out, ok = s.guard(func() []stage.Msg { return s.core.ApplyBatch(b) }); !ok {
+			return s.recover()
 		}
 	case *indexer.Subscribe:
 		s.subs[uint64(b.ID)] = true
@@ -371,21 +365,42 @@ func (s *indexerStage) noteMarkers(out []stage.Msg) {
 	}
 }
 
-// apply applies b; false if the core panicked.
-func (s *indexerStage) apply(b *fifo.Batch) (out []stage.Msg, ok bool) {
+// guard runs an input of the core; false if the core panicked.
+func (s *indexerStage) guard(input func() []stage.Msg) (out []stage.Msg, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, ok = nil, false
 		}
 	}()
-	return s.core.ApplyBatch(b), true
+	return input(), true
+}
+
+// recover is the restart after a panic: the shell's Restarting has the
+// core send the notifications of the part of the batch applied, then the
+// new actor's Started applies the rest and acknowledges the batch (which
+// may panic again: then again).
+func (s *indexerStage) recover() []stage.Msg {
+	var out []stage.Msg
+	for {
+		s.panics++
+		s.recovering = true
+		out = append(out, s.core.Recover()...)
+		s.recovering = false
+		s.core.Stopped()
+		started, ok := s.guard(s.started)
+		out = append(out, started...)
+		if ok {
+			s.noteMarkers(out)
+			return out
+		}
+	}
 }
 
 // restart: core and store survive; the shell's Restarting stops the
 // resync check timer, the new shell's Started re-arms it.
 func (s *indexerStage) restart() []stage.Msg {
 	s.core.Stopped()
-	return s.started()
+	return append([]stage.Msg(nil), s.started()...)
 }
 
 // ---- listener ----
@@ -397,13 +412,13 @@ func toRunner(id uint64) stage.Addr { return stage.Addr{Kind: runnerKind, ID: id
 
 const runnerKind stage.Kind = 101
 
-// listenerStage is a listener: the real listen.Core behind a modelled
-// shell, which is also the core's listen.Path: it calls the handler
+// listenerStage is a listener: the real listener.Core behind a modelled
+// shell, which is also the core's listener.Path: it calls the handler
 // (recovering a panic, as the shell's call path does) and keeps the
 // backlog and initial-list counters.
 type listenerStage struct {
 	id          uint64
-	core        listen.Core
+	core        listener.Core
 	h           handler
 	removed     bool
 	pending     atomic.Int64
@@ -419,25 +434,21 @@ type handler interface {
 }
 
 func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
-	l := &listenerStage{id: id, core: listen.Core{ID: indexer.ListenerID(id)}, h: h}
+	l := &listenerStage{id: id, core: listener.Core{ID: indexer.ListenerID(id)}, h: h}
 	if coalesced {
 		// As actors.Coalesced: the informer's key function.
-		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+		l.core.Pending = listener.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	}
 	return l
 }
 
 // eachHeld calls f for each pending key a Coalesced handler's listener
-// holds outside its mailbox: those given to its runner (runnerBox, the
-// runner's mailbox), then those its core merges.
-func (l *listenerStage) eachHeld(runnerBox []stage.Msg, f func(e *listen.PendingKey)) {
-	if !l.coalesced() {
-		return
+// holds outside its mailbox: the one given to its runner and not yet run,
+// then those its core merges.
+func (l *listenerStage) eachHeld(f func(e *listener.PendingKey)) {
+	if l.coalesced() {
+		l.core.Held(f)
 	}
-	for _, m := range runnerBox {
-		f(m.Body.(*listen.RunCalls).Key)
-	}
-	l.core.Pending.Each(f)
 }
 
 func (l *listenerStage) coalesced() bool { return l.core.Pending != nil }
@@ -459,7 +470,7 @@ func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
 		out = l.core.Notifications(b, l)
 	case *indexer.DrainMarker:
 		out = l.core.DrainMarker()
-	case *listen.CallsDone:
+	case *listener.CallsDone:
 		out = l.core.CallsDone(l)
 	default:
 		panic(fmt.Sprintf("sim: listener got %T", m.Body))
@@ -474,7 +485,7 @@ func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
 }
 
 // Active, Call, Progress and InitialBatchDone make l the core's
-// listen.Path.
+// listener.Path.
 func (l *listenerStage) Active() bool { return !l.removed }
 
 func (l *listenerStage) Call(it *indexer.Notification) {
@@ -521,12 +532,12 @@ func (l *listenerStage) runnerStarted() []stage.Msg {
 type runnerStage struct{ l *listenerStage }
 
 func (r runnerStage) deliver(m stage.Msg) []stage.Msg {
-	b, ok := m.Body.(*listen.RunCalls)
+	b, ok := m.Body.(*listener.RunCalls)
 	if !ok {
 		panic(fmt.Sprintf("sim: runner got %T", m.Body))
 	}
 	b.Key.Run(r.l)
-	return []stage.Msg{{To: stage.ToListener(r.l.id), Body: listen.CallsDoneMsg}}
+	return []stage.Msg{{To: stage.ToListener(r.l.id), Body: listener.CallsDoneMsg}}
 }
 
 // restart: a runner is restarted only with its listener.

@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"github.com/actorinformer/actorinformer/indexer"
@@ -49,8 +49,9 @@ type Core struct {
 	// Pending is set for a Coalesced handler: notifications are merged
 	// there per key, and handed to the handler runner one key at a time.
 	Pending *Coalescer
-	// running is set while the runner has calls to make.
-	running bool
+	// inflight is the key handed to the runner, until it answers
+	// CallsDone; nil while the runner is idle.
+	inflight *PendingKey
 }
 
 // Notifications takes in one batch: each notification meant for this
@@ -104,7 +105,7 @@ func (c *Core) Notifications(n *indexer.Notifications, p Path) []stage.Msg {
 // longer active.
 func (c *Core) CallsDone(p Path) []stage.Msg {
 	c.out.Reset()
-	c.running = false
+	c.inflight = nil
 	if c.Pending != nil && !p.Active() {
 		p.Progress(c.Pending.dropAll())
 		return nil
@@ -114,29 +115,53 @@ func (c *Core) CallsDone(p Path) []stage.Msg {
 }
 
 // RunnerStarted is told when the listener's handler runner has been
-// (re)started: calls it was given before are forgotten.
+// (re)started. A runner is stopped before its listener restarts (it is the
+// listener's child), after the call it is making, if any, and dropping
+// what its mailbox holds: a key it had taken (PendingKey.Run) was run,
+// and its CallsDone is on its way; a key it had not taken is handed to
+// the new runner, so that the handler still gets its calls.
 func (c *Core) RunnerStarted() []stage.Msg {
 	c.out.Reset()
-	c.running = false
+	if e := c.inflight; e != nil {
+		if !e.taken.Load() {
+			c.out.Send(stage.ToListener(uint64(c.ID)), &RunCalls{Key: e})
+		}
+		return c.out.Msgs()
+	}
 	c.schedule()
 	return c.out.Msgs()
+}
+
+// Held calls f for the keys whose calls are still to make, oldest first:
+// the one handed to the runner, if the runner has not taken it yet, then
+// those pending.
+func (c *Core) Held(f func(e *PendingKey)) {
+	if e := c.inflight; e != nil && !e.taken.Load() {
+		f(e)
+	}
+	if c.Pending != nil {
+		c.Pending.Each(f)
+	}
 }
 
 // schedule hands the oldest pending key to the handler runner if it is
 // idle.
 func (c *Core) schedule() {
-	if c.Pending == nil || c.running {
+	if c.Pending == nil || c.inflight != nil {
 		return
 	}
 	if e := c.Pending.pop(); e != nil {
-		c.running = true
+		c.inflight = e
 		c.out.Send(stage.ToListener(uint64(c.ID)), &RunCalls{Key: e})
 	}
 }
 
 // Run makes the calls pending for one key, in order (the handler runner's
-// work), and accounts for them.
+// work), and accounts for them. It marks the key taken first: should the
+// listener restart meanwhile, its core knows that the old runner made
+// these calls.
 func (e *PendingKey) Run(p Path) {
+	e.taken.Store(true)
 	for i := range e.len {
 		if p.Active() {
 			p.Call(&e.n[i])

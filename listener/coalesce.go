@@ -1,10 +1,13 @@
-package listen
+package listener
 
 import (
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // Coalescer holds a Coalesced handler's pending notifications: at most one
@@ -36,6 +39,9 @@ type PendingKey struct {
 	// pending add: they stay counted (the handler's HasSynced) until it is
 	// delivered or dropped.
 	initial int64
+	// taken is set by the handler runner when it starts making the
+	// calls (see Core.RunnerStarted).
+	taken atomic.Bool
 }
 
 func NewCoalescer(keyFunc cache.KeyFunc) *Coalescer {
@@ -137,11 +143,19 @@ func (c *Coalescer) reset() {
 //	pending          + add(x)      + update(o,x)    + delete(x)
 //	(none)             add(x)        update(o,x)      delete(x)
 //	add(a)             add(x) *      add(x)           (none)
-//	update(o,a)        update(o,x) * update(o,x)      delete(x)
+//	update(o,a)        update(o,x) * update(o,x)      delete(x) †
 //	delete(d)          delete(d),    delete(d),       delete(x) *
 //	                   add(x)        add(x) *
 //	delete(d),add(a)   delete(d),    delete(d),       delete(d)
 //	                   add(x) *      add(x)
+//
+// † When the pending update changes the object's UID (a relist found the
+// object recreated: the indexer then sends, as client-go's, an update from
+// the old object to the new one), the handler never saw the object the
+// delete is of: it gets the delete of the one it saw, as a
+// cache.DeletedFinalStateUnknown holding it, as client-go tells a handler
+// of an object a relist found gone. So a handler never gets the delete of
+// a UID it did not see.
 //
 // A pending add keeps its isInInitialList flag. The cases marked * do not
 // happen in the stream the indexer sends (an add of an object the handler
@@ -184,7 +198,11 @@ func (e *PendingKey) merge(it indexer.Notification) (done, initial int64) {
 			initial, e.initial = e.initial, 0
 		case indexer.NotifyUpdate:
 			// The handler saw the update's old object: it is told of its
-			// delete, with the final state.
+			// delete, with the final state, unless the update changed
+			// the UID (†).
+			if old := last.Old; objectUID(old) != objectUID(it.New) {
+				it.New = cache.DeletedFinalStateUnknown{Key: e.key, Obj: old}
+			}
 			*last = it
 		case indexer.NotifyDelete:
 			fold(last, &it)
@@ -212,4 +230,17 @@ func fold(n, later *indexer.Notification) {
 		n.Received = later.Received
 	}
 	n.InitialList = n.InitialList || later.InitialList
+}
+
+// objectUID returns obj's UID, looking through a tombstone; "" when it has no
+// metadata.
+func objectUID(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return string(m.GetUID())
 }

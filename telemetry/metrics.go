@@ -29,9 +29,12 @@ const (
 	MetricHandlerDuration = "actorinformer.handler.duration"
 	MetricHandlerEventAge = "actorinformer.handler.event_age"
 	MetricListDuration    = "actorinformer.reflector.list.duration"
-	MetricCacheSize       = "actorinformer.cache.size"
-	MetricCacheRV         = "actorinformer.cache.resource_version"
-	MetricHandlerPanics   = "actorinformer.handler.panics"
+	// MetricWatchListWaiting is 1 while a WatchList stream waits for its
+	// initial-events-end bookmark, else 0.
+	MetricWatchListWaiting = "actorinformer.reflector.watchlist.waiting"
+	MetricCacheSize        = "actorinformer.cache.size"
+	MetricCacheRV          = "actorinformer.cache.resource_version"
+	MetricHandlerPanics    = "actorinformer.handler.panics"
 	// MetricTraceparentMalformed counts traceparent annotations that could
 	// not be parsed (on sampled deltas only: others are not parsed).
 	MetricTraceparentMalformed = "actorinformer.traceparent.malformed"
@@ -69,7 +72,11 @@ type Metrics struct {
 	traceparentMalformed                                          metric.Int64Counter
 	handlerDuration, handlerEventAge, listDuration                metric.Float64Histogram
 	queueBacklog, listenerBacklog, cacheSize, cacheRV             metric.Int64ObservableGauge
+	watchListWaiting                                              metric.Int64ObservableGauge
 	listKinds                                                     [2]metric.MeasurementOption // relist, initial
+
+	// awaiting is what the WatchList waiting gauge observes.
+	awaiting atomic.Bool
 
 	mu       sync.Mutex
 	backlogs map[*Backlog]struct{}
@@ -133,8 +140,14 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 	ms.listenerBacklog, _ = m.Int64ObservableGauge(MetricListenerBacklog, metric.WithUnit("{notification}"), metric.WithDescription("Notifications waiting in a listener's mailbox."))
 	ms.cacheSize, _ = m.Int64ObservableGauge(MetricCacheSize, metric.WithUnit("{object}"), metric.WithDescription("Objects in the informer's cache."))
 	ms.cacheRV, _ = m.Int64ObservableGauge(MetricCacheRV, metric.WithUnit("1"), metric.WithDescription("The cache's resource version, as client-go's store resource version metric (its last 15 digits)."))
+	ms.watchListWaiting, _ = m.Int64ObservableGauge(MetricWatchListWaiting, metric.WithUnit("{stream}"), metric.WithDescription("1 while a WatchList stream waits for its initial-events-end bookmark (the informer cannot sync before it), else 0."))
 	ms.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(ms.queueBacklog, ms.QueueBacklog.Load(), t.baseSet)
+		var waiting int64
+		if ms.awaiting.Load() {
+			waiting = 1
+		}
+		o.ObserveInt64(ms.watchListWaiting, waiting, t.baseSet)
 		ms.mu.Lock()
 		defer ms.mu.Unlock()
 		for b := range ms.backlogs {
@@ -150,7 +163,7 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 			o.ObserveInt64(ms.cacheRV, ms.lastRV, t.baseSet)
 		}
 		return nil
-	}, ms.queueBacklog, ms.listenerBacklog, ms.cacheSize, ms.cacheRV)
+	}, ms.queueBacklog, ms.listenerBacklog, ms.cacheSize, ms.cacheRV, ms.watchListWaiting)
 	return ms
 }
 
@@ -228,6 +241,13 @@ func (m *Metrics) ListDuration(d time.Duration, initial bool) {
 		m.listDuration.Record(context.Background(), d.Seconds(), m.listKinds[k])
 	}
 }
+
+// AwaitingInitialEvents sets whether a WatchList stream is waiting for its
+// initial-events-end bookmark, for the waiting gauge.
+func (m *Metrics) AwaitingInitialEvents(on bool) { m.awaiting.Store(on) }
+
+// WatchListWaiting is what the WatchList waiting gauge observes.
+func (m *Metrics) WatchListWaiting() bool { return m.awaiting.Load() }
 
 // WatchError counts a list or watch error; reason is a short word such as
 // "expired", "forbidden", "network", "watch_error_event".

@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"fmt"
@@ -19,10 +19,19 @@ import (
 
 // note parses one notification of object ns/a: "add 1", "add 1 initial",
 // "update 1 2", "delete 2", "tomb 2" (a delete with a
-// DeletedFinalStateUnknown), where the numbers are resourceVersions.
+// DeletedFinalStateUnknown), where the numbers are resourceVersions; a
+// number ending in ' is of the recreated object (another UID), as a
+// relist that finds it recreated sends "update 1 2'".
 func note(s string) indexer.Notification {
 	f := strings.Fields(s)
-	o := func(rv string) *corev1.Pod { return pod("a", rv) }
+	o := func(rv string) *corev1.Pod {
+		if v, ok := strings.CutSuffix(rv, "'"); ok {
+			p := pod("a", v)
+			p.UID = "uid-a'"
+			return p
+		}
+		return pod("a", rv)
+	}
 	switch f[0] {
 	case "add":
 		return indexer.Notification{Type: indexer.NotifyAdd, New: o(f[1]), InitialList: len(f) > 2}
@@ -54,6 +63,14 @@ func TestCoalesceMerge(t *testing.T) {
 		{in: []string{"update 1 1", "update 1 2"}, want: []string{"update ns/a 1->2"}},
 		{in: []string{"update 1 2", "delete 2"}, want: []string{"delete ns/a 2"}},
 		{in: []string{"update 1 2", "tomb 2"}, want: []string{"delete ns/a tomb(2)"}},
+		// A relist found the object recreated; the new one is deleted
+		// before the handler had the update: it is told of the delete of
+		// the one it saw, never of one it did not.
+		{in: []string{"update 1 2'"}, want: []string{"update ns/a 1->2'"}},
+		{in: []string{"update 1 2'", "update 2' 3'"}, want: []string{"update ns/a 1->3'"}},
+		{in: []string{"update 1 2'", "delete 3'"}, want: []string{"delete ns/a tomb(1)"}},
+		{in: []string{"update 1 2'", "tomb 2'"}, want: []string{"delete ns/a tomb(1)"}},
+		{in: []string{"update 1 2'", "delete 2'", "add 4"}, want: []string{"delete ns/a tomb(1)", "add ns/a 4"}},
 		{in: []string{"delete 1", "add 5"}, want: []string{"delete ns/a 1", "add ns/a 5"}},
 		{in: []string{"delete 1", "add 5", "update 5 6"}, want: []string{"delete ns/a 1", "add ns/a 6"}},
 		{in: []string{"delete 1", "add 5", "delete 5"}, want: []string{"delete ns/a 1"}},
@@ -78,7 +95,7 @@ func TestCoalesceMerge(t *testing.T) {
 					initial++
 				}
 			}
-			c.running = true // the handler is busy
+			c.inflight = &PendingKey{} // the handler is busy
 			if msgs := c.Notifications(&indexer.Notifications{Items: items}, p); msgs != nil {
 				t.Fatalf("sent %+v while the runner is busy", msgs)
 			}
@@ -108,7 +125,7 @@ func TestCoalesceKeyOrder(t *testing.T) {
 	a1, a2, a3 := pod("a", "1"), pod("a", "2"), pod("a", "3")
 	b1, b2 := pod("b", "1"), pod("b", "2")
 	c1 := pod("c", "1")
-	c.running = true
+	c.inflight = &PendingKey{}
 	c.Notifications(&indexer.Notifications{Items: batch(
 		indexer.Notification{Type: indexer.NotifyAdd, New: a1},
 		indexer.Notification{Type: indexer.NotifyAdd, New: b1},
@@ -133,7 +150,7 @@ func TestCoalesceKeyOrder(t *testing.T) {
 func TestCoalesceInactiveDropsPending(t *testing.T) {
 	c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
 	p := &pathLog{}
-	c.running = true
+	c.inflight = &PendingKey{}
 	c.Notifications(&indexer.Notifications{Items: []indexer.Notification{
 		{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true},
 		{Type: indexer.NotifyAdd, New: pod("b", "1"), InitialList: true},
@@ -157,7 +174,11 @@ type storyChecker struct {
 	holds   map[string]types.UID // key → UID the handler holds
 	saw     map[types.UID]bool   // UIDs the handler was given
 	deleted map[types.UID]bool   // UIDs it was told were deleted
-	errs    []string
+	// uidChanges counts, per key, the updates changing the UID that the
+	// stream sent (a relist found the object recreated); only those may
+	// reach the handler as updates.
+	uidChanges map[string]int
+	errs       []string
 }
 
 func newStoryChecker() *storyChecker {
@@ -181,8 +202,17 @@ func (s *storyChecker) handler() cache.ResourceEventHandler {
 		},
 		UpdateFunc: func(old, obj any) {
 			v.UpdateFunc(old, obj)
-			if uidOf(old) != uidOf(obj) {
-				s.errs = append(s.errs, fmt.Sprintf("update of %s changes UID %s to %s", informertest.Key(obj), uidOf(old), uidOf(obj)))
+			if k := informertest.Key(obj); uidOf(old) != uidOf(obj) {
+				if s.uidChanges == nil || s.uidChanges[k] == 0 {
+					s.errs = append(s.errs, fmt.Sprintf("update of %s changes UID %s to %s", k, uidOf(old), uidOf(obj)))
+				} else {
+					s.uidChanges[k]--
+				}
+				// The object it saw is gone: the update told it so.
+				s.deleted[uidOf(old)] = true
+			}
+			if h := s.holds[informertest.Key(obj)]; h != uidOf(old) {
+				s.errs = append(s.errs, fmt.Sprintf("update of %s from UID %s; handler held UID %q", informertest.Key(obj), uidOf(old), h))
 			}
 			s.holds[informertest.Key(obj)] = uidOf(obj)
 			s.saw[uidOf(obj)] = true
@@ -209,6 +239,8 @@ type streamModel struct {
 	uid  int
 	// live lists the UIDs that are in the cache.
 	live map[types.UID]bool
+	// uidChanges counts, per key, the updates that changed the UID.
+	uidChanges map[string]int
 }
 
 func (m *streamModel) next() indexer.Notification {
@@ -224,7 +256,17 @@ func (m *streamModel) next() indexer.Notification {
 		m.live[o.UID] = true
 		return indexer.Notification{Type: indexer.NotifyAdd, New: o}
 	}
-	switch r := m.rng.Intn(10); {
+	switch r := m.rng.Intn(11); {
+	case r == 10:
+		// A relist found the object recreated: the indexer sends an
+		// update from the old object to the new one.
+		m.uid++
+		o := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv, UID: types.UID(fmt.Sprint("u", m.uid))}}
+		m.objs[key] = o
+		delete(m.live, cur.UID)
+		m.live[o.UID] = true
+		m.uidChanges[key]++
+		return indexer.Notification{Type: indexer.NotifyUpdate, Old: cur, New: o}
 	case r < 6:
 		o := cur.DeepCopy()
 		o.ResourceVersion = rv
@@ -260,8 +302,9 @@ func (m *streamModel) snapshot() map[string]string {
 func TestCoalesceRandomStreams(t *testing.T) {
 	for seed := int64(1); seed <= 200; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		m := &streamModel{rng: rng, keys: 1 + rng.Intn(20), objs: map[string]*corev1.Pod{}, live: map[types.UID]bool{}}
+		m := &streamModel{rng: rng, keys: 1 + rng.Intn(20), objs: map[string]*corev1.Pod{}, live: map[types.UID]bool{}, uidChanges: map[string]int{}}
 		s := newStoryChecker()
+		s.uidChanges = m.uidChanges
 		h := s.handler()
 		l := &pathCalls{h: h}
 		c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
@@ -355,3 +398,48 @@ func (p *pathCalls) Call(it *indexer.Notification) {
 }
 func (p *pathCalls) Progress(done, initial int64) { p.done += done; p.initial += initial }
 func (p *pathCalls) InitialBatchDone()            {}
+
+// TestCoalesceRunnerRestart: when the listener restarts, its runner (a
+// child) is stopped first. A key it had not taken (its mailbox is dropped)
+// goes to the new runner; a key it had taken was run, and its CallsDone
+// comes: the new runner gets the next key after it, and nothing twice.
+func TestCoalesceRunnerRestart(t *testing.T) {
+	for _, taken := range []bool{false, true} {
+		t.Run(fmt.Sprint("taken=", taken), func(t *testing.T) {
+			c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+			p := &pathLog{}
+			msgs := c.Notifications(&indexer.Notifications{Items: []indexer.Notification{
+				{Type: indexer.NotifyAdd, New: pod("a", "1")},
+				{Type: indexer.NotifyAdd, New: pod("b", "1")},
+			}}, p)
+			if len(msgs) != 1 {
+				t.Fatalf("sent %v, want a's RunCalls", msgs)
+			}
+			first := msgs[0].Body.(*RunCalls).Key
+			if taken {
+				first.Run(p) // the old runner made a's calls, then stopped
+			}
+			held := 0
+			c.Held(func(*PendingKey) { held++ })
+			if want := map[bool]int{false: 2, true: 1}[taken]; held != want {
+				t.Errorf("Held: %d keys, want %d", held, want)
+			}
+			msgs = c.RunnerStarted()
+			if taken {
+				if msgs != nil {
+					t.Fatalf("RunnerStarted sent %v while a's CallsDone is on its way", msgs)
+				}
+				msgs = c.CallsDone(p) // the old runner's answer
+			} else if len(msgs) != 1 || msgs[0].Body.(*RunCalls).Key != first {
+				t.Fatalf("RunnerStarted sent %v, want a's key again", msgs)
+			}
+			runAll(t, c, p, msgs)
+			if want := []string{"add ns/a 1", "add ns/b 1"}; !reflect.DeepEqual(p.calls, want) {
+				t.Errorf("calls %q, want %q", p.calls, want)
+			}
+			if p.done != 2 {
+				t.Errorf("done %d, want 2", p.done)
+			}
+		})
+	}
+}

@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"fmt"
@@ -47,6 +47,9 @@ func (p *pathLog) InitialBatchDone() { p.batch = true }
 func rvOf(obj any) string {
 	switch o := obj.(type) {
 	case *corev1.Pod:
+		if o.UID == "uid-a'" {
+			return o.ResourceVersion + "'"
+		}
 		return o.ResourceVersion
 	case cache.DeletedFinalStateUnknown:
 		return "tomb(" + rvOf(o.Obj) + ")"
