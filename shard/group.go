@@ -56,7 +56,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		in = g.topology(m.Members)
 	case *shardpb.Probe:
 		if m.Group == s.group {
-			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(s.self), Ranges: int32(s.o.ranges), HashField: string(s.o.field), Reply: true})
+			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(s.self()), Ranges: int32(s.o.ranges), HashField: string(s.o.field), Reply: true})
 		}
 		return
 	case *shardpb.Hello:
@@ -94,6 +94,15 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	default:
 		return
 	}
+	if s.core == nil {
+		t, ok := in.(*handover.Topology)
+		if !ok || !g.start(t) {
+			if _, leave := in.(*handover.Leave); leave {
+				s.leftOnce.Do(func() { close(s.left) }) // never joined: nothing to hand over
+			}
+			return // before this member is in a topology, nothing can be answered
+		}
+	}
 	out := s.core.Step(in)
 	for _, msg := range out {
 		g.deliver(ctx, msg)
@@ -102,6 +111,22 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	st := s.core.Status()
 	s.protocol.Store(&st)
 	s.signals.poke(s)
+}
+
+// start builds the core once a topology holds this member.
+func (g *groupActor) start(t *handover.Topology) bool {
+	s := g.s
+	self, ok := g.ids[s.c.ActorSystem.Address()]
+	if !ok {
+		return false
+	}
+	s.selfID.Store(&self)
+	s.core = handover.NewCore(handover.Config{
+		Self: self, Ranges: s.o.ranges, HashField: string(s.o.field), JoinedAt: s.joined.UnixNano(),
+		DiscoveryTicks: 4, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
+	})
+	s.log.Info("joined the group's protocol", "member", string(self), "members", len(t.Members))
+	return true
 }
 
 func (g *groupActor) topology(members []*cluster.Member) *handover.Topology {

@@ -42,7 +42,10 @@ type Informer struct {
 	lw      cache.ListerWatcher
 	example runtime.Object
 	o       options
-	self    handover.MemberID
+	// selfID is this member's id in the cluster's topology (the provider's:
+	// the etcd provider's is not the actor system's id), found by address
+	// in the first topology that holds this member.
+	selfID  atomic.Pointer[handover.MemberID]
 	log     *slog.Logger
 	filter  *filter
 	tel     *shardTelemetry
@@ -119,14 +122,13 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	if log == nil {
 		log = slog.New(logr.ToSlogHandler(klog.Background()))
 	}
-	self := handover.MemberID(c.ActorSystem.ID)
-	log = log.With("group", group, "member", string(self))
+	log = log.With("group", group, "address", c.ActorSystem.Address())
 	if err := probe(c, group, o); err != nil {
 		groups.Delete(key)
 		return nil, err
 	}
 	s := &Informer{
-		c: c, group: group, lw: lw, example: exampleObject, o: o, self: self, log: log, key: key,
+		c: c, group: group, lw: lw, example: exampleObject, o: o, log: log, key: key,
 		filter:    &filter{field: o.field, log: log},
 		regs:      map[*registration]struct{}{},
 		ranges:    map[int]*rangeInformer{},
@@ -186,7 +188,16 @@ func probe(c *cluster.Cluster, group string, o options) error {
 
 // Group returns the group's name; Member this member's id.
 func (s *Informer) Group() string  { return s.group }
-func (s *Informer) Member() string { return string(s.self) }
+func (s *Informer) Member() string { return string(s.self()) }
+
+// self is this member's id, "" until the group actor has seen it in a
+// topology.
+func (s *Informer) self() handover.MemberID {
+	if p := s.selfID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Run joins the group and serves this member's ranges until stopCh is
 // closed, then leaves the group gracefully.
@@ -217,10 +228,6 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	s.started = true
 	s.runCtx = ctx
 	s.joined = time.Now()
-	s.core = handover.NewCore(handover.Config{
-		Self: s.self, Ranges: s.o.ranges, HashField: string(s.o.field), JoinedAt: s.joined.UnixNano(),
-		DiscoveryTicks: 4, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
-	})
 	pid, err := s.c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &groupActor{s: s} }), actorName(s.group))
 	if err != nil {
 		s.stopped = true
@@ -513,7 +520,7 @@ func (s *Informer) setActiveLocked() {
 
 // baseAttrs are the sharded informer's span and metric attributes.
 func (s *Informer) baseAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.self))}
+	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.self()))}
 }
 
 // Err returns why the member left the group on its own (settings that

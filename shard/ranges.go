@@ -104,7 +104,7 @@ func (s *Informer) activateRange(e *handover.ActivateRange) {
 		delete(s.released, k)
 	}
 	took := time.Since(ri.started)
-	s.recordHandoverLocked(Handover{Range: ri.r, From: string(e.From), To: string(s.self), Epoch: e.Epoch, Start: ri.started, Duration: took, Kind: "acquire"})
+	s.recordHandoverLocked(Handover{Range: ri.r, From: string(e.From), To: string(s.self()), Epoch: e.Epoch, Start: ri.started, Duration: took, Kind: "acquire"})
 	s.mu.Unlock()
 	s.tel.endHandover(ri.span, "acquire", string(e.From), took)
 	s.log.Info("acquired range", "range", ri.r.String(), "from", string(e.From), "epoch", e.Epoch, "took", took, "objects", len(ri.inf.GetIndexer().ListKeys()))
@@ -159,7 +159,7 @@ func (s *Informer) deactivateRange(e *handover.DeactivateRange) {
 		if s.ranges[e.Range] == ri {
 			delete(s.ranges, e.Range)
 		}
-		s.recordHandoverLocked(Handover{Range: ri.r, From: string(s.self), To: string(e.To), Epoch: e.Epoch, Start: start, Duration: took, Kind: "release"})
+		s.recordHandoverLocked(Handover{Range: ri.r, From: string(s.self()), To: string(e.To), Epoch: e.Epoch, Start: start, Duration: took, Kind: "release"})
 		s.mu.Unlock()
 		s.tel.endHandover(span, "release", string(e.To), took)
 		s.log.Info("released range", "range", ri.r.String(), "to", string(e.To), "epoch", e.Epoch, "took", took, "objects", len(keys))

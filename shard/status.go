@@ -58,7 +58,7 @@ type Status struct {
 
 // Status returns the member's state.
 func (s *Informer) Status() Status {
-	st := Status{Group: s.group, Member: string(s.self), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
+	st := Status{Group: s.group, Member: string(s.self()), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges()}
 	counts := map[int]int{}
 	s.mu.Lock()
