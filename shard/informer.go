@@ -45,13 +45,13 @@ type Informer struct {
 	// selfID is this member's id in the cluster's topology (the provider's:
 	// the etcd provider's is not the actor system's id), found by address
 	// in the first topology that holds this member.
-	selfID  atomic.Pointer[handover.MemberID]
-	log     *slog.Logger
-	filter  *filter
-	tel     *shardTelemetry
-	core    *handover.Core // used by the group actor only
-	key     string         // in the process's registry of groups
-	joined  time.Time
+	selfID atomic.Pointer[handover.MemberID]
+	log    *slog.Logger
+	filter *filter
+	tel    *shardTelemetry
+	core   *handover.Core // used by the group actor only
+	key    string         // in the process's registry of groups
+	joined time.Time
 
 	mu                sync.Mutex
 	started, stopped  bool
