@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
-	clientgoworkqueue "k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // listOnly is a fake source that makes the informer list rather than stream
@@ -38,9 +38,8 @@ func Example_controller() {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 
-	queue := workqueue.New(
-		clientgoworkqueue.NewTypedRateLimitingQueue(clientgoworkqueue.DefaultTypedControllerRateLimiter[string]()),
-		actors.WithTracerProvider(tp))
+	queue := aiworkqueue.New(
+		workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()), tp)
 	enqueue := func(ctx context.Context, obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 			queue.AddCtx(ctx, key)
@@ -106,7 +105,7 @@ func printTraces(spans []sdktrace.ReadOnlySpan) {
 		}
 	}
 	for _, s := range spans {
-		if s.Name() == workqueue.SpanProcess {
+		if s.Name() == aiworkqueue.SpanProcess {
 			for _, l := range s.Links() {
 				addTrace(l.SpanContext.TraceID())
 			}
@@ -183,10 +182,10 @@ func details(s sdktrace.ReadOnlySpan) string {
 		return get("actorinformer.delta.type") + " " + get("k8s.namespace.name") + "/" + get("actorinformer.object.name")
 	case "listener.deliver", "handler":
 		return "handler=" + get("actorinformer.handler.name")
-	case workqueue.SpanProcess:
+	case aiworkqueue.SpanProcess:
 		return fmt.Sprintf("item=%s adds=%s requeues=%s links.dropped=%s",
-			get(string(workqueue.AttrItem)), get(string(workqueue.AttrAdds)),
-			get(string(workqueue.AttrRequeues)), get(string(workqueue.AttrLinksDropped)))
+			get(string(aiworkqueue.AttrItem)), get(string(aiworkqueue.AttrAdds)),
+			get(string(aiworkqueue.AttrRequeues)), get(string(aiworkqueue.AttrLinksDropped)))
 	case "reconcile":
 		return "key=" + get("key")
 	}
