@@ -21,9 +21,9 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/listen"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // minimumResyncPeriod is client-go's lower bound for a handler's resync period.
@@ -228,7 +228,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
 	if coalesce {
-		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+		l.core.Pending = listener.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	}
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()

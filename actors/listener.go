@@ -15,18 +15,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/listen"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // listener delivers notifications to one handler, in order: its core
 // decides what to call and what to send, and it makes the handler calls
-// (listen.Path) and keeps the counters. Only the listener's actor calls it,
+// (listener.Path) and keeps the counters. Only the listener's actor calls it,
 // so the struct needs no lock; the atomics are read by other goroutines
 // (HasSynced, Stats, metrics).
-type listener struct {
-	core    listen.Core
+type handlerListener struct {
+	core    listener.Core
 	id      indexer.ListenerID
 	name    string
 	handler ContextEventHandler
@@ -85,9 +85,9 @@ type listener struct {
 	exitOnce sync.Once
 }
 
-func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *listener {
-	return &listener{
-		core:    listen.Core{ID: id},
+func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *handlerListener {
+	return &handlerListener{
+		core:    listener.Core{ID: id},
 		halted:  halted,
 		id:      id,
 		name:    name,
@@ -107,34 +107,34 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 }
 
 // exit closes exited; later calls do nothing.
-func (l *listener) exit() {
+func (l *handlerListener) exit() {
 	l.exitOnce.Do(func() { close(l.exited) })
 }
 
 // deliver takes in one batch through the core, for tests and benchmarks
 // that drive a bare listener (it sends nothing for a batch).
-func (l *listener) deliver(n *indexer.Notifications) { l.core.Notifications(n, l) }
+func (l *handlerListener) deliver(n *indexer.Notifications) { l.core.Notifications(n, l) }
 
-// Active reports whether the handler may still be called (listen.Path).
-func (l *listener) Active() bool { return !l.removed.Load() && !l.halted.Load() }
+// Active reports whether the handler may still be called (listener.Path).
+func (l *handlerListener) Active() bool { return !l.removed.Load() && !l.halted.Load() }
 
-// Progress accounts for done notifications (listen.Path).
-func (l *listener) Progress(done, initial int64) { l.flush(done, initial) }
+// Progress accounts for done notifications (listener.Path).
+func (l *handlerListener) Progress(done, initial int64) { l.flush(done, initial) }
 
 // InitialBatchDone is told once the synthetic initial batch is taken in
-// (listen.Path).
-func (l *listener) InitialBatchDone() {
+// (listener.Path).
+func (l *handlerListener) InitialBatchDone() {
 	l.initialDone.Store(true)
 	l.tellSynced()
 }
 
-func (l *listener) tellSynced() {
+func (l *handlerListener) tellSynced() {
 	if l.synced != nil {
 		l.synced()
 	}
 }
 
-func (l *listener) flush(done, initial int64) {
+func (l *handlerListener) flush(done, initial int64) {
 	if done > 0 {
 		l.backlog.N.Add(-done)
 		l.delivered.Add(done)
@@ -145,8 +145,8 @@ func (l *listener) flush(done, initial int64) {
 	}
 }
 
-// Call makes one handler call (listen.Path).
-func (l *listener) Call(it *indexer.Notification) {
+// Call makes one handler call (listener.Path).
+func (l *handlerListener) Call(it *indexer.Notification) {
 	if !l.observed {
 		l.invoke(l.ctx, it, nil)
 		return
@@ -176,7 +176,7 @@ func (l *listener) Call(it *indexer.Notification) {
 // measured tells whether this call's duration and event age are recorded:
 // metrics are on, and the call is traced or the histEvery-th untraced one
 // (the first one included).
-func (l *listener) measured(traced bool) bool {
+func (l *handlerListener) measured(traced bool) bool {
 	if !l.metered {
 		return false
 	}
@@ -197,7 +197,7 @@ func (l *listener) measured(traced bool) bool {
 // on the handler span; then the listener goes on with the next
 // notification. Unlike client-go, it neither re-panics
 // (utilruntime.ReallyCrash) nor sleeps a second before the next one.
-func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span trace.Span) {
+func (l *handlerListener) invoke(ctx context.Context, it *indexer.Notification, span trace.Span) {
 	defer func() {
 		if r := recover(); r != nil {
 			l.panicked(r, it, span)
@@ -218,7 +218,7 @@ func (l *listener) invoke(ctx context.Context, it *indexer.Notification, span tr
 // logger counts on it, so that the log line names the file and line that
 // panicked (the frames above it: utilruntime's logPanic, panicked, the
 // deferred function, the runtime's panic; as client-go's handleCrash).
-func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
+func (l *handlerListener) panicked(r any, it *indexer.Notification, span trace.Span) {
 	stack := string(debug.Stack())
 	key := it.Key()
 	l.panics.Add(1)
@@ -245,9 +245,9 @@ func (l *listener) panicked(r any, it *indexer.Notification, span trace.Span) {
 // was given at spawn (not the sender of a request, so that it keeps working
 // whichever stage restarted).
 type listenerActor struct {
-	l       *listener
+	l       *handlerListener
 	indexer *actor.PID
-	// runner makes a Coalesced handler's calls (see listen.RunCalls); nil for
+	// runner makes a Coalesced handler's calls (see listener.RunCalls); nil for
 	// the others, whose calls the listener actor makes.
 	runner *actor.PID
 }
@@ -258,7 +258,7 @@ func (a *listenerActor) Receive(ctx actor.Context) {
 		a.send(ctx, a.l.core.Notifications(m, a.l))
 	case *indexer.DrainMarker:
 		a.send(ctx, a.l.core.DrainMarker())
-	case *listen.CallsDone:
+	case *listener.CallsDone:
 		a.send(ctx, a.l.core.CallsDone(a.l))
 	case *actor.Started:
 		if a.l.core.Pending != nil {
@@ -297,12 +297,12 @@ func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
 }
 
 // handlerRunner makes a Coalesced handler's calls, one pending key per
-// listen.RunCalls, so that its listener actor goes on merging meanwhile.
-type handlerRunner struct{ l *listener }
+// listener.RunCalls, so that its listener actor goes on merging meanwhile.
+type handlerRunner struct{ l *handlerListener }
 
 func (r *handlerRunner) Receive(ctx actor.Context) {
-	if m, ok := ctx.Message().(*listen.RunCalls); ok {
+	if m, ok := ctx.Message().(*listener.RunCalls); ok {
 		m.Key.Run(r.l)
-		ctx.Send(ctx.Parent(), listen.CallsDoneMsg)
+		ctx.Send(ctx.Parent(), listener.CallsDoneMsg)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // BenchmarkListenerDeliver measures a listener's plain core delivering a

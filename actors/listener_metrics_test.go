@@ -16,7 +16,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestListenerHistogramSampling checks that the per-call histograms get

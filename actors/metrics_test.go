@@ -20,7 +20,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // histogramPoint returns the data point of a float64 histogram whose

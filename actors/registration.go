@@ -8,7 +8,7 @@ import (
 
 // registration is the handle AddEventHandler returns.
 type registration struct {
-	l   *listener
+	l   *handlerListener
 	inf *SharedIndexInformer
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // DeltaInfo is what a DeltaSampler sees of one delta, before any span work:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // updates is a handler that reports each add and update by object name.

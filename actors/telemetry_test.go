@@ -27,7 +27,7 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // recordingProvider returns an always-sampling SDK provider whose ended spans
@@ -451,7 +451,7 @@ func withRV(p *corev1.Pod, rv string) *corev1.Pod {
 }
 
 // TestMetrics runs a scripted informer with an SDK MeterProvider and checks
-// every metric of internal/telemetry/metrics.go: its instrument kind and
+// every metric of telemetry/metrics.go: its instrument kind and
 // its value after the script.
 func TestMetrics(t *testing.T) {
 	informertest.NeedsTracing(t)

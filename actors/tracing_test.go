@@ -16,7 +16,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestTraceFollowsDeltaToEveryHandler checks the span chain of one watch

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestJaegerReceivesWholeDeltaTraces builds cmd/demo, runs it on its

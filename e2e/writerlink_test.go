@@ -15,8 +15,8 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestWriterTraceLink: a writer puts its span's traceparent into the

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // testConsumer records the batches it gets. With auto set it acknowledges

@@ -3,7 +3,7 @@ package fifo
 import (
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // DeltaType says what happened to an object.

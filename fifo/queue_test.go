@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // op is one step of a script run against a queue.

@@ -9,7 +9,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestQueueStampsTombstonesAndSyncs checks that the deltas the queue makes

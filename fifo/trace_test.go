@@ -14,7 +14,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 func pom(ns, name string) *metav1.PartialObjectMetadata {

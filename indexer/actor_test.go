@@ -17,7 +17,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // A bare actor system leaves no goroutine behind once its actors are

@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // applyChunk bounds how many deltas of a batch that is not Atomic (watch

@@ -17,8 +17,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 func newFakeClock() *testingclock.FakeClock {

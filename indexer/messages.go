@@ -8,7 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // The indexer actor accepts *fifo.Batch (acknowledged by sending the queue

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // panicAt is a mutation detector whose at-th AddObject (from 1) panics.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // tickingClock advances by one millisecond at every reading.

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/utils/clock"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // reflectorActor is the shell around a Machine: it runs the blocking list

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 func pod(name, rv string) *v1.Pod {

@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/fifo"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // defaultPageSize is tools/pager's default page size.

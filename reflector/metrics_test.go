@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // newMeteredHarness is newHarness with an SDK MeterProvider read by the

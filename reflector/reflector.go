@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/utils/clock"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // client-go's reflector defaults.

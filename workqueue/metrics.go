@@ -8,7 +8,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // Metric names of the queues [NewOTelMetricsProvider] measures, one per

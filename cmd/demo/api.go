@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // The page's data: GET /api/snapshot and every event of GET /api/stream.

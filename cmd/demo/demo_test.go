@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // TestMain checks that the tests leave no goroutine behind: the demo's

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // demoUnderTest is the demo run by run() with its web server on a free

@@ -1,6 +1,6 @@
 // Package sim is a deterministic simulator of the whole informer pipeline:
 // the reflector's Machine, the delta queue, the indexer's Core and one
-// listener's Core (internal/listen) per handler, chained in one goroutine,
+// listener's Core (package listener) per handler, chained in one goroutine,
 // fed by a scripted API server and timed by a fake clock.
 //
 // Every step delivers one message to one stage (the head of its mailbox:

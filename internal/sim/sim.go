@@ -15,7 +15,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/internal/informertest"
-	"github.com/actorinformer/actorinformer/internal/listen"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
 )
@@ -36,7 +36,7 @@ type Sim struct {
 	refl *reflectorStage
 	q    *queueStage
 	ix   *indexerStage
-	ls   []*listener
+	ls   []*handlerState
 
 	boxes   map[stage.Addr][]stage.Msg
 	timer   clock.Timer // the reflector's backoff timer
@@ -65,7 +65,7 @@ type Sim struct {
 	beforeDelivery func(n int)
 }
 
-type listener struct {
+type handlerState struct {
 	name   string
 	resync time.Duration
 	st     *listenerStage
@@ -81,7 +81,7 @@ type listener struct {
 }
 
 // queued accounts for m entering (sign 1) or leaving (-1) l's mailbox.
-func (l *listener) queued(m stage.Msg, sign int) {
+func (l *handlerState) queued(m stage.Msg, sign int) {
 	if sign > 0 {
 		l.st.mailboxItems([]stage.Msg{m}, func(it *indexer.Notification) {
 			k := informertest.Key(it.New)
@@ -165,7 +165,7 @@ func ParseScript(text string) []string {
 // FormatScript is the one-line form of a script (for -sim.script).
 func FormatScript(lines []string) string { return strings.Join(lines, "; ") }
 
-func (s *Sim) listenerByName(name string) *listener {
+func (s *Sim) listenerByName(name string) *handlerState {
 	for _, l := range s.ls {
 		if l.name == name {
 			return l
@@ -310,8 +310,8 @@ func (s *Sim) stageName(a stage.Addr) string {
 	return a.Kind.String()
 }
 
-func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *listener {
-	l := &listener{name: name, resync: resync, projected: map[string]string{}}
+func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *handlerState {
+	l := &handlerState{name: name, resync: resync, projected: map[string]string{}}
 	l.view = newView(s, name)
 	l.st = newListenerStage(uint64(len(s.ls)+1), l.view, coalesced)
 	s.ls = append(s.ls, l)
@@ -678,14 +678,14 @@ func (s *Sim) check() {
 // eachHeld calls f for each pending key a Coalesced handler's listener
 // holds outside its mailbox: those given to its runner (in its mailbox),
 // then those its core merges.
-func (s *Sim) eachHeld(l *listener, f func(e *listen.PendingKey)) {
+func (s *Sim) eachHeld(l *handlerState, f func(e *listener.PendingKey)) {
 	l.st.eachHeld(f)
 }
 
 // held counts the notifications l holds outside its mailbox (see
 // eachHeld), and the initial-list ones they stand for.
-func (s *Sim) held(l *listener) (items int, initial int64) {
-	s.eachHeld(l, func(e *listen.PendingKey) {
+func (s *Sim) held(l *handlerState) (items int, initial int64) {
+	s.eachHeld(l, func(e *listener.PendingKey) {
 		items += len(e.Items())
 		initial += e.Initial()
 	})
@@ -694,7 +694,7 @@ func (s *Sim) held(l *listener) (items int, initial int64) {
 
 // heldView is l's view once its handler has had what l holds and what
 // its mailbox holds, in order.
-func (s *Sim) heldView(l *listener) map[string]string {
+func (s *Sim) heldView(l *handlerState) map[string]string {
 	out := maps.Clone(l.view.objs)
 	apply := func(it *indexer.Notification) {
 		k := informertest.Key(it.New)
@@ -704,7 +704,7 @@ func (s *Sim) heldView(l *listener) map[string]string {
 			out[k] = rvOf(it.New)
 		}
 	}
-	s.eachHeld(l, func(e *listen.PendingKey) {
+	s.eachHeld(l, func(e *listener.PendingKey) {
 		items := e.Items()
 		for i := range items {
 			apply(&items[i])

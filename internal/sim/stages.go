@@ -24,10 +24,10 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/listen"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // toEnv addresses the environment: the reflector shell's I/O (list and
@@ -412,13 +412,13 @@ func toRunner(id uint64) stage.Addr { return stage.Addr{Kind: runnerKind, ID: id
 
 const runnerKind stage.Kind = 101
 
-// listenerStage is a listener: the real listen.Core behind a modelled
-// shell, which is also the core's listen.Path: it calls the handler
+// listenerStage is a listener: the real listener.Core behind a modelled
+// shell, which is also the core's listener.Path: it calls the handler
 // (recovering a panic, as the shell's call path does) and keeps the
 // backlog and initial-list counters.
 type listenerStage struct {
 	id          uint64
-	core        listen.Core
+	core        listener.Core
 	h           handler
 	removed     bool
 	pending     atomic.Int64
@@ -434,10 +434,10 @@ type handler interface {
 }
 
 func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
-	l := &listenerStage{id: id, core: listen.Core{ID: indexer.ListenerID(id)}, h: h}
+	l := &listenerStage{id: id, core: listener.Core{ID: indexer.ListenerID(id)}, h: h}
 	if coalesced {
 		// As actors.Coalesced: the informer's key function.
-		l.core.Pending = listen.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+		l.core.Pending = listener.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
 	}
 	return l
 }
@@ -445,7 +445,7 @@ func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
 // eachHeld calls f for each pending key a Coalesced handler's listener
 // holds outside its mailbox: the one given to its runner and not yet run,
 // then those its core merges.
-func (l *listenerStage) eachHeld(f func(e *listen.PendingKey)) {
+func (l *listenerStage) eachHeld(f func(e *listener.PendingKey)) {
 	if l.coalesced() {
 		l.core.Held(f)
 	}
@@ -470,7 +470,7 @@ func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
 		out = l.core.Notifications(b, l)
 	case *indexer.DrainMarker:
 		out = l.core.DrainMarker()
-	case *listen.CallsDone:
+	case *listener.CallsDone:
 		out = l.core.CallsDone(l)
 	default:
 		panic(fmt.Sprintf("sim: listener got %T", m.Body))
@@ -485,7 +485,7 @@ func (l *listenerStage) deliver(m stage.Msg) []stage.Msg {
 }
 
 // Active, Call, Progress and InitialBatchDone make l the core's
-// listen.Path.
+// listener.Path.
 func (l *listenerStage) Active() bool { return !l.removed }
 
 func (l *listenerStage) Call(it *indexer.Notification) {
@@ -532,12 +532,12 @@ func (l *listenerStage) runnerStarted() []stage.Msg {
 type runnerStage struct{ l *listenerStage }
 
 func (r runnerStage) deliver(m stage.Msg) []stage.Msg {
-	b, ok := m.Body.(*listen.RunCalls)
+	b, ok := m.Body.(*listener.RunCalls)
 	if !ok {
 		panic(fmt.Sprintf("sim: runner got %T", m.Body))
 	}
 	b.Key.Run(r.l)
-	return []stage.Msg{{To: stage.ToListener(r.l.id), Body: listen.CallsDoneMsg}}
+	return []stage.Msg{{To: stage.ToListener(r.l.id), Body: listener.CallsDoneMsg}}
 }
 
 // restart: a runner is restarted only with its listener.

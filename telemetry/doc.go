@@ -1,6 +1,9 @@
 // Package telemetry holds the tracing, metrics and logging state shared by the
-// informer's stages. It never reads or sets OpenTelemetry globals: providers
-// come from the informer's options and default to no-op.
+// informer's stages (T), what their messages carry of it (DeltaTrace, Stamp)
+// and the names of its spans, attributes, events and metrics: a contract, as
+// docs/tracing.md documents it, that tools reading the traces may rely on.
+// It never reads or sets OpenTelemetry globals: providers come from the
+// informer's options and default to no-op.
 //
 // A delta is traced only when the tracer provider is not a no-op one and its
 // sampler records the delta's root span; otherwise the delta carries a nil

@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"github.com/actorinformer/actorinformer/indexer"

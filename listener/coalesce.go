@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"sync/atomic"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/internal/telemetry"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 // Coalescer holds a Coalesced handler's pending notifications: at most one

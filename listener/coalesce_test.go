@@ -1,4 +1,4 @@
-package listen
+package listener
 
 import (
 	"fmt"
