@@ -267,4 +267,3 @@ func (l *handlerListener) panicked(r any, it *indexer.Notification, span trace.S
 		telemetry.RecordPanic(span, fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, key, r), stack)
 	}
 }
-
