@@ -60,10 +60,13 @@
 // per event.
 //
 // Structure: Machine is the whole decision logic as a plain state machine
-// (Idle → Listing or WatchListing → Watching, BackingOff, Stopped) that
-// takes inputs and returns Effects: the messages for the queue, as
-// []stage.Msg addressed to stage.ToQueue, and the I/O to start. The actor
-// made by Reflector.Props delivers the messages, runs the blocking calls in
-// goroutines that report back with messages, and timers on Config.Clock,
+// (Idle → Listing or WatchListing → Watching, BackingOff, Stopped) whose
+// one input, Step (package stage), takes a message and returns the
+// messages to send: the *fifo.Replace and *fifo.Deltas for the queue, and
+// its effects (messages.go): calls to the API server (stage.ToSource), its
+// timers, and reports to the informer (its Status, errors for the watch
+// error handler). The actor made by Reflector.Props is its shell (package
+// shell): it delivers the messages, runs the blocking calls in goroutines
+// that report back with messages, and runs the timers on Config.Clock,
 // which is also the Machine's clock.
 package reflector

@@ -68,44 +68,26 @@ const (
 	stepWatchList                    // retry the watch-list stream
 )
 
-// ListRequest asks the shell to list through tools/pager.
-type ListRequest struct {
-	Gen     uint64
-	Options metav1.ListOptions
-	// PageSize is the pager's page size; 0 lists in one request.
-	PageSize int64
-}
-
-// WatchRequest asks the shell to open a watch and stream its events back.
-type WatchRequest struct {
-	Gen     uint64
-	Options metav1.ListOptions
-	// WatchList marks the initial-events stream of a WatchList sync.
-	WatchList bool
-}
-
-// WaitRequest asks the shell to call BackoffElapsed(Gen) after Duration.
-type WaitRequest struct {
+// waitRequest asks for a timer: a BackoffElapsed (or, for the check
+// timer, a WatchListCheck) with Gen after Duration.
+type waitRequest struct {
 	Gen      uint64
 	Duration time.Duration
 }
 
-// Effects is what the shell must do after a Machine step, in this order:
-// deliver Msgs (the *fifo.Replace and *fifo.Deltas for the queue, in
-// order); stop the running list or watch if StopWatch; call the watch error
-// handler with HandleError; then start List, Watch or Wait (at most one of
-// them is set). Msgs is valid until the Machine's next input. Check, set
-// while a WatchList stream waits for its initial-events-end bookmark, asks
-// for a WatchListCheck(Check.Gen) after Check.Duration, replacing any
-// earlier such request (see watchlistwait.go).
-type Effects struct {
-	Msgs        []stage.Msg
+// effects is what one input of the Machine does besides the messages for
+// the queue, sent after them in this order (see emit): stop the running
+// list or watch if StopWatch (also before a new List or Watch); report
+// HandleError to the watch error handler; then start List, Watch or Wait
+// (at most one of them is set); Check, set while a WatchList stream waits
+// for its initial-events-end bookmark, (re)sets the check timer.
+type effects struct {
 	StopWatch   bool
 	HandleError error
 	List        *ListRequest
 	Watch       *WatchRequest
-	Wait        *WaitRequest
-	Check       *WaitRequest
+	Wait        *waitRequest
+	Check       *waitRequest
 }
 
 // ListResult is what a list (all its pages) returned.
@@ -122,13 +104,16 @@ type ListResult struct {
 
 // Machine is client-go's ListAndWatch loop as a plain state machine: each
 // method takes one input (a list result, watch events, a timer) and returns
-// the Effects for the shell to carry out. It does no I/O and starts no
+// the effects for the shell to carry out. It does no I/O and starts no
 // goroutine. Reports carry the Gen of the request they answer; reports of
 // an older Gen are stale and ignored.
 //
 // A Machine is not safe for concurrent use; the reflector actor owns it.
 type Machine struct {
-	r *Reflector // shared handle: config and published status
+	// status is what the Machine reports to the informer (stage.ToInformer)
+	// after each input that changed it (dirty).
+	status Status
+	dirty  bool
 
 	name, typeDesc         string
 	expectedType           reflect.Type
@@ -219,7 +204,7 @@ func (r *Reflector) NewMachine() *Machine { return newMachine(r) }
 
 func newMachine(r *Reflector) *Machine {
 	m := &Machine{
-		r:                r,
+		status:           r.Status(),
 		name:             r.name,
 		typeDesc:         r.typeDesc,
 		expectedType:     r.expectedType,
@@ -247,8 +232,8 @@ func newMachine(r *Reflector) *Machine {
 // State returns the current state.
 func (m *Machine) State() State { return m.state }
 
-// Start begins the first ListAndWatch.
-func (m *Machine) Start() Effects {
+// start begins the first ListAndWatch.
+func (m *Machine) start() effects {
 	e := m.begin()
 	if m.state == StateIdle {
 		m.listAndWatch(&e)
@@ -256,8 +241,8 @@ func (m *Machine) Start() Effects {
 	return m.end(e)
 }
 
-// Stop stops for good; later inputs are ignored.
-func (m *Machine) Stop() Effects {
+// stop stops for good; later inputs are ignored.
+func (m *Machine) stop() effects {
 	e := m.begin()
 	if m.state != StateStopped {
 		if m.state == StateWatchListing {
@@ -265,6 +250,8 @@ func (m *Machine) Stop() Effects {
 		}
 		m.state = StateStopped
 		m.gen++
+		m.out.Send(backoffTimer, stage.StopTimerMsg)
+		m.out.Send(checkTimer, stage.StopTimerMsg)
 		m.endWatchListSpan(nil)
 		m.wl = watchListing{}
 		e.StopWatch = true
@@ -272,8 +259,8 @@ func (m *Machine) Stop() Effects {
 	return m.end(e)
 }
 
-// ListDone takes the result of the list started by ListRequest gen.
-func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
+// onListDone takes the result of the list started by ListRequest gen.
+func (m *Machine) onListDone(gen uint64, res ListResult) effects {
 	e := m.begin()
 	if m.state == StateListing && gen == m.gen {
 		m.listDone(&e, res)
@@ -281,8 +268,8 @@ func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 	return m.end(e)
 }
 
-// WatchFailed takes the error of the watch call of WatchRequest gen.
-func (m *Machine) WatchFailed(gen uint64, err error) Effects {
+// onWatchFailed takes the error of the watch call of WatchRequest gen.
+func (m *Machine) onWatchFailed(gen uint64, err error) effects {
 	e := m.begin()
 	if gen != m.gen {
 		return m.end(e)
@@ -305,24 +292,24 @@ func (m *Machine) WatchFailed(gen uint64, err error) Effects {
 	return m.end(e)
 }
 
-// WatchOpened takes the news that the watch call of WatchRequest gen
+// onWatchOpened takes the news that the watch call of WatchRequest gen
 // returned a watch; the shell reports it, before the watch's events, for
 // WatchList streams. It starts the wait for the stream's
 // initial-events-end bookmark, which asks for WatchListCheck calls.
-func (m *Machine) WatchOpened(gen uint64) Effects {
+func (m *Machine) onWatchOpened(gen uint64) effects {
 	e := m.begin()
 	if gen == m.gen && m.state == StateWatchListing {
 		now := m.clock.Now()
 		m.wl.wait.open(now)
-		e.Check = &WaitRequest{Gen: m.gen, Duration: m.wl.wait.nextCheck(now)}
+		e.Check = &waitRequest{Gen: m.gen, Duration: m.wl.wait.nextCheck(now)}
 	}
 	return m.end(e)
 }
 
-// WatchListCheck takes the end of the wait of Effects.Check gen: a
+// onWatchListCheck takes the end of the wait of effects.Check gen: a
 // WatchList stream still without its initial-events-end bookmark is logged,
 // or given up (WatchList off, list and watch instead).
-func (m *Machine) WatchListCheck(gen uint64) Effects {
+func (m *Machine) onWatchListCheck(gen uint64) effects {
 	e := m.begin()
 	if gen == m.gen && m.state == StateWatchListing {
 		m.watchListCheck(&e)
@@ -330,10 +317,10 @@ func (m *Machine) WatchListCheck(gen uint64) Effects {
 	return m.end(e)
 }
 
-// WatchEvents takes one batch of events of the watch of WatchRequest gen.
+// onWatchEvents takes one batch of events of the watch of WatchRequest gen.
 // receivedAt is when the batch arrived (zero unless tracing or metrics are
 // on). The machine does not keep events.
-func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) Effects {
+func (m *Machine) onWatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) effects {
 	e := m.begin()
 	if gen != m.gen {
 		return m.end(e)
@@ -351,9 +338,9 @@ func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.
 	return m.end(e)
 }
 
-// WatchEnded takes the close of the result channel of the watch of
+// onWatchEnded takes the close of the result channel of the watch of
 // WatchRequest gen.
-func (m *Machine) WatchEnded(gen uint64) Effects {
+func (m *Machine) onWatchEnded(gen uint64) effects {
 	e := m.begin()
 	if gen != m.gen || (m.state != StateWatching && m.state != StateWatchListing) {
 		return m.end(e)
@@ -388,8 +375,8 @@ func (m *Machine) WatchEnded(gen uint64) Effects {
 	return m.end(e)
 }
 
-// BackoffElapsed takes the end of the wait of WaitRequest gen.
-func (m *Machine) BackoffElapsed(gen uint64) Effects {
+// onBackoffElapsed takes the end of the wait of waitRequest gen.
+func (m *Machine) onBackoffElapsed(gen uint64) effects {
 	e := m.begin()
 	if m.state != StateBackingOff || gen != m.gen {
 		return m.end(e)
@@ -405,23 +392,17 @@ func (m *Machine) BackoffElapsed(gen uint64) Effects {
 	return m.end(e)
 }
 
-// begin starts an input: the previous input's messages are delivered.
-func (m *Machine) begin() Effects {
-	m.out.Reset()
-	return Effects{}
-}
+// begin starts an input.
+func (m *Machine) begin() effects { return effects{} }
 
-// end finishes an input, attaching the messages it queued.
-func (m *Machine) end(e Effects) Effects {
-	e.Msgs = m.out.Msgs()
-	return e
-}
+// end finishes an input.
+func (m *Machine) end(e effects) effects { return e }
 
 // toQueue queues a message for the queue.
 func (m *Machine) toQueue(body any) { m.out.Send(stage.ToQueue, body) }
 
 // listDone is ListDone in StateListing, for the current list.
-func (m *Machine) listDone(e *Effects, res ListResult) {
+func (m *Machine) listDone(e *effects, res ListResult) {
 	if res.Err == nil && isNil(res.List) {
 		res.Err = fmt.Errorf("list returned no object")
 	}
@@ -483,14 +464,14 @@ func (m *Machine) listDone(e *Effects, res ListResult) {
 	m.toQueue(rep)
 	m.listTimed()
 	m.setRV(rv)
-	m.r.synced(false)
+	m.synced(false)
 	m.log.Debug("Caches populated", "reflector", m.name, "type", m.typeDesc, "items", len(rep.Items), "resourceVersion", rv)
 	m.list = listing{}
 	m.startWatch(e)
 }
 
 // listAndWatch is one iteration of client-go's ListAndWatch.
-func (m *Machine) listAndWatch(e *Effects) {
+func (m *Machine) listAndWatch(e *effects) {
 	m.retry = cache.NewRetryWithDeadline(m.maxInternalRetry, time.Minute, apierrors.IsInternalError, m.clock)
 	if m.useWatchList {
 		m.startWatchList(e)
@@ -502,7 +483,7 @@ func (m *Machine) listAndWatch(e *Effects) {
 // endListAndWatch ends a ListAndWatch iteration: report err (if any) to
 // the watch error handler, then wait for the backoff before the next one,
 // as client-go's Run loop does after every iteration.
-func (m *Machine) endListAndWatch(e *Effects, err error) {
+func (m *Machine) endListAndWatch(e *effects, err error) {
 	if err != nil {
 		e.HandleError = err
 	}
@@ -510,11 +491,11 @@ func (m *Machine) endListAndWatch(e *Effects, err error) {
 }
 
 // waitThen backs off, then takes next.
-func (m *Machine) waitThen(e *Effects, next nextStep) {
+func (m *Machine) waitThen(e *effects, next nextStep) {
 	m.gen++
 	m.state = StateBackingOff
 	m.backoff = backingOff{next: next}
-	e.Wait = &WaitRequest{Gen: m.gen, Duration: m.delay()}
+	e.Wait = &waitRequest{Gen: m.gen, Duration: m.delay()}
 }
 
 // relistResourceVersion: "0" for the first list (served from the watch
@@ -537,7 +518,7 @@ func (m *Machine) rewatchRV() string {
 	return m.rv
 }
 
-func (m *Machine) startList(e *Effects) {
+func (m *Machine) startList(e *effects) {
 	if m.metered {
 		m.syncStart = m.clock.Now()
 	}
@@ -560,7 +541,7 @@ func (m *Machine) startList(e *Effects) {
 	m.issueList(e, metav1.ListOptions{ResourceVersion: rv})
 }
 
-func (m *Machine) issueList(e *Effects, opts metav1.ListOptions) {
+func (m *Machine) issueList(e *effects, opts metav1.ListOptions) {
 	m.gen++
 	m.state = StateListing
 	e.List = &ListRequest{Gen: m.gen, Options: opts, PageSize: m.list.page}
@@ -597,12 +578,12 @@ func (m *Machine) stampBatch(at time.Time) {
 // succeeded: the reflector's first, or a relist.
 func (m *Machine) listTimed() {
 	if m.metered && !m.syncStart.IsZero() {
-		m.tel.Metrics.ListDuration(m.clock.Since(m.syncStart), m.r.Status().Syncs == 0)
+		m.tel.Metrics.ListDuration(m.clock.Since(m.syncStart), m.status.Syncs == 0)
 		m.syncStart = time.Time{}
 	}
 }
 
-func (m *Machine) startWatch(e *Effects) {
+func (m *Machine) startWatch(e *effects) {
 	timeout := m.beginStream()
 	m.state = StateWatching
 	rv := m.rv
@@ -614,7 +595,7 @@ func (m *Machine) startWatch(e *Effects) {
 	}}
 }
 
-func (m *Machine) startWatchList(e *Effects) {
+func (m *Machine) startWatchList(e *effects) {
 	timeout := m.beginStream()
 	if m.metered {
 		m.syncStart = m.clock.Now()
@@ -640,7 +621,7 @@ func (m *Machine) startWatchList(e *Effects) {
 // watchListFailed is client-go's watchList error path: back off and retry
 // on connection refused / 429, retry at once from RV "" on expired or too
 // large, fall back to a list otherwise.
-func (m *Machine) watchListFailed(e *Effects, err error) {
+func (m *Machine) watchListFailed(e *effects, err error) {
 	switch {
 	case isWatchErrorRetriable(err):
 		m.log.Debug("watch-list failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
@@ -680,7 +661,7 @@ func (m *Machine) endWatchListSpan(err error) {
 // while MaxInternalErrorRetryDuration allows; anything else (410 included)
 // ends the ListAndWatch, so the next one relists at the last RV after the
 // backoff (and at "" if that list is expired too).
-func (m *Machine) watchStreamError(e *Effects, err error) {
+func (m *Machine) watchStreamError(e *effects, err error) {
 	e.StopWatch = true
 	m.countError(err, true)
 	m.restartReason = restartReason(err)
@@ -797,7 +778,7 @@ func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object,
 }
 
 // watchEvents is client-go's handleWatch over one batch.
-func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
+func (m *Machine) watchEvents(e *effects, events []watch.Event, at time.Time) {
 	var out *fifo.Deltas
 	lastRV, rvSeen := "", false
 	var streamErr error
@@ -860,7 +841,7 @@ func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
 
 // watchListEvents is client-go's handleListWatch over one batch: objects
 // collect in a temporary store until the initial-events-end bookmark.
-func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time) {
+func (m *Machine) watchListEvents(e *effects, events []watch.Event, at time.Time) {
 	var link trace.SpanContext
 	if m.wl.span != nil {
 		link = m.wl.span.SpanContext()
@@ -970,7 +951,7 @@ func (m *Machine) finishWatchList() {
 	m.awaitInitialEvents(false)
 	m.rvUnavailable = false
 	m.setRV(rv)
-	m.r.synced(true)
+	m.synced(true)
 	m.log.Debug("Caches populated by watch-list", "reflector", m.name, "type", m.typeDesc, "items", len(items), "resourceVersion", rv)
 
 	m.state = StateWatching
@@ -985,7 +966,16 @@ func (m *Machine) setRV(rv string) {
 		return
 	}
 	m.rv = rv
-	m.r.setRV(rv)
+	m.status.ResourceVersion = rv
+	m.dirty = true
+}
+
+// synced counts a sync (a list's or a WatchList stream's Replace) in the
+// status.
+func (m *Machine) synced(watchList bool) {
+	m.status.Syncs++
+	m.status.LastSyncUsedWatchList = watchList
+	m.dirty = true
 }
 
 func (m *Machine) countError(err error, fromEvent bool) {

@@ -225,20 +225,6 @@ func New(cfg Config) *Reflector {
 	return r
 }
 
-// Props returns fresh Props for the reflector actor, which sends its
-// messages to queue (cfg.Queue when queue is nil). The actor starts listing
-// when started and stops every goroutine and timer of its own when stopped.
-// A restarted actor resumes from the last synced resource version.
-func (r *Reflector) Props(queue *actor.PID, opts ...actor.PropsOption) *actor.Props {
-	if queue == nil {
-		queue = r.cfg.Queue
-	}
-	if queue == nil {
-		panic("reflector: no queue PID")
-	}
-	return actor.PropsFromProducer(func() actor.Actor { return r.newActor(queue) }, opts...)
-}
-
 // Name is the reflector's name.
 func (r *Reflector) Name() string { return r.name }
 
@@ -269,30 +255,14 @@ func (r *Reflector) Status() Status {
 		AwaitingInitialEventsEnd: !r.awaitingSince.IsZero(), AwaitingSince: r.awaitingSince}
 }
 
-func (r *Reflector) setAwaiting(since time.Time) {
+// setStatus stores what the Machine reported.
+func (r *Reflector) setStatus(st Status) {
 	r.mu.Lock()
-	r.awaitingSince = since
-	r.mu.Unlock()
-}
-
-// watchListOff turns WatchList off for the handle's life, after a stream
-// that never sent its initial-events-end bookmark.
-func (r *Reflector) watchListOff() {
-	r.mu.Lock()
-	r.useWatchList = false
-	r.mu.Unlock()
-}
-
-func (r *Reflector) setRV(rv string) {
-	r.mu.Lock()
-	r.rv = rv
-	r.mu.Unlock()
-}
-
-func (r *Reflector) synced(watchList bool) {
-	r.mu.Lock()
-	r.syncs++
-	r.usedWatchList = watchList
+	r.rv, r.syncs, r.usedWatchList, r.useWatchList = st.ResourceVersion, st.Syncs, st.LastSyncUsedWatchList, st.UseWatchList
+	r.awaitingSince = time.Time{}
+	if st.AwaitingInitialEventsEnd {
+		r.awaitingSince = st.AwaitingSince
+	}
 	r.mu.Unlock()
 }
 

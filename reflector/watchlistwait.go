@@ -149,7 +149,7 @@ const watchListHint = "a source without WatchList support (client-go's fake clie
 
 // watchListCheck is WatchListCheck in StateWatchListing, for the current
 // stream.
-func (m *Machine) watchListCheck(e *Effects) {
+func (m *Machine) watchListCheck(e *effects) {
 	w := &m.wl.wait
 	if w.opened.IsZero() {
 		return // WatchOpened arms the checks
@@ -168,13 +168,13 @@ func (m *Machine) watchListCheck(e *Effects) {
 			append([]any{"informer", m.name, "type", m.typeDesc, "giveUpAfter", WatchListGiveUpAfter, "hint", watchListHint},
 				w.logArgs(now)...)...)
 	}
-	e.Check = &WaitRequest{Gen: m.gen, Duration: w.nextCheck(now)}
+	e.Check = &waitRequest{Gen: m.gen, Duration: w.nextCheck(now)}
 }
 
 // giveUpWatchList ends a stream that will not send its initial-events-end
 // bookmark, turns WatchList off for good (for this reflector handle, so for
 // a restarted actor too) and lists instead, as client-go's fallback does.
-func (m *Machine) giveUpWatchList(e *Effects, err error) {
+func (m *Machine) giveUpWatchList(e *effects, err error) {
 	e.StopWatch = true
 	m.countError(err, false)
 	m.restartReason = RestartError
@@ -182,7 +182,8 @@ func (m *Machine) giveUpWatchList(e *Effects, err error) {
 	m.wl = watchListing{}
 	m.awaitInitialEvents(false)
 	m.useWatchList = false
-	m.r.watchListOff()
+	m.status.UseWatchList = false
+	m.dirty = true
 	m.startList(e)
 }
 
@@ -193,6 +194,7 @@ func (m *Machine) awaitInitialEvents(on bool) {
 	if on {
 		since = m.clock.Now()
 	}
-	m.r.setAwaiting(since)
+	m.status.AwaitingInitialEventsEnd, m.status.AwaitingSince = on, since
+	m.dirty = true
 	m.tel.Metrics.AwaitingInitialEvents(on)
 }
