@@ -136,6 +136,7 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		defaultResync:     options.ResyncPeriod,
 		resyncCheckPeriod: options.ResyncPeriod,
 		opts:              o,
+		transform:         o.transform,
 		store:             store,
 		writer:            store.Writer(),
 		tel:               tel,
