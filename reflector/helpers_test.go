@@ -103,8 +103,8 @@ func newHarness(t testing.TB, mutate func(*Config)) *harness {
 		mutate(&cfg)
 	}
 	r := New(cfg)
+	r.rand = func() float64 { return 0 }
 	m := newMachine(r)
-	m.rand = func() float64 { return 0 }
 	handles.Store(m, r)
 	return &harness{t: t, r: r, m: m, clk: clk, logs: logs, tel: tel}
 }

@@ -80,7 +80,7 @@ func TestMachineWatchTimeout(t *testing.T) {
 	}
 	for _, tc := range cases {
 		h := newHarness(t, func(c *Config) { c.MinWatchTimeout = tc.minTimeout })
-		h.m.rand = func() float64 { return tc.rand }
+		h.m.s.rand = func() float64 { return tc.rand }
 		w := h.startWatching("1")
 		if got := *w.Options.TimeoutSeconds; got != tc.want {
 			t.Errorf("min %v rand %v: timeout %d, want %d", tc.minTimeout, tc.rand, got, tc.want)
