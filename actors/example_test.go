@@ -8,8 +8,6 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
 )
@@ -85,89 +82,79 @@ func Example_indexByPodIP() {
 
 // Plugging our informer into client-go's SharedInformerFactory: InformerFor
 // takes any cache.SharedIndexInformer, so the generated typed informers and
-// listers of the factory then read our cache.
+// listers of the factory then read our cache. InformerFor returns ours (the
+// typed informer's Informer() returns client-go's typed wrapper around it):
+// keep it for AddContextEventHandler and Stats. The ListWatch says whether
+// the client can stream lists, as client-go's generated informers do, so
+// over the fake clientset the informer lists and watches (docs/integration.md).
 func Example_sharedInformerFactoryInformerFor() {
 	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "api", ResourceVersion: "1"}})
-	factory := informers.NewSharedInformerFactory(client, 0)
-	newPodInformer := func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := &cache.ListWatch{
+	tp := sdktrace.NewTracerProvider()
+
+	// doc:begin docs/integration.md
+	factory := informers.NewSharedInformerFactory(client, 30*time.Second)
+	pods := factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return c.CoreV1().Pods("").List(ctx, o)
+				return c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return c.CoreV1().Pods("").Watch(ctx, o)
+				return c.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 			},
-		}
+		}, c) // c tells whether it can stream lists (WatchList); a fake clientset cannot
 		return actors.NewSharedIndexInformer(lw, &corev1.Pod{}, resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, actors.WithWatchList(false))
-	}
-	inf := factory.InformerFor(&corev1.Pod{}, newPodInformer)
-	_, isOurs := inf.(*actors.SharedIndexInformer)
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			actors.WithTracerProvider(tp))
+	}).(*actors.SharedIndexInformer) // ours: AddContextEventHandler, Stats...
+	podLister := factory.Core().V1().Pods().Lister() // reads our cache
+	// doc:end
 
+	added := make(chan string, 1)
+	_, _ = pods.AddContextEventHandler(actors.ContextEventHandlerFuncs{
+		AddFunc: func(_ context.Context, obj any, _ bool) { added <- obj.(*corev1.Pod).Name },
+	})
 	stop := make(chan struct{})
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	// The factory's generated lister now reads our cache.
-	p, err := factory.Core().V1().Pods().Lister().Pods("default").Get("api")
-	fmt.Println(isOurs, p.Name, err)
+	p, err := podLister.Pods("default").Get("api")
+	fmt.Println(p.Name, err, <-added)
 	close(stop)
 	factory.Shutdown()
-	// Output: true api <nil>
+	// Output: api <nil> api
 }
 
-// A context-aware handler hands the delta's trace to a workqueue so that
-// the reconcile, run later on another goroutine, continues the same trace.
-func ExampleContextEventHandlerFuncs_workqueue() {
+// README.md's one-line swap: the same arguments build client-go's informer
+// and ours, and the rest of the code does not change.
+func Example_oneLineSwap() {
 	src, lw := newSource()
 	defer src.Shutdown()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	tracer := tp.Tracer("controller")
-
-	// Workqueue items must be comparable: keep the key and the span
-	// context's identifiers, not a context.
-	type item struct {
-		key     string
-		traceID trace.TraceID
-		spanID  trace.SpanID
-		flags   trace.TraceFlags
-	}
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[item]())
-	enqueue := func(ctx context.Context, obj any) {
-		k, _ := cache.MetaNamespaceKeyFunc(obj)
-		sc := trace.SpanContextFromContext(ctx)
-		queue.Add(item{key: k, traceID: sc.TraceID(), spanID: sc.SpanID(), flags: sc.TraceFlags()})
-	}
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithTracerProvider(tp))
-	_, _ = inf.AddContextEventHandler(actors.ContextEventHandlerFuncs{
-		AddFunc:    func(ctx context.Context, obj any, _ bool) { enqueue(ctx, obj) },
-		UpdateFunc: func(ctx context.Context, _, obj any) { enqueue(ctx, obj) },
-	})
-	reconcile := func(ctx context.Context, key string) {
-		_, span := tracer.Start(ctx, "reconcile "+key)
-		defer span.End()
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.RunWithContext(ctx); close(done) }()
-	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-
 	src.Add(pod("default", "web", 1))
-	it, _ := queue.Get()
-	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: it.traceID, SpanID: it.spanID, TraceFlags: it.flags, Remote: true})
-	reconcile(trace.ContextWithRemoteSpanContext(context.Background(), parent), it.key)
-	queue.Done(it)
-	queue.ShutDown()
-	cancel()
-	<-done
-
-	// The reconcile span sits in the delta's trace, under the handler span.
-	for _, s := range rec.Ended() {
-		if s.Name() == "reconcile default/web" {
-			fmt.Println(s.Parent().TraceID() == it.traceID, s.Parent().SpanID() == it.spanID)
-		}
+	const resync = 0
+	before := func() cache.SharedIndexInformer {
+		// doc:begin README.md
+		inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		// doc:end
+		return inf
 	}
-	// Output: true true
+	after := func() cache.SharedIndexInformer {
+		// doc:begin README.md
+		inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		// doc:end
+		return inf
+	}
+	for _, inf := range []cache.SharedIndexInformer{before(), after()} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { inf.RunWithContext(ctx); close(done) }()
+		cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+		pods, _ := corev1listers.NewPodLister(inf.GetIndexer()).Pods("default").List(labels.Everything())
+		fmt.Printf("%T: %d pod(s)\n", inf, len(pods))
+		cancel()
+		<-done
+	}
+	// Output:
+	// *cache.sharedIndexInformer: 1 pod(s)
+	// *actors.SharedIndexInformer: 1 pod(s)
 }
 
 // A handler slower than the stream: wrapped in actors.Coalesced, its

@@ -51,11 +51,12 @@ type factoryEntry struct {
 }
 
 // NewFactory creates a factory. client may be nil when only ForResource is
-// used (with WithDynamicClient). opts are applied to every informer
-// (tracing, metrics, logger) and to the factory (namespace, list tweak,
-// transform, dynamic client, actor system).
-func NewFactory(client kubernetes.Interface, defaultResync time.Duration, opts ...Option) *Factory {
-	o := buildOptions(opts)
+// used (with WithDynamicClient). Of opts, the SharedOptions apply to every
+// informer (tracing, metrics, logger, transform...; the actor system is
+// the one they share) and the factory-only ones to the factory (namespace,
+// list tweak, dynamic client).
+func NewFactory(client kubernetes.Interface, defaultResync time.Duration, opts ...FactoryOption) *Factory {
+	o, shared := buildFactoryOptions(opts)
 	f := &Factory{
 		client:        client,
 		defaultResync: defaultResync,
@@ -63,7 +64,7 @@ func NewFactory(client kubernetes.Interface, defaultResync time.Duration, opts .
 		informers:     map[schema.GroupVersionResource]*factoryEntry{},
 	}
 	f.sys, f.ownSystem = systemFor(o, loggerOrDiscard(o.logger))
-	f.informerOpts = append(append([]Option(nil), opts...), WithActorSystem(f.sys))
+	f.informerOpts = append(shared, WithActorSystem(f.sys))
 	return f
 }
 
@@ -234,9 +235,6 @@ func (f *Factory) informerFor(gvr schema.GroupVersionResource, build func() (cac
 	opts := append(append([]Option(nil), f.informerOpts...), WithResource(gvr), WithName(resourceName(gvr)))
 	inf := NewSharedIndexInformer(lw, example, f.defaultResync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, opts...)
-	if f.opts.transform != nil {
-		_ = inf.SetTransform(f.opts.transform)
-	}
 	f.informers[gvr] = &factoryEntry{inf: inf}
 	return inf
 }

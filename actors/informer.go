@@ -21,7 +21,6 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
-	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -139,6 +138,7 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		defaultResync:     options.ResyncPeriod,
 		resyncCheckPeriod: options.ResyncPeriod,
 		opts:              o,
+		transform:         o.transform,
 		store:             store,
 		writer:            store.Writer(),
 		tel:               tel,
@@ -240,9 +240,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	s.nextID++
 	l := newListener(s.nextID, h, name, determineResyncPeriod(s.tel.Logger, name, resync, s.resyncCheckPeriod), s.tel, &s.halted)
 	l.requestedResync = resync
-	if coalesce {
-		l.core.Pending = listener.NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
-	}
+	l.coalesce = coalesce
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()
 	l.synced = s.signals.poke
@@ -252,7 +250,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	reg := &registration{l: l, inf: s}
 	s.regs[reg] = struct{}{}
 	if !s.started {
-		l.initialDone.Store(true)
+		l.counters.InitialDone.Store(true)
 		return reg, nil
 	}
 	s.sys.Root.Send(s.sup, &addListener{reg: reg, initial: true})
@@ -418,7 +416,7 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 	s.started = true
 	sys, ownSystem := systemFor(s.opts, s.tel.Logger)
 	s.sys = sys
-	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel, OnSynced: s.signals.poke})
+	q := fifo.New(fifo.Config{Known: s.store, MaxBatch: s.opts.maxBatch, Telemetry: s.tel})
 	s.queue.Store(q)
 	watchErr := s.watchErrorHandler
 	r := reflector.New(reflector.Config{

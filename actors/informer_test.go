@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	fcache "k8s.io/client-go/tools/cache/testing"
+
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/informertest"
 )
@@ -251,18 +253,35 @@ func TestRemoveEventHandler(t *testing.T) {
 	}
 }
 
+// TestTransform: the transform set with SetTransform before Run, or given
+// with WithTransform, applies to every object.
 func TestTransform(t *testing.T) {
-	src, lw := newSource(t)
-	src.Add(pod("ns", "a", 1))
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, actors.WithWatchList(false))
-	if err := inf.SetTransform(func(obj any) (any, error) {
+	transform := func(obj any) (any, error) {
 		p := obj.(*corev1.Pod).DeepCopy()
 		p.Labels = nil
 		p.Annotations = map[string]string{"transformed": "yes"}
 		return p, nil
-	}); err != nil {
-		t.Fatal(err)
 	}
+	for _, how := range []string{"SetTransform", "WithTransform"} {
+		t.Run(how, func(t *testing.T) {
+			src, lw := newSource(t)
+			src.Add(pod("ns", "a", 1))
+			opts := []actors.Option{actors.WithWatchList(false)}
+			if how == "WithTransform" {
+				opts = append(opts, actors.WithTransform(transform))
+			}
+			inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil, opts...)
+			if how == "SetTransform" {
+				if err := inf.SetTransform(transform); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testTransform(t, src, inf)
+		})
+	}
+}
+
+func testTransform(t *testing.T, src *fcache.FakeControllerSource, inf *actors.SharedIndexInformer) {
 	var seen atomic.Int64
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, _ bool) {

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -16,21 +15,24 @@ import (
 
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/listener"
-	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
-// listener delivers notifications to one handler, in order: its core
-// decides what to call and what to send, and it makes the handler calls
-// (listener.Path) and keeps the counters. Only the listener's actor calls it,
-// so the struct needs no lock; the atomics are read by other goroutines
-// (HasSynced, Stats, metrics).
+// handlerListener is the informer's side of one handler's listener: the
+// listener stage's core (package listener), and the handler call path it
+// hands its calls to (listener.Handler), which isolates panics, records
+// spans and metrics and keeps the counters. Only the listener's actor (or
+// a Coalesced handler's runner) makes the calls, so the struct needs no
+// lock; the atomics are read by other goroutines (HasSynced, Stats,
+// metrics).
 type handlerListener struct {
-	core    listener.Core
+	core    *listener.Core
 	id      indexer.ListenerID
 	name    string
 	handler ContextEventHandler
 	ctx     context.Context
+	// coalesce is set for a Coalesced handler.
+	coalesce bool
 	// resync is the resync period in force (0: none); requestedResync the
 	// handler's request after the minimum is applied (client-go's
 	// requestedResyncPeriod); added is when the handler was added, from
@@ -52,17 +54,11 @@ type handlerListener struct {
 	histEvery int
 	histSkip  int
 
-	// pending counts initial-list notifications sent but not yet delivered.
-	pending atomic.Int64
-	// backlog counts notifications sent but not yet delivered; it is the
-	// listener backlog gauge's value.
-	backlog *telemetry.Backlog
-	// initialDone is set once the listener has every object the cache held
-	// when it subscribed: at once for handlers added before start, after the
-	// synthetic initial batch for the others.
-	initialDone atomic.Bool
-	delivered   atomic.Int64
-	panics      atomic.Int64
+	// counters are the listener's progress; counters.Backlog is backlog's,
+	// the listener backlog gauge's value.
+	counters listener.Counters
+	backlog  *telemetry.Backlog
+	panics   atomic.Int64
 	// removed is set by RemoveEventHandler: from then on the handler is
 	// not called, even for notifications already in the mailbox.
 	removed atomic.Bool
@@ -86,8 +82,7 @@ type handlerListener struct {
 }
 
 func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resync time.Duration, tel *telemetry.T, halted *atomic.Bool) *handlerListener {
-	return &handlerListener{
-		core:    listener.Core{ID: id},
+	l := &handlerListener{
 		halted:  halted,
 		id:      id,
 		name:    name,
@@ -104,6 +99,16 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 		logger:    klog.Background(),
 		exited:    make(chan struct{}),
 	}
+	l.counters.Backlog = &l.backlog.N
+	l.counters.Metrics, l.counters.Attrs = tel.Metrics, l.mattrs
+	return l
+}
+
+// newCore makes the listener's core, once its options are final (Run, or
+// AddEventHandler on a running informer).
+func (l *handlerListener) newCore() *listener.Core {
+	l.core = listener.NewCore(listener.Config{ID: l.id, Coalesce: l.coalesce, Counters: &l.counters, Telemetry: l.tel})
+	return l.core
 }
 
 // exit closes exited; later calls do nothing.
@@ -111,22 +116,18 @@ func (l *handlerListener) exit() {
 	l.exitOnce.Do(func() { close(l.exited) })
 }
 
-// deliver takes in one batch through the core, for tests and benchmarks
-// that drive a bare listener (it sends nothing for a batch).
-func (l *handlerListener) deliver(n *indexer.Notifications) { l.core.Notifications(n, l) }
-
-// Active reports whether the handler may still be called (listener.Path).
-func (l *handlerListener) Active() bool { return !l.removed.Load() && !l.halted.Load() }
-
-// Progress accounts for done notifications (listener.Path).
-func (l *handlerListener) Progress(done, initial int64) { l.flush(done, initial) }
-
-// InitialBatchDone is told once the synthetic initial batch is taken in
-// (listener.Path).
-func (l *handlerListener) InitialBatchDone() {
-	l.initialDone.Store(true)
-	l.tellSynced()
+// Exited is told when the listener actor has stopped (listener.Handler).
+func (l *handlerListener) Exited() {
+	l.tel.Metrics.DropBacklog(l.backlog)
+	l.exit()
 }
+
+// Report takes what the listener's core reports (listener.Handler): its
+// registration may have synced.
+func (l *handlerListener) Report(any) { l.tellSynced() }
+
+// active reports whether the handler may still be called.
+func (l *handlerListener) active() bool { return !l.removed.Load() && !l.halted.Load() }
 
 func (l *handlerListener) tellSynced() {
 	if l.synced != nil {
@@ -134,19 +135,47 @@ func (l *handlerListener) tellSynced() {
 	}
 }
 
-func (l *handlerListener) flush(done, initial int64) {
-	if done > 0 {
-		l.backlog.N.Add(-done)
-		l.delivered.Add(done)
-		l.tel.Metrics.Delivered(int(done), l.mattrs)
+// Call makes the calls c asks for, in order (listener.Handler): a Sync
+// notification only if c.Syncs, none once the handler is removed or the
+// informer stopped; and accounts for each, every listener.CounterFlush
+// and at the end.
+func (l *handlerListener) Call(c *listener.Calls) {
+	var done, initial int64
+	items := c.Items
+	for i := range items {
+		it := &items[i]
+		if it.InitialList {
+			initial++
+		}
+		if (!it.Sync || c.Syncs) && l.active() {
+			l.call(it)
+		}
+		if c.Owned {
+			// Ours alone: let go of the objects as soon as they are
+			// delivered rather than when the whole batch is.
+			*it = indexer.Notification{}
+		}
+		if done++; done >= listener.CounterFlush {
+			l.account(done, initial)
+			done, initial = 0, 0
+		}
 	}
-	if initial > 0 && l.pending.Add(-initial) == 0 {
+	l.account(done, initial)
+	if c.InitialBatch {
+		l.counters.InitialDone.Store(true)
 		l.tellSynced()
 	}
 }
 
-// Call makes one handler call (listener.Path).
-func (l *handlerListener) Call(it *indexer.Notification) {
+// account counts done notifications, initial of them initial-list ones.
+func (l *handlerListener) account(done, initial int64) {
+	if l.counters.Done(done, initial) {
+		l.tellSynced()
+	}
+}
+
+// call makes one handler call.
+func (l *handlerListener) call(it *indexer.Notification) {
 	if !l.observed {
 		l.invoke(l.ctx, it, nil)
 		return
@@ -236,73 +265,5 @@ func (l *handlerListener) panicked(r any, it *indexer.Notification, span trace.S
 		"panic", fmt.Sprint(r), "stack", stack)
 	if span != nil {
 		telemetry.RecordPanic(span, fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, key, r), stack)
-	}
-}
-
-// listenerActor is the listener's thin actor shell: one mailbox per handler,
-// so a slow handler only grows its own backlog. It decodes a message, calls
-// the core and delivers what the core returned: the indexer is the PID it
-// was given at spawn (not the sender of a request, so that it keeps working
-// whichever stage restarted).
-type listenerActor struct {
-	l       *handlerListener
-	indexer *actor.PID
-	// runner makes a Coalesced handler's calls (see listener.RunCalls); nil for
-	// the others, whose calls the listener actor makes.
-	runner *actor.PID
-}
-
-func (a *listenerActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *indexer.Notifications:
-		a.send(ctx, a.l.core.Notifications(m, a.l))
-	case *indexer.DrainMarker:
-		a.send(ctx, a.l.core.DrainMarker())
-	case *listener.CallsDone:
-		a.send(ctx, a.l.core.CallsDone(a.l))
-	case *actor.Started:
-		if a.l.core.Pending != nil {
-			// A child: stopped with the listener, after its running call.
-			r := &handlerRunner{l: a.l}
-			a.runner = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
-			a.send(ctx, a.l.core.RunnerStarted())
-		}
-	case *actor.Stopped:
-		a.l.tel.Metrics.DropBacklog(a.l.backlog)
-		a.l.exit()
-	}
-}
-
-// send delivers the core's messages in order.
-func (a *listenerActor) send(ctx actor.Context, msgs []stage.Msg) {
-	for _, m := range msgs {
-		var to *actor.PID
-		switch m.To {
-		case stage.ToIndexer:
-			to = a.indexer
-		case stage.ToListener(uint64(a.l.id)):
-			to = a.runner
-		}
-		if to == nil {
-			// A bug of ours: the supervisor restarts the actor.
-			panic(fmt.Sprintf("listener %s: no address for %v", a.l.name, m.To))
-		}
-		if m.Mode == stage.Request {
-			ctx.Request(to, m.Body)
-		} else {
-			ctx.Send(to, m.Body)
-		}
-	}
-	clear(msgs) // see stage.Msg
-}
-
-// handlerRunner makes a Coalesced handler's calls, one pending key per
-// listener.RunCalls, so that its listener actor goes on merging meanwhile.
-type handlerRunner struct{ l *handlerListener }
-
-func (r *handlerRunner) Receive(ctx actor.Context) {
-	if m, ok := ctx.Message().(*listener.RunCalls); ok {
-		m.Key.Run(r.l)
-		ctx.Send(ctx.Parent(), listener.CallsDoneMsg)
 	}
 }

@@ -13,8 +13,39 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Option configures a SharedIndexInformer or a Factory.
-type Option func(*options)
+// Option configures an informer (NewSharedIndexInformer,
+// NewSharedIndexInformerWithOptions, NewTyped). Most options are
+// SharedOptions, which a Factory takes too; WithName and WithResource are
+// for a single informer only (a factory names its informers).
+type Option interface{ applyInformer(*options) }
+
+// FactoryOption configures a Factory (NewFactory). Every SharedOption is
+// one, applied to each of the factory's informers; WithNamespace,
+// WithTweakListOptions and WithDynamicClient are for factories only (an
+// informer is given its ListerWatcher).
+type FactoryOption interface{ applyFactory(*options) }
+
+// SharedOption is an option of both informers and factories. Given to a
+// factory, it applies to each of its informers.
+type SharedOption interface {
+	Option
+	FactoryOption
+}
+
+// sharedOption, informerOption and factoryOption are the options of each
+// kind: an option compiles only where it takes effect.
+type sharedOption func(*options)
+
+func (f sharedOption) applyInformer(o *options) { f(o) }
+func (f sharedOption) applyFactory(o *options)  { f(o) }
+
+type informerOption func(*options)
+
+func (f informerOption) applyInformer(o *options) { f(o) }
+
+type factoryOption func(*options)
+
+func (f factoryOption) applyFactory(o *options) { f(o) }
 
 type options struct {
 	tracerProvider trace.TracerProvider
@@ -44,22 +75,39 @@ func buildOptions(opts []Option) options {
 	var o options
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyInformer(&o)
 		}
 	}
 	return o
 }
 
+// buildFactoryOptions returns the factory's options and the shared ones
+// among opts, for its informers.
+func buildFactoryOptions(opts []FactoryOption) (options, []Option) {
+	var o options
+	var shared []Option
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		opt.applyFactory(&o)
+		if io, ok := opt.(Option); ok {
+			shared = append(shared, io)
+		}
+	}
+	return o, shared
+}
+
 // WithTracerProvider sets the provider of the informer's tracer. The default
 // is a no-op provider: no span is created and the pipeline pays nothing.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tracerProvider = tp }
+func WithTracerProvider(tp trace.TracerProvider) SharedOption {
+	return sharedOption(func(o *options) { o.tracerProvider = tp })
 }
 
 // WithMeterProvider sets the provider of the informer's metrics. The default
 // is a no-op provider.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *options) { o.meterProvider = mp }
+func WithMeterProvider(mp metric.MeterProvider) SharedOption {
+	return sharedOption(func(o *options) { o.meterProvider = mp })
 }
 
 // WithLogger sets the logger for errors the informer recovers from (dropped
@@ -68,45 +116,47 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // informer or factory with a logger creates an actor system of its own that
 // logs to it too; without either, informers and factories share one
 // process-wide actor system.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.logger = l }
+func WithLogger(l *slog.Logger) SharedOption {
+	return sharedOption(func(o *options) { o.logger = l })
 }
 
 // WithActorSystem runs the informer's actors in sys instead of the
 // process-wide actor system (or one of its own, with WithLogger). The
 // informer never shuts sys down.
-func WithActorSystem(sys *actor.ActorSystem) Option {
-	return func(o *options) { o.system = sys }
+func WithActorSystem(sys *actor.ActorSystem) SharedOption {
+	return sharedOption(func(o *options) { o.system = sys })
 }
 
 // WithName names the informer in spans, metrics and logs. The default is
-// derived from the example object's type.
+// derived from the example object's type. A factory names its informers
+// after their resources, so it does not take this option.
 func WithName(name string) Option {
-	return func(o *options) { o.name = name }
+	return informerOption(func(o *options) { o.name = name })
 }
 
 // WithAttributes adds attributes to the informer's root spans (the
 // reflector.receive span of each delta, the list span) and to its metrics.
 // Keep their values few: each set of values is a metric stream.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
-	return func(o *options) { o.attrs = append(o.attrs, attrs...) }
+	return informerOption(func(o *options) { o.attrs = append(o.attrs, attrs...) })
 }
 
 // WithSpanAttributes adds attributes to the informer's root spans only.
 func WithSpanAttributes(attrs ...attribute.KeyValue) Option {
-	return func(o *options) { o.spanAttrs = append(o.spanAttrs, attrs...) }
+	return informerOption(func(o *options) { o.spanAttrs = append(o.spanAttrs, attrs...) })
 }
 
 // WithResource records the group, version and resource the informer watches,
-// for span and metric attributes.
+// for span and metric attributes. A factory sets it for each of its
+// informers, so it does not take this option.
 func WithResource(gvr schema.GroupVersionResource) Option {
-	return func(o *options) { o.gvr = gvr }
+	return informerOption(func(o *options) { o.gvr = gvr })
 }
 
 // WithMaxBatch bounds the number of deltas the delta queue hands to the
 // indexer in one message (default 4096).
-func WithMaxBatch(n int) Option {
-	return func(o *options) { o.maxBatch = n }
+func WithMaxBatch(n int) SharedOption {
+	return sharedOption(func(o *options) { o.maxBatch = n })
 }
 
 // WithWatchList turns the reflector's WatchList streaming (a watch that
@@ -131,13 +181,13 @@ func WithMaxBatch(n int) Option {
 //
 // A source that keeps sending Added events without the bookmark keeps the
 // informer waiting, with the warning repeated: turn WatchList off for it.
-func WithWatchList(enabled bool) Option {
-	return func(o *options) { o.useWatchList = &enabled }
+func WithWatchList(enabled bool) SharedOption {
+	return sharedOption(func(o *options) { o.useWatchList = &enabled })
 }
 
 // WithPageSize sets the page size of paginated lists (default 500).
-func WithPageSize(n int64) Option {
-	return func(o *options) { o.pageSize = n }
+func WithPageSize(n int64) SharedOption {
+	return sharedOption(func(o *options) { o.pageSize = n })
 }
 
 // WithCacheMutationDetector turns client-go's cache mutation detector on or
@@ -148,8 +198,8 @@ func WithPageSize(n int64) Option {
 // copy (a handler or a lister's user changed an object every handler
 // shares). For tests and debugging only: the copies are kept for minutes.
 // Off, it costs nothing.
-func WithCacheMutationDetector(enabled bool) Option {
-	return func(o *options) { o.detectMutation = &enabled }
+func WithCacheMutationDetector(enabled bool) SharedOption {
+	return sharedOption(func(o *options) { o.detectMutation = &enabled })
 }
 
 // DefaultHandlerHistogramEvery is WithHandlerHistogramEvery's default.
@@ -162,8 +212,8 @@ const DefaultHandlerHistogramEvery = 8
 // DefaultHandlerHistogramEvery; 1 records every call). Recording costs two
 // clock reads and two histogram records per call, which the handlers' own
 // calls may not be able to afford: see docs/tracing.md. n < 1 means 1.
-func WithHandlerHistogramEvery(n int) Option {
-	return func(o *options) { o.histogramEvery = max(n, 1) }
+func WithHandlerHistogramEvery(n int) SharedOption {
+	return sharedOption(func(o *options) { o.histogramEvery = max(n, 1) })
 }
 
 func (o *options) handlerHistogramEvery() int {
@@ -173,28 +223,30 @@ func (o *options) handlerHistogramEvery() int {
 	return o.histogramEvery
 }
 
-// Factory-only options; a single informer ignores them.
+// Factory-only options (FactoryOption): an informer is given its
+// ListerWatcher, so they do not compile there.
 
 // WithNamespace limits a factory's informers to one namespace.
-func WithNamespace(namespace string) Option {
-	return func(o *options) { o.namespace = namespace }
+func WithNamespace(namespace string) FactoryOption {
+	return factoryOption(func(o *options) { o.namespace = namespace })
 }
 
 // WithTweakListOptions lets a factory adjust every list and watch request
 // (label or field selectors, for instance).
-func WithTweakListOptions(tweak func(*metav1.ListOptions)) Option {
-	return func(o *options) { o.tweak = tweak }
+func WithTweakListOptions(tweak func(*metav1.ListOptions)) FactoryOption {
+	return factoryOption(func(o *options) { o.tweak = tweak })
 }
 
-// WithTransform sets the transform of every informer of a factory.
-func WithTransform(t cache.TransformFunc) Option {
-	return func(o *options) { o.transform = t }
+// WithTransform sets the informer's transform, as SetTransform before Run;
+// given to a factory, every informer's.
+func WithTransform(t cache.TransformFunc) SharedOption {
+	return sharedOption(func(o *options) { o.transform = t })
 }
 
 // WithDynamicClient gives a factory the client for ForResource (custom
 // resources as *unstructured.Unstructured).
-func WithDynamicClient(c dynamic.Interface) Option {
-	return func(o *options) { o.dynamic = c }
+func WithDynamicClient(c dynamic.Interface) FactoryOption {
+	return factoryOption(func(o *options) { o.dynamic = c })
 }
 
 func loggerOrDiscard(l *slog.Logger) *slog.Logger {
@@ -204,13 +256,18 @@ func loggerOrDiscard(l *slog.Logger) *slog.Logger {
 	return l
 }
 
-// Providers returns the tracer and meter providers opts set, nil for those
-// they leave unset. It lets packages that take the informer's options, such
-// as workqueue, read them.
-func Providers(opts ...Option) (trace.TracerProvider, metric.MeterProvider) {
-	o := buildOptions(opts)
-	return o.tracerProvider, o.meterProvider
+// ActorSystemOf returns the actor system opts set with WithActorSystem, nil
+// when they set none. It lets packages that build informers from their
+// user's options, such as ctrlruntime, honour it.
+func ActorSystemOf(opts ...Option) *actor.ActorSystem {
+	return buildOptions(opts).system
 }
 
-// LoggerOf returns the logger WithLogger set in opts, nil when none did.
-func LoggerOf(opts ...Option) *slog.Logger { return buildOptions(opts).logger }
+// TelemetryOf returns the tracer and meter providers and the logger opts
+// set, nil for those they leave unset: for packages that build informers
+// from a user's options and record spans, metrics and logs of their own
+// with the same providers (package shard).
+func TelemetryOf(opts ...Option) (trace.TracerProvider, metric.MeterProvider, *slog.Logger) {
+	o := buildOptions(opts)
+	return o.tracerProvider, o.meterProvider, o.logger
+}

@@ -16,7 +16,7 @@ type registration struct {
 // of the initial list (or, for a handler added later, of the cache as it was
 // then) has been delivered to this handler.
 func (r *registration) HasSynced() bool {
-	return r.inf.HasSynced() && r.l.initialDone.Load() && r.l.pending.Load() == 0
+	return r.inf.HasSynced() && r.l.counters.InitialDone.Load() && r.l.counters.Pending.Load() == 0
 }
 
 // HasSyncedChecker returns a DoneChecker for HasSynced.
@@ -33,7 +33,7 @@ func (r *registration) ShutdownChan() <-chan struct{} { return r.l.exited }
 func (r *registration) stats() HandlerStats {
 	return HandlerStats{
 		Name:      r.l.name,
-		Delivered: r.l.delivered.Load(),
+		Delivered: r.l.counters.Delivered.Load(),
 		Backlog:   r.l.backlog.N.Load(),
 		Panics:    r.l.panics.Load(),
 	}

@@ -41,8 +41,8 @@ func (f DeltaSamplerFunc) SampleDelta(d DeltaInfo) bool { return f(d) }
 // provider, whose sampler still has the last word: with a parent-based
 // always-on sampler they are all traced; with a ratio sampler the two
 // ratios multiply. Without a tracer provider s is never asked.
-func WithDeltaSampler(s DeltaSampler) Option {
-	return func(o *options) { o.deltaSampler = s }
+func WithDeltaSampler(s DeltaSampler) SharedOption {
+	return sharedOption(func(o *options) { o.deltaSampler = s })
 }
 
 // DefaultTraceparentAnnotation is the annotation whose W3C traceparent a
@@ -57,8 +57,8 @@ const DefaultTraceparentAnnotation = "tracing.k8s.io/traceparent"
 // that span context. The value is read only once the delta is known to be
 // sampled; a malformed one is ignored, counted
 // (actorinformer.traceparent.malformed) and logged at debug level.
-func WithTraceparentAnnotation(name string) Option {
-	return func(o *options) { o.traceparentAnnotation = &name }
+func WithTraceparentAnnotation(name string) SharedOption {
+	return sharedOption(func(o *options) { o.traceparentAnnotation = &name })
 }
 
 func (o *options) traceparent() string {

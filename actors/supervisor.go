@@ -9,6 +9,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/listener"
 	"github.com/actorinformer/actorinformer/reflector"
 )
 
@@ -95,7 +96,7 @@ func (s *supervisor) start(ctx actor.Context) {
 	queueName := "queue" + sys.ProcessRegistry.NextID()
 	queuePID := actor.NewPID(sys.Address(), ctx.Self().Id+"/"+queueName)
 	s.indexerPID = ctx.Spawn(indexer.Props(core, queuePID))
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fifo.NewActor(s.queue, s.indexerPID) }), queueName)
+	pid, err := ctx.SpawnNamed(fifo.Props(s.queue, s.indexerPID, func(any) { inf.signals.poke() }), queueName)
 	if err != nil || !pid.Equal(queuePID) {
 		panic(fmt.Sprintf("actors: spawning the delta queue as %s: got %v, %v", queuePID, pid, err))
 	}
@@ -116,7 +117,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 	}
 	l := reg.l
 	l.ctx = s.ctx
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &listenerActor{l: l, indexer: s.indexerPID} }))
+	pid := ctx.Spawn(listener.Props(l.newCore(), s.indexerPID, l, s.inf.tel))
 	s.listeners[l.id] = pid
 	ctx.Send(s.indexerPID, &indexer.Subscribe{
 		ID:           l.id,
@@ -124,7 +125,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 		ResyncPeriod: l.resync,
 		Added:        l.added,
 		Initial:      initial,
-		Pending:      &l.pending,
+		Pending:      &l.counters.Pending,
 		Backlog:      &l.backlog.N,
 	})
 }

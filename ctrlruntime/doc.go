@@ -30,7 +30,7 @@
 // requests it enqueues record the delta's handler span, and the
 // workqueue.process span links to it.
 //
-//	tr := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+//	tr := ctrlruntime.NewTracing(tp, mp) // tracer and meter providers, either may be nil
 //	err := ctrl.NewControllerManagedBy(mgr).Named("secrets").
 //		WatchesRawSource(ctrlruntime.Kind(tr, mgr.GetCache(), &corev1.Secret{}, h)).
 //		WithOptions(controller.Options{NewQueue: tr.NewQueue}).

@@ -32,7 +32,7 @@ func Example_manager() {
 		panic(err)
 	}
 
-	tr := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	tr := ctrlruntime.NewTracing(tp, nil)
 	secretToConfigMap := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *corev1.Secret) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}}
 	})

@@ -36,11 +36,23 @@ type NewInformerFunc = func(toolscache.ListerWatcher, runtime.Object, time.Durat
 // system, shut down when the informer stops. With actors.WithActorSystem the
 // informers share that system and nothing here shuts it down: [Informers]
 // shares one system and shuts it down when the manager's cache stops.
-func NewInformer(opts ...actors.Option) NewInformerFunc {
+//
+// opts are actors.SharedOptions: the informers are named after their kinds
+// here, so actors.WithName and actors.WithResource do not compile.
+func NewInformer(opts ...actors.SharedOption) NewInformerFunc {
 	n := &namer{}
+	base := informerOptions(opts)
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-		return actors.NewSharedIndexInformer(lw, obj, resync, idx, append(opts[:len(opts):len(opts)], n.options(obj)...)...)
+		return actors.NewSharedIndexInformer(lw, obj, resync, idx, append(base[:len(base):len(base)], n.options(obj)...)...)
 	}
+}
+
+func informerOptions(opts []actors.SharedOption) []actors.Option {
+	out := make([]actors.Option, 0, len(opts)+2)
+	for _, o := range opts {
+		out = append(out, o)
+	}
+	return out
 }
 
 // Informers builds the informers of one controller-runtime cache (a
@@ -57,14 +69,22 @@ type Informers struct {
 
 	mu       sync.Mutex
 	sys      *actor.ActorSystem
+	ownSys   bool // sys was created here: Shutdown shuts it down
 	shutdown bool
 }
 
 // NewInformers returns an Informers whose informers are built with opts
-// (tracing, metrics, logger...). Do not pass actors.WithActorSystem,
-// actors.WithName or actors.WithResource: Informers sets them.
-func NewInformers(opts ...actors.Option) *Informers {
-	return &Informers{opts: opts}
+// (tracing, metrics, logger...). With actors.WithActorSystem they run in
+// that system, which Shutdown leaves running; without it, in one system of
+// the Informers' own. opts are actors.SharedOptions: the informers are named
+// after their kinds here, so actors.WithName and actors.WithResource do not
+// compile.
+func NewInformers(opts ...actors.SharedOption) *Informers {
+	i := &Informers{opts: informerOptions(opts)}
+	if sys := actors.ActorSystemOf(i.opts...); sys != nil {
+		i.sys = sys
+	}
+	return i
 }
 
 // NewInformer is controller-runtime's cache.Options.NewInformer. The informer
@@ -87,17 +107,18 @@ func (i *Informers) ActorSystem() *actor.ActorSystem {
 	if i.sys == nil {
 		discard := slog.New(slog.DiscardHandler)
 		i.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
+		i.ownSys = true
 	}
 	return i.sys
 }
 
-// Shutdown shuts the actor system down. Call it only once every informer
-// has stopped (NewCache's cache does, when it stops); later calls do
-// nothing.
+// Shutdown shuts the actor system down, unless it was given with
+// actors.WithActorSystem. Call it only once every informer has stopped
+// (NewCache's cache does, when it stops); later calls do nothing.
 func (i *Informers) Shutdown() {
 	i.mu.Lock()
 	sys := i.sys
-	done := i.shutdown
+	done := i.shutdown || !i.ownSys
 	i.shutdown = true
 	i.mu.Unlock()
 	if sys != nil && !done {

@@ -1,8 +1,10 @@
 package ctrlruntime_test
 
 import (
+	"log/slog"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,5 +50,32 @@ func TestInformerNames(t *testing.T) {
 				t.Errorf("name %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestInformersWithActorSystem: given actors.WithActorSystem, Informers runs
+// its informers in that system and its Shutdown leaves it running; without
+// it, Informers has a system of its own, which Shutdown shuts down.
+func TestInformersWithActorSystem(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	defer sys.Shutdown()
+	given := ctrlruntime.NewInformers(actors.WithActorSystem(sys))
+	if got := given.ActorSystem(); got != sys {
+		t.Fatalf("ActorSystem() = %p, want the given system %p", got, sys)
+	}
+	given.Shutdown()
+	if sys.IsStopped() {
+		t.Fatal("Shutdown stopped the given actor system")
+	}
+
+	own := ctrlruntime.NewInformers()
+	ownSys := own.ActorSystem()
+	if ownSys == sys {
+		t.Fatal("an Informers without WithActorSystem uses another's system")
+	}
+	own.Shutdown()
+	if !ownSys.IsStopped() {
+		t.Fatal("Shutdown left the Informers' own system running")
 	}
 }

@@ -145,7 +145,7 @@ func testManager(t *testing.T, cfg *rest.Config, impl string) {
 	var cms, secrets recorder
 	cmName, secretName := "configmaps-"+impl, "secrets-"+impl
 
-	cmTracing := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	cmTracing := ctrlruntime.NewTracing(tp, nil)
 	err = builder.ControllerManagedBy(mgr).Named(cmName).
 		For(&corev1.ConfigMap{}).
 		WithOptions(controller.Options{NewQueue: cmTracing.NewQueue}).
@@ -165,7 +165,7 @@ func testManager(t *testing.T, cfg *rest.Config, impl string) {
 		t.Fatal(err)
 	}
 
-	secretTracing := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	secretTracing := ctrlruntime.NewTracing(tp, nil)
 	toConfigMap := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *corev1.Secret) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 	})

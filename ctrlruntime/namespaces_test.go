@@ -75,7 +75,7 @@ func TestManagerNamespacesMetadata(t *testing.T) {
 
 	var mu sync.Mutex
 	var metaSeen, secretSeen []string
-	metaTracing := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	metaTracing := ctrlruntime.NewTracing(tp, nil)
 	err = builder.ControllerManagedBy(mgr).Named("configmap-metadata").
 		For(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WithOptions(controller.Options{NewQueue: metaTracing.NewQueue}).
@@ -93,7 +93,7 @@ func TestManagerNamespacesMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secretTracing := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	secretTracing := ctrlruntime.NewTracing(tp, nil)
 	toSelf := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *corev1.Secret) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}}
 	})

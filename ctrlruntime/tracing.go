@@ -4,11 +4,11 @@ import (
 	"context"
 	"sync"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/actorinformer/actorinformer/actors"
 	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
@@ -16,14 +16,16 @@ import (
 type Tracing = TypedTracing[reconcile.Request]
 
 // NewTracing returns the Tracing of one controller of reconcile.Request.
-func NewTracing(opts ...actors.Option) *Tracing { return NewTypedTracing[reconcile.Request](opts...) }
+func NewTracing(tp trace.TracerProvider, mp metric.MeterProvider) *Tracing {
+	return NewTypedTracing[reconcile.Request](tp, mp)
+}
 
 // TypedTracing carries traces into the Reconcile calls of ONE controller:
 // give NewQueue to the controller's options, wrap its reconciler with
 // Reconciler, and watch through [Kind] with it so that the requests its
 // handlers enqueue link to the deltas' handler spans.
 //
-//	tr := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+//	tr := ctrlruntime.NewTracing(tp, mp)
 //	ctrl.NewControllerManagedBy(mgr).Named("secrets").
 //		WithOptions(controller.Options{NewQueue: tr.NewQueue}).
 //		WatchesRawSource(ctrlruntime.Kind(tr, mgr.GetCache(), &corev1.Secret{}, h)).
@@ -31,7 +33,8 @@ func NewTracing(opts ...actors.Option) *Tracing { return NewTypedTracing[reconci
 //
 // Its methods may be called by multiple goroutines simultaneously.
 type TypedTracing[R comparable] struct {
-	opts []actors.Option
+	tp trace.TracerProvider
+	mp metric.MeterProvider
 
 	mu    sync.Mutex
 	name  string // the controller's, set by NewQueue
@@ -39,12 +42,12 @@ type TypedTracing[R comparable] struct {
 	spans map[R]trace.Span // processing spans of the requests being reconciled
 }
 
-// NewTypedTracing returns the TypedTracing of one controller. Of opts,
-// actors.WithTracerProvider traces and actors.WithMeterProvider records the
-// queue's metrics (else the queue reports to client-go's global workqueue
-// metrics provider, which controller-runtime registers).
-func NewTypedTracing[R comparable](opts ...actors.Option) *TypedTracing[R] {
-	return &TypedTracing[R]{opts: opts, spans: map[R]trace.Span{}}
+// NewTypedTracing returns the TypedTracing of one controller: tp traces
+// (nil: nothing is traced), mp records the queue's metrics (nil: the queue
+// reports to client-go's global workqueue metrics provider, which
+// controller-runtime registers).
+func NewTypedTracing[R comparable](tp trace.TracerProvider, mp metric.MeterProvider) *TypedTracing[R] {
+	return &TypedTracing[R]{tp: tp, mp: mp, spans: map[R]trace.Span{}}
 }
 
 // NewQueue is controller.TypedOptions.NewQueue: client-go's rate-limiting
@@ -58,7 +61,7 @@ func (t *TypedTracing[R]) NewQueue(controllerName string, rl workqueue.TypedRate
 		panic("ctrlruntime: a Tracing serves one controller; NewQueue called again for " + controllerName + " after " + t.name)
 	}
 	t.name = controllerName
-	t.queue = &tracedQueue[R]{Traced: aiworkqueue.NewRateLimitingQueue(controllerName, rl, t.opts...), t: t}
+	t.queue = &tracedQueue[R]{Traced: aiworkqueue.NewRateLimitingQueue(controllerName, rl, t.tp, t.mp), t: t}
 	return t.queue
 }
 

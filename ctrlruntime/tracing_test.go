@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/ctrlruntime"
 	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
@@ -27,7 +26,7 @@ func TestTracingReconcilerSpan(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 
-	tr := ctrlruntime.NewTracing(actors.WithTracerProvider(tp))
+	tr := ctrlruntime.NewTracing(tp, nil)
 	q := tr.NewQueue("c", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	if got := tr.ControllerName(); got != "c" {

@@ -126,7 +126,7 @@ func TestActor_order(t *testing.T) {
 	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk, listed: make(chan *actor.PID, 10)}
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{Known: sk, MaxBatch: 2})
-	qpid := sys.Root.Spawn(Props(q, cpid))
+	qpid := sys.Root.Spawn(Props(q, cpid, nil))
 
 	sys.Root.Send(qpid, &Replace{Items: []Delta{replaced("a", 1), replaced("b", 1)}, ResourceVersion: "1"})
 	// The consumer is told of the list, with the queue as sender (the
@@ -183,7 +183,7 @@ func TestActor_oneBatchInFlight(t *testing.T) {
 	cons := &testConsumer{batches: make(chan []Delta, 100)}
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{Telemetry: tel})
-	qpid := sys.Root.Spawn(Props(q, cpid))
+	qpid := sys.Root.Spawn(Props(q, cpid, nil))
 
 	sys.Root.Send(qpid, &Deltas{Items: []Delta{added("a", 1)}})
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1)})
@@ -222,7 +222,7 @@ func TestActor_resumesQueuedDeltas(t *testing.T) {
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{})
 	q.add([]Delta{added("a", 1), added("b", 1)})
-	qpid := sys.Root.Spawn(Props(q, cpid))
+	qpid := sys.Root.Spawn(Props(q, cpid, nil))
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1), added("b", 1)})
 	stopBoth(t, sys, cpid, qpid)
 }

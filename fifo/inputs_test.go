@@ -31,6 +31,7 @@ func deltasMsg(ds ...Delta) *Deltas {
 // what.
 func TestQueueMsgs(t *testing.T) {
 	const listedMsg = "indexer/request/*fifo.Listed"
+	const syncedMsg = "informer/send/*fifo.Synced" // an add before any list syncs at once
 	batch := func(n int) string { return fmt.Sprintf("indexer/request/*fifo.Batch(%d)", n) }
 	inFlight := func(q *Queue) { q.add([]Delta{added("x", 1)}); q.pop() }
 	for _, tc := range []struct {
@@ -41,44 +42,46 @@ func TestQueueMsgs(t *testing.T) {
 		want  string
 	}{
 		{"deltas, idle", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Deltas(deltasMsg(added("a", 1), updated("a", 2))) }, batch(2)},
+			func(q *Queue) []stage.Msg { return q.Step(deltasMsg(added("a", 1), updated("a", 2))) }, syncedMsg + " " + batch(2)},
+		{"deltas, idle, synced", nil, func(q *Queue) { q.add([]Delta{added("x", 1)}); q.pop(); q.done(1) },
+			func(q *Queue) []stage.Msg { return q.Step(deltasMsg(added("a", 1), updated("a", 2))) }, batch(2)},
 		{"deltas, batch in flight", nil, inFlight,
-			func(q *Queue) []stage.Msg { return q.Deltas(deltasMsg(added("a", 1))) }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(deltasMsg(added("a", 1))) }, ""},
 		{"deltas all dropped", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Deltas(deltasMsg(deleted("a", 1))) }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(deltasMsg(deleted("a", 1))) }, syncedMsg},
 		{"first replace", nil, nil,
 			func(q *Queue) []stage.Msg {
-				return q.Replace(&Replace{Items: []Delta{replaced("a", 1)}, ResourceVersion: "5"})
+				return q.Step(&Replace{Items: []Delta{replaced("a", 1)}, ResourceVersion: "5"})
 			}, listedMsg + " " + batch(2)},
 		{"empty first replace", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Replace(&Replace{ResourceVersion: "5"}) }, listedMsg + " " + batch(1)},
+			func(q *Queue) []stage.Msg { return q.Step(&Replace{ResourceVersion: "5"}) }, listedMsg + " " + batch(1)},
 		{"replace, batch in flight", nil, inFlight,
 			func(q *Queue) []stage.Msg {
-				return q.Replace(&Replace{Items: []Delta{replaced("a", 1)}, ResourceVersion: "5"})
+				return q.Step(&Replace{Items: []Delta{replaced("a", 1)}, ResourceVersion: "5"})
 			}, listedMsg},
 		{"relist, whole", newKnown(o("a", 1), o("b", 1)), func(q *Queue) { q.maxBatch = 1 },
 			func(q *Queue) []stage.Msg {
-				return q.Replace(&Replace{Items: []Delta{replaced("a", 2)}, ResourceVersion: "5"})
+				return q.Step(&Replace{Items: []Delta{replaced("a", 2)}, ResourceVersion: "5"})
 			}, listedMsg + " " + batch(3)}, // tombstone b, a, bookmark
 		{"resync", newKnown(o("a", 1), o("b", 1)), nil,
-			func(q *Queue) []stage.Msg { return q.Resync() }, batch(2)},
+			func(q *Queue) []stage.Msg { return q.Step(&Resync{}) }, batch(2)},
 		{"resync, nothing cached", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Resync() }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(&Resync{}) }, ""},
 		{"resync, batch in flight", newKnown(o("a", 1)), inFlight,
-			func(q *Queue) []stage.Msg { return q.Resync() }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(&Resync{}) }, ""},
 		{"processed, more queued", nil, func(q *Queue) { inFlight(q); q.add([]Delta{added("b", 1)}) },
-			func(q *Queue) []stage.Msg { return q.Processed(&Processed{Count: 1}) }, batch(1)},
+			func(q *Queue) []stage.Msg { return q.Step(&Processed{Count: 1}) }, batch(1)},
 		{"processed, drained", nil, inFlight,
-			func(q *Queue) []stage.Msg { return q.Processed(&Processed{Count: 1}) }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(&Processed{Count: 1}) }, ""},
 		{"processed, nothing in flight", nil, func(q *Queue) { q.add([]Delta{added("b", 1)}) },
 			// Logged and ignored, but what is queued goes out.
-			func(q *Queue) []stage.Msg { return q.Processed(&Processed{Count: 1}) }, batch(1)},
+			func(q *Queue) []stage.Msg { return q.Step(&Processed{Count: 1}) }, batch(1)},
 		{"started, queued", nil, func(q *Queue) { q.add([]Delta{added("a", 1), added("b", 1)}) },
-			func(q *Queue) []stage.Msg { return q.Started() }, batch(2)},
+			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, batch(2)},
 		{"started, batch in flight", nil, func(q *Queue) { inFlight(q); q.add([]Delta{added("b", 1)}) },
-			func(q *Queue) []stage.Msg { return q.Started() }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, ""},
 		{"started, empty", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Started() }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{}
@@ -93,7 +96,7 @@ func TestQueueMsgs(t *testing.T) {
 				t.Fatalf("messages %q, want %q", got, tc.want)
 			}
 			// The next input starts from an empty outbox.
-			if got := msgsString(q.Started()); got != "" {
+			if got := msgsString(q.Step(stage.StartedMsg)); got != "" {
 				t.Fatalf("then Started returned %q", got)
 			}
 		})
@@ -108,10 +111,10 @@ func TestQueueMsgsChain(t *testing.T) {
 	var got []Delta
 	pending := []func() []stage.Msg{
 		func() []stage.Msg {
-			return q.Replace(&Replace{Items: []Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, ResourceVersion: "1"})
+			return q.Step(&Replace{Items: []Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, ResourceVersion: "1"})
 		},
-		func() []stage.Msg { return q.Deltas(deltasMsg(updated("a", 2))) },
-		func() []stage.Msg { return q.Deltas(deltasMsg(deleted("b", 2))) },
+		func() []stage.Msg { return q.Step(deltasMsg(updated("a", 2))) },
+		func() []stage.Msg { return q.Step(deltasMsg(deleted("b", 2))) },
 	}
 	var acks []*Processed
 	for len(pending) > 0 || len(acks) > 0 {
@@ -122,10 +125,13 @@ func TestQueueMsgsChain(t *testing.T) {
 			out = pending[0]()
 			pending = pending[1:]
 		} else {
-			out = q.Processed(acks[0])
+			out = q.Step(acks[0])
 			acks = acks[1:]
 		}
 		for _, m := range out {
+			if _, ok := m.Body.(*Synced); ok && m.To == stage.ToInformer {
+				continue
+			}
 			if m.To != stage.ToIndexer || m.Mode != stage.Request {
 				t.Fatalf("message %T to %v by %v", m.Body, m.To, m.Mode)
 			}
@@ -151,7 +157,7 @@ func TestQueueDeltasRecycles(t *testing.T) {
 	q := New(Config{})
 	m := deltasMsg(added("a", 1))
 	items := m.Items[:1]
-	q.Deltas(m)
+	q.Step(m)
 	if len(m.Items) != 0 || items[0] != (Delta{}) {
 		t.Fatalf("message not recycled: %d items, first %+v", len(m.Items), items[0])
 	}

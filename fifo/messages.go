@@ -86,6 +86,10 @@ type Replace struct {
 // check timer at that point; the indexer does the same.
 type Listed struct{}
 
+// Synced is what the queue reports to the informer (stage.ToInformer),
+// once, when HasSynced turns true.
+type Synced struct{}
+
 // Resync asks the queue to queue a Sync delta for every known key that has
 // nothing queued.
 type Resync struct{}

@@ -56,9 +56,6 @@ type Config struct {
 	// for their Received stamps; nil means clock.RealClock{}. Every stage's
 	// core takes its time this way.
 	Clock clock.PassiveClock
-	// OnSynced, if set, is called once, on the queue's goroutine, when
-	// HasSynced turns true.
-	OnSynced func()
 }
 
 // Queue is the delta queue's state machine: every delta in arrival order,
@@ -71,7 +68,6 @@ type Queue struct {
 	maxBatch int
 	t        *telemetry.T
 	now      func() time.Time
-	onSynced func()
 
 	// buf holds the deltas: buf[:lo] are zeroed, free slots; buf[lo:head]
 	// is the in-flight batch; buf[head:] are the queued deltas. The delta at
@@ -127,7 +123,6 @@ func New(cfg Config) *Queue {
 		known:    cfg.Known,
 		maxBatch: cfg.MaxBatch,
 		t:        cfg.Telemetry,
-		onSynced: cfg.OnSynced,
 		last:     make(map[string]uint64),
 
 		dropMapLen: dropMapLen,
@@ -568,13 +563,10 @@ func (q *Queue) relocate(newCap int) {
 	q.lo = 0
 }
 
-// markSynced turns HasSynced true, telling OnSynced.
+// markSynced turns HasSynced true, telling the informer.
 func (q *Queue) markSynced() {
-	if q.synced.Swap(true) {
-		return
-	}
-	if q.onSynced != nil {
-		q.onSynced()
+	if !q.synced.Swap(true) {
+		q.out.Send(stage.ToInformer, syncedMsg)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -971,44 +972,58 @@ func TestQueue_listBufferReleased(t *testing.T) {
 	}
 }
 
-// TestQueue_onSynced checks that OnSynced is called once, when HasSynced
-// turns true: after the first list's last delta is acknowledged.
-func TestQueue_onSynced(t *testing.T) {
-	calls := 0
-	q := New(Config{MaxBatch: 2, OnSynced: func() { calls++ }})
+// TestQueue_synced checks that a *Synced is sent to the informer once,
+// when HasSynced turns true: after the first list's last delta is
+// acknowledged.
+func TestQueue_synced(t *testing.T) {
+	var q *Queue
+	// The internal inputs below do not reset the outbox: it collects.
+	calls := func() int {
+		n := 0
+		for _, m := range q.out.Msgs() {
+			if _, ok := m.Body.(*Synced); ok && m.To == stage.ToInformer {
+				n++
+			}
+		}
+		return n
+	}
+	q = New(Config{MaxBatch: 2})
 	q.replace([]Delta{replaced("a", 1), replaced("b", 1), replaced("c", 1)}, "1", nil)
 	b := q.pop()
 	q.done(len(b.Deltas))
-	if calls != 0 || q.HasSynced() {
-		t.Fatalf("after the first batch: %d calls, synced %v", calls, q.HasSynced())
+	if calls() != 0 || q.HasSynced() {
+		t.Fatalf("after the first batch: %d sent, synced %v", calls(), q.HasSynced())
 	}
 	popAll(t, q)
-	if calls != 1 || !q.HasSynced() {
-		t.Fatalf("after the list: %d calls, synced %v", calls, q.HasSynced())
+	if calls() != 1 || !q.HasSynced() {
+		t.Fatalf("after the list: %d sent, synced %v", calls(), q.HasSynced())
 	}
 	q.replace([]Delta{replaced("a", 2)}, "2", nil)
 	q.add([]Delta{updated("a", 3)})
 	popAll(t, q)
-	if calls != 1 {
-		t.Fatalf("%d calls after a relist, want 1", calls)
+	if calls() != 1 {
+		t.Fatalf("%d sent after a relist, want 1", calls())
 	}
 
 	// An Add before any list syncs at once; an empty first list once its
 	// bookmark is acknowledged.
-	calls = 0
-	q = New(Config{OnSynced: func() { calls++ }})
+	q = New(Config{})
 	q.add([]Delta{added("a", 1)})
-	if calls != 1 || !q.HasSynced() {
-		t.Fatalf("add: %d calls, synced %v", calls, q.HasSynced())
+	if calls() != 1 || !q.HasSynced() {
+		t.Fatalf("add: %d sent, synced %v", calls(), q.HasSynced())
 	}
-	calls = 0
-	q = New(Config{OnSynced: func() { calls++ }})
+	q = New(Config{})
 	q.replace(nil, "1", nil)
-	if calls != 0 || q.HasSynced() {
-		t.Fatalf("empty list, before its bookmark is acknowledged: %d calls, synced %v", calls, q.HasSynced())
+	if calls() != 0 || q.HasSynced() {
+		t.Fatalf("empty list, before its bookmark is acknowledged: %d sent, synced %v", calls(), q.HasSynced())
 	}
 	popAll(t, q)
-	if calls != 1 || !q.HasSynced() {
-		t.Fatalf("empty list: %d calls, synced %v", calls, q.HasSynced())
+	if calls() != 1 || !q.HasSynced() {
+		t.Fatalf("empty list: %d sent, synced %v", calls(), q.HasSynced())
+	}
+	// Through Step: the message of the input that synced.
+	q = New(Config{})
+	if got := msgsString(q.Step(deltasMsg(added("a", 1)))); got != "informer/send/*fifo.Synced indexer/request/*fifo.Batch(1)" {
+		t.Fatalf("Step: %s", got)
 	}
 }

@@ -34,12 +34,17 @@ fi
 go vet ./...
 # The build with tracing compiled out (the cost baseline) must keep compiling.
 go vet -tags actorinformer_notrace ./...
+# Among them internal/usercheck: every code block of README.md and docs/*.md
+# is a tested snippet (or says why not), the options that would do nothing
+# do not compile, and the ctrlruntime module builds from a module outside
+# the repository with the go.mod lines of docs/integration.md.
 go test -race -count=1 -timeout 45m ./...
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
-# Jaeger test needs spans, and the rest repeats the real-cluster runs.
+# Jaeger test needs spans, and the rest repeats the real-cluster runs; nor
+# usercheck, which checks the docs and the API, whatever the build.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
-	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster)
+	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /internal/usercheck)
 # The controller-runtime module (its own go.mod, so ./... above skips it):
 # vetted in both builds, its tests (a manager on the real cluster) with -race.
 (cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&

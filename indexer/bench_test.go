@@ -55,7 +55,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			c := NewCore(s.Writer(), Config{})
 			backlog := new(atomic.Int64)
-			c.Subscribe(&Subscribe{ID: 1, Backlog: backlog})
+			c.Step(&Subscribe{ID: 1, Backlog: backlog})
 			var batch fifo.Batch
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -67,7 +67,7 @@ func BenchmarkApply(b *testing.B) {
 				// A listener that keeps up (no compaction) gets the batch,
 				// then the queue gets Processed.
 				backlog.Store(0)
-				if msgs := c.ApplyBatch(&batch); len(msgs) != 2 {
+				if msgs := c.Step(&batch); len(msgs) != 2 {
 					b.Fatalf("%d messages, want the batch and Processed", len(msgs))
 				}
 				i += n

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ type Core struct {
 	now   func() time.Time
 	clock clock.WithDelayedExecution
 	out   stage.Outbox
+	// latency is client-go's processing-latency histogram; nil: none.
+	latency telemetry.HistogramMetric
 
 	subs []subscriber
 	// syncing: listeners due for a resync, plus those subscribed since the
@@ -52,14 +55,14 @@ type Core struct {
 	syncing []ListenerID
 
 	// The resync checks, client-go's reflector resync timer: checkPeriod is
-	// the informer's resync check period (0: no checks); checkTimer, when
-	// armed, calls fire with checkGen; a tick of another generation is stale.
-	// checking is set once Listed was called.
+	// the informer's resync check period (0: no checks); the timer
+	// (checkTimer), while armed, sends a ResyncTick with checkGen; a tick
+	// of another generation is stale. checking is set once a list was
+	// reported (fifo.Listed).
 	checkPeriod time.Duration
-	checkTimer  clock.Timer
 	checkGen    uint64
+	armed       bool
 	checking    bool
-	fire        func(gen uint64)
 
 	traced []tracedApply // scratch, reused across batches
 
@@ -88,12 +91,12 @@ type subscriber struct {
 	marked  bool
 }
 
-// batchProgress is what ApplyBatch has done of a batch so far: the
+// batchProgress is what applyBatch has done of a batch so far: the
 // deltas before next were handled (next-1 is the one being applied, should
 // it panic), the notifications built for them and not yet sent (items, of
 // which initial are of the first list), and what recording their spans
 // needs. active is set from the start of a batch until its acknowledgement
-// is queued. chunk is the batch's write-lock hold (see ApplyBatch).
+// is queued. chunk is the batch's write-lock hold (see applyBatch).
 type batchProgress struct {
 	active     bool
 	deltas     []fifo.Delta
@@ -150,7 +153,7 @@ func NewCore(w *Writer, cfg Config) *Core {
 		t.Logger.Error("index function failed; the object is cached but left out of this index",
 			"informer", t.Info.Name, "key", key, "index", index, "err", err)
 	})
-	return &Core{w: w, t: t, now: clk.Now, clock: clk, checkPeriod: cfg.ResyncCheckPeriod, detector: cfg.MutationDetector}
+	return &Core{w: w, t: t, now: clk.Now, clock: clk, checkPeriod: cfg.ResyncCheckPeriod, detector: cfg.MutationDetector, latency: t.ProcessingLatency}
 }
 
 // Seal seals the cache (external writes now fail with ErrReadOnly) and
@@ -158,15 +161,64 @@ func NewCore(w *Writer, cfg Config) *Core {
 // calls it when it starts.
 func (c *Core) Seal(addIndexers func(cache.Indexers) error) { c.w.Seal(addIndexers) }
 
-// Started (re)starts the core's timer after its shell started: fire is
-// called, from the clock's goroutine, with the generation of a resync check
-// that is due, and must only hand it back to ResyncTick on the core's
-// goroutine. After a restart of the shell, checks that had started go on,
-// and the rest of a batch whose apply panicked (see Recover) is applied: its
-// notifications are sent, then the acknowledgement of the whole batch.
-func (c *Core) Started(fire func(gen uint64)) []stage.Msg {
+// checkTimer is the address of the resync check timer.
+var checkTimer = stage.TimerOf(stage.Indexer, 0)
+
+// Step is the core's one input (see package stage): it takes one message
+// and returns what must be sent because of it, valid until the next Step.
+//
+//   - *fifo.Batch: applies the deltas (applyBatch) and sends the resulting
+//     *Notifications, one shared value, to every subscriber, then
+//     *fifo.Processed to the queue.
+//   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
+//     Initial first gets the cached objects as an initial batch.
+//   - *Drained: a listener's answer to a *DrainMarker (see drained).
+//   - *AddIndexers: adds indexers, answering on Reply.
+//   - *fifo.Listed: (re)starts the resync checks, as client-go's reflector
+//     does after storing a list.
+//   - *ResyncTick: when a listener's resync is due, sends *fifo.Resync to
+//     the queue. The check timer (stage.TimerOf(stage.Indexer, 0)) sends
+//     these, one check period after the previous check.
+//   - *stage.Started: re-arms the check timer if checks had started, and
+//     finishes a batch whose apply panicked (see recoverBatch).
+//   - *stage.Restarting: the actor panicked: sends what recoverBatch
+//     returns, and stops the timer. *stage.Stopping stops the timer.
+func (c *Core) Step(msg any) []stage.Msg {
 	c.out.Reset()
-	c.fire = fire
+	switch m := msg.(type) {
+	case *fifo.Batch:
+		c.applyBatch(m)
+	case *Subscribe:
+		c.onSubscribe(m)
+	case *Unsubscribe:
+		c.unsubscribe(m.ID)
+	case *Drained:
+		c.drained(m.ID)
+	case *AddIndexers:
+		c.addIndexersNow(m)
+	case *fifo.Listed:
+		c.checking = true
+		c.armCheck()
+	case *ResyncTick:
+		c.resyncTick(m)
+	case *stage.Started:
+		c.started()
+	case *stage.Restarting:
+		c.recoverBatch()
+		c.stopChecks()
+	case *stage.Stopping:
+		c.stopChecks()
+	default:
+		c.t.Logger.Warn("indexer: unexpected message", "informer", c.t.Info.Name, "type", fmt.Sprintf("%T", m))
+	}
+	return c.out.Msgs()
+}
+
+// started (re)starts the core after its actor started: after a restart,
+// checks that had started go on, and the rest of a batch whose apply
+// panicked (see recoverBatch) is applied: its notifications are sent, then
+// the acknowledgement of the whole batch.
+func (c *Core) started() {
 	if c.checking {
 		c.armCheck()
 	}
@@ -174,17 +226,16 @@ func (c *Core) Started(fire func(gen uint64)) []stage.Msg {
 		c.apply()
 		c.endBatch()
 	}
-	return c.out.Msgs()
 }
 
-// Stopped stops the resync check timer (the shell stopped or is
-// restarting); a tick already sent becomes stale.
-func (c *Core) Stopped() {
+// stopChecks stops the resync check timer (the actor stops or restarts);
+// a tick already sent becomes stale.
+func (c *Core) stopChecks() {
 	c.stopCheckTimer()
 	c.checkGen++
 }
 
-// ApplyBatch applies a batch of the queue to the cache, in order, as
+// applyBatch applies a batch of the queue to the cache, in order, as
 // client-go's processDeltas, and returns the notifications to send to the
 // listeners (see route) followed by the batch's acknowledgement, a
 // *fifo.Processed sent to the queue. An Atomic batch (a relist) is applied
@@ -197,7 +248,7 @@ func (c *Core) Stopped() {
 // the key and notifies the deleted object; Bookmark notifies nothing. Every
 // subscriber gets the same batch value, with its Backlog and Pending
 // counters raised before it is sent; nothing is sent to listeners when there
-// is no subscriber or no delta that notifies. ApplyBatch does not retain the
+// is no subscriber or no delta that notifies. applyBatch does not retain the
 // deltas.
 //
 // The cache's resource version (LastStoreSyncResourceVersion) moves as in
@@ -205,8 +256,11 @@ func (c *Core) Stopped() {
 // and Deleted (not for a tombstone, which has none), and to a Bookmark's;
 // Replaced and Sync deltas leave it (a list sets it with the Bookmark the
 // queue ends it with, a resync never moves it).
-func (c *Core) ApplyBatch(b *fifo.Batch) []stage.Msg {
-	c.out.Reset()
+func (c *Core) applyBatch(b *fifo.Batch) {
+	if c.latency != nil {
+		start := c.now()
+		defer func() { c.latency.Observe(c.now().Sub(start).Seconds()) }()
+	}
 	c.w.Expect(b.InitialRemaining)
 	chunk := applyChunk
 	if b.Atomic {
@@ -215,29 +269,27 @@ func (c *Core) ApplyBatch(b *fifo.Batch) []stage.Msg {
 	c.cur = batchProgress{active: true, deltas: b.Deltas, chunk: chunk}
 	c.apply()
 	c.endBatch()
-	return c.out.Msgs()
 }
 
-// Recover is the first half of finishing a batch whose ApplyBatch panicked
-// (a bug of ours; user index functions are recovered in the store): the
-// shell calls it when it restarts, and Started, when the new actor starts,
-// does the rest. Recover logs an error naming the delta that panicked and
-// returns the notifications of the deltas handled before the panic, routed
-// as any batch's, with the subscribers' counters raised. Started then
-// applies the deltas after the one that panicked and sends their
+// recoverBatch is the first half of finishing a batch whose applyBatch
+// panicked (a bug of ours; user index functions are recovered in the
+// store): the actor's Restarting, and started, when the new actor starts,
+// does the rest. recoverBatch logs an error naming the delta that panicked
+// and sends the notifications of the deltas handled before the panic,
+// routed as any batch's, with the subscribers' counters raised. started
+// then applies the deltas after the one that panicked and sends their
 // notifications and the acknowledgement of the whole batch: nothing of the
 // batch is lost but the delta that panicked, which is skipped, so that a
 // delta that always panics cannot stop the pipeline. A delta that panicked
 // after its write to the cache was done (the mutation detector, which runs
 // last) is notified too; one that panicked inside the write leaves the
 // cache as the write left it. Should the rest panic again, the next
-// restart does the same from there. With no batch in progress Recover
-// returns nothing.
-func (c *Core) Recover() []stage.Msg {
-	c.out.Reset()
+// restart does the same from there. With no batch in progress it sends
+// nothing.
+func (c *Core) recoverBatch() {
 	p := &c.cur
 	if !p.active {
-		return nil
+		return
 	}
 	key := ""
 	if p.next > 0 {
@@ -246,7 +298,6 @@ func (c *Core) Recover() []stage.Msg {
 	c.t.Logger.Error("indexer: applying a batch panicked; the batch is partly applied: the deltas before the one that panicked are notified now, the rest are applied when the actor restarts",
 		"informer", c.t.Info.Name, "deltas", len(p.deltas), "applied", p.next, "key", key, "notifications", len(p.items))
 	c.sendApplied()
-	return c.out.Msgs()
 }
 
 // endBatch sends the notifications of the batch in progress and its
@@ -392,7 +443,7 @@ func (c *Core) applyChunk(deltas []fifo.Delta, start, end int, tracing bool) {
 }
 
 // setVersion sets the cache's version to that of the last of deltas that
-// moves it (see ApplyBatch), if any.
+// moves it (see applyBatch), if any.
 func setVersion(w *Writer, deltas []fifo.Delta) {
 	for i := len(deltas) - 1; i >= 0; i-- {
 		d := &deltas[i]
@@ -442,19 +493,17 @@ func sameResourceVersion(old, cur any) bool {
 	return err == nil && o == n
 }
 
-// Subscribe registers a listener, addressed as stage.ToListener(s.ID) (the
-// shell knows its mailbox, s.Target); it receives every batch from now on. A
-// listener subscribing again with the same ID replaces its former
-// subscription. When s.Initial is set it returns the initial batch to send
-// the listener first: an add (InitialList set) for every cached object, with
-// the listener's Pending and Backlog raised. The batch is sent even when the
+// onSubscribe registers a listener, addressed as stage.ToListener(s.ID)
+// (the shell knows its mailbox, s.Target); it receives every batch from now
+// on. A listener subscribing again with the same ID replaces its former
+// subscription. When s.Initial is set it sends the listener the initial
+// batch first: an add (InitialList set) for every cached object, with the
+// listener's Pending and Backlog raised. The batch is sent even when the
 // cache is empty, so that the listener learns it has the whole cache.
-func (c *Core) Subscribe(s *Subscribe) []stage.Msg {
-	c.out.Reset()
+func (c *Core) onSubscribe(s *Subscribe) {
 	if initial := c.subscribe(s); initial != nil {
 		c.out.Send(stage.ToListener(uint64(s.ID)), initial)
 	}
-	return c.out.Msgs()
 }
 
 func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
@@ -537,20 +586,19 @@ func (c *Core) route(n *Notifications) {
 // drainMarker is the one DrainMarker value sent.
 var drainMarker = &DrainMarker{}
 
-// Drained handles a listener's answer to a DrainMarker: it has delivered
+// drained handles a listener's answer to a DrainMarker: it has delivered
 // everything sent before. The notifications kept back for it, if any, are
-// sent, one batch per array, followed by a new marker; otherwise compaction ends
-// for that listener.
-func (c *Core) Drained(id ListenerID) []stage.Msg {
-	c.out.Reset()
+// sent, one batch per array, followed by a new marker; otherwise compaction
+// ends for that listener.
+func (c *Core) drained(id ListenerID) {
 	i := c.indexOf(id)
 	if i < 0 {
-		return nil
+		return
 	}
 	s := &c.subs[i]
 	if len(s.chunks) == 0 && len(s.compact) == 0 {
 		s.marked = false
-		return nil
+		return
 	}
 	to := s.addr()
 	for _, b := range s.chunks {
@@ -563,7 +611,6 @@ func (c *Core) Drained(id ListenerID) []stage.Msg {
 		s.compact = nil
 	}
 	c.out.Request(to, drainMarker)
-	return c.out.Msgs()
 }
 
 // addr is the listener's address.
@@ -591,14 +638,8 @@ func (s *subscriber) batch(items []Notification) *Notifications {
 	return &Notifications{Items: items, Syncing: []ListenerID{s.id}, Owned: true}
 }
 
-// Unsubscribe removes a listener; unknown IDs are ignored. Notifications
+// unsubscribe removes a listener; unknown IDs are ignored. Notifications
 // kept back for it are dropped. It sends nothing.
-func (c *Core) Unsubscribe(id ListenerID) []stage.Msg {
-	c.out.Reset()
-	c.unsubscribe(id)
-	return nil
-}
-
 func (c *Core) unsubscribe(id ListenerID) {
 	i := c.indexOf(id)
 	if i < 0 {
@@ -620,12 +661,11 @@ func (c *Core) indexOf(id ListenerID) int {
 	return slices.IndexFunc(c.subs, func(s subscriber) bool { return s.id == id })
 }
 
-// ResyncTick handles a tick of the resync check timer (Gen > 0; a stale
+// resyncTick handles a tick of the resync check timer (Gen > 0; a stale
 // one does nothing) or a check on demand (Gen 0, which leaves the timer
-// alone): when a listener is due for a resync, it returns a *fifo.Resync
-// for the queue.
-func (c *Core) ResyncTick(m *ResyncTick) []stage.Msg {
-	c.out.Reset()
+// alone): when a listener is due for a resync, it sends a *fifo.Resync to
+// the queue.
+func (c *Core) resyncTick(m *ResyncTick) {
 	var due bool
 	if m.Gen == 0 {
 		due = c.resyncDue(c.now())
@@ -635,17 +675,6 @@ func (c *Core) ResyncTick(m *ResyncTick) []stage.Msg {
 	if due {
 		c.out.Send(stage.ToQueue, &fifo.Resync{})
 	}
-	return c.out.Msgs()
-}
-
-// Listed handles the queue's report of a list (fifo.Listed): it (re)starts
-// the resync checks, as client-go's reflector does each time it has stored
-// a list. It sends nothing.
-func (c *Core) Listed() []stage.Msg {
-	c.out.Reset()
-	c.checking = true
-	c.armCheck()
-	return nil
 }
 
 // resyncDue decides, like client-go's shouldResync, which listeners resync
@@ -675,41 +704,43 @@ func (c *Core) resyncDue(now time.Time) bool {
 // A stale tick does nothing. It reports whether the queue should be asked
 // for a Resync.
 func (c *Core) resyncCheck(gen uint64) bool {
-	if gen != c.checkGen || c.checkTimer == nil {
+	if gen != c.checkGen || !c.armed {
 		return false
 	}
-	c.checkTimer = nil
+	c.armed = false
 	due := c.resyncDue(c.now())
 	c.armCheck()
 	return due
 }
 
+// armCheck (re)sets the check timer for one check period from now, for a
+// new generation (so an earlier tick is stale); with no check period, it
+// only stops it.
 func (c *Core) armCheck() {
-	c.stopCheckTimer()
 	c.checkGen++
-	if c.checkPeriod <= 0 || c.fire == nil {
+	if c.checkPeriod <= 0 {
+		c.stopCheckTimer()
 		return
 	}
-	gen, fire := c.checkGen, c.fire
-	c.checkTimer = c.clock.AfterFunc(c.checkPeriod, func() { fire(gen) })
+	c.armed = true
+	c.out.Send(checkTimer, &stage.SetTimer{After: c.checkPeriod, Fire: &ResyncTick{Gen: c.checkGen}})
 }
 
 func (c *Core) stopCheckTimer() {
-	if c.checkTimer != nil {
-		c.checkTimer.Stop()
-		c.checkTimer = nil
+	if c.armed {
+		c.armed = false
+		c.out.Send(checkTimer, stage.StopTimerMsg)
 	}
 }
 
-// AddIndexers adds m.Indexers to the cache and indexes the cached objects
-// (a name already in use is an error and adds nothing), and puts the result
-// on m.Reply without blocking (Reply must be buffered). It sends nothing.
-func (c *Core) AddIndexers(m *AddIndexers) []stage.Msg {
-	c.out.Reset()
+// addIndexersNow adds m.Indexers to the cache and indexes the cached
+// objects (a name already in use is an error and adds nothing), and puts
+// the result on m.Reply without blocking (Reply must be buffered). It
+// sends nothing.
+func (c *Core) addIndexersNow(m *AddIndexers) {
 	err := c.w.AddIndexers(m.Indexers)
 	select {
 	case m.Reply <- err:
 	default: // never block the core on it
 	}
-	return nil
 }

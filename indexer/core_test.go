@@ -268,7 +268,7 @@ func TestCoreResourceVersion(t *testing.T) {
 	c.applyAll([]fifo.Delta{delta(fifo.Deleted, tombstone(pod("a", "y", "3")))})
 	rv("21")
 	// A relist: tombstones, items, then its bookmark, in one batch.
-	c.ApplyBatch(&fifo.Batch{Atomic: true, Deltas: []fifo.Delta{
+	c.Step(&fifo.Batch{Atomic: true, Deltas: []fifo.Delta{
 		delta(fifo.Deleted, tombstone(pod("a", "x", "5"))),
 		delta(fifo.Replaced, pod("a", "w", "25")),
 		fifo.NewBookmark("30"),
@@ -339,7 +339,7 @@ func TestCoreApplyBatchAtomic(t *testing.T) {
 		}
 	}()
 	<-started
-	msgs := c.ApplyBatch(&fifo.Batch{Deltas: relist, Atomic: true})
+	msgs := c.Step(&fifo.Batch{Deltas: relist, Atomic: true})
 	close(stop)
 	<-done
 	if m := mixed.Load(); m != nil {
@@ -484,9 +484,9 @@ func TestCoreUnsubscribe(t *testing.T) {
 		backlogs[i] = new(atomic.Int64)
 		c.subscribe(&Subscribe{ID: ListenerID(i + 1), Target: p, Backlog: backlogs[i]})
 	}
-	c.Unsubscribe(2)
-	c.Unsubscribe(2)  // idempotent
-	c.Unsubscribe(99) // unknown
+	c.Step(&Unsubscribe{ID: 2})
+	c.Step(&Unsubscribe{ID: 2})  // idempotent
+	c.Step(&Unsubscribe{ID: 99}) // unknown
 	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 3}) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
@@ -499,8 +499,8 @@ func TestCoreUnsubscribe(t *testing.T) {
 	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{3, 1}) {
 		t.Fatalf("Subscribers after re-subscribe = %v", ids)
 	}
-	c.Unsubscribe(1)
-	c.Unsubscribe(3)
+	c.Step(&Unsubscribe{ID: 1})
+	c.Step(&Unsubscribe{ID: 3})
 	if n := c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "y", "1"))}); n != nil {
 		t.Fatal("notifications after every listener left")
 	}
@@ -618,7 +618,7 @@ func TestCoreNewListenerSyncing(t *testing.T) {
 	if n := relist(); !slices.Equal(n.Syncing, []ListenerID{3}) {
 		t.Fatalf("a listener added later: syncing %v, want [3]", n.Syncing)
 	}
-	c.Unsubscribe(3)
+	c.Step(&Unsubscribe{ID: 3})
 	if n := relist(); n.SyncsTo(3) {
 		t.Fatalf("unsubscribed listener still syncing: %v", n.Syncing)
 	}
@@ -734,7 +734,7 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	}
 
 	// It answers: one batch with the three updates in order, and a marker.
-	out.add(c.Drained(2))
+	out.add(c.Step(&Drained{ID: 2}))
 	got := out.take(slow)
 	if len(got) != 2 || got[1] != drainMarker {
 		t.Fatalf("after Drained slow got %v, want a batch and a marker", got)
@@ -761,12 +761,12 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	if got := out.take(slow); len(got) != 0 {
 		t.Fatalf("slow got %d messages while its marker is out", len(got))
 	}
-	out.add(c.Drained(2))
+	out.add(c.Step(&Drained{ID: 2}))
 	if got := out.take(slow); len(got) != 2 || len(got[0].(*Notifications).Items) != compactBelow {
 		t.Fatalf("after the second Drained slow got %v", got)
 	}
 	// Caught up: the next Drained ends compaction.
-	out.add(c.Drained(2))
+	out.add(c.Step(&Drained{ID: 2}))
 	if got := out.take(slow); len(got) != 0 {
 		t.Fatalf("Drained with nothing kept back sent %v", got)
 	}
@@ -781,11 +781,11 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	slowBacklog.Store(compactAbove + 1)
 	out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "z", "1"))})))
 	before := slowBacklog.Load()
-	c.Unsubscribe(2)
+	c.Step(&Unsubscribe{ID: 2})
 	if got := slowBacklog.Load(); got != before-1 {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, before-1)
 	}
-	out.add(c.Drained(2)) // unknown by now: ignored
+	out.add(c.Step(&Drained{ID: 2})) // unknown by now: ignored
 	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
 		t.Fatalf("slow got %v", got)
 	}
@@ -808,7 +808,7 @@ func TestCoreRouteCompactsInChunks(t *testing.T) {
 	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
 		t.Fatalf("got %v, want one marker", got)
 	}
-	out.add(c.Drained(1))
+	out.add(c.Step(&Drained{ID: 1}))
 	got := out.take(slow)
 	if len(got) != 4 || got[3] != drainMarker {
 		t.Fatalf("got %d messages, want 3 batches and a marker", len(got))
@@ -831,7 +831,7 @@ func TestCoreRouteCompactsInChunks(t *testing.T) {
 		out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "q"+strconv.Itoa(i), "1"))})))
 	}
 	before := backlog.Load()
-	c.Unsubscribe(1)
+	c.Step(&Unsubscribe{ID: 1})
 	if got, want := backlog.Load(), before-int64(compactChunk+10); got != want {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, want)
 	}

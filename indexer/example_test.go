@@ -43,7 +43,7 @@ func ExampleStore_byPodIP() {
 	} {
 		deltas = append(deltas, fifo.Delta{Type: fifo.Added, Key: p.Namespace + "/" + p.Name, Object: p})
 	}
-	core.ApplyBatch(&fifo.Batch{Deltas: deltas}) // the messages it returns are for the actors
+	core.Step(&fifo.Batch{Deltas: deltas}) // the messages it returns are for the actors
 
 	pods, err := store.ByIndex("byPodIP", "10.0.0.1")
 	if err != nil {

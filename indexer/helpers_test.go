@@ -155,17 +155,10 @@ func (c *Core) routeMsgs(n *Notifications) []stage.Msg {
 // addIndexers hands AddIndexers to the core and returns its answer.
 func (c *Core) addIndexers(idx cache.Indexers) error {
 	m := &AddIndexers{Indexers: idx, Reply: make(chan error, 1)}
-	if msgs := c.AddIndexers(m); msgs != nil {
+	if msgs := c.Step(m); msgs != nil {
 		panic(fmt.Sprintf("AddIndexers sent %v", msgs))
 	}
 	return <-m.Reply
-}
-
-// startResyncChecks (re)starts the resync checks as the shell does: fire is
-// the timer's callback, then the queue reports a list.
-func (c *Core) startResyncChecks(fire func(gen uint64)) {
-	c.fire = fire
-	c.Listed()
 }
 
 // subscribers returns the subscribed listeners' IDs in subscription order.

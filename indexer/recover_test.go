@@ -27,7 +27,7 @@ func (d *panicAt) Run(<-chan struct{}) {}
 // applyPanics calls ApplyBatch and reports whether it panicked.
 func applyPanics(c *Core, b *fifo.Batch) (panicked bool) {
 	defer func() { panicked = recover() != nil }()
-	c.ApplyBatch(b)
+	c.Step(b)
 	return false
 }
 
@@ -46,7 +46,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	s := NewStore(nil, nil)
 	det := &panicAt{}
 	c := NewCore(s.Writer(), Config{Clock: newFakeClock(), Telemetry: tel, MutationDetector: det})
-	if msgs := c.Recover(); len(msgs) != 0 {
+	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
 		t.Fatalf("Recover with no batch in progress sent %v", msgs)
 	}
 	p1, b1 := counters()
@@ -66,7 +66,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 		t.Fatal("ApplyBatch did not panic")
 	}
 
-	got, processed := split(t, c.Recover())
+	got, processed := split(t, c.Step(stage.RestartingMsg))
 	if processed != nil {
 		t.Fatalf("Recover acknowledged the batch (%v): the rest is still to apply", processed)
 	}
@@ -96,7 +96,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	}
 
 	// The new actor's Started applies the rest and acknowledges the batch.
-	got, processed = split(t, c.Started(nil))
+	got, processed = split(t, c.Step(stage.StartedMsg))
 	if processed == nil || processed.Count != len(deltas) {
 		t.Fatalf("acknowledgement %v, want Processed{Count: %d}", processed, len(deltas))
 	}
@@ -124,13 +124,13 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 
 	// The batch is done: Recover and Started do nothing more, and the next
 	// batch is applied as usual.
-	if msgs := c.Recover(); len(msgs) != 0 {
+	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
 		t.Fatalf("second Recover sent %v", msgs)
 	}
-	if msgs := c.Started(nil); len(msgs) != 0 {
+	if msgs := c.Step(stage.StartedMsg); len(msgs) != 0 {
 		t.Fatalf("second Started sent %v", msgs)
 	}
-	msgs := c.ApplyBatch(&fifo.Batch{Deltas: []fifo.Delta{delta(fifo.Updated, pod("ns", "p1", "2000"))}})
+	msgs := c.Step(&fifo.Batch{Deltas: []fifo.Delta{delta(fifo.Updated, pod("ns", "p1", "2000"))}})
 	if len(msgs) != 3 {
 		t.Fatalf("next batch: %d messages, want 2 notifications and Processed", len(msgs))
 	}
@@ -175,10 +175,10 @@ func TestCoreRecoverNoSubscriber(t *testing.T) {
 	if !applyPanics(c, &fifo.Batch{Deltas: deltas}) {
 		t.Fatal("ApplyBatch did not panic")
 	}
-	if msgs := c.Recover(); len(msgs) != 0 {
+	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
 		t.Fatalf("Recover sent %v, want nothing", msgs)
 	}
-	msgs := c.Started(nil)
+	msgs := c.Step(stage.StartedMsg)
 	if len(msgs) != 1 {
 		t.Fatalf("Started sent %v, want the acknowledgement only", msgs)
 	}
@@ -212,16 +212,16 @@ func TestCoreRecoverTwice(t *testing.T) {
 		}
 		return processed != nil && processed.Count == 3
 	}
-	collect(c.Recover())
+	collect(c.Step(stage.RestartingMsg))
 	det.calls, det.at = 0, 1 // b panics too
 	started := func() (acked, panicked bool) {
 		defer func() { panicked = recover() != nil }()
-		return collect(c.Started(nil)), false
+		return collect(c.Step(stage.StartedMsg)), false
 	}
 	if _, panicked := started(); !panicked {
 		t.Fatal("Started did not panic on b")
 	}
-	collect(c.Recover())
+	collect(c.Step(stage.RestartingMsg))
 	if acked, panicked := started(); panicked || !acked {
 		t.Fatalf("second Started: acked %v, panicked %v", acked, panicked)
 	}

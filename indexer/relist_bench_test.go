@@ -38,15 +38,15 @@ func BenchmarkRelist(b *testing.B) {
 	q := fifo.New(fifo.Config{Known: s})
 	c := NewCore(s.Writer(), Config{})
 	for id := range ListenerID(4) {
-		c.Subscribe(&Subscribe{ID: id + 1, Backlog: new(atomic.Int64), Pending: new(atomic.Int64)})
+		c.Step(&Subscribe{ID: id + 1, Backlog: new(atomic.Int64), Pending: new(atomic.Int64)})
 	}
 	ack := &fifo.Processed{}
 	relist := func(items []fifo.Delta) {
-		out := q.Replace(&fifo.Replace{Items: ownedCopy(items), ResourceVersion: "1"})
+		out := q.Step(&fifo.Replace{Items: ownedCopy(items), ResourceVersion: "1"})
 		for bt := batchIn(out); bt != nil; bt = batchIn(out) {
-			c.ApplyBatch(bt)
+			c.Step(bt)
 			ack.Count = len(bt.Deltas)
-			out = q.Processed(ack)
+			out = q.Step(ack)
 		}
 	}
 	relist(full)

@@ -5,18 +5,45 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // resyncRig drives a Core's resync checks on a fake clock, as the indexer
-// actor would: the timer's callback records the generation, and the test
-// hands it back to ResyncCheck after some delivery latency.
+// actor would: it sets and stops the check timer the core asks for, the
+// timer's callback records the tick's generation, and the test hands the
+// tick back to the core after some delivery latency.
 type resyncRig struct {
 	t     *testing.T
 	clk   *testingclock.FakeClock
 	c     *Core
 	fired []uint64
 	start time.Time
+	timer clock.Timer
+}
+
+// step hands msg to the core, performs what it sends to its timer, and
+// returns the rest.
+func (r *resyncRig) step(msg any) []stage.Msg {
+	var rest []stage.Msg
+	for _, m := range r.c.Step(msg) {
+		if m.To != checkTimer {
+			rest = append(rest, m)
+			continue
+		}
+		if r.timer != nil {
+			r.timer.Stop()
+			r.timer = nil
+		}
+		if b, ok := m.Body.(*stage.SetTimer); ok {
+			gen := b.Fire.(*ResyncTick).Gen
+			r.timer = r.clk.AfterFunc(b.After, func() { r.fired = append(r.fired, gen) })
+		}
+	}
+	return rest
 }
 
 func newResyncRig(t *testing.T, check time.Duration) *resyncRig {
@@ -25,8 +52,6 @@ func newResyncRig(t *testing.T, check time.Duration) *resyncRig {
 	r.c = NewCore(NewStore(nil, nil).Writer(), Config{Clock: r.clk, ResyncCheckPeriod: check})
 	return r
 }
-
-func (r *resyncRig) fire(gen uint64) { r.fired = append(r.fired, gen) }
 
 // at is the time elapsed on the fake clock since the rig was made.
 func (r *resyncRig) at() time.Duration { return r.clk.Since(r.start) }
@@ -48,7 +73,7 @@ func (r *resyncRig) check(latency time.Duration) []ListenerID {
 	gen := r.fired[0]
 	r.fired = r.fired[:0]
 	r.clk.Step(latency)
-	due := r.c.resyncCheck(gen)
+	due := len(r.step(&ResyncTick{Gen: gen})) > 0 // a Resync for the queue
 	if due != (len(r.c.syncing) > 0) {
 		r.t.Fatalf("at %v: ResyncCheck = %v with syncing %v", r.at(), due, r.c.syncing)
 	}
@@ -60,10 +85,10 @@ func (r *resyncRig) check(latency time.Duration) []ListenerID {
 // handler resync at their multiples of it, a handler without a period never.
 func TestResyncChecksRunAtTheCheckPeriod(t *testing.T) {
 	r := newResyncRig(t, time.Second)
-	r.c.Subscribe(&Subscribe{ID: 1})
-	r.c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 2 * time.Second})
-	r.c.Subscribe(&Subscribe{ID: 3, ResyncPeriod: 3 * time.Second})
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1})
+	r.c.Step(&Subscribe{ID: 2, ResyncPeriod: 2 * time.Second})
+	r.c.Step(&Subscribe{ID: 3, ResyncPeriod: 3 * time.Second})
+	r.step(&fifo.Listed{})
 	want := map[int][]ListenerID{2: {2}, 3: {3}, 4: {2}, 6: {2, 3}, 8: {2}, 9: {3}}
 	for i := 1; i <= 9; i++ {
 		if got := r.check(0); !slices.Equal(got, want[i]) {
@@ -79,8 +104,8 @@ func TestResyncChecksRunAtTheCheckPeriod(t *testing.T) {
 // little short at the next tick and skips it.)
 func TestResyncChecksDoNotDrift(t *testing.T) {
 	r := newResyncRig(t, 2*time.Second)
-	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 2 * time.Second})
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1, ResyncPeriod: 2 * time.Second})
+	r.step(&fifo.Listed{})
 	for i, latency := range []time.Duration{30 * time.Millisecond, time.Millisecond, 0, 50 * time.Millisecond, 10 * time.Millisecond, 0} {
 		if got := r.check(latency); !slices.Equal(got, []ListenerID{1}) {
 			t.Fatalf("check %d (at %v, latency %v): due %v, want [1]", i+1, r.at(), latency, got)
@@ -94,9 +119,9 @@ func TestResyncFirstPeriodFromAdded(t *testing.T) {
 	r := newResyncRig(t, time.Second)
 	added := r.clk.Now()
 	r.clk.Step(2 * time.Second) // Run comes 2 s after AddEventHandler
-	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: 3 * time.Second, Added: added})
-	r.c.Subscribe(&Subscribe{ID: 2, ResyncPeriod: 3 * time.Second}) // no Added: from now
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1, ResyncPeriod: 3 * time.Second, Added: added})
+	r.c.Step(&Subscribe{ID: 2, ResyncPeriod: 3 * time.Second}) // no Added: from now
+	r.step(&fifo.Listed{})
 	want := map[int][]ListenerID{1: {1}, 3: {2}, 4: {1}, 6: {2}}
 	for i := 1; i <= 6; i++ {
 		if got := r.check(0); !slices.Equal(got, want[i]) {
@@ -110,9 +135,9 @@ func TestResyncFirstPeriodFromAdded(t *testing.T) {
 // set, as client-go's listeners, which no shouldResync ever takes out.
 func TestResyncNoCheckPeriod(t *testing.T) {
 	r := newResyncRig(t, 0)
-	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: time.Second})
-	r.c.Subscribe(&Subscribe{ID: 2})
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1, ResyncPeriod: time.Second})
+	r.c.Step(&Subscribe{ID: 2})
+	r.step(&fifo.Listed{})
 	if r.clk.HasWaiters() {
 		t.Fatal("a check timer is armed with no check period")
 	}
@@ -130,8 +155,8 @@ func TestResyncNoCheckPeriod(t *testing.T) {
 // syncing set (client-go's shouldResync does).
 func TestResyncChecksWithoutResyncingListeners(t *testing.T) {
 	r := newResyncRig(t, time.Second)
-	r.c.Subscribe(&Subscribe{ID: 1})
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1})
+	r.step(&fifo.Listed{})
 	if !slices.Equal(r.c.syncing, []ListenerID{1}) {
 		t.Fatalf("syncing before the first check %v, want [1]", r.c.syncing)
 	}
@@ -148,18 +173,18 @@ func TestResyncChecksWithoutResyncingListeners(t *testing.T) {
 // it only if checks had started.
 func TestResyncChecksRestartAndStop(t *testing.T) {
 	r := newResyncRig(t, time.Second)
-	r.c.Started(r.fire)
+	r.step(stage.StartedMsg)
 	if r.clk.HasWaiters() {
 		t.Fatal("resumed checks that never started")
 	}
-	r.c.Subscribe(&Subscribe{ID: 1, ResyncPeriod: time.Second})
-	r.c.startResyncChecks(r.fire)
+	r.c.Step(&Subscribe{ID: 1, ResyncPeriod: time.Second})
+	r.step(&fifo.Listed{})
 	r.clk.Step(time.Second)
 	stale := r.fired[0]
 	r.fired = nil
 	r.clk.Step(300 * time.Millisecond)
-	r.c.startResyncChecks(r.fire) // a relist before the tick was handled
-	if r.c.resyncCheck(stale) {
+	r.step(&fifo.Listed{}) // a relist before the tick was handled
+	if len(r.step(&ResyncTick{Gen: stale})) > 0 {
 		t.Fatal("a stale tick ran a check")
 	}
 	if r.clk.Waiters() != 1 {
@@ -170,11 +195,11 @@ func TestResyncChecksRestartAndStop(t *testing.T) {
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after the restart, want [1]", got)
 	}
-	r.c.Stopped()
+	r.step(stage.StoppingMsg)
 	if r.clk.HasWaiters() {
 		t.Fatal("a timer is armed after StopResyncChecks")
 	}
-	r.c.Started(r.fire)
+	r.step(stage.StartedMsg)
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after resuming, want [1]", got)
 	}

@@ -284,7 +284,7 @@ func (s *Store) GetByKey(key string) (item any, exists bool, err error) {
 // LastStoreSyncResourceVersion returns the resource version the cache has
 // caught up with, as client-go's AtomicFIFO informer keeps it: the last
 // list's, watch event's object's or bookmark's, whichever was applied last
-// (see Core.ApplyBatch; before Seal, the last external write's). Like client-go
+// (see Core.Step; before Seal, the last external write's). Like client-go
 // it returns "" when the AtomicFIFO feature is off.
 func (s *Store) LastStoreSyncResourceVersion() string {
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {

@@ -107,7 +107,7 @@ func TestTracing(t *testing.T) {
 	}
 
 	// Traced without subscribers: spans are still recorded.
-	c.Unsubscribe(1)
+	c.Step(&Unsubscribe{ID: 1})
 	root2 := tel.StartDelta("Deleted", telemetry.ObjectMeta{}, time.Now(), trace.SpanContext{})
 	d := delta(fifo.Deleted, pod("ns", "a", "2"))
 	d.Trace = root2

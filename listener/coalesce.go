@@ -1,8 +1,6 @@
 package listener
 
 import (
-	"sync/atomic"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
@@ -35,13 +33,8 @@ type PendingKey struct {
 	keyed bool // false for an object without a key: never merged
 	n     [2]indexer.Notification
 	len   uint8
-	// initial counts the initial-list notifications folded into the
-	// pending add: they stay counted (the handler's HasSynced) until it is
-	// delivered or dropped.
-	initial int64
-	// taken is set by the handler runner when it starts making the
-	// calls (see Core.RunnerStarted).
-	taken atomic.Bool
+	// calls is the view of n[:len] sent to the handler runner.
+	calls Calls
 }
 
 func NewCoalescer(keyFunc cache.KeyFunc) *Coalescer {
@@ -64,8 +57,20 @@ func (c *Coalescer) Each(f func(e *PendingKey)) {
 // belong to e.
 func (e *PendingKey) Items() []indexer.Notification { return e.n[:e.len] }
 
-// Initial returns the number of initial-list notifications e stands for.
-func (e *PendingKey) Initial() int64 { return e.initial }
+// Initial returns the number of initial-list notifications e stands for:
+// they stay counted (the handler's HasSynced) until they are delivered.
+func (e *PendingKey) Initial() int64 { return e.flags() }
+
+// flags counts the initial-list notifications e holds.
+func (e *PendingKey) flags() int64 {
+	var n int64
+	for i := range e.len {
+		if e.n[i].InitialList {
+			n++
+		}
+	}
+	return n
+}
 
 // add merges it into what is pending for its key. It returns how many
 // notifications left the backlog (it, when it was folded into a pending
@@ -117,17 +122,6 @@ func (c *Coalescer) pop() *PendingKey {
 	return nil
 }
 
-// dropAll empties the Coalescer, returning what its notifications counted
-// (as add does).
-func (c *Coalescer) dropAll() (done, initial int64) {
-	for _, e := range c.queue[c.head:] {
-		initial += e.initial
-	}
-	done = int64(c.held)
-	c.reset()
-	return done, initial
-}
-
 func (c *Coalescer) reset() {
 	clear(c.byKey)
 	clear(c.queue)
@@ -166,13 +160,19 @@ func (c *Coalescer) reset() {
 func (e *PendingKey) merge(it indexer.Notification) (done, initial int64) {
 	// Routing is done: a resync's update is an update like another here.
 	it.Sync = false
+	held, flags := e.len, e.flags()
 	if it.InitialList {
-		e.initial++
+		flags++
 	}
-	held := e.len
+	defer func() {
+		// What left: the notifications no longer held, and the
+		// initial-list flags no longer held (two folded into one add
+		// count once).
+		done, initial = int64(held)+1-int64(e.len), flags-e.flags()
+	}()
 	if e.len == 0 {
 		e.push(it)
-		return 0, 0
+		return
 	}
 	last := &e.n[e.len-1]
 	switch it.Type {
@@ -195,7 +195,6 @@ func (e *PendingKey) merge(it indexer.Notification) (done, initial int64) {
 			// Never seen: the add and the delete both go.
 			*last = indexer.Notification{}
 			e.len--
-			initial, e.initial = e.initial, 0
 		case indexer.NotifyUpdate:
 			// The handler saw the update's old object: it is told of its
 			// delete, with the final state, unless the update changed
@@ -208,7 +207,7 @@ func (e *PendingKey) merge(it indexer.Notification) (done, initial int64) {
 			fold(last, &it)
 		}
 	}
-	return int64(held) + 1 - int64(e.len), initial
+	return
 }
 
 func (e *PendingKey) push(it indexer.Notification) {

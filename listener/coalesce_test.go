@@ -85,8 +85,7 @@ func TestCoalesceMerge(t *testing.T) {
 		{in: []string{"delete 1", "add 2", "add 3"}, want: []string{"delete ns/a 1", "add ns/a 3"}},
 	} {
 		t.Run(strings.Join(tc.in, ","), func(t *testing.T) {
-			c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
-			p := &pathLog{}
+			c, p := newCore(1, true)
 			items := make([]indexer.Notification, len(tc.in))
 			var initial int64
 			for i, s := range tc.in {
@@ -96,21 +95,21 @@ func TestCoalesceMerge(t *testing.T) {
 				}
 			}
 			c.inflight = &PendingKey{} // the handler is busy
-			if msgs := c.Notifications(&indexer.Notifications{Items: items}, p); msgs != nil {
+			if msgs := c.Step(&indexer.Notifications{Items: items}); msgs != nil {
 				t.Fatalf("sent %+v while the runner is busy", msgs)
 			}
-			if p.initial != tc.initial {
-				t.Errorf("%d initial-list notifications released before delivery; want %d", p.initial, tc.initial)
+			if p.initial() != tc.initial {
+				t.Errorf("%d initial-list notifications released before delivery; want %d", p.initial(), tc.initial)
 			}
-			runAll(t, c, p, c.CallsDone(p))
+			runAll(t, c, p, c.Step(CallsDoneMsg))
 			if !reflect.DeepEqual(p.calls, tc.want) {
 				t.Errorf("calls %q; want %q", p.calls, tc.want)
 			}
-			if p.done != int64(len(tc.in)) || p.initial != initial {
-				t.Errorf("done %d (initial %d); want %d (%d)", p.done, p.initial, len(tc.in), initial)
+			if p.done() != int64(len(tc.in)) || p.initial() != initial {
+				t.Errorf("done %d (initial %d); want %d (%d)", p.done(), p.initial(), len(tc.in), initial)
 			}
-			if c.Pending.Len() != 0 || len(c.Pending.byKey) != 0 || len(c.Pending.queue) != 0 {
-				t.Errorf("left pending: %d held, %d keys, %d queued", c.Pending.Len(), len(c.Pending.byKey), len(c.Pending.queue))
+			if c.pending.Len() != 0 || len(c.pending.byKey) != 0 || len(c.pending.queue) != 0 {
+				t.Errorf("left pending: %d held, %d keys, %d queued", c.pending.Len(), len(c.pending.byKey), len(c.pending.queue))
 			}
 		})
 	}
@@ -119,49 +118,28 @@ func TestCoalesceMerge(t *testing.T) {
 // TestCoalesceKeyOrder: keys are delivered in the order their first
 // pending notification came; a key delivered and changed again goes last.
 func TestCoalesceKeyOrder(t *testing.T) {
-	c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
-	p := &pathLog{}
+	c, p := newCore(1, true)
 	batch := func(items ...indexer.Notification) []indexer.Notification { return items }
 	a1, a2, a3 := pod("a", "1"), pod("a", "2"), pod("a", "3")
 	b1, b2 := pod("b", "1"), pod("b", "2")
 	c1 := pod("c", "1")
 	c.inflight = &PendingKey{}
-	c.Notifications(&indexer.Notifications{Items: batch(
+	c.Step(&indexer.Notifications{Items: batch(
 		indexer.Notification{Type: indexer.NotifyAdd, New: a1},
 		indexer.Notification{Type: indexer.NotifyAdd, New: b1},
 		indexer.Notification{Type: indexer.NotifyUpdate, Old: a1, New: a2},
-	)}, p)
-	msgs := c.CallsDone(p)
-	msgs[0].Body.(*RunCalls).Key.Run(p) // a, then the runner is busy again
-	c.Notifications(&indexer.Notifications{Items: batch(
+	)})
+	msgs := c.Step(CallsDoneMsg)
+	p.run(msgs[0].Body.(*Calls)) // a, then the runner is busy again
+	c.Step(&indexer.Notifications{Items: batch(
 		indexer.Notification{Type: indexer.NotifyUpdate, Old: a2, New: a3},
 		indexer.Notification{Type: indexer.NotifyAdd, New: c1},
 		indexer.Notification{Type: indexer.NotifyUpdate, Old: b1, New: b2},
-	)}, p)
-	runAll(t, c, p, c.CallsDone(p))
+	)})
+	runAll(t, c, p, c.Step(CallsDoneMsg))
 	want := []string{"add ns/a 2", "add ns/b 2", "update ns/a 2->3", "add ns/c 1"}
 	if !reflect.DeepEqual(p.calls, want) {
 		t.Errorf("calls %q; want %q", p.calls, want)
-	}
-}
-
-// TestCoalesceInactiveDropsPending: once the handler is removed, what is
-// pending is dropped and still accounted for.
-func TestCoalesceInactiveDropsPending(t *testing.T) {
-	c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
-	p := &pathLog{}
-	c.inflight = &PendingKey{}
-	c.Notifications(&indexer.Notifications{Items: []indexer.Notification{
-		{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true},
-		{Type: indexer.NotifyAdd, New: pod("b", "1"), InitialList: true},
-		{Type: indexer.NotifyUpdate, Old: pod("b", "1"), New: pod("b", "2")},
-	}}, p)
-	p.inactive = true
-	if msgs := c.CallsDone(p); msgs != nil {
-		t.Errorf("sent %v after the handler went", msgs)
-	}
-	if len(p.calls) != 0 || p.done != 3 || p.initial != 2 || c.Pending.Len() != 0 {
-		t.Errorf("calls %q, done %d, initial %d, %d held; want none, 3, 2, 0", p.calls, p.done, p.initial, c.Pending.Len())
 	}
 }
 
@@ -306,13 +284,13 @@ func TestCoalesceRandomStreams(t *testing.T) {
 		s := newStoryChecker()
 		s.uidChanges = m.uidChanges
 		h := s.handler()
-		l := &pathCalls{h: h}
-		c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
+		c, l := newCore(1, true)
+		l.h = h
 		var in, initial int64
-		var running *PendingKey // what the runner was given
+		var running *Calls // what the runner was given
 		took := func(msgs []stage.Msg) {
-			for _, m := range msgs {
-				running = m.Body.(*RunCalls).Key
+			for _, c := range handlerCalls(t, 1, msgs) {
+				running = c
 			}
 		}
 		// The initial list.
@@ -330,24 +308,26 @@ func TestCoalesceRandomStreams(t *testing.T) {
 				items = append(items, m.next())
 			}
 			in += int64(len(items))
-			took(c.Notifications(&indexer.Notifications{Items: items, Syncing: []indexer.ListenerID{1}, Owned: rng.Intn(2) == 0}, l))
+			took(c.Step(&indexer.Notifications{Items: items, Syncing: []indexer.ListenerID{1}, Owned: rng.Intn(2) == 0}))
 			items = nil
-			if held, max := c.Pending.Len(), len(c.Pending.byKey); held > 2*max || len(c.Pending.byKey) > m.keys {
+			if held, max := c.pending.Len(), len(c.pending.byKey); held > 2*max || len(c.pending.byKey) > m.keys {
 				t.Fatalf("seed %d: %d held for %d keys (stream over %d)", seed, held, max, m.keys)
 			}
 			for n := rng.Intn(m.keys + 1); n > 0 && running != nil; n-- {
-				running.Run(l)
+				r := running
 				running = nil
-				took(c.CallsDone(l))
+				l.run(r)
+				took(c.Step(CallsDoneMsg))
 			}
 		}
 		for running != nil {
-			running.Run(l)
+			r := running
 			running = nil
-			took(c.CallsDone(l))
+			l.run(r)
+			took(c.Step(CallsDoneMsg))
 		}
-		if c.Pending.Len() != 0 {
-			t.Fatalf("seed %d: %d left pending", seed, c.Pending.Len())
+		if c.pending.Len() != 0 {
+			t.Fatalf("seed %d: %d left pending", seed, c.pending.Len())
 		}
 		if diff := informertest.Diff(m.snapshot(), s.view.Snapshot()); diff != "" {
 			t.Fatalf("seed %d: handler's view differs from the cache: %s", seed, diff)
@@ -360,44 +340,26 @@ func TestCoalesceRandomStreams(t *testing.T) {
 				t.Fatalf("seed %d: handler saw %s, which is gone, and got no delete of it", seed, uid)
 			}
 		}
-		if l.done != in || l.initial != initial {
-			t.Fatalf("seed %d: done %d (initial %d); want %d (%d)", seed, l.done, l.initial, in, initial)
+		if l.done() != in || l.initial() != initial {
+			t.Fatalf("seed %d: done %d (initial %d); want %d (%d)", seed, l.done(), l.initial(), in, initial)
 		}
 	}
 }
 
-// runAll plays the handler runner: it runs what the core sent, answers,
-// and so on until the core sends nothing more.
-func runAll(t *testing.T, c *Core, p Path, msgs []stage.Msg) {
+// runAll plays the handler runner: it makes the calls the core sent,
+// answers, and so on until the core sends nothing more.
+func runAll(t *testing.T, c *Core, p *pathLog, msgs []stage.Msg) {
 	t.Helper()
 	for len(msgs) > 0 {
-		if len(msgs) != 1 || msgs[0].To != stage.ToListener(uint64(c.ID)) {
-			t.Fatalf("sent %+v; want one RunCalls to the listener's runner", msgs)
+		calls := handlerCalls(t, c.id, msgs)
+		if len(calls) != 1 {
+			t.Fatalf("sent %+v; want one Calls to the handler runner", msgs)
 		}
-		msgs[0].Body.(*RunCalls).Key.Run(p)
-		msgs = c.CallsDone(p)
+		calls[0].Take()
+		p.run(calls[0])
+		msgs = c.Step(CallsDoneMsg)
 	}
 }
-
-// pathCalls is a Path that calls a cache.ResourceEventHandler.
-type pathCalls struct {
-	h             cache.ResourceEventHandler
-	done, initial int64
-}
-
-func (p *pathCalls) Active() bool { return true }
-func (p *pathCalls) Call(it *indexer.Notification) {
-	switch it.Type {
-	case indexer.NotifyAdd:
-		p.h.OnAdd(it.New, it.InitialList)
-	case indexer.NotifyUpdate:
-		p.h.OnUpdate(it.Old, it.New)
-	case indexer.NotifyDelete:
-		p.h.OnDelete(it.New)
-	}
-}
-func (p *pathCalls) Progress(done, initial int64) { p.done += done; p.initial += initial }
-func (p *pathCalls) InitialBatchDone()            {}
 
 // TestCoalesceRunnerRestart: when the listener restarts, its runner (a
 // child) is stopped first. A key it had not taken (its mailbox is dropped)
@@ -406,40 +368,66 @@ func (p *pathCalls) InitialBatchDone()            {}
 func TestCoalesceRunnerRestart(t *testing.T) {
 	for _, taken := range []bool{false, true} {
 		t.Run(fmt.Sprint("taken=", taken), func(t *testing.T) {
-			c := &Core{ID: 1, Pending: NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)}
-			p := &pathLog{}
-			msgs := c.Notifications(&indexer.Notifications{Items: []indexer.Notification{
+			c, p := newCore(1, true)
+			msgs := c.Step(&indexer.Notifications{Items: []indexer.Notification{
 				{Type: indexer.NotifyAdd, New: pod("a", "1")},
 				{Type: indexer.NotifyAdd, New: pod("b", "1")},
-			}}, p)
-			if len(msgs) != 1 {
-				t.Fatalf("sent %v, want a's RunCalls", msgs)
+			}})
+			calls := handlerCalls(t, 1, msgs)
+			if len(calls) != 1 {
+				t.Fatalf("sent %v, want a's Calls", msgs)
 			}
-			first := msgs[0].Body.(*RunCalls).Key
+			first := calls[0]
 			if taken {
-				first.Run(p) // the old runner made a's calls, then stopped
+				first.Take()
+				p.run(first) // the old runner made a's calls, then stopped
 			}
 			held := 0
 			c.Held(func(*PendingKey) { held++ })
 			if want := map[bool]int{false: 2, true: 1}[taken]; held != want {
 				t.Errorf("Held: %d keys, want %d", held, want)
 			}
-			msgs = c.RunnerStarted()
+			c.Step(stage.RestartingMsg)
+			msgs = c.Step(stage.StartedMsg)
 			if taken {
 				if msgs != nil {
-					t.Fatalf("RunnerStarted sent %v while a's CallsDone is on its way", msgs)
+					t.Fatalf("Started sent %v while a's CallsDone is on its way", msgs)
 				}
-				msgs = c.CallsDone(p) // the old runner's answer
-			} else if len(msgs) != 1 || msgs[0].Body.(*RunCalls).Key != first {
-				t.Fatalf("RunnerStarted sent %v, want a's key again", msgs)
+				msgs = c.Step(CallsDoneMsg) // the old runner's answer
+			} else if calls := handlerCalls(t, 1, msgs); len(calls) != 1 || calls[0] != first {
+				t.Fatalf("Started sent %v, want a's Calls again", msgs)
 			}
 			runAll(t, c, p, msgs)
 			if want := []string{"add ns/a 1", "add ns/b 1"}; !reflect.DeepEqual(p.calls, want) {
 				t.Errorf("calls %q, want %q", p.calls, want)
 			}
-			if p.done != 2 {
-				t.Errorf("done %d, want 2", p.done)
+			if p.done() != 2 {
+				t.Errorf("done %d, want 2", p.done())
 			}
 		})
+	}
+}
+
+// TestCoalesceReportsSynced: a Coalesced handler's listener takes its
+// initial batch in itself: it sets InitialDone and reports to the
+// informer that the registration may have synced; so it does when merging
+// brings Pending to zero (an initial add cancelled by a delete).
+func TestCoalesceReportsSynced(t *testing.T) {
+	c, p := newCore(1, true)
+	p.ctr.Pending.Add(1)
+	msgs := c.Step(&indexer.Notifications{Initial: true, Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true}}})
+	if len(msgs) != 2 || msgs[0].To != stage.ToInformer || msgs[1].To != stage.ToHandler(1) || !p.ctr.InitialDone.Load() {
+		t.Fatalf("initial batch: sent %+v, InitialDone %v; want Synced, then the Calls", msgs, p.ctr.InitialDone.Load())
+	}
+	if _, ok := msgs[0].Body.(*Synced); !ok {
+		t.Fatalf("reported %T", msgs[0].Body)
+	}
+	c, p = newCore(1, true)
+	c.inflight = &PendingKey{} // the runner is busy
+	p.ctr.Pending.Add(1)
+	c.Step(&indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true}}})
+	msgs = c.Step(&indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyDelete, New: pod("a", "2")}}})
+	if len(msgs) != 1 || msgs[0].To != stage.ToInformer || p.ctr.Pending.Load() != 0 {
+		t.Fatalf("add and delete merged away: sent %+v, Pending %d; want Synced, 0", msgs, p.ctr.Pending.Load())
 	}
 }

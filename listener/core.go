@@ -1,180 +1,237 @@
 package listener
 
 import (
+	"fmt"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/metric"
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/actorinformer/actorinformer/indexer"
 	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
-
-// Path is what a listener core drives: the handler call path (which
-// isolates panics, records spans and metrics) and the listener's counters.
-// The listener implements it; the core's tests use a recording fake.
-type Path interface {
-	// Active is false once the handler was removed or the informer
-	// stopped: nothing more is called.
-	Active() bool
-	// Call makes one handler call.
-	Call(it *indexer.Notification)
-	// Progress accounts for done notifications off the backlog (delivered,
-	// skipped or merged into another), initial of which were initial-list
-	// ones.
-	Progress(done, initial int64)
-	// InitialBatchDone is told once the synthetic initial batch has been
-	// taken in.
-	InitialBatchDone()
-}
-
-// RunCalls asks a coalescing listener's handler runner to make the calls
-// pending for one key; the runner answers CallsDone. The runner is the
-// listener's own (ToListener(its id)); the listener actor goes on merging
-// while the handler runs, which is what bounds its backlog.
-type RunCalls struct{ Key *PendingKey }
-
-// CallsDone tells a coalescing listener that its runner made the calls.
-type CallsDone struct{}
-
-// CallsDoneMsg is the one CallsDone the runner sends.
-var CallsDoneMsg = &CallsDone{}
 
 // CounterFlush bounds how stale the backlog gauge gets inside one large batch.
 const CounterFlush = 256
 
-// Core is a listener's plain core: its input methods take one
-// message the listener actor received, decide which handler calls to make
-// (through a Path) and return what must be sent because of it (see
-// package stage). It is not safe for concurrent use: only the listener's
-// actor calls it.
+// Counters are a listener's progress, which other goroutines read (the
+// registration's HasSynced, Stats, the backlog gauge). The indexer raises
+// Pending and Backlog before it sends notifications; the listener lowers
+// them as the notifications are delivered (by the handler's calls) or
+// done without a call (skipped, merged into another).
+type Counters struct {
+	// Pending counts initial-list notifications sent and not yet
+	// delivered.
+	Pending atomic.Int64
+	// Backlog counts notifications sent and not yet delivered (the
+	// backlog gauge's value).
+	Backlog *atomic.Int64
+	// Delivered counts those delivered, skipped or merged.
+	Delivered atomic.Int64
+	// InitialDone is set once the listener has taken in every object the
+	// cache held when it subscribed: at once for a handler added before
+	// the informer ran, after the synthetic initial batch for the others.
+	InitialDone atomic.Bool
+	// Metrics and Attrs, when set, count the delivered notifications.
+	Metrics *telemetry.Metrics
+	Attrs   metric.MeasurementOption
+}
+
+// Done accounts for done notifications, initial of which are initial-list
+// ones. It reports whether that brought Pending to zero: the handler's
+// registration may have synced.
+func (c *Counters) Done(done, initial int64) bool {
+	if done > 0 {
+		if c.Backlog != nil {
+			c.Backlog.Add(-done)
+		}
+		c.Delivered.Add(done)
+		if c.Metrics != nil {
+			c.Metrics.Delivered(int(done), c.Attrs)
+		}
+	}
+	return initial > 0 && c.Pending.Add(-initial) == 0
+}
+
+// Config configures a Core.
+type Config struct {
+	// ID is the listener's: its address is stage.ToListener(ID), its
+	// handler's stage.ToHandler(ID).
+	ID indexer.ListenerID
+	// Coalesce merges the notifications pending for the handler per key
+	// (see Coalescer), keyed by cache.DeletionHandlingMetaNamespaceKeyFunc;
+	// its calls are then made one key at a time by a handler runner.
+	Coalesce bool
+	// Counters are the listener's; nil: counted nowhere.
+	Counters *Counters
+	// Telemetry logs unexpected messages; nil: telemetry.Nop().
+	Telemetry *telemetry.T
+}
+
+// Core is a listener's plain core: it decides which handler calls to make
+// for the notifications the indexer sends, and sends them to its handler
+// (stage.ToHandler) as Calls, one message per batch (per pending key for
+// a Coalesced handler) that is a view of it, nothing allocated per call.
+// It is not safe for concurrent use: only the listener's actor calls it.
 type Core struct {
-	ID  indexer.ListenerID
-	out stage.Outbox
-	// Pending is set for a Coalesced handler: notifications are merged
+	id       indexer.ListenerID
+	out      stage.Outbox
+	counters *Counters
+	t        *telemetry.T
+	// calls is the one Calls value of a listener that does not coalesce:
+	// its handler's calls are made at once, before the next Step.
+	calls Calls
+	// pending is set for a Coalesced handler: notifications are merged
 	// there per key, and handed to the handler runner one key at a time.
-	Pending *Coalescer
+	pending *Coalescer
 	// inflight is the key handed to the runner, until it answers
 	// CallsDone; nil while the runner is idle.
 	inflight *PendingKey
 }
 
-// Notifications takes in one batch: each notification meant for this
-// listener (a Sync one only if the batch syncs to it) is handed to the
-// handler, until the handler is no longer active; for a Coalesced handler
-// it is merged into the pending notifications instead, and the oldest
-// pending key goes to the handler runner if it is idle.
-func (c *Core) Notifications(n *indexer.Notifications, p Path) []stage.Msg {
+// NewCore returns a listener's core.
+func NewCore(cfg Config) *Core {
+	c := &Core{id: cfg.ID, counters: cfg.Counters, t: cfg.Telemetry}
+	if c.counters == nil {
+		c.counters = &Counters{}
+	}
+	if c.t == nil {
+		c.t = telemetry.Nop()
+	}
+	if cfg.Coalesce {
+		c.pending = NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
+	}
+	return c
+}
+
+// Coalesced reports whether the core merges pending notifications.
+func (c *Core) Coalesced() bool { return c.pending != nil }
+
+// Step is the core's one input (see package stage): it takes one message
+// and returns what must be sent because of it, valid until the next Step.
+//
+//   - *indexer.Notifications: a listener that does not coalesce sends the
+//     batch to its handler as one Calls (the handler's side skips the Sync
+//     notifications the batch does not sync to it). A Coalesced one
+//     merges each notification meant for it (a Sync one only if the batch
+//     syncs to it) into the pending ones, and sends the oldest pending key
+//     to the handler runner if it is idle.
+//   - *indexer.DrainMarker: answers the indexer with *indexer.Drained:
+//     every notification sent before the marker has been delivered (for a
+//     Coalesced handler: delivered or merged into the pending ones, which
+//     are bounded by the number of keys).
+//   - *CallsDone: the handler runner made the calls it was given; the next
+//     pending key goes to it.
+//   - *stage.Started: the listener actor (re)started with a new handler
+//     runner (see started).
+//
+// A *Synced goes to stage.ToInformer when the listener has taken in its
+// initial batch, or brought its Pending count to zero, itself.
+func (c *Core) Step(msg any) []stage.Msg {
 	c.out.Reset()
+	switch m := msg.(type) {
+	case *indexer.Notifications:
+		if c.pending == nil {
+			c.calls = Calls{Items: m.Items, Syncs: m.SyncsTo(c.id), Owned: m.Owned, InitialBatch: m.Initial}
+			c.out.Send(stage.ToHandler(uint64(c.id)), &c.calls)
+			break
+		}
+		c.merge(m)
+		c.schedule()
+	case *indexer.DrainMarker:
+		c.out.Send(stage.ToIndexer, &indexer.Drained{ID: c.id})
+	case *CallsDone:
+		c.inflight = nil
+		c.schedule()
+	case *stage.Started:
+		c.started()
+	case *stage.Restarting, *stage.Stopping:
+	default:
+		c.t.Logger.Warn("listener: unexpected message", "informer", c.t.Info.Name, "type", fmt.Sprintf("%T", m))
+	}
+	return c.out.Msgs()
+}
+
+// merge takes a batch into a Coalesced handler's pending notifications.
+func (c *Core) merge(n *indexer.Notifications) {
 	var done, initial int64
+	synced := false
 	for i := range n.Items {
 		it := &n.Items[i]
-		switch {
-		case (it.Sync && !n.SyncsTo(c.ID)) || !p.Active():
+		if it.Sync && !n.SyncsTo(c.id) {
 			if it.InitialList {
 				initial++
 			}
 			done++
-		case c.Pending != nil:
+		} else {
 			// Initial-list notifications stay counted while pending.
-			d, i := c.Pending.add(it)
+			d, i := c.pending.add(it)
 			done += d
 			initial += i
-		default:
-			if it.InitialList {
-				initial++
-			}
-			p.Call(it)
-			done++
 		}
 		if n.Owned {
-			// Ours alone: let go of the objects as soon as they are
-			// delivered rather than when the whole batch is.
+			// Ours alone: let go of the objects now.
 			*it = indexer.Notification{}
 		}
 		if done >= CounterFlush {
-			p.Progress(done, initial)
+			synced = c.counters.Done(done, initial) || synced
 			done, initial = 0, 0
 		}
 	}
-	p.Progress(done, initial)
+	synced = c.counters.Done(done, initial) || synced
 	if n.Initial {
-		p.InitialBatchDone()
+		c.counters.InitialDone.Store(true)
+		synced = true
 	}
-	c.schedule()
-	return c.out.Msgs()
+	if synced {
+		c.out.Send(stage.ToInformer, syncedMsg)
+	}
 }
 
-// CallsDone is the handler runner's answer to RunCalls: the next pending
-// key goes to it, or everything pending is dropped once the handler is no
-// longer active.
-func (c *Core) CallsDone(p Path) []stage.Msg {
-	c.out.Reset()
-	c.inflight = nil
-	if c.Pending != nil && !p.Active() {
-		p.Progress(c.Pending.dropAll())
-		return nil
+// started is told when the listener actor has (re)started, and with it
+// its handler runner. A runner is stopped before its listener restarts (it
+// is the listener's child), after the calls it is making, if any, and
+// dropping what its mailbox holds: a key it had taken (Calls.Take) was
+// run, and its CallsDone is on its way; a key it had not taken is handed
+// to the new runner, so that the handler still gets its calls.
+func (c *Core) started() {
+	if c.pending == nil {
+		return
 	}
-	c.schedule()
-	return c.out.Msgs()
-}
-
-// RunnerStarted is told when the listener's handler runner has been
-// (re)started. A runner is stopped before its listener restarts (it is the
-// listener's child), after the call it is making, if any, and dropping
-// what its mailbox holds: a key it had taken (PendingKey.Run) was run,
-// and its CallsDone is on its way; a key it had not taken is handed to
-// the new runner, so that the handler still gets its calls.
-func (c *Core) RunnerStarted() []stage.Msg {
-	c.out.Reset()
 	if e := c.inflight; e != nil {
-		if !e.taken.Load() {
-			c.out.Send(stage.ToListener(uint64(c.ID)), &RunCalls{Key: e})
+		if !e.calls.taken.Load() {
+			c.out.Send(stage.ToHandler(uint64(c.id)), &e.calls)
 		}
-		return c.out.Msgs()
+		return
 	}
 	c.schedule()
-	return c.out.Msgs()
 }
 
-// Held calls f for the keys whose calls are still to make, oldest first:
-// the one handed to the runner, if the runner has not taken it yet, then
-// those pending.
+// Held calls f for the keys of a Coalesced handler whose calls are still
+// to make, oldest first: the one handed to the runner, if the runner has
+// not taken it yet, then those pending.
 func (c *Core) Held(f func(e *PendingKey)) {
-	if e := c.inflight; e != nil && !e.taken.Load() {
+	if e := c.inflight; e != nil && !e.calls.taken.Load() {
 		f(e)
 	}
-	if c.Pending != nil {
-		c.Pending.Each(f)
+	if c.pending != nil {
+		c.pending.Each(f)
 	}
 }
 
 // schedule hands the oldest pending key to the handler runner if it is
 // idle.
 func (c *Core) schedule() {
-	if c.Pending == nil || c.inflight != nil {
+	if c.inflight != nil {
 		return
 	}
-	if e := c.Pending.pop(); e != nil {
+	if e := c.pending.pop(); e != nil {
 		c.inflight = e
-		c.out.Send(stage.ToListener(uint64(c.ID)), &RunCalls{Key: e})
+		e.calls = Calls{Items: e.n[:e.len], Syncs: true}
+		c.out.Send(stage.ToHandler(uint64(c.id)), &e.calls)
 	}
 }
 
-// Run makes the calls pending for one key, in order (the handler runner's
-// work), and accounts for them. It marks the key taken first: should the
-// listener restart meanwhile, its core knows that the old runner made
-// these calls.
-func (e *PendingKey) Run(p Path) {
-	e.taken.Store(true)
-	for i := range e.len {
-		if p.Active() {
-			p.Call(&e.n[i])
-		}
-	}
-	p.Progress(int64(e.len), e.initial)
-}
-
-// DrainMarker answers the indexer: every notification sent before the
-// marker has been delivered (for a Coalesced handler: delivered or merged
-// into the pending ones, which are bounded by the number of keys).
-func (c *Core) DrainMarker() []stage.Msg {
-	c.out.Reset()
-	c.out.Send(stage.ToIndexer, &indexer.Drained{ID: c.ID})
-	return c.out.Msgs()
-}
+// syncedMsg is the one Synced value sent.
+var syncedMsg = &Synced{}

@@ -14,18 +14,67 @@ import (
 	"github.com/actorinformer/actorinformer/stage"
 )
 
-// pathLog is a Path that records what the core asks of it.
+// pathLog makes a listener's handler calls as the informer's call path
+// does (listener.Handler's Call: Sync notifications only when the Calls
+// sync, nothing once inactive, owned items cleared, counted in ctr every
+// CounterFlush and at the end), recording them, or handing them to h.
 type pathLog struct {
 	inactive bool
 	calls    []string
-	done     int64
-	initial  int64
+	h        cache.ResourceEventHandler
+	ctr      *Counters
 	flushes  int
-	batch    bool
 }
 
-func (p *pathLog) Active() bool { return !p.inactive }
-func (p *pathLog) Call(it *indexer.Notification) {
+// newCore returns a core counting in the pathLog's counters.
+func newCore(id indexer.ListenerID, coalesce bool) (*Core, *pathLog) {
+	p := &pathLog{ctr: &Counters{}}
+	return NewCore(Config{ID: id, Coalesce: coalesce, Counters: p.ctr}), p
+}
+
+// done is how many notifications were done (delivered, skipped, merged);
+// initial how many initial-list ones (Pending is never raised here).
+func (p *pathLog) done() int64    { return p.ctr.Delivered.Load() }
+func (p *pathLog) initial() int64 { return -p.ctr.Pending.Load() }
+
+func (p *pathLog) run(c *Calls) {
+	var done, initial int64
+	for i := range c.Items {
+		it := &c.Items[i]
+		if it.InitialList {
+			initial++
+		}
+		if (!it.Sync || c.Syncs) && !p.inactive {
+			p.call(it)
+		}
+		if c.Owned {
+			*it = indexer.Notification{}
+		}
+		if done++; done >= CounterFlush {
+			p.ctr.Done(done, initial)
+			p.flushes++
+			done, initial = 0, 0
+		}
+	}
+	p.ctr.Done(done, initial)
+	p.flushes++
+	if c.InitialBatch {
+		p.ctr.InitialDone.Store(true)
+	}
+}
+
+func (p *pathLog) call(it *indexer.Notification) {
+	if p.h != nil {
+		switch it.Type {
+		case indexer.NotifyAdd:
+			p.h.OnAdd(it.New, it.InitialList)
+		case indexer.NotifyUpdate:
+			p.h.OnUpdate(it.Old, it.New)
+		case indexer.NotifyDelete:
+			p.h.OnDelete(it.New)
+		}
+		return
+	}
 	s := it.Type.String() + " " + it.Key()
 	if it.Type == indexer.NotifyUpdate {
 		s += fmt.Sprintf(" %s->%s", rvOf(it.Old), rvOf(it.New))
@@ -37,12 +86,23 @@ func (p *pathLog) Call(it *indexer.Notification) {
 	}
 	p.calls = append(p.calls, s)
 }
-func (p *pathLog) Progress(done, initial int64) {
-	p.done += done
-	p.initial += initial
-	p.flushes++
+
+// handlerCalls returns the Calls of msgs to listener id's handler.
+func handlerCalls(t *testing.T, id indexer.ListenerID, msgs []stage.Msg) []*Calls {
+	t.Helper()
+	var out []*Calls
+	for _, m := range msgs {
+		if m.To == stage.ToInformer {
+			continue
+		}
+		c, ok := m.Body.(*Calls)
+		if !ok || m.To != stage.ToHandler(uint64(id)) || m.Mode != stage.Send {
+			t.Fatalf("sent %T to %v (%v); want Calls to handler %d", m.Body, m.To, m.Mode, id)
+		}
+		out = append(out, c)
+	}
+	return out
 }
-func (p *pathLog) InitialBatchDone() { p.batch = true }
 
 func rvOf(obj any) string {
 	switch o := obj.(type) {
@@ -67,12 +127,11 @@ func TestListenerCoreNotifications(t *testing.T) {
 	a1, a2 := pod("a", "1"), pod("a", "2")
 	b1 := pod("b", "1")
 	for _, tc := range []struct {
-		name     string
-		n        indexer.Notifications
-		inactive bool
-		want     []string
-		initial  int64
-		batch    bool
+		name    string
+		n       indexer.Notifications
+		want    []string
+		initial int64
+		syncs   bool
 	}{{
 		name: "calls in order",
 		n: indexer.Notifications{Items: []indexer.Notification{
@@ -94,56 +153,48 @@ func TestListenerCoreNotifications(t *testing.T) {
 		n: indexer.Notifications{Syncing: []indexer.ListenerID{9, 7}, Items: []indexer.Notification{
 			{Type: indexer.NotifyUpdate, Old: a1, New: a1, Sync: true},
 		}},
-		want: []string{"update ns/a 1->1"},
-	}, {
-		name:     "nothing once inactive, still counted",
-		inactive: true,
-		n: indexer.Notifications{Initial: true, Items: []indexer.Notification{
-			{Type: indexer.NotifyAdd, New: a1, InitialList: true},
-		}},
-		initial: 1,
-		batch:   true,
+		want:  []string{"update ns/a 1->1"},
+		syncs: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Core{ID: 7}
-			p := &pathLog{inactive: tc.inactive}
-			if msgs := c.Notifications(&tc.n, p); msgs != nil {
-				t.Errorf("sent %v; want nothing", msgs)
+			c, p := newCore(7, false)
+			calls := handlerCalls(t, 7, c.Step(&tc.n))
+			if len(calls) != 1 || calls[0].Syncs != tc.syncs || &calls[0].Items[0] != &tc.n.Items[0] {
+				t.Fatalf("sent %+v; want one Calls viewing the batch, Syncs %v", calls, tc.syncs)
 			}
+			p.run(calls[0])
 			if !reflect.DeepEqual(p.calls, tc.want) {
 				t.Errorf("calls %q; want %q", p.calls, tc.want)
 			}
-			if p.done != int64(len(tc.n.Items)) || p.initial != tc.initial || p.batch != tc.batch {
-				t.Errorf("done %d initial %d batch %v; want %d %d %v", p.done, p.initial, p.batch, len(tc.n.Items), tc.initial, tc.batch)
+			if p.done() != int64(len(tc.n.Items)) || p.initial() != tc.initial {
+				t.Errorf("done %d initial %d; want %d %d", p.done(), p.initial(), len(tc.n.Items), tc.initial)
 			}
 		})
 	}
 }
 
-func TestListenerCoreOwnedBatchIsCleared(t *testing.T) {
-	c := &Core{ID: 1}
-	items := make([]indexer.Notification, 2*CounterFlush+3)
-	for i := range items {
-		items[i] = indexer.Notification{Type: indexer.NotifyAdd, New: pod(fmt.Sprint("p", i), "1")}
+// TestListenerCoreCallsView: the Calls of a listener that does not
+// coalesce is one value reused for every batch (its calls are made before
+// the next Step), carrying the batch's flags.
+func TestListenerCoreCallsView(t *testing.T) {
+	c, _ := newCore(1, false)
+	first := handlerCalls(t, 1, c.Step(&indexer.Notifications{Initial: true, Owned: true, Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("a", "1")}}}))
+	if len(first) != 1 || !first[0].InitialBatch || !first[0].Owned {
+		t.Fatalf("initial batch: %+v", first)
 	}
-	p := &pathLog{}
-	c.Notifications(&indexer.Notifications{Items: items, Owned: true}, p)
-	if len(p.calls) != len(items) || p.done != int64(len(items)) {
-		t.Fatalf("%d calls, %d done; want %d", len(p.calls), p.done, len(items))
+	second := handlerCalls(t, 1, c.Step(&indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("b", "1")}}}))
+	if len(second) != 1 || second[0] != first[0] || second[0].InitialBatch || second[0].Owned {
+		t.Fatalf("second batch: %+v, want the same value, flags reset", second)
 	}
-	if p.flushes != 3 {
-		t.Errorf("%d counter flushes; want 3 (every %d and the rest)", p.flushes, CounterFlush)
-	}
-	for i := range items {
-		if items[i].New != nil {
-			t.Fatalf("item %d not cleared", i)
-		}
+	n := &indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("c", "1")}}}
+	if allocs := testing.AllocsPerRun(100, func() { c.Step(n) }); allocs != 0 {
+		t.Errorf("%v allocations per batch", allocs)
 	}
 }
 
 func TestListenerCoreDrainMarker(t *testing.T) {
-	c := &Core{ID: 5}
-	msgs := c.DrainMarker()
+	c, _ := newCore(5, false)
+	msgs := c.Step(&indexer.DrainMarker{})
 	want := []stage.Msg{{To: stage.ToIndexer, Mode: stage.Send, Body: &indexer.Drained{ID: 5}}}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Fatalf("DrainMarker sent %+v; want %+v", msgs, want)

@@ -14,240 +14,173 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/pager"
-	"k8s.io/utils/clock"
 
+	"github.com/actorinformer/actorinformer/shell"
 	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
-// reflectorActor is the shell around a Machine: it runs the blocking list
-// and watch calls in goroutines that report back with messages, and carries
-// out the Machine's Effects. Its Receive never blocks, except on Stopping,
-// where it waits for the goroutines reading a watch (which never block on a
-// send) to stop their watcher and end. A goroutine still inside a List or
-// Watch call is not waited for, since the call may ignore its cancelled
-// context (client-go's Run does not wait for a list either): it is
-// abandoned, reports nothing when the call returns, and stops the watcher
-// the call returned, if any.
-type reflectorActor struct {
-	r     *Reflector
-	m     *Machine
-	queue *actor.PID
+// Props returns the props of the reflector actor: a Machine's shell
+// (package shell), which sends to queue (cfg.Queue when queue is nil). The
+// actor starts listing when started and stops every goroutine and timer of
+// its own when stopped. A restarted actor carries on over the same Machine:
+// it lists again, from the last synced resource version.
+func (r *Reflector) Props(queue *actor.PID) *actor.Props {
+	if queue == nil {
+		queue = r.cfg.Queue
+	}
+	if queue == nil {
+		panic("reflector: no queue PID")
+	}
+	peers := &shell.Peers{}
+	peers.Set(stage.ToQueue, queue)
+	return shell.Props(shell.Config{
+		Stage:     stage.Reflector,
+		Core:      r.NewMachine(),
+		Peers:     peers,
+		Clock:     r.clock,
+		Telemetry: r.tel,
+		Env:       func(ctx actor.Context) shell.Env { return r.newSource(ctx) },
+	})
+}
 
+// source performs the Machine's effects for one incarnation of the actor:
+// it runs the blocking list and watch calls in goroutines that report back
+// with messages, calls the watch error handler and publishes the status.
+// Stop (the actor stopping or restarting) cancels the calls and waits for
+// the goroutines reading a watch (which never block on a send) to stop
+// their watcher and end. A goroutine still inside a List or Watch call is
+// not waited for, since the call may ignore its cancelled context
+// (client-go's Run does not wait for a list either): it is abandoned,
+// reports nothing when the call returns, and stops the watcher the call
+// returned, if any.
+type source struct {
+	r         *Reflector
 	root      *actor.RootContext
 	self      *actor.PID
 	runCtx    context.Context
 	cancelRun context.CancelFunc
 	cancelOp  context.CancelFunc // the running list or watch
-	timer     clock.Timer
-	check     clock.Timer // the WatchList stream's next bookmark check
-	stopped   bool
 
-	// mu guards abandoned, which Stopping sets: from then on the goroutines
+	// mu guards abandoned, which Stop sets: from then on the goroutines
 	// send nothing and none starts reading a watch.
 	mu        sync.Mutex
 	abandoned bool
-	// reading counts the goroutines reading a watch; Stopping waits for
-	// them, and so for their watcher's Stop.
+	// reading counts the goroutines reading a watch; Stop waits for them,
+	// and so for their watcher's Stop.
 	reading sync.WaitGroup
 }
 
-func (r *Reflector) newActor(queue *actor.PID) *reflectorActor {
-	return &reflectorActor{r: r, m: newMachine(r), queue: queue}
+func (r *Reflector) newSource(ctx actor.Context) *source {
+	parent := r.cfg.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	s := &source{r: r, root: ctx.ActorSystem().Root, self: ctx.Self()}
+	s.runCtx, s.cancelRun = context.WithCancel(parent)
+	return s
 }
 
-func (a *reflectorActor) Receive(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *watchEvents:
-		if msg.from == a {
-			a.apply(ctx, a.m.WatchEvents(msg.gen, msg.events, msg.at))
-		}
-	case *watchEnded:
-		if msg.from == a {
-			a.apply(ctx, a.m.WatchEnded(msg.gen))
-		}
-	case *listDone:
-		if msg.from == a {
-			a.apply(ctx, a.m.ListDone(msg.gen, msg.res))
-		}
-	case *watchFailed:
-		if msg.from == a {
-			a.apply(ctx, a.m.WatchFailed(msg.gen, msg.err))
-		}
-	case *backoffElapsed:
-		if msg.from == a {
-			a.apply(ctx, a.m.BackoffElapsed(msg.gen))
-		}
-	case *watchOpened:
-		if msg.from == a {
-			a.apply(ctx, a.m.WatchOpened(msg.gen))
-		}
-	case *watchListCheck:
-		if msg.from == a {
-			a.apply(ctx, a.m.WatchListCheck(msg.gen))
-		}
-	case *actor.Started:
-		a.root = ctx.ActorSystem().Root
-		a.self = ctx.Self()
-		parent := a.r.cfg.Context
-		if parent == nil {
-			parent = context.Background()
-		}
-		a.runCtx, a.cancelRun = context.WithCancel(parent)
-		a.apply(ctx, a.m.Start())
-	case *actor.Stopping, *actor.Restarting:
-		a.shutdown()
+// Perform implements shell.Env.
+func (s *source) Perform(_ actor.Context, m stage.Msg) bool {
+	switch b := m.Body.(type) {
+	case *StopWatch:
+		s.stopOp()
+	case *ListRequest:
+		s.startList(*b)
+	case *WatchRequest:
+		s.startWatch(*b)
+	case *WatchError:
+		s.r.handleError(s.runCtx, b.Err)
+	case *Status:
+		s.r.setStatus(*b)
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *source) stopOp() {
+	if s.cancelOp != nil {
+		s.cancelOp()
+		s.cancelOp = nil
 	}
 }
 
-func (a *reflectorActor) apply(ctx actor.Context, e Effects) {
-	if a.stopped {
-		return
-	}
-	for _, msg := range e.Msgs {
-		a.deliver(ctx, msg)
-	}
-	clear(e.Msgs) // see stage.Msg: the outbox would keep a list's Replace alive
-	if e.StopWatch {
-		a.stopOp()
-	}
-	if e.HandleError != nil {
-		a.r.handleError(a.runCtx, e.HandleError)
-	}
-	if a.runCtx.Err() != nil {
-		// The run is over and the actor about to stop: like client-go,
-		// which checks its context before each list and watch, start
-		// nothing more.
-		a.stopOp()
-		return
-	}
-	switch {
-	case e.List != nil:
-		a.stopOp()
-		a.startList(*e.List)
-	case e.Watch != nil:
-		a.stopOp()
-		a.startWatch(*e.Watch)
-	case e.Wait != nil:
-		a.startWait(*e.Wait)
-	}
-	if e.Check != nil {
-		a.startCheck(*e.Check)
-	}
-}
-
-// deliver sends one of the Machine's messages; it only ever addresses the
-// queue, with Send.
-func (a *reflectorActor) deliver(ctx actor.Context, msg stage.Msg) {
-	if msg.To != stage.ToQueue || msg.Mode != stage.Send {
-		a.r.tel.Logger.Error("reflector: undeliverable message", "to", msg.To.Kind, "mode", msg.Mode, "type", fmt.Sprintf("%T", msg.Body))
-		return
-	}
-	ctx.Send(a.queue, msg.Body)
-}
-
-func (a *reflectorActor) stopOp() {
-	if a.cancelOp != nil {
-		a.cancelOp()
-		a.cancelOp = nil
-	}
-}
-
-func (a *reflectorActor) shutdown() {
-	if a.stopped {
-		return
-	}
-	a.stopped = true
-	a.m.Stop()
-	a.mu.Lock()
-	a.abandoned = true
-	a.mu.Unlock()
-	a.stopOp()
-	if a.cancelRun != nil {
-		a.cancelRun()
-	}
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	if a.check != nil {
-		a.check.Stop()
-	}
-	a.reading.Wait()
+// Stop implements shell.Stopper.
+func (s *source) Stop() {
+	s.mu.Lock()
+	s.abandoned = true
+	s.mu.Unlock()
+	s.stopOp()
+	s.cancelRun()
+	s.reading.Wait()
 }
 
 // report sends msg to the actor unless it is stopping.
-func (a *reflectorActor) report(msg any) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.abandoned {
-		a.root.Send(a.self, msg)
+func (s *source) report(msg any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.abandoned {
+		s.root.Send(s.self, msg)
 	}
 }
 
 // beginReading registers a goroutine about to read a watch, unless the
 // actor is stopping; it tells whether it did.
-func (a *reflectorActor) beginReading() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.abandoned {
+func (s *source) beginReading() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.abandoned {
 		return false
 	}
-	a.reading.Add(1)
+	s.reading.Add(1)
 	return true
 }
 
-func (a *reflectorActor) startWait(req WaitRequest) {
-	if a.timer != nil {
-		a.timer.Stop()
+// startList and startWatch start nothing once the run is over (the actor
+// is about to stop), as client-go checks its context before each list and
+// watch.
+func (s *source) startList(req ListRequest) {
+	if s.runCtx.Err() != nil {
+		return
 	}
-	root, self, msg := a.root, a.self, &backoffElapsed{from: a, gen: req.Gen}
-	a.timer = a.r.clock.AfterFunc(req.Duration, func() { root.Send(self, msg) })
+	ctx, cancel := context.WithCancel(s.runCtx)
+	s.cancelOp = cancel
+	go s.runList(ctx, req)
 }
 
-// startCheck arms the WatchList stream's next bookmark check; a check of
-// an older stream is ignored by the Machine.
-func (a *reflectorActor) startCheck(req WaitRequest) {
-	if a.check != nil {
-		a.check.Stop()
+func (s *source) startWatch(req WatchRequest) {
+	if s.runCtx.Err() != nil {
+		return
 	}
-	root, self, msg := a.root, a.self, &watchListCheck{from: a, gen: req.Gen}
-	a.check = a.r.clock.AfterFunc(req.Duration, func() { root.Send(self, msg) })
-}
-
-func (a *reflectorActor) startList(req ListRequest) {
-	ctx, cancel := context.WithCancel(a.runCtx)
-	a.cancelOp = cancel
-	go a.runList(ctx, req)
-}
-
-func (a *reflectorActor) startWatch(req WatchRequest) {
-	ctx, cancel := context.WithCancel(a.runCtx)
-	a.cancelOp = cancel
-	go a.runWatch(ctx, req)
+	ctx, cancel := context.WithCancel(s.runCtx)
+	s.cancelOp = cancel
+	go s.runWatch(ctx, req)
 }
 
 // runList lists all pages through tools/pager (which itself falls back to
 // a full list when a continue token expires) and reports the result.
-func (a *reflectorActor) runList(ctx context.Context, req ListRequest) {
+func (s *source) runList(ctx context.Context, req ListRequest) {
 	if ctx.Err() != nil {
 		return
 	}
-	res := a.list(ctx, req)
+	res := s.list(ctx, req)
 	if ctx.Err() != nil {
 		return // abandoned: nobody waits for it
 	}
-	a.report(&listDone{from: a, gen: req.Gen, res: res})
+	s.report(&ListDone{Gen: req.Gen, Result: res})
 }
 
-func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListResult) {
-	tel := a.r.tel
+func (s *source) list(ctx context.Context, req ListRequest) (res ListResult) {
+	tel := s.r.tel
 	defer func() {
 		if p := recover(); p != nil {
 			res = ListResult{Err: fmt.Errorf("panic in list: %v", p)}
-			tel.Logger.Error("ListerWatcher panicked in list", "reflector", a.r.name, "panic", p, "stack", string(debug.Stack()))
+			tel.Logger.Error("ListerWatcher panicked in list", "reflector", s.r.name, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
-	p := pager.New(a.r.lw.ListWithContext)
+	p := pager.New(s.r.lw.ListWithContext)
 	p.PageSize = req.PageSize
 	if !tel.Tracing() {
 		res.List, res.Paginated, res.Err = p.ListWithAlloc(ctx, req.Options)
@@ -273,32 +206,32 @@ func (a *reflectorActor) list(ctx context.Context, req ListRequest) (res ListRes
 // runWatch opens a watch and reads it in batches: it blocks for one event,
 // then takes what is already waiting (up to MaxBatch) without blocking, and
 // sends the batch to the actor as one message. Once reading, it stops the
-// watcher before it ends, and the actor's Stopping waits for that.
-func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
+// watcher before it ends, and the actor's Stop waits for that.
+func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 	if ctx.Err() != nil {
 		return
 	}
-	w, err := a.openWatch(ctx, req)
+	w, err := s.openWatch(ctx, req)
 	if err != nil {
 		if ctx.Err() == nil {
-			a.report(&watchFailed{from: a, gen: req.Gen, err: err})
+			s.report(&WatchFailed{Gen: req.Gen, Err: err})
 		}
 		return
 	}
-	if !a.beginReading() {
+	if !s.beginReading() {
 		w.Stop() // the actor has stopped meanwhile
 		return
 	}
-	defer a.reading.Done()
+	defer s.reading.Done()
 	defer w.Stop()
 	if req.WatchList {
 		// Before its events, in the same mailbox.
-		a.root.Send(a.self, &watchOpened{from: a, gen: req.Gen})
+		s.root.Send(s.self, &WatchOpened{Gen: req.Gen})
 	}
 	ch := w.ResultChan()
 	// The batch's receive time: for root spans, and the event age metric.
-	tracing := a.r.tel.Tracing() || a.r.tel.Metrics.Enabled()
-	maxBatch := a.r.maxBatch
+	tracing := s.r.tel.Tracing() || s.r.tel.Metrics.Enabled()
+	maxBatch := s.r.maxBatch
 	buf := make([]watch.Event, 0, 64)
 	for {
 		var ev watch.Event
@@ -309,12 +242,12 @@ func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
 		case ev, ok = <-ch:
 		}
 		if !ok {
-			a.root.Send(a.self, &watchEnded{from: a, gen: req.Gen})
+			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
 			return
 		}
-		msg := &watchEvents{from: a, gen: req.Gen}
+		msg := &WatchEvents{Gen: req.Gen}
 		if tracing {
-			msg.at = time.Now()
+			msg.At = time.Now()
 		}
 		buf = append(buf[:0], ev)
 		open := true
@@ -331,24 +264,24 @@ func (a *reflectorActor) runWatch(ctx context.Context, req WatchRequest) {
 				break drain
 			}
 		}
-		msg.events = slices.Clone(buf)
+		msg.Events = slices.Clone(buf)
 		clear(buf) // drop references to the objects
-		a.root.Send(a.self, msg)
+		s.root.Send(s.self, msg)
 		if !open {
-			a.root.Send(a.self, &watchEnded{from: a, gen: req.Gen})
+			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
 			return
 		}
 	}
 }
 
-func (a *reflectorActor) openWatch(ctx context.Context, req WatchRequest) (w watch.Interface, err error) {
+func (s *source) openWatch(ctx context.Context, req WatchRequest) (w watch.Interface, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w, err = nil, fmt.Errorf("panic in watch: %v", p)
-			a.r.tel.Logger.Error("ListerWatcher panicked in watch", "reflector", a.r.name, "panic", p, "stack", string(debug.Stack()))
+			s.r.tel.Logger.Error("ListerWatcher panicked in watch", "reflector", s.r.name, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
-	w, err = a.r.lw.WatchWithContext(ctx, req.Options)
+	w, err = s.r.lw.WatchWithContext(ctx, req.Options)
 	if err == nil && isNil(w) {
 		err = errors.New("watch returned no watcher")
 	}

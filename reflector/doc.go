@@ -56,14 +56,22 @@
 // (telemetry.T.Choose, asked with the key and the transformed object) gets
 // a root span (telemetry.T.StartDelta) when it is born here; list items
 // link to the list's span, which Replace.ListTrace carries, and a sampled
-// delta to the writer's span in the object's traceparent annotation. With tracing off nothing is allocated for it and time is not read
-// per event.
+// delta to the writer's span in the object's traceparent annotation.
+// With tracing off nothing is allocated for it and time is not read per
+// event.
 //
-// Structure: Machine is the whole decision logic as a plain state machine
-// (Idle → Listing or WatchListing → Watching, BackingOff, Stopped) that
-// takes inputs and returns Effects: the messages for the queue, as
-// []stage.Msg addressed to stage.ToQueue, and the I/O to start. The actor
-// made by Reflector.Props delivers the messages, runs the blocking calls in
-// goroutines that report back with messages, and timers on Config.Clock,
-// which is also the Machine's clock.
+// Structure: Machine is the whole decision logic as a plain state
+// machine (Idle → Listing or WatchListing → Watching, BackingOff,
+// Stopped). Its state is one value, whose kind carries the data only it
+// has, one file per kind. Its one input, Step (package stage), takes a
+// message and returns the messages to send: the *fifo.Replace and
+// *fifo.Deltas for the queue, and its effects (messages.go): calls to the
+// API server (stage.ToSource), its timers, and reports to the informer
+// (its Status, errors for the watch error handler). Its settings are
+// resolved once by New and shared read-only; what it has synced it
+// reports as a Status message, which the shell stores in the Reflector
+// handle. The actor made by Reflector.Props is its shell (package shell):
+// it delivers the messages, runs the blocking calls in goroutines that
+// report back with messages, and runs the timers on Config.Clock, which is
+// also the Machine's clock.
 package reflector

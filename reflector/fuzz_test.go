@@ -203,30 +203,32 @@ func driveRandom(t *testing.T, seed uint64, steps int) {
 	}
 }
 
-// checkStateData checks the invariants of the per-state data.
+// checkStateData checks the invariants of the state's data, and that the
+// status reports a WatchList stream waiting exactly while one is.
 func (m *Machine) checkStateData() error {
-	wl := &m.wl
-	if m.state != StateWatchListing {
-		if wl.items != nil || wl.index != nil || wl.holes != 0 || wl.rv != "" || wl.span != nil {
-			return fmt.Errorf("state %v holds watch-list data", m.state)
-		}
+	_, streaming := m.state.(*watchListing)
+	if st := m.sync.status; st.AwaitingInitialEventsEnd != streaming || st.AwaitingSince.IsZero() == streaming {
+		return fmt.Errorf("state %v, status awaiting %v since %v", m.State(), st.AwaitingInitialEventsEnd, st.AwaitingSince)
 	}
-	switch m.state {
-	case StateListing:
-		if m.list.page < 0 {
-			return fmt.Errorf("list page size %d", m.list.page)
+	switch st := m.state.(type) {
+	case *listing:
+		if st.page < 0 {
+			return fmt.Errorf("list page size %d", st.page)
 		}
-	case StateWatchListing:
-		if wl.index == nil || len(wl.index)+wl.holes != len(wl.items) {
-			return fmt.Errorf("watch-list: %d items, %d keys, %d holes", len(wl.items), len(wl.index), wl.holes)
+	case *watchListing:
+		if st.index == nil || len(st.index)+st.holes != len(st.items) {
+			return fmt.Errorf("watch-list: %d items, %d keys, %d holes", len(st.items), len(st.index), st.holes)
 		}
-		if (wl.span != nil) != m.tracing {
-			return fmt.Errorf("watch-list span %v with tracing %v", wl.span, m.tracing)
+		if (st.span != nil) != m.s.tracing {
+			return fmt.Errorf("watch-list span %v with tracing %v", st.span, m.s.tracing)
 		}
-	case StateBackingOff:
-		if m.backoff.next > stepWatchList {
-			return fmt.Errorf("backoff leads to step %d", m.backoff.next)
+	case *backingOff:
+		if st.next > stepWatchList {
+			return fmt.Errorf("backoff leads to step %d", st.next)
 		}
+	case *watching, idle, stopped:
+	default:
+		return fmt.Errorf("state %T", st)
 	}
 	return nil
 }

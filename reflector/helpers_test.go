@@ -103,8 +103,9 @@ func newHarness(t testing.TB, mutate func(*Config)) *harness {
 		mutate(&cfg)
 	}
 	r := New(cfg)
+	r.rand = func() float64 { return 0 }
 	m := newMachine(r)
-	m.rand = func() float64 { return 0 }
+	handles.Store(m, r)
 	return &harness{t: t, r: r, m: m, clk: clk, logs: logs, tel: tel}
 }
 
@@ -244,4 +245,107 @@ func queueMsg[T any](e Effects) T {
 		panic(fmt.Sprintf("%d messages of type %T", n, found))
 	}
 	return found
+}
+
+// Effects is what one Step returned, decoded for the tests: the messages
+// for the queue (Msgs), then the effects.
+type Effects struct {
+	Msgs        []stage.Msg
+	StopWatch   bool
+	HandleError error
+	List        *ListRequest
+	Watch       *WatchRequest
+	Wait        *WaitRequest
+	Check       *WaitRequest
+	// Status is the status reported, nil if none; StopTimers counts the
+	// timers stopped.
+	Status     *Status
+	StopTimers int
+}
+
+// WaitRequest is a timer set: the Gen its message carries, and when.
+type WaitRequest = waitRequest
+
+// handles are the Reflector handles of the harnesses' Machines: the
+// status a Machine reports is stored there, as its shell does.
+var handles sync.Map // *Machine → *Reflector
+
+// decode sorts what a Step of m returned into an Effects, storing the
+// status it reports in m's handle. It panics on a message it does not
+// know.
+func (m *Machine) decode(msgs []stage.Msg) Effects {
+	e := decode(msgs)
+	if r, ok := handles.Load(m); ok && e.Status != nil {
+		r.(*Reflector).setStatus(*e.Status)
+	}
+	return e
+}
+
+func decode(msgs []stage.Msg) Effects {
+	var e Effects
+	for _, m := range msgs {
+		switch {
+		case m.To == stage.ToQueue:
+			e.Msgs = append(e.Msgs, m)
+		case m.To == stage.ToSource:
+			switch b := m.Body.(type) {
+			case *StopWatch:
+				e.StopWatch = true
+			case *ListRequest:
+				e.List = b
+			case *WatchRequest:
+				e.Watch = b
+			default:
+				panic(fmt.Sprintf("%T to the source", b))
+			}
+		case m.To == stage.ToInformer:
+			switch b := m.Body.(type) {
+			case *WatchError:
+				e.HandleError = b.Err
+			case *Status:
+				st := *b
+				e.Status = &st
+			default:
+				panic(fmt.Sprintf("%T to the informer", b))
+			}
+		case m.To == backoffTimer || m.To == checkTimer:
+			switch b := m.Body.(type) {
+			case *stage.StopTimer:
+				e.StopTimers++
+			case *stage.SetTimer:
+				switch f := b.Fire.(type) {
+				case *BackoffElapsed:
+					e.Wait = &WaitRequest{Gen: f.Gen, Duration: b.After}
+				case *WatchListCheck:
+					e.Check = &WaitRequest{Gen: f.Gen, Duration: b.After}
+				default:
+					panic(fmt.Sprintf("timer firing %T", f))
+				}
+			}
+		default:
+			panic(fmt.Sprintf("%T to %v", m.Body, m.To))
+		}
+	}
+	return e
+}
+
+// The Machine's inputs, through Step, decoded.
+func (m *Machine) Start() Effects { return m.decode(m.Step(stage.StartedMsg)) }
+func (m *Machine) Stop() Effects  { return m.decode(m.Step(stage.StoppingMsg)) }
+func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
+	return m.decode(m.Step(&ListDone{Gen: gen, Result: res}))
+}
+func (m *Machine) WatchFailed(gen uint64, err error) Effects {
+	return m.decode(m.Step(&WatchFailed{Gen: gen, Err: err}))
+}
+func (m *Machine) WatchOpened(gen uint64) Effects { return m.decode(m.Step(&WatchOpened{Gen: gen})) }
+func (m *Machine) WatchListCheck(gen uint64) Effects {
+	return m.decode(m.Step(&WatchListCheck{Gen: gen}))
+}
+func (m *Machine) WatchEvents(gen uint64, events []watch.Event, at time.Time) Effects {
+	return m.decode(m.Step(&WatchEvents{Gen: gen, Events: events, At: at}))
+}
+func (m *Machine) WatchEnded(gen uint64) Effects { return m.decode(m.Step(&WatchEnded{Gen: gen})) }
+func (m *Machine) BackoffElapsed(gen uint64) Effects {
+	return m.decode(m.Step(&BackoffElapsed{Gen: gen}))
 }

@@ -1,35 +1,19 @@
 package reflector
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
-	"reflect"
-	"runtime/debug"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
-
-// defaultPageSize is tools/pager's default page size.
-const defaultPageSize = 500
 
 // State is where the reflector is in client-go's ListAndWatch cycle.
 type State uint8
@@ -59,54 +43,21 @@ func (s State) String() string {
 	return "Unknown"
 }
 
-// nextStep is what a backoff leads to.
-type nextStep uint8
-
-const (
-	stepListAndWatch nextStep = iota // client-go's next ListAndWatch: watch-list or list, then watch
-	stepWatch                        // re-watch from the last RV, no relist
-	stepWatchList                    // retry the watch-list stream
-)
-
-// ListRequest asks the shell to list through tools/pager.
-type ListRequest struct {
-	Gen     uint64
-	Options metav1.ListOptions
-	// PageSize is the pager's page size; 0 lists in one request.
-	PageSize int64
+// state is the Machine's state as one value: its kind and the data only
+// that kind has. Entering a state builds its value (listing.go,
+// watching.go, watchlisting.go, backoff.go); leaving it drops it.
+type state interface {
+	kind() State
 }
 
-// WatchRequest asks the shell to open a watch and stream its events back.
-type WatchRequest struct {
-	Gen     uint64
-	Options metav1.ListOptions
-	// WatchList marks the initial-events stream of a WatchList sync.
-	WatchList bool
-}
+// idle: not started, or restarting (the next Started begins again).
+type idle struct{}
 
-// WaitRequest asks the shell to call BackoffElapsed(Gen) after Duration.
-type WaitRequest struct {
-	Gen      uint64
-	Duration time.Duration
-}
+// stopped: stopped for good; inputs are ignored.
+type stopped struct{}
 
-// Effects is what the shell must do after a Machine step, in this order:
-// deliver Msgs (the *fifo.Replace and *fifo.Deltas for the queue, in
-// order); stop the running list or watch if StopWatch; call the watch error
-// handler with HandleError; then start List, Watch or Wait (at most one of
-// them is set). Msgs is valid until the Machine's next input. Check, set
-// while a WatchList stream waits for its initial-events-end bookmark, asks
-// for a WatchListCheck(Check.Gen) after Check.Duration, replacing any
-// earlier such request (see watchlistwait.go).
-type Effects struct {
-	Msgs        []stage.Msg
-	StopWatch   bool
-	HandleError error
-	List        *ListRequest
-	Watch       *WatchRequest
-	Wait        *WaitRequest
-	Check       *WaitRequest
-}
+func (idle) kind() State    { return StateIdle }
+func (stopped) kind() State { return StateStopped }
 
 // ListResult is what a list (all its pages) returned.
 type ListResult struct {
@@ -120,379 +71,220 @@ type ListResult struct {
 	Span trace.SpanContext
 }
 
-// Machine is client-go's ListAndWatch loop as a plain state machine: each
-// method takes one input (a list result, watch events, a timer) and returns
-// the Effects for the shell to carry out. It does no I/O and starts no
-// goroutine. Reports carry the Gen of the request they answer; reports of
-// an older Gen are stale and ignored.
+// Machine is client-go's ListAndWatch loop as a plain state machine: its
+// one input, Step, takes a message (a report of its shell, a timer's, the
+// actor's lifecycle) and returns the messages to send: the Replace and
+// Deltas for the queue, then its effects (messages.go). It does no I/O and
+// starts no goroutine. Reports carry the Gen of the request they answer;
+// reports of an older Gen are stale and ignored.
 //
 // A Machine is not safe for concurrent use; the reflector actor owns it.
 type Machine struct {
-	r *Reflector // shared handle: config and published status
-
-	name, typeDesc         string
-	expectedType           reflect.Type
-	expectedGVK            *schema.GroupVersionKind
-	transform              cache.TransformFunc
-	pageSize               int64
-	useWatchList           bool
-	minTimeout, maxTimeout time.Duration
-	maxInternalRetry       time.Duration
-	// clock is Config.Clock (default clock.RealClock{}): watch durations,
-	// the backoff's reset and the internal-error retry deadline read it.
-	clock   clock.Clock
-	delay   wait.DelayFunc
-	rand    func() float64
-	tel     *telemetry.T
-	log     *slog.Logger
-	tracing bool
-	// metered is set when metrics are on: deltas are stamped with stamp,
-	// their batch's receive time, and lists are timed.
-	metered bool
-	stamp   telemetry.Stamp
-
+	s     *settings // the handle's, read-only
 	out   stage.Outbox
-	state State
 	gen   uint64
-
-	rv              string
-	rvUnavailable   bool // client-go's isLastSyncResourceVersionUnavailable
-	paginatedResult bool
-	restartReason   string    // why the next watch starts ("": RestartInitial)
-	syncStart       time.Time // when the running list or WatchList sync began (metrics only)
-	retry           cache.RetryWithDeadline
-
-	// The data of the current state; each is meaningful only in the
-	// states its type names, and reset on entering them.
-	list    listing      // StateListing
-	stream  streaming    // StateWatching, StateWatchListing
-	wl      watchListing // StateWatchListing
-	backoff backingOff   // StateBackingOff
+	state state
+	sync  syncState
+	loop  loopState
+	// delay is the backoff (wait.Backoff.DelayWithReset, as client-go's).
+	delay wait.DelayFunc
+	// stamp is the Received stamp of the deltas of the batch in hand
+	// (zero when metrics are off).
+	stamp telemetry.Stamp
 }
 
-// listing is StateListing's data: the list in flight, which is the sync's
-// first attempt or its one retry at RV "".
-type listing struct {
-	rv      string // the RV the sync's first attempt asked for
-	page    int64  // the pager's page size; 0 lists in one request
-	retried bool   // the one retry after an expired or too-large RV is spent
+// syncState is what the reflector has synced, across ListAndWatch
+// iterations: its Status (reported to the informer when dirty; the last
+// synced resource version is Status.ResourceVersion), and how to list
+// next.
+type syncState struct {
+	status Status
+	dirty  bool
+	// rvUnavailable is client-go's isLastSyncResourceVersionUnavailable:
+	// the last RV was reported expired or too large, so relist at "".
+	rvUnavailable bool
+	// paginated: the first list came back paginated (the watch cache is
+	// off), so keep paginating.
+	paginated bool
+	// start is when the running list or WatchList sync began (metrics
+	// only).
+	start time.Time
 }
 
-// streaming is the running watch's data (StateWatching, and
-// StateWatchListing for the WatchList stream).
-type streaming struct {
-	// requested is when the watch was requested, for timeout detection;
-	// start is when it began as a normal watch (after a WatchList's
-	// initial events, the end of them), for very-short-watch detection.
-	requested, start time.Time
-	timeout          time.Duration // the timeout it asked for
-	// propagateRV: every event moves the RV on. From RV "" or "0" the
-	// server first sends synthetic Added events in no RV order; only a
-	// later non-Added event (nonAdded) proves the stream is past them.
-	propagateRV bool
-	nonAdded    bool
-	events      int // events taken, for very-short-watch detection
+// loopState belongs to one ListAndWatch iteration and the watches it
+// restarts.
+type loopState struct {
+	// retry bounds the re-watches at once after internal errors.
+	retry cache.RetryWithDeadline
+	// restartReason is why the next watch starts ("": RestartInitial).
+	restartReason string
 }
 
-// watchListing is StateWatchListing's data: the initial events of the
-// WatchList stream, collected until the initial-events-end bookmark turns
-// them into one Replace.
-type watchListing struct {
-	items []fifo.Delta   // in arrival order; Type 0 marks a deleted one
-	index map[string]int // key → index in items
-	holes int            // deleted entries in items
-	rv    string         // RV of the last event past the synthetic Added ones
-	span  trace.Span     // the sync's list span; nil when not tracing
-	wait  bookmarkWait   // the wait for the initial-events-end bookmark
-}
-
-// backingOff is StateBackingOff's data.
-type backingOff struct {
-	next nextStep // what the wait leads to
-}
-
-// NewMachine returns a Machine over r's configuration, starting from r's
-// last synced resource version, as a restarted actor's does. The actor made
-// by Props makes its own; this is for driving the logic without an actor
-// system (internal/sim).
+// NewMachine returns a Machine over r's settings, starting from r's status
+// (the last synced resource version, whether WatchList is on). The actor
+// made by Props makes one, which its restarts keep; this is for driving the
+// logic without an actor system (internal/sim).
 func (r *Reflector) NewMachine() *Machine { return newMachine(r) }
 
 func newMachine(r *Reflector) *Machine {
 	m := &Machine{
-		r:                r,
-		name:             r.name,
-		typeDesc:         r.typeDesc,
-		expectedType:     r.expectedType,
-		expectedGVK:      r.expectedGVK,
-		transform:        r.cfg.Transform,
-		pageSize:         r.cfg.PageSize,
-		useWatchList:     r.Status().UseWatchList,
-		minTimeout:       r.minTimeout,
-		maxTimeout:       r.maxTimeout,
-		maxInternalRetry: r.cfg.MaxInternalErrorRetryDuration,
-		clock:            r.clock,
-		delay:            r.backoff.DelayWithReset(r.clock, backoffReset),
-		rand:             rand.Float64,
-		tel:              r.tel,
-		log:              r.tel.Logger,
-		tracing:          r.tel.Tracing(),
-		metered:          r.tel.Metrics.Enabled(),
+		s:     r.settings,
+		state: idle{},
+		delay: r.backoff.DelayWithReset(r.clock, backoffReset),
 	}
-	// A restarted actor resumes from the last synced RV, as client-go's Run
-	// loop does, so a relist never goes back in time.
-	m.rv = r.LastSyncResourceVersion()
+	m.sync.status = r.Status()
+	m.sync.status.AwaitingInitialEventsEnd, m.sync.status.AwaitingSince = false, time.Time{}
 	return m
 }
 
 // State returns the current state.
-func (m *Machine) State() State { return m.state }
+func (m *Machine) State() State { return m.state.kind() }
 
-// Start begins the first ListAndWatch.
-func (m *Machine) Start() Effects {
-	e := m.begin()
-	if m.state == StateIdle {
-		m.listAndWatch(&e)
+// The reflector's timers.
+var (
+	backoffTimer = stage.TimerOf(stage.Reflector, 0)
+	checkTimer   = stage.TimerOf(stage.Reflector, 1)
+)
+
+// Step is the Machine's one input (see package stage): it takes one
+// message and returns what must be sent because of it, valid until the
+// next Step: the *fifo.Replace and *fifo.Deltas for the queue, then the
+// effects (see messages.go), in order. *stage.Started begins a
+// ListAndWatch; *stage.Restarting stops everything, and the Started after
+// it begins again from the last synced resource version; *stage.Stopping
+// stops for good.
+func (m *Machine) Step(msg any) []stage.Msg {
+	m.out.Reset()
+	var e effects
+	switch x := msg.(type) {
+	case *WatchEvents:
+		if x.Gen == m.gen {
+			m.watchEventsIn(&e, x.Events, x.At)
+		}
+	case *ListDone:
+		if l, ok := m.state.(*listing); ok && x.Gen == m.gen {
+			m.listDone(&e, l, x.Result)
+		}
+	case *WatchEnded:
+		if x.Gen == m.gen {
+			m.watchEnded(&e)
+		}
+	case *WatchFailed:
+		if x.Gen == m.gen {
+			m.watchFailed(&e, x.Err)
+		}
+	case *WatchOpened:
+		if wl, ok := m.state.(*watchListing); ok && x.Gen == m.gen {
+			m.watchOpened(&e, wl)
+		}
+	case *WatchListCheck:
+		if wl, ok := m.state.(*watchListing); ok && x.Gen == m.gen {
+			m.watchListCheck(&e, wl)
+		}
+	case *BackoffElapsed:
+		if b, ok := m.state.(*backingOff); ok && x.Gen == m.gen {
+			m.backoffElapsed(&e, b)
+		}
+	case *stage.Started:
+		if _, ok := m.state.(idle); ok {
+			m.listAndWatch(&e)
+		}
+	case *stage.Restarting:
+		m.stop(&e, idle{}) // the Started after it begins again
+		m.loop.restartReason = ""
+	case *stage.Stopping:
+		m.stop(&e, stopped{})
+	default:
+		m.s.log.Warn("reflector: unexpected message", "reflector", m.s.name, "type", fmt.Sprintf("%T", x))
 	}
-	return m.end(e)
+	return m.emit(e)
 }
 
-// Stop stops for good; later inputs are ignored.
-func (m *Machine) Stop() Effects {
-	e := m.begin()
-	if m.state != StateStopped {
-		if m.state == StateWatchListing {
+// effects is what one input of the Machine does besides the messages for
+// the queue, sent after them in this order (see emit): stop the running
+// list or watch if StopWatch (also before a new List or Watch); report
+// HandleError to the watch error handler; then start List, Watch or Wait
+// (at most one of them is set); Check, set while a WatchList stream waits
+// for its initial-events-end bookmark, (re)sets the check timer.
+type effects struct {
+	StopWatch   bool
+	HandleError error
+	List        *ListRequest
+	Watch       *WatchRequest
+	Wait        *waitRequest
+	Check       *waitRequest
+}
+
+// waitRequest asks for a timer: a BackoffElapsed (or, for the check
+// timer, a WatchListCheck) with Gen after Duration.
+type waitRequest struct {
+	Gen      uint64
+	Duration time.Duration
+}
+
+var stopWatch = &StopWatch{}
+
+// emit sends an input's effects after its messages for the queue, in
+// order, then the status if the input changed it.
+func (m *Machine) emit(e effects) []stage.Msg {
+	if e.StopWatch || e.List != nil || e.Watch != nil {
+		m.out.Send(stage.ToSource, stopWatch)
+	}
+	if e.HandleError != nil {
+		m.out.Send(stage.ToInformer, &WatchError{Err: e.HandleError})
+	}
+	switch {
+	case e.List != nil:
+		m.out.Send(stage.ToSource, e.List)
+	case e.Watch != nil:
+		m.out.Send(stage.ToSource, e.Watch)
+	case e.Wait != nil:
+		m.out.Send(backoffTimer, &stage.SetTimer{After: e.Wait.Duration, Fire: &BackoffElapsed{Gen: e.Wait.Gen}})
+	}
+	if e.Check != nil {
+		m.out.Send(checkTimer, &stage.SetTimer{After: e.Check.Duration, Fire: &WatchListCheck{Gen: e.Check.Gen}})
+	}
+	if m.sync.dirty {
+		m.sync.dirty = false
+		m.out.Send(stage.ToInformer, &m.sync.status)
+	}
+	return m.out.Msgs()
+}
+
+// enter makes next the current state. The state left drops its data: a
+// WatchList stream's list span ends (if no error ended it before) and the
+// informer is told that no stream waits for its bookmark; entering a
+// WatchList stream tells it that one does.
+func (m *Machine) enter(next state) {
+	if wl, ok := m.state.(*watchListing); ok && wl != next {
+		wl.endSpan(nil)
+		if _, still := next.(*watchListing); !still {
 			m.awaitInitialEvents(false)
 		}
-		m.state = StateStopped
-		m.gen++
-		m.endWatchListSpan(nil)
-		m.wl = watchListing{}
-		e.StopWatch = true
 	}
-	return m.end(e)
+	if _, ok := next.(*watchListing); ok {
+		m.awaitInitialEvents(true)
+	}
+	m.state = next
 }
 
-// ListDone takes the result of the list started by ListRequest gen.
-func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
-	e := m.begin()
-	if m.state == StateListing && gen == m.gen {
-		m.listDone(&e, res)
-	}
-	return m.end(e)
-}
-
-// WatchFailed takes the error of the watch call of WatchRequest gen.
-func (m *Machine) WatchFailed(gen uint64, err error) Effects {
-	e := m.begin()
-	if gen != m.gen {
-		return m.end(e)
-	}
-	switch m.state {
-	case StateWatching:
-		m.countError(err, false)
-		m.restartReason = restartReason(err)
-		if isWatchErrorRetriable(err) {
-			m.log.Debug("Watch failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
-			m.waitThen(&e, stepWatch)
-			break
-		}
-		m.endListAndWatch(&e, err)
-	case StateWatchListing:
-		m.countError(err, false)
-		m.restartReason = restartReason(err)
-		m.watchListFailed(&e, err)
-	}
-	return m.end(e)
-}
-
-// WatchOpened takes the news that the watch call of WatchRequest gen
-// returned a watch; the shell reports it, before the watch's events, for
-// WatchList streams. It starts the wait for the stream's
-// initial-events-end bookmark, which asks for WatchListCheck calls.
-func (m *Machine) WatchOpened(gen uint64) Effects {
-	e := m.begin()
-	if gen == m.gen && m.state == StateWatchListing {
-		now := m.clock.Now()
-		m.wl.wait.open(now)
-		e.Check = &WaitRequest{Gen: m.gen, Duration: m.wl.wait.nextCheck(now)}
-	}
-	return m.end(e)
-}
-
-// WatchListCheck takes the end of the wait of Effects.Check gen: a
-// WatchList stream still without its initial-events-end bookmark is logged,
-// or given up (WatchList off, list and watch instead).
-func (m *Machine) WatchListCheck(gen uint64) Effects {
-	e := m.begin()
-	if gen == m.gen && m.state == StateWatchListing {
-		m.watchListCheck(&e)
-	}
-	return m.end(e)
-}
-
-// WatchEvents takes one batch of events of the watch of WatchRequest gen.
-// receivedAt is when the batch arrived (zero unless tracing or metrics are
-// on). The machine does not keep events.
-func (m *Machine) WatchEvents(gen uint64, events []watch.Event, receivedAt time.Time) Effects {
-	e := m.begin()
-	if gen != m.gen {
-		return m.end(e)
-	}
-	switch m.state {
-	case StateWatching:
-		m.tel.Metrics.ReflectorReceived(len(events))
-		m.stampBatch(receivedAt)
-		m.watchEvents(&e, events, receivedAt)
-	case StateWatchListing:
-		m.tel.Metrics.ReflectorReceived(len(events))
-		m.stampBatch(receivedAt)
-		m.watchListEvents(&e, events, receivedAt)
-	}
-	return m.end(e)
-}
-
-// WatchEnded takes the close of the result channel of the watch of
-// WatchRequest gen.
-func (m *Machine) WatchEnded(gen uint64) Effects {
-	e := m.begin()
-	if gen != m.gen || (m.state != StateWatching && m.state != StateWatchListing) {
-		return m.end(e)
-	}
-	st := &m.stream
-	short := st.events == 0 && m.clock.Since(st.start) < time.Second
-	if !short {
-		m.restartReason = RestartClosed
-		if st.timeout > 0 && m.clock.Since(st.requested) >= st.timeout {
-			m.restartReason = RestartTimeout
-		}
-	}
-	switch m.state {
-	case StateWatching:
-		if short {
-			m.watchStreamError(&e, &cache.VeryShortWatchError{Name: m.name})
-			break
-		}
-		m.retry.After(nil)
-		m.log.Debug("Watch close", "reflector", m.name, "type", m.typeDesc, "totalItems", st.events)
-		m.startWatch(&e)
-	case StateWatchListing:
-		if short {
-			err := &cache.VeryShortWatchError{Name: m.name}
-			m.countError(err, false)
-			m.watchListFailed(&e, err)
-			break
-		}
-		// Closed before the initial-events-end bookmark: stream again.
-		m.startWatchList(&e)
-	}
-	return m.end(e)
-}
-
-// BackoffElapsed takes the end of the wait of WaitRequest gen.
-func (m *Machine) BackoffElapsed(gen uint64) Effects {
-	e := m.begin()
-	if m.state != StateBackingOff || gen != m.gen {
-		return m.end(e)
-	}
-	switch m.backoff.next {
-	case stepListAndWatch:
-		m.listAndWatch(&e)
-	case stepWatch:
-		m.startWatch(&e)
-	case stepWatchList:
-		m.startWatchList(&e)
-	}
-	return m.end(e)
-}
-
-// begin starts an input: the previous input's messages are delivered.
-func (m *Machine) begin() Effects {
-	m.out.Reset()
-	return Effects{}
-}
-
-// end finishes an input, attaching the messages it queued.
-func (m *Machine) end(e Effects) Effects {
-	e.Msgs = m.out.Msgs()
-	return e
-}
-
-// toQueue queues a message for the queue.
-func (m *Machine) toQueue(body any) { m.out.Send(stage.ToQueue, body) }
-
-// listDone is ListDone in StateListing, for the current list.
-func (m *Machine) listDone(e *Effects, res ListResult) {
-	if res.Err == nil && isNil(res.List) {
-		res.Err = fmt.Errorf("list returned no object")
-	}
-	if err := res.Err; err != nil {
-		m.countError(err, false)
-		if !m.list.retried && (isExpiredError(err) || isTooLargeResourceVersionError(err)) {
-			// The RV we listed at is gone or not there yet: list once more,
-			// at the latest RV (""), with the same pager, as client-go does.
-			m.rvUnavailable = true
-			m.list.retried = true
-			m.issueList(e, metav1.ListOptions{ResourceVersion: m.relistRV()})
-			return
-		}
-		m.endListAndWatch(e, fmt.Errorf("failed to list %v: %w", m.typeDesc, err))
+// stop stops what runs and enters to (idle for a restart, stopped for
+// good); a stopped Machine stays stopped.
+func (m *Machine) stop(e *effects, to state) {
+	if _, ok := m.state.(stopped); ok {
 		return
 	}
-	if bad, gvk := isUnsupportedTableListObject(res.List); bad {
-		m.endListAndWatch(e, fmt.Errorf("failed to list %v: unsupported list gvk: %v", m.typeDesc, gvk))
-		return
-	}
-	// Only a paginated answer to RV "0" says the watch cache is off; a
-	// paginated RV "" answer comes from etcd whatever the cache does.
-	if m.list.rv == "0" && res.Paginated {
-		m.paginatedResult = true
-	}
-	m.rvUnavailable = false
-	listMeta, err := meta.ListAccessor(res.List)
-	if err != nil {
-		m.endListAndWatch(e, fmt.Errorf("unable to understand list result %T: %v", res.List, err))
-		return
-	}
-	rv := listMeta.GetResourceVersion()
-	items, err := meta.ExtractListWithAlloc(res.List)
-	if err != nil {
-		m.endListAndWatch(e, fmt.Errorf("unable to understand list result %T (%v)", res.List, err))
-		return
-	}
-	m.tel.Metrics.ReflectorReceived(len(items))
-	m.stampBatch(res.ReceivedAt)
-	// One spare slot: the queue appends the list's bookmark.
-	rep := &fifo.Replace{Items: make([]fifo.Delta, 0, len(items)+1), ResourceVersion: rv}
-	if res.Span.IsValid() {
-		rep.ListTrace = &telemetry.DeltaTrace{Parent: res.Span, Since: res.ReceivedAt}
-	}
-	for _, item := range items {
-		if isNil(item) {
-			m.drop(DropNilObject, "LIST", nil)
-			continue
-		}
-		acc, err := meta.Accessor(item)
-		if err != nil {
-			m.drop(DropNoMeta, "LIST", err)
-			continue
-		}
-		if d, ok := m.delta(fifo.Replaced, item, acc, "LIST", res.ReceivedAt, res.Span); ok {
-			rep.Items = append(rep.Items, d)
-		}
-	}
-	m.toQueue(rep)
-	m.listTimed()
-	m.setRV(rv)
-	m.r.synced(false)
-	m.log.Debug("Caches populated", "reflector", m.name, "type", m.typeDesc, "items", len(rep.Items), "resourceVersion", rv)
-	m.list = listing{}
-	m.startWatch(e)
+	m.gen++
+	m.out.Send(backoffTimer, stage.StopTimerMsg)
+	m.out.Send(checkTimer, stage.StopTimerMsg)
+	e.StopWatch = true
+	m.enter(to)
 }
 
 // listAndWatch is one iteration of client-go's ListAndWatch.
-func (m *Machine) listAndWatch(e *Effects) {
-	m.retry = cache.NewRetryWithDeadline(m.maxInternalRetry, time.Minute, apierrors.IsInternalError, m.clock)
-	if m.useWatchList {
+func (m *Machine) listAndWatch(e *effects) {
+	m.loop.retry = cache.NewRetryWithDeadline(m.s.cfg.MaxInternalErrorRetryDuration, time.Minute, apierrors.IsInternalError, m.s.clock)
+	if m.sync.status.UseWatchList {
 		m.startWatchList(e)
 		return
 	}
@@ -502,492 +294,81 @@ func (m *Machine) listAndWatch(e *Effects) {
 // endListAndWatch ends a ListAndWatch iteration: report err (if any) to
 // the watch error handler, then wait for the backoff before the next one,
 // as client-go's Run loop does after every iteration.
-func (m *Machine) endListAndWatch(e *Effects, err error) {
+func (m *Machine) endListAndWatch(e *effects, err error) {
 	if err != nil {
 		e.HandleError = err
 	}
 	m.waitThen(e, stepListAndWatch)
 }
 
-// waitThen backs off, then takes next.
-func (m *Machine) waitThen(e *Effects, next nextStep) {
-	m.gen++
-	m.state = StateBackingOff
-	m.backoff = backingOff{next: next}
-	e.Wait = &WaitRequest{Gen: m.gen, Duration: m.delay()}
-}
+// toQueue queues a message for the queue.
+func (m *Machine) toQueue(body any) { m.out.Send(stage.ToQueue, body) }
 
-// relistResourceVersion: "0" for the first list (served from the watch
-// cache), the last RV after, "" (a quorum read) once that RV was reported
-// expired or too large.
+// rv is the last synced resource version.
+func (m *Machine) rv() string { return m.sync.status.ResourceVersion }
+
+// relistRV: "0" for the first list (served from the watch cache), the last
+// RV after, "" (a quorum read) once that RV was reported expired or too
+// large.
 func (m *Machine) relistRV() string {
-	if m.rvUnavailable {
+	if m.sync.rvUnavailable {
 		return ""
 	}
-	if m.rv == "" {
+	if m.rv() == "" {
 		return "0"
 	}
-	return m.rv
+	return m.rv()
 }
 
 func (m *Machine) rewatchRV() string {
-	if m.rvUnavailable {
+	if m.sync.rvUnavailable {
 		return ""
 	}
-	return m.rv
+	return m.rv()
 }
 
-func (m *Machine) startList(e *Effects) {
-	if m.metered {
-		m.syncStart = m.clock.Now()
+func (m *Machine) setRV(rv string) {
+	if rv == m.rv() {
+		return
 	}
-	rv := m.relistRV()
-	m.list = listing{rv: rv}
-	switch {
-	case m.pageSize != 0:
-		m.list.page = m.pageSize
-	case m.paginatedResult:
-		// The first list came back paginated: the watch cache is probably
-		// off, keep paginating.
-		m.list.page = defaultPageSize
-	case rv != "" && rv != "0":
-		// Unpaginated, so the watch cache can serve it (it ignores RV !=
-		// "0" lists with a limit) rather than etcd.
-		m.list.page = 0
-	default:
-		m.list.page = defaultPageSize
-	}
-	m.issueList(e, metav1.ListOptions{ResourceVersion: rv})
+	m.sync.status.ResourceVersion = rv
+	m.sync.dirty = true
 }
 
-func (m *Machine) issueList(e *Effects, opts metav1.ListOptions) {
-	m.gen++
-	m.state = StateListing
-	e.List = &ListRequest{Gen: m.gen, Options: opts, PageSize: m.list.page}
-	m.tel.Metrics.Relist()
+// synced counts a sync (a list's or a WatchList stream's Replace) in the
+// status.
+func (m *Machine) synced(watchList bool) {
+	m.sync.status.Syncs++
+	m.sync.status.LastSyncUsedWatchList = watchList
+	m.sync.dirty = true
 }
 
-// beginStream starts the stream data of a new watch (or WatchList
-// stream) and returns its timeout.
-func (m *Machine) beginStream() *int64 {
-	m.gen++
-	s := int64(m.minTimeout.Seconds() + m.rand()*(m.maxTimeout.Seconds()-m.minTimeout.Seconds()))
-	now := m.clock.Now()
-	m.stream = streaming{requested: now, start: now, timeout: time.Duration(s) * time.Second}
-	reason := m.restartReason
-	if reason == "" {
-		reason = RestartInitial
-	}
-	m.restartReason = RestartError // until the watch ends otherwise
-	m.tel.Metrics.WatchRestart(reason)
-	return &s
-}
-
-// stampBatch sets the Received stamp of the deltas made from a batch
-// received at at (zero: not stamped).
-func (m *Machine) stampBatch(at time.Time) {
-	if m.metered && !at.IsZero() {
-		m.stamp = telemetry.StampAt(at)
-	} else {
-		m.stamp = telemetry.Stamp{}
+// syncStarted notes when a list or WatchList sync begins (metrics only).
+func (m *Machine) syncStarted() {
+	if m.s.metered {
+		m.sync.start = m.s.clock.Now()
 	}
 }
 
 // listTimed records the duration of the list or WatchList sync that just
 // succeeded: the reflector's first, or a relist.
 func (m *Machine) listTimed() {
-	if m.metered && !m.syncStart.IsZero() {
-		m.tel.Metrics.ListDuration(m.clock.Since(m.syncStart), m.r.Status().Syncs == 0)
-		m.syncStart = time.Time{}
+	if m.s.metered && !m.sync.start.IsZero() {
+		m.s.tel.Metrics.ListDuration(m.s.clock.Since(m.sync.start), m.sync.status.Syncs == 0)
+		m.sync.start = time.Time{}
 	}
 }
 
-func (m *Machine) startWatch(e *Effects) {
-	timeout := m.beginStream()
-	m.state = StateWatching
-	rv := m.rv
-	m.stream.propagateRV = rv != "" && rv != "0"
-	e.Watch = &WatchRequest{Gen: m.gen, Options: metav1.ListOptions{
-		ResourceVersion:     rv,
-		TimeoutSeconds:      timeout,
-		AllowWatchBookmarks: true,
-	}}
-}
-
-func (m *Machine) startWatchList(e *Effects) {
-	timeout := m.beginStream()
-	if m.metered {
-		m.syncStart = m.clock.Now()
-	}
-	m.state = StateWatchListing
-	m.endWatchListSpan(nil)
-	m.wl = watchListing{index: map[string]int{}}
-	m.awaitInitialEvents(true)
-	rv := m.rewatchRV()
-	if m.tracing {
-		_, m.wl.span = m.tel.StartList(context.Background(), rv)
-	}
-	m.tel.Metrics.Relist()
-	e.Watch = &WatchRequest{Gen: m.gen, WatchList: true, Options: metav1.ListOptions{
-		ResourceVersion:      rv,
-		AllowWatchBookmarks:  true,
-		SendInitialEvents:    ptr.To(true),
-		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-		TimeoutSeconds:       timeout,
-	}}
-}
-
-// watchListFailed is client-go's watchList error path: back off and retry
-// on connection refused / 429, retry at once from RV "" on expired or too
-// large, fall back to a list otherwise.
-func (m *Machine) watchListFailed(e *Effects, err error) {
-	switch {
-	case isWatchErrorRetriable(err):
-		m.log.Debug("watch-list failed - backing off", "reflector", m.name, "type", m.typeDesc, "err", err)
-		m.endWatchListSpan(err)
-		m.wl = watchListing{}
-		m.awaitInitialEvents(false)
-		m.waitThen(e, stepWatchList)
-	case isExpiredError(err) || isTooLargeResourceVersionError(err):
-		m.rvUnavailable = true
-		m.startWatchList(e)
-	default:
-		m.log.Debug("Data couldn't be fetched in watchlist mode. Falling back to regular list.",
-			"reflector", m.name, "type", m.typeDesc, "err", err)
-		m.endWatchListSpan(err)
-		m.wl = watchListing{}
-		m.awaitInitialEvents(false)
-		m.startList(e)
-	}
-}
-
-func (m *Machine) endWatchListSpan(err error) {
-	sp := m.wl.span
-	if sp == nil {
-		return
-	}
-	if err != nil {
-		sp.RecordError(err)
-		sp.SetStatus(codes.Error, err.Error())
-	}
-	sp.End()
-	m.wl.span = nil
-}
-
-// watchStreamError is client-go's handling of an error that ended a watch
-// (error event or very short watch): none of them reaches the watch error
-// handler. 429 backs off and re-watches; internal errors re-watch at once
-// while MaxInternalErrorRetryDuration allows; anything else (410 included)
-// ends the ListAndWatch, so the next one relists at the last RV after the
-// backoff (and at "" if that list is expired too).
-func (m *Machine) watchStreamError(e *Effects, err error) {
-	e.StopWatch = true
-	m.countError(err, true)
-	m.restartReason = restartReason(err)
-	m.retry.After(err)
-	switch {
-	case isExpiredError(err):
-		m.log.Debug("Watch closed", "reflector", m.name, "type", m.typeDesc, "err", err)
-		m.endListAndWatch(e, nil)
-	case apierrors.IsTooManyRequests(err):
-		m.log.Debug("Watch returned 429 - backing off", "reflector", m.name, "type", m.typeDesc)
-		m.waitThen(e, stepWatch)
-	case apierrors.IsInternalError(err) && m.retry.ShouldRetry():
-		m.log.Debug("Retrying watch after internal error", "reflector", m.name, "type", m.typeDesc, "err", err)
-		m.startWatch(e)
-	default:
-		m.log.Warn("watch ended with error", "reflector", m.name, "type", m.typeDesc, "err", err)
-		m.endListAndWatch(e, nil)
-	}
-}
-
-// accept applies client-go's checks to a watch event's object; it returns
-// the object's metadata, or false after logging and counting the drop.
-func (m *Machine) accept(ev *watch.Event) (metav1.Object, bool) {
-	obj := ev.Object
-	if m.expectedType != nil && reflect.TypeOf(obj) != m.expectedType {
-		m.dropType(ev, fmt.Errorf("expected type %v, got %T", m.expectedType, obj))
-		return nil, false
-	}
-	if isNil(obj) {
-		m.drop(DropNilObject, string(ev.Type), nil)
-		return nil, false
-	}
-	if m.expectedGVK != nil {
-		if gvk := objectGVK(obj); gvk != *m.expectedGVK {
-			m.dropType(ev, fmt.Errorf("expected gvk %v, got %v", *m.expectedGVK, gvk))
-			return nil, false
-		}
-	}
-	if isUnsupportedTableObject(obj) {
-		m.dropType(ev, fmt.Errorf("unsupported gvk %v", objectGVK(obj)))
-		return nil, false
-	}
-	acc, err := meta.Accessor(obj)
-	if err != nil {
-		m.drop(DropNoMeta, string(ev.Type), err)
-		return nil, false
-	}
-	return acc, true
-}
-
-func (m *Machine) dropType(ev *watch.Event, err error) {
-	m.drop(DropWrongType, string(ev.Type), err)
-}
-
-func (m *Machine) drop(reason, event string, err error) {
-	m.tel.Metrics.Drop(reason)
-	m.log.Error("reflector dropped an object", "informer", m.name, "type", m.typeDesc, "reason", reason, "event", event, "err", err)
-}
-
-// callTransform runs the user's transform, turning a panic into an error:
-// the object is then dropped like one the transform rejects, and the
-// stream goes on.
-func (m *Machine) callTransform(obj runtime.Object) (o any, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			o, err = nil, fmt.Errorf("transform panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return m.transform(obj)
-}
-
-// delta transforms obj and keys it. acc is obj's metadata, used for the
-// root span only.
-func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object, event string, at time.Time, link trace.SpanContext) (fifo.Delta, bool) {
-	var o any = obj
-	if m.transform != nil {
-		var err error
-		o, err = m.callTransform(obj)
-		if err == nil && isNil(o) {
-			err = fmt.Errorf("transform returned nil")
-		}
-		if err != nil {
-			m.drop(DropTransform, event, err)
-			return fifo.Delta{}, false
-		}
-	}
-	var key string
-	if m.transform == nil {
-		// Same as cache.DeletionHandlingMetaNamespaceKeyFunc(obj), minus
-		// its second metadata lookup: obj is neither a tombstone nor an
-		// ExplicitKey (those are not runtime.Objects).
-		key = acc.GetName()
-		if ns := acc.GetNamespace(); ns != "" {
-			key = ns + "/" + key
-		}
+// stampBatch sets the Received stamp of the deltas made from a batch
+// received at at (zero: not stamped).
+func (m *Machine) stampBatch(at time.Time) {
+	if m.s.metered && !at.IsZero() {
+		m.stamp = telemetry.StampAt(at)
 	} else {
-		var err error
-		if key, err = cache.DeletionHandlingMetaNamespaceKeyFunc(o); err != nil {
-			m.drop(DropNoKey, event, err)
-			return fifo.Delta{}, false
-		}
+		m.stamp = telemetry.Stamp{}
 	}
-	d := fifo.Delta{Type: t, Key: key, Object: o, Received: m.stamp}
-	if m.tracing && m.tel.Choose(telemetry.DeltaInfo{Type: t.CacheType(), Key: key, Object: o, ResourceVersion: acc.GetResourceVersion()}) {
-		d.Trace = m.tel.StartDelta(t.String(), telemetry.ObjectMeta{
-			Namespace:       acc.GetNamespace(),
-			Name:            acc.GetName(),
-			UID:             string(acc.GetUID()),
-			ResourceVersion: acc.GetResourceVersion(),
-			Annotations:     acc.GetAnnotations(),
-		}, at, link)
-	}
-	return d, true
-}
-
-// watchEvents is client-go's handleWatch over one batch.
-func (m *Machine) watchEvents(e *Effects, events []watch.Event, at time.Time) {
-	var out *fifo.Deltas
-	lastRV, rvSeen := "", false
-	var streamErr error
-	for i := range events {
-		ev := &events[i]
-		if ev.Type == watch.Error {
-			// client-go stops at the error: later events are not used.
-			streamErr = errorFromEvent(ev.Object)
-			break
-		}
-		acc, ok := m.accept(ev)
-		if !ok {
-			continue
-		}
-		var t fifo.DeltaType
-		switch ev.Type {
-		case watch.Added:
-			t = fifo.Added
-		case watch.Modified:
-			m.stream.nonAdded = true
-			t = fifo.Updated
-		case watch.Deleted:
-			m.stream.nonAdded = true
-			t = fifo.Deleted
-		case watch.Bookmark:
-			// A bookmark moves the RV on, here and, through the queue in
-			// order with the events, in the cache (client-go's
-			// store.Bookmark).
-			m.stream.nonAdded = true
-			if out == nil {
-				out = fifo.NewDeltas(len(events) - i)
-			}
-			out.Items = append(out.Items, fifo.NewBookmark(acc.GetResourceVersion()))
-		default:
-			m.drop(DropUnknownType, string(ev.Type), nil)
-		}
-		if t != 0 {
-			if d, ok := m.delta(t, ev.Object, acc, string(ev.Type), at, trace.SpanContext{}); ok {
-				if out == nil {
-					out = fifo.NewDeltas(len(events) - i)
-				}
-				out.Items = append(out.Items, d)
-			}
-		}
-		if m.stream.propagateRV || m.stream.nonAdded {
-			lastRV, rvSeen = acc.GetResourceVersion(), true
-		}
-		m.stream.events++
-	}
-	if out != nil {
-		m.toQueue(out)
-	}
-	if rvSeen {
-		m.setRV(lastRV)
-	}
-	if streamErr != nil {
-		m.watchStreamError(e, streamErr)
-	}
-}
-
-// watchListEvents is client-go's handleListWatch over one batch: objects
-// collect in a temporary store until the initial-events-end bookmark.
-func (m *Machine) watchListEvents(e *Effects, events []watch.Event, at time.Time) {
-	var link trace.SpanContext
-	if m.wl.span != nil {
-		link = m.wl.span.SpanContext()
-	}
-	for i := range events {
-		ev := &events[i]
-		if ev.Type == watch.Error {
-			err := errorFromEvent(ev.Object)
-			e.StopWatch = true
-			m.countError(err, true)
-			m.restartReason = restartReason(err)
-			m.watchListFailed(e, err)
-			return
-		}
-		acc, ok := m.accept(ev)
-		if !ok {
-			continue
-		}
-		done := false
-		switch ev.Type {
-		case watch.Added:
-			m.wlPut(ev, acc, at, link)
-		case watch.Modified:
-			m.stream.nonAdded = true
-			m.wlPut(ev, acc, at, link)
-		case watch.Deleted:
-			m.stream.nonAdded = true
-			m.wlDelete(ev)
-		case watch.Bookmark:
-			m.stream.nonAdded = true
-			done = acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-		default:
-			m.drop(DropUnknownType, string(ev.Type), nil)
-		}
-		if m.stream.nonAdded {
-			m.wl.rv = acc.GetResourceVersion()
-		}
-		m.stream.events++
-		if done {
-			m.finishWatchList()
-			// The same watch goes on as a normal one.
-			m.watchEvents(e, events[i+1:], at)
-			return
-		}
-	}
-	if !m.wl.wait.opened.IsZero() {
-		m.wl.wait.observe(m.clock.Now(), len(events), m.stream.nonAdded)
-	}
-}
-
-func (m *Machine) wlPut(ev *watch.Event, acc metav1.Object, at time.Time, link trace.SpanContext) {
-	d, ok := m.delta(fifo.Replaced, ev.Object, acc, string(ev.Type), at, link)
-	if !ok {
-		return
-	}
-	wl := &m.wl
-	if i, ok := wl.index[d.Key]; ok {
-		wl.items[i] = d
-		return
-	}
-	wl.index[d.Key] = len(wl.items)
-	wl.items = append(wl.items, d)
-}
-
-func (m *Machine) wlDelete(ev *watch.Event) {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(ev.Object)
-	if err != nil {
-		m.drop(DropNoKey, string(ev.Type), err)
-		return
-	}
-	wl := &m.wl
-	if i, ok := wl.index[key]; ok {
-		wl.items[i] = fifo.Delta{}
-		delete(wl.index, key)
-		wl.holes++
-	}
-}
-
-// finishWatchList emits the one Replace of a WatchList sync and turns the
-// stream into a normal watch.
-func (m *Machine) finishWatchList() {
-	wl := &m.wl
-	items := wl.items
-	if wl.holes > 0 {
-		kept := items[:0]
-		for _, d := range items {
-			if d.Type != 0 {
-				kept = append(kept, d)
-			}
-		}
-		clear(items[len(kept):])
-		items = kept
-	}
-	if items == nil {
-		items = []fifo.Delta{}
-	}
-	rv := wl.rv
-	rep := &fifo.Replace{Items: items, ResourceVersion: rv}
-	if wl.span != nil {
-		wl.span.SetAttributes(telemetry.AttrListItems.Int(len(items)))
-		rep.ListTrace = &telemetry.DeltaTrace{Parent: wl.span.SpanContext(), Since: m.clock.Now()}
-		m.endWatchListSpan(nil)
-	}
-	m.toQueue(rep)
-	m.listTimed()
-	m.wl = watchListing{}
-	m.awaitInitialEvents(false)
-	m.rvUnavailable = false
-	m.setRV(rv)
-	m.r.synced(true)
-	m.log.Debug("Caches populated by watch-list", "reflector", m.name, "type", m.typeDesc, "items", len(items), "resourceVersion", rv)
-
-	m.state = StateWatching
-	m.stream.propagateRV = true
-	m.stream.events = 0
-	m.stream.nonAdded = false
-	m.stream.start = m.clock.Now()
-}
-
-func (m *Machine) setRV(rv string) {
-	if rv == m.rv {
-		return
-	}
-	m.rv = rv
-	m.r.setRV(rv)
 }
 
 func (m *Machine) countError(err error, fromEvent bool) {
-	m.tel.Metrics.WatchError(errorReason(err, fromEvent))
+	m.s.tel.Metrics.WatchError(errorReason(err, fromEvent))
 }

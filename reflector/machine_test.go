@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -79,7 +80,7 @@ func TestMachineWatchTimeout(t *testing.T) {
 	}
 	for _, tc := range cases {
 		h := newHarness(t, func(c *Config) { c.MinWatchTimeout = tc.minTimeout })
-		h.m.rand = func() float64 { return tc.rand }
+		h.m.s.rand = func() float64 { return tc.rand }
 		w := h.startWatching("1")
 		if got := *w.Options.TimeoutSeconds; got != tc.want {
 			t.Errorf("min %v rand %v: timeout %d, want %d", tc.minTimeout, tc.rand, got, tc.want)
@@ -693,9 +694,26 @@ func TestMachineUnsupportedTableList(t *testing.T) {
 func TestMachineResumesFromHandleRV(t *testing.T) {
 	h := newHarness(t, nil)
 	h.startWatching("10")
-	// A restarted actor gets a new Machine over the same handle.
+	// A new Machine over the same handle starts from its status.
 	m2 := newMachine(h.r)
 	h.expectList(m2.Start(), "10", 0)
+}
+
+// TestMachineRestart: a restarted actor carries on over the same Machine:
+// Restarting stops what runs, and the Started after it lists again from
+// the last synced RV; reports of the requests before are stale.
+func TestMachineRestart(t *testing.T) {
+	h := newHarness(t, nil)
+	w := h.startWatching("10")
+	e := decode(h.m.Step(stage.RestartingMsg))
+	if !e.StopWatch || e.StopTimers != 2 || e.List != nil || e.Watch != nil || h.m.State() != StateIdle {
+		t.Fatalf("Restarting: %s, %d timers stopped, state %v", describe(e), e.StopTimers, h.m.State())
+	}
+	l := h.expectList(h.m.Start(), "10", 0)
+	if e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("x", "11"))}, time.Time{}); describe(e) != "nothing" {
+		t.Fatalf("the old watch's events after the restart: %s", describe(e))
+	}
+	h.expectWatch(h.m.ListDone(l.Gen, ListResult{List: podList("12")}), "12")
 }
 
 // fakeWLUnsupported is a ListerWatcher that says it cannot do WatchList.

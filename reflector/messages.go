@@ -3,60 +3,82 @@ package reflector
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// The reflector actor sends *fifo.Replace and *fifo.Deltas to its queue and
-// receives nothing from other actors. The messages below are its own: its
-// list and watch goroutines and its backoff timer report with them. Each
-// carries the actor instance it belongs to (a restarted actor ignores its
-// predecessor's) and the Gen of the Machine request it answers.
+// The reflector sends *fifo.Replace and *fifo.Deltas to its queue. The
+// Machine's other messages are effects, which its shell performs:
+//
+//   - to stage.ToSource, the API server: *ListRequest, *WatchRequest and
+//     *StopWatch; the shell runs the blocking calls in goroutines that
+//     report back to the reflector with *ListDone, *WatchFailed,
+//     *WatchOpened, *WatchEvents and *WatchEnded;
+//   - to its timers: stage.TimerOf(stage.Reflector, 0), the backoff, which
+//     fires *BackoffElapsed, and stage.TimerOf(stage.Reflector, 1), the
+//     WatchList stream's bookmark checks, which fire *WatchListCheck;
+//   - to stage.ToInformer: *WatchError (for the watch error handler) and
+//     *Status (what the reflector has synced, for the Reflector handle).
+//
+// Each report carries the Gen of the request it answers: the Machine
+// ignores a report of an older one.
 
-// listDone reports the end of a list (all its pages).
-type listDone struct {
-	from *reflectorActor
-	gen  uint64
-	res  ListResult
+// ListRequest asks the shell to list through tools/pager.
+type ListRequest struct {
+	Gen     uint64
+	Options metav1.ListOptions
+	// PageSize is the pager's page size; 0 lists in one request.
+	PageSize int64
 }
 
-// watchFailed reports that opening a watch failed.
-type watchFailed struct {
-	from *reflectorActor
-	gen  uint64
-	err  error
+// WatchRequest asks the shell to open a watch and stream its events back.
+type WatchRequest struct {
+	Gen     uint64
+	Options metav1.ListOptions
+	// WatchList marks the initial-events stream of a WatchList sync.
+	WatchList bool
 }
 
-// watchEvents carries one batch of watch events: the first one the reader
-// blocked for, then whatever was already waiting.
-type watchEvents struct {
-	from   *reflectorActor
-	gen    uint64
-	events []watch.Event
-	// at is when the batch arrived; zero unless tracing.
-	at time.Time
+// StopWatch asks the shell to stop the running list or watch: its calls
+// are cancelled, and a watch being read is stopped.
+type StopWatch struct{}
+
+// WatchError is an error that ended a ListAndWatch, for the watch error
+// handler (Config.WatchErrorHandler).
+type WatchError struct{ Err error }
+
+// ListDone reports the end of a list (all its pages).
+type ListDone struct {
+	Gen    uint64
+	Result ListResult
 }
 
-// watchEnded reports that a watch's result channel closed.
-type watchEnded struct {
-	from *reflectorActor
-	gen  uint64
+// WatchFailed reports that opening a watch failed.
+type WatchFailed struct {
+	Gen uint64
+	Err error
 }
 
-// backoffElapsed reports the end of a backoff wait.
-type backoffElapsed struct {
-	from *reflectorActor
-	gen  uint64
+// WatchOpened reports that the watch call of a WatchList stream returned
+// a watch; it comes before the watch's events.
+type WatchOpened struct{ Gen uint64 }
+
+// WatchEvents carries one batch of watch events: the first one the reader
+// blocked for, then whatever was already waiting. The Machine does not
+// keep Events.
+type WatchEvents struct {
+	Gen    uint64
+	Events []watch.Event
+	// At is when the batch arrived; zero unless tracing or metrics are on.
+	At time.Time
 }
 
-// watchOpened reports that the watch call of a WatchList stream returned a
-// watch.
-type watchOpened struct {
-	from *reflectorActor
-	gen  uint64
-}
+// WatchEnded reports that a watch's result channel closed.
+type WatchEnded struct{ Gen uint64 }
 
-// watchListCheck reports that a WatchList stream's bookmark check is due.
-type watchListCheck struct {
-	from *reflectorActor
-	gen  uint64
-}
+// BackoffElapsed is the backoff timer's: the wait is over.
+type BackoffElapsed struct{ Gen uint64 }
+
+// WatchListCheck is the check timer's: a WatchList stream still without
+// its initial-events-end bookmark is checked (see watchlistwait.go).
+type WatchListCheck struct{ Gen uint64 }

@@ -146,7 +146,7 @@ func TestMachineStampsDeltas(t *testing.T) {
 func TestMachineWatchListDuration(t *testing.T) {
 	informertest.NeedsTracing(t)
 	h, reader := newMeteredHarness(t)
-	h.m.useWatchList = true
+	h.m.sync.status.UseWatchList = true
 	w := h.expectWatchList(h.m.Start(), "")
 	h.clk.Step(4 * time.Second)
 	e := h.m.WatchEvents(w.Gen, []watch.Event{ev(watch.Added, pod("a", "5")), ev(watch.Bookmark, bookmark("6", true))}, time.Now())

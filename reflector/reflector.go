@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"runtime/debug"
 	"sync"
@@ -130,33 +132,42 @@ type Status struct {
 	AwaitingSince            time.Time
 }
 
-// Reflector is the handle of one reflector: its configuration and what it
-// has synced. Props makes the actor that does the work. Its methods may be
+// Reflector is the handle of one reflector: its settings and what it has
+// synced. Props makes the actor that does the work. Its methods may be
 // called by multiple goroutines simultaneously. Run at most one reflector
 // actor from a handle at a time: they would share the status.
 type Reflector struct {
+	*settings
+
+	// mu guards status, which the actor stores as its Machine reports it.
+	mu     sync.RWMutex
+	status Status
+}
+
+// settings are a reflector's configuration, resolved once by New and shared
+// read-only by its Machines and its actor's shell.
+type settings struct {
 	cfg          Config
 	lw           cache.ListerWatcherWithContext
 	name         string
 	typeDesc     string
 	expectedType reflect.Type
 	expectedGVK  *schema.GroupVersionKind
-	useWatchList bool // turned off under mu by watchListOff
 	minTimeout   time.Duration
 	maxTimeout   time.Duration
 	backoff      wait.Backoff
 	clock        clock.WithDelayedExecution
 	maxBatch     int
 	tel          *telemetry.T
+	log          *slog.Logger
+	// tracing is set when tracing is on; metered when metrics are: deltas
+	// are then stamped with their batch's receive time, and lists timed.
+	tracing, metered bool
+	// rand draws the watch timeouts (tests fix it).
+	rand func() float64
 	// cacheRef is never run: it is what handlers written for client-go
 	// (which get a *cache.Reflector) are given.
 	cacheRef *cache.Reflector
-
-	mu            sync.RWMutex
-	rv            string
-	syncs         int64
-	usedWatchList bool
-	awaitingSince time.Time // zero: no WatchList stream waits for its bookmark
 }
 
 // New builds a reflector handle. It panics if cfg.ListerWatcher is nil.
@@ -164,79 +175,68 @@ func New(cfg Config) *Reflector {
 	if cfg.ListerWatcher == nil {
 		panic("reflector: Config.ListerWatcher is nil")
 	}
-	r := &Reflector{cfg: cfg, lw: cache.ToListerWatcherWithContext(cfg.ListerWatcher)}
-	r.tel = cfg.Telemetry
-	if r.tel == nil {
-		r.tel = telemetry.Nop()
+	s := &settings{cfg: cfg, lw: cache.ToListerWatcherWithContext(cfg.ListerWatcher), rand: rand.Float64}
+	s.tel = cfg.Telemetry
+	if s.tel == nil {
+		s.tel = telemetry.Nop()
 	}
-	r.clock = cfg.Clock
-	if r.clock == nil {
-		r.clock = clock.RealClock{}
+	s.log = s.tel.Logger
+	s.tracing, s.metered = s.tel.Tracing(), s.tel.Metrics.Enabled()
+	s.clock = cfg.Clock
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
 	}
-	r.backoff = DefaultBackoff()
+	s.backoff = DefaultBackoff()
 	if cfg.Backoff != nil {
-		r.backoff = *cfg.Backoff
+		s.backoff = *cfg.Backoff
 	}
-	r.maxBatch = cfg.MaxBatch
-	if r.maxBatch <= 0 {
-		r.maxBatch = DefaultMaxBatch
+	s.maxBatch = cfg.MaxBatch
+	if s.maxBatch <= 0 {
+		s.maxBatch = DefaultMaxBatch
 	}
-	r.minTimeout = defaultMinWatchTimeout
+	s.minTimeout = defaultMinWatchTimeout
 	if cfg.MinWatchTimeout > defaultMinWatchTimeout {
-		r.minTimeout = cfg.MinWatchTimeout
+		s.minTimeout = cfg.MinWatchTimeout
 	}
-	r.maxTimeout = 2 * r.minTimeout
+	s.maxTimeout = 2 * s.minTimeout
 
 	var example any // for cacheRef, which cannot take a typed nil
 	if cfg.ExpectedType != nil {
-		r.expectedType = reflect.TypeOf(cfg.ExpectedType)
+		s.expectedType = reflect.TypeOf(cfg.ExpectedType)
 		if !isNil(cfg.ExpectedType) {
 			example = cfg.ExpectedType
 			if u, ok := cfg.ExpectedType.(*unstructured.Unstructured); ok {
 				if gvk := u.GroupVersionKind(); !gvk.Empty() {
-					r.expectedGVK = &gvk
+					s.expectedGVK = &gvk
 				}
 			}
 		}
 	}
-	r.name = cfg.Name
-	if r.name == "" {
-		r.name = r.tel.Info.Name
+	s.name = cfg.Name
+	if s.name == "" {
+		s.name = s.tel.Info.Name
 	}
-	r.cacheRef = cache.NewReflectorWithOptions(cfg.ListerWatcher, example, nil,
-		cache.ReflectorOptions{Name: r.name, TypeDescription: cfg.TypeDescription})
-	r.typeDesc = r.cacheRef.TypeDescription()
-	if example == nil && r.expectedType != nil && cfg.TypeDescription == "" {
-		r.typeDesc = r.expectedType.String()
+	s.cacheRef = cache.NewReflectorWithOptions(cfg.ListerWatcher, example, nil,
+		cache.ReflectorOptions{Name: s.name, TypeDescription: cfg.TypeDescription})
+	s.typeDesc = s.cacheRef.TypeDescription()
+	if example == nil && s.expectedType != nil && cfg.TypeDescription == "" {
+		s.typeDesc = s.expectedType.String()
 	}
-	if r.name == "" {
-		r.name = r.typeDesc
+	if s.name == "" {
+		s.name = s.typeDesc
 	}
 
+	r := &Reflector{settings: s}
 	if cfg.UseWatchList != nil {
-		r.useWatchList = *cfg.UseWatchList
+		r.status.UseWatchList = *cfg.UseWatchList
 	} else {
-		r.useWatchList = clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
+		r.status.UseWatchList = clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
 	}
-	if r.useWatchList && watchlist.DoesClientNotSupportWatchListSemantics(cfg.ListerWatcher) {
-		r.tel.Logger.Debug("the ListerWatcher does not support WatchList semantics; WatchList is off", "reflector", r.name)
-		r.useWatchList = false
+	if r.status.UseWatchList && watchlist.DoesClientNotSupportWatchListSemantics(cfg.ListerWatcher) {
+		s.log.Debug("the ListerWatcher does not support WatchList semantics; WatchList is off", "reflector", s.name)
+		r.status.UseWatchList = false
 	}
 	return r
-}
-
-// Props returns fresh Props for the reflector actor, which sends its
-// messages to queue (cfg.Queue when queue is nil). The actor starts listing
-// when started and stops every goroutine and timer of its own when stopped.
-// A restarted actor resumes from the last synced resource version.
-func (r *Reflector) Props(queue *actor.PID, opts ...actor.PropsOption) *actor.Props {
-	if queue == nil {
-		queue = r.cfg.Queue
-	}
-	if queue == nil {
-		panic("reflector: no queue PID")
-	}
-	return actor.PropsFromProducer(func() actor.Actor { return r.newActor(queue) }, opts...)
 }
 
 // Name is the reflector's name.
@@ -247,52 +247,23 @@ func (r *Reflector) TypeDescription() string { return r.typeDesc }
 
 // LastSyncResourceVersion is the resource version last seen in a list,
 // a watch-list or a watch event (bookmarks included).
-func (r *Reflector) LastSyncResourceVersion() string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.rv
-}
+func (r *Reflector) LastSyncResourceVersion() string { return r.Status().ResourceVersion }
 
 // LastSyncUsedWatchList tells whether the last initial sync or relist was
 // served by a WatchList stream.
-func (r *Reflector) LastSyncUsedWatchList() bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.usedWatchList
-}
+func (r *Reflector) LastSyncUsedWatchList() bool { return r.Status().LastSyncUsedWatchList }
 
 // Status returns a snapshot of the reflector's sync state.
 func (r *Reflector) Status() Status {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return Status{ResourceVersion: r.rv, Syncs: r.syncs, LastSyncUsedWatchList: r.usedWatchList, UseWatchList: r.useWatchList,
-		AwaitingInitialEventsEnd: !r.awaitingSince.IsZero(), AwaitingSince: r.awaitingSince}
+	return r.status
 }
 
-func (r *Reflector) setAwaiting(since time.Time) {
+// setStatus stores what the Machine reported.
+func (r *Reflector) setStatus(st Status) {
 	r.mu.Lock()
-	r.awaitingSince = since
-	r.mu.Unlock()
-}
-
-// watchListOff turns WatchList off for the handle's life, after a stream
-// that never sent its initial-events-end bookmark.
-func (r *Reflector) watchListOff() {
-	r.mu.Lock()
-	r.useWatchList = false
-	r.mu.Unlock()
-}
-
-func (r *Reflector) setRV(rv string) {
-	r.mu.Lock()
-	r.rv = rv
-	r.mu.Unlock()
-}
-
-func (r *Reflector) synced(watchList bool) {
-	r.mu.Lock()
-	r.syncs++
-	r.usedWatchList = watchList
+	r.status = st
 	r.mu.Unlock()
 }
 

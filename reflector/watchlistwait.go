@@ -53,7 +53,7 @@ func (e *errNoInitialEventsEnd) Error() string {
 }
 
 // bookmarkWait is a WatchList stream's wait for its initial-events-end
-// bookmark, from the time the watch opened (Machine.WatchOpened). Its
+// bookmark, from the time the watch opened (WatchOpened). Its
 // zero value is a stream not open yet: nothing is checked.
 type bookmarkWait struct {
 	opened      time.Time // when the watch opened; zero: not yet
@@ -147,42 +147,52 @@ func (w *bookmarkWait) logArgs(now time.Time) []any {
 const watchListHint = "a source without WatchList support (client-go's fake clientset behind a plain cache.ListWatch) never sends it: " +
 	"build the ListWatch with cache.ToListWatcherWithWatchListSemantics(lw, client), or pass actors.WithWatchList(false)"
 
-// watchListCheck is WatchListCheck in StateWatchListing, for the current
-// stream.
-func (m *Machine) watchListCheck(e *Effects) {
-	w := &m.wl.wait
+// watchOpened takes the news that the watch call of the WatchList stream
+// wl returned a watch; the shell reports it before the watch's events. It
+// starts the wait for the stream's initial-events-end bookmark, which sets
+// the check timer.
+func (m *Machine) watchOpened(e *effects, wl *watchListing) {
+	now := m.s.clock.Now()
+	wl.wait.open(now)
+	e.Check = &waitRequest{Gen: m.gen, Duration: wl.wait.nextCheck(now)}
+}
+
+// watchListCheck is the check timer's WatchListCheck for the stream wl,
+// still without its initial-events-end bookmark: it is logged, or given up
+// (WatchList off, list and watch instead).
+func (m *Machine) watchListCheck(e *effects, wl *watchListing) {
+	w := &wl.wait
 	if w.opened.IsZero() {
 		return // WatchOpened arms the checks
 	}
-	now := m.clock.Now()
+	now := m.s.clock.Now()
 	switch w.check(now) {
 	case waitGiveUp:
 		err := &errNoInitialEventsEnd{events: w.events, waited: now.Sub(w.opened)}
-		m.log.Warn("WatchList stream hasn't received the required bookmark event marking the end of initial events (k8s.io/initial-events-end): "+
+		m.s.log.Warn("WatchList stream hasn't received the required bookmark event marking the end of initial events (k8s.io/initial-events-end): "+
 			"the source does not support WatchList; WatchList is off for this informer, which lists and watches instead",
-			append([]any{"informer", m.name, "type", m.typeDesc, "hint", watchListHint}, w.logArgs(now)...)...)
-		m.giveUpWatchList(e, err)
+			append([]any{"informer", m.s.name, "type", m.s.typeDesc, "hint", watchListHint}, w.logArgs(now)...)...)
+		m.giveUpWatchList(e, wl, err)
 		return
 	case waitWarn:
-		m.log.Warn("WatchList stream hasn't received the required bookmark event marking the end of initial events (k8s.io/initial-events-end): the informer cannot sync before it",
-			append([]any{"informer", m.name, "type", m.typeDesc, "giveUpAfter", WatchListGiveUpAfter, "hint", watchListHint},
+		m.s.log.Warn("WatchList stream hasn't received the required bookmark event marking the end of initial events (k8s.io/initial-events-end): the informer cannot sync before it",
+			append([]any{"informer", m.s.name, "type", m.s.typeDesc, "giveUpAfter", WatchListGiveUpAfter, "hint", watchListHint},
 				w.logArgs(now)...)...)
 	}
-	e.Check = &WaitRequest{Gen: m.gen, Duration: w.nextCheck(now)}
+	e.Check = &waitRequest{Gen: m.gen, Duration: w.nextCheck(now)}
 }
 
 // giveUpWatchList ends a stream that will not send its initial-events-end
-// bookmark, turns WatchList off for good (for this reflector handle, so for
-// a restarted actor too) and lists instead, as client-go's fallback does.
-func (m *Machine) giveUpWatchList(e *Effects, err error) {
+// bookmark, turns WatchList off for good (in the Machine, which a
+// restarted actor keeps, and in the status) and lists instead, as
+// client-go's fallback does.
+func (m *Machine) giveUpWatchList(e *effects, wl *watchListing, err error) {
 	e.StopWatch = true
 	m.countError(err, false)
-	m.restartReason = RestartError
-	m.endWatchListSpan(err)
-	m.wl = watchListing{}
-	m.awaitInitialEvents(false)
-	m.useWatchList = false
-	m.r.watchListOff()
+	m.loop.restartReason = RestartError
+	wl.endSpan(err)
+	m.sync.status.UseWatchList = false
+	m.sync.dirty = true
 	m.startList(e)
 }
 
@@ -191,8 +201,9 @@ func (m *Machine) giveUpWatchList(e *Effects, err error) {
 func (m *Machine) awaitInitialEvents(on bool) {
 	var since time.Time
 	if on {
-		since = m.clock.Now()
+		since = m.s.clock.Now()
 	}
-	m.r.setAwaiting(since)
-	m.tel.Metrics.AwaitingInitialEvents(on)
+	m.sync.status.AwaitingInitialEventsEnd, m.sync.status.AwaitingSince = on, since
+	m.sync.dirty = true
+	m.s.tel.Metrics.AwaitingInitialEvents(on)
 }

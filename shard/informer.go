@@ -118,7 +118,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	if _, dup := groups.LoadOrStore(key, struct{}{}); dup {
 		return nil, fmt.Errorf("shard: group %q already has an informer on this member", group)
 	}
-	log := actors.LoggerOf(o.actorOpts...)
+	_, _, log := actors.TelemetryOf(o.actorOpts...)
 	if log == nil {
 		log = slog.New(logr.ToSlogHandler(klog.Background()))
 	}

@@ -44,7 +44,7 @@ type shardTelemetry struct {
 }
 
 func newShardTelemetry(s *Informer) *shardTelemetry {
-	tp, mp := actors.Providers(s.o.actorOpts...)
+	tp, mp, _ := actors.TelemetryOf(s.o.actorOpts...)
 	if tp == nil {
 		tp = tracenoop.NewTracerProvider()
 	}

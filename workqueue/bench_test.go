@@ -6,8 +6,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"k8s.io/client-go/util/workqueue"
-
-	"github.com/actorinformer/actorinformer/actors"
 )
 
 // BenchmarkTracedQueue runs one Add+Get+Done cycle per iteration on
@@ -35,9 +33,9 @@ func BenchmarkTracedQueue(b *testing.B) {
 		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	}
 	b.Run("bare", func(b *testing.B) { run(b, newQueue()) })
-	b.Run("traced-noop", func(b *testing.B) { run(b, New(newQueue())) })
+	b.Run("traced-noop", func(b *testing.B) { run(b, New(newQueue(), nil)) })
 	b.Run("traced-sdk", func(b *testing.B) {
 		tp := sdktrace.NewTracerProvider()
-		run(b, New(newQueue(), actors.WithTracerProvider(tp)))
+		run(b, New(newQueue(), tp))
 	})
 }

@@ -3,10 +3,13 @@
 // worker that later processes the key gets a span linked to every handler
 // span that enqueued it.
 //
+// It has client-go's package name: import it as aiworkqueue, and client-go's
+// under its own name.
+//
 // [Traced] wraps client-go's rate-limiting workqueue and is one itself, so it
 // drops in where the queue was:
 //
-//	queue := workqueue.New(clientgoqueue, actors.WithTracerProvider(tp))
+//	queue := aiworkqueue.New(q, tp) // or aiworkqueue.NewRateLimitingQueue(name, rl, tp, mp)
 //	// handler (an actors.ContextEventHandler):
 //	queue.AddCtx(ctx, key)
 //	// worker:

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -17,10 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
-	clientgoworkqueue "k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // listOnly is a fake source that makes the informer list rather than stream
@@ -31,47 +32,63 @@ func (listOnly) IsWatchListSemanticsUnSupported() bool { return true }
 
 // A controller: the informer's context handler enqueues the object's key
 // with the handler's context, and the worker's reconcile runs under a
-// workqueue.process span linked to the handler span of the delta's trace.
+// workqueue.process span linked to the handler span of the delta's trace
+// (docs/tracing.md, "Controllers").
 func Example_controller() {
 	src := fcache.NewFakeControllerSource()
 	defer src.Shutdown()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	mp := sdkmetric.NewMeterProvider()
+	tracer := tp.Tracer("controller")
+	inf := actors.NewSharedIndexInformer(listOnly{src}, &corev1.Pod{}, 0, nil, actors.WithTracerProvider(tp))
 
-	queue := workqueue.New(
-		clientgoworkqueue.NewTypedRateLimitingQueue(clientgoworkqueue.DefaultTypedControllerRateLimiter[string]()),
-		actors.WithTracerProvider(tp))
+	// doc:begin docs/tracing.md
+	queue := aiworkqueue.NewRateLimitingQueue("pods", workqueue.DefaultTypedControllerRateLimiter[string](), tp, mp)
+	// or aiworkqueue.New(q, tp) around a client-go queue q built elsewhere
 	enqueue := func(ctx context.Context, obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			queue.AddCtx(ctx, key)
+			queue.AddCtx(ctx, key) // also AddAfterCtx, AddRateLimitedCtx
 		}
 	}
-	inf := actors.NewSharedIndexInformer(listOnly{src}, &corev1.Pod{}, 0, nil, actors.WithTracerProvider(tp))
-	_, _ = inf.AddContextEventHandler(actors.NamedContextHandler("enqueue", actors.ContextEventHandlerFuncs{
+	_, err := inf.AddContextEventHandler(actors.NamedContextHandler("enqueue", actors.ContextEventHandlerFuncs{
 		AddFunc:    func(ctx context.Context, obj any, _ bool) { enqueue(ctx, obj) },
 		UpdateFunc: func(ctx context.Context, _, obj any) { enqueue(ctx, obj) },
 	}))
+	// doc:end
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { inf.RunWithContext(ctx); close(stopped) }()
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 
-	// One worker, one item.
-	tracer := tp.Tracer("controller")
-	worked := make(chan struct{})
-	go func() {
-		defer close(worked)
-		ctx, key, shutdown := queue.GetCtx()
-		if shutdown {
-			return
-		}
-		defer queue.Done(key)
+	reconciled := make(chan struct{}, 1)
+	reconcile := func(ctx context.Context, key string) {
 		_, span := tracer.Start(ctx, "reconcile", trace.WithAttributes(attribute.String("key", key)))
 		span.End()
-	}()
+		reconciled <- struct{}{}
+	}
+	worker := func() {
+		// doc:begin docs/tracing.md
+		for {
+			ctx, key, shutdown := queue.GetCtx() // ctx carries workqueue.process
+			if shutdown {
+				return
+			}
+			reconcile(ctx, key) // spans started from ctx are its children
+			queue.Done(key)     // ends workqueue.process
+		}
+		// doc:end
+	}
+	worked := make(chan struct{})
+	go func() { worker(); close(worked) }()
 	src.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}})
-	<-worked
+	<-reconciled
 	queue.ShutDown()
+	<-worked
 	cancel()
 	<-stopped
 
@@ -106,7 +123,7 @@ func printTraces(spans []sdktrace.ReadOnlySpan) {
 		}
 	}
 	for _, s := range spans {
-		if s.Name() == workqueue.SpanProcess {
+		if s.Name() == aiworkqueue.SpanProcess {
 			for _, l := range s.Links() {
 				addTrace(l.SpanContext.TraceID())
 			}
@@ -183,10 +200,10 @@ func details(s sdktrace.ReadOnlySpan) string {
 		return get("actorinformer.delta.type") + " " + get("k8s.namespace.name") + "/" + get("actorinformer.object.name")
 	case "listener.deliver", "handler":
 		return "handler=" + get("actorinformer.handler.name")
-	case workqueue.SpanProcess:
+	case aiworkqueue.SpanProcess:
 		return fmt.Sprintf("item=%s adds=%s requeues=%s links.dropped=%s",
-			get(string(workqueue.AttrItem)), get(string(workqueue.AttrAdds)),
-			get(string(workqueue.AttrRequeues)), get(string(workqueue.AttrLinksDropped)))
+			get(string(aiworkqueue.AttrItem)), get(string(aiworkqueue.AttrAdds)),
+			get(string(aiworkqueue.AttrRequeues)), get(string(aiworkqueue.AttrLinksDropped)))
 	case "reconcile":
 		return "key=" + get("key")
 	}

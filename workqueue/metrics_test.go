@@ -9,8 +9,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"k8s.io/client-go/util/workqueue"
-
-	"github.com/actorinformer/actorinformer/actors"
 )
 
 // collect returns the data points of rm by metric name, for queue name.
@@ -93,12 +91,12 @@ func TestOTelMetricsProviderOnClientGoQueue(t *testing.T) {
 	}
 }
 
-// NewRateLimitingQueue gives the option's meter provider to the queue.
+// NewRateLimitingQueue gives its meter provider to the queue.
 func TestNewRateLimitingQueueRecordsMetrics(t *testing.T) {
 	skipWithoutTracing(t)
 	r := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-	q := NewRateLimitingQueue("ctl", workqueue.DefaultTypedControllerRateLimiter[string](), actors.WithMeterProvider(mp))
+	q := NewRateLimitingQueue("ctl", workqueue.DefaultTypedControllerRateLimiter[string](), nil, mp)
 	defer q.ShutDown()
 	q.Add("a")
 	if got := collect(t, r, "ctl"); got[MetricAdds] != 1 || got[MetricDepth] != 1 {

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -93,13 +93,11 @@ type delayedAdd struct {
 	ready time.Time
 }
 
-// New wraps q. Of opts only actors.WithTracerProvider is used: q's metrics
-// are those q was built with (see [NewOTelMetricsProvider] and
-// [NewRateLimitingQueue]). Without a tracer provider, or with a no-op one,
-// the Traced queue only delegates to q.
-func New[T comparable](q workqueue.TypedRateLimitingInterface[T], opts ...actors.Option) *Traced[T] {
+// New wraps q, tracing through tp. q's metrics are those q was built with
+// (see [NewOTelMetricsProvider], or [NewRateLimitingQueue], which builds
+// the queue). With a nil or no-op tp, the Traced queue only delegates to q.
+func New[T comparable](q workqueue.TypedRateLimitingInterface[T], tp trace.TracerProvider) *Traced[T] {
 	t := &Traced[T]{q: q}
-	tp, _ := actors.Providers(opts...)
 	if !telemetry.CompiledOut && tp != nil && !isNoopTracerProvider(tp) {
 		t.tracer = tp.Tracer(telemetry.ScopeName)
 		t.pending = map[T]*adds{}
@@ -110,15 +108,17 @@ func New[T comparable](q workqueue.TypedRateLimitingInterface[T], opts ...actors
 }
 
 // NewRateLimitingQueue builds client-go's rate-limiting queue named name,
-// its metrics recorded through the meter provider of opts
-// (actors.WithMeterProvider) by [NewOTelMetricsProvider], and wraps it with
-// the tracer provider of opts.
-func NewRateLimitingQueue[T comparable](name string, rl workqueue.TypedRateLimiter[T], opts ...actors.Option) *Traced[T] {
+// its metrics (client-go's: depth, adds, queue and work duration,
+// unfinished work, longest running processor, retries) recorded through mp
+// by [NewOTelMetricsProvider], and wraps it, tracing through tp. A nil mp
+// leaves the queue to client-go's global workqueue metrics provider (as
+// client-go's constructors do); a nil tp traces nothing.
+func NewRateLimitingQueue[T comparable](name string, rl workqueue.TypedRateLimiter[T], tp trace.TracerProvider, mp metric.MeterProvider) *Traced[T] {
 	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
-	if _, mp := actors.Providers(opts...); mp != nil {
+	if mp != nil {
 		cfg.MetricsProvider = NewOTelMetricsProvider(mp)
 	}
-	return New(workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg), opts...)
+	return New(workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg), tp)
 }
 
 func isNoopTracerProvider(tp trace.TracerProvider) bool {

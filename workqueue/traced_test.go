@@ -14,7 +14,6 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -36,7 +35,7 @@ func newTraced(t *testing.T) (*Traced[string], *tracetest.SpanRecorder, trace.Tr
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	return New(newBareQueue(t), actors.WithTracerProvider(tp)), rec, tp.Tracer("test")
+	return New(newBareQueue(t), tp), rec, tp.Tracer("test")
 }
 
 // handlerSpans starts and ends n spans and returns contexts carrying them.
@@ -282,7 +281,7 @@ func TestItemAttributeOfAStringer(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	inner := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[stringer]())
 	defer inner.ShutDown()
-	q := New(inner, actors.WithTracerProvider(tp))
+	q := New(inner, tp)
 	q.Add(stringer{"a", "b"})
 	_, item, _ := q.GetCtx()
 	q.Done(item)
@@ -299,7 +298,7 @@ func TestSampledOutProcessingKeepsNoState(t *testing.T) {
 	skipWithoutTracing(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()), sdktrace.WithSpanProcessor(rec))
-	q := New(newBareQueue(t), actors.WithTracerProvider(tp))
+	q := New(newBareQueue(t), tp)
 	q.Add("k")
 	ctx, item, _ := q.GetCtx()
 	if trace.SpanFromContext(ctx).IsRecording() {
@@ -324,12 +323,12 @@ func assertNoState(t *testing.T, q *Traced[string]) {
 // Without a tracer provider, or with a no-op one, or with tracing compiled
 // out, the queue only delegates.
 func TestUntracedOnlyDelegates(t *testing.T) {
-	for name, opts := range map[string][]actors.Option{
+	for name, tp := range map[string]trace.TracerProvider{
 		"none": nil,
-		"noop": {actors.WithTracerProvider(tracenoop.NewTracerProvider())},
+		"noop": tracenoop.NewTracerProvider(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			q := New(newBareQueue(t), opts...)
+			q := New(newBareQueue(t), tp)
 			if q.tracer != nil {
 				t.Fatal("tracer set")
 			}
@@ -346,7 +345,7 @@ func TestUntracedOnlyDelegates(t *testing.T) {
 	}
 	if telemetry.CompiledOut {
 		rec := tracetest.NewSpanRecorder()
-		q := New(newBareQueue(t), actors.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+		q := New(newBareQueue(t), sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 		q.Add("k")
 		_, item, _ := q.GetCtx()
 		q.Done(item)
@@ -359,7 +358,7 @@ func TestUntracedOnlyDelegates(t *testing.T) {
 // The untraced cycle allocates no more than client-go's bare queue.
 func TestUntracedAllocatesAsTheBareQueue(t *testing.T) {
 	bare := newBareQueue(t)
-	traced := New(newBareQueue(t))
+	traced := New(newBareQueue(t), nil)
 	cycle := func(q workqueue.TypedRateLimitingInterface[string]) func() {
 		return func() {
 			q.Add("k")
@@ -404,7 +403,7 @@ func (s *spy) Forget(item string) {
 
 func TestShutDownDelegates(t *testing.T) {
 	s := &spy{TypedRateLimitingInterface: newBareQueue(t)}
-	q := New[string](s)
+	q := New[string](s, nil)
 	q.ShutDown()
 	if !q.ShuttingDown() {
 		t.Error("not shutting down")

@@ -18,7 +18,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // TestDemoWatchesARealCluster runs the demo against a kube-apiserver through
@@ -122,7 +122,7 @@ func TestDemoExportsToJaeger(t *testing.T) {
 					if ref.RefType != "CHILD_OF" {
 						continue
 					}
-					if parent, ok := spanOf(tr, ref.SpanID); ok && parent.OperationName == workqueue.SpanProcess && linksToDelta(parent, byID) {
+					if parent, ok := spanOf(tr, ref.SpanID); ok && parent.OperationName == aiworkqueue.SpanProcess && linksToDelta(parent, byID) {
 						return true
 					}
 				}

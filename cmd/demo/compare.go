@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	clientgoworkqueue "k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // clientGoSide is --compare: client-go's SharedIndexInformer on pods, over
@@ -46,7 +46,7 @@ type clientGoSide struct {
 	stamps   *stampMap
 
 	// The controller, if the demo has one.
-	queue      clientgoworkqueue.TypedRateLimitingInterface[string]
+	queue      workqueue.TypedRateLimitingInterface[string]
 	workers    int
 	reconciles atomic.Int64
 
@@ -99,7 +99,7 @@ func newClientGoSide(client kubernetes.Interface, cfg config, hs []*demoHandler)
 		switch dh.label {
 		case "controller":
 			if s.queue == nil {
-				s.queue = clientgoworkqueue.NewTypedRateLimitingQueue(clientgoworkqueue.DefaultTypedControllerRateLimiter[string]())
+				s.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 				s.workers = max(cfg.workers, 1)
 			}
 			h.inner = &cgEnqueuer{calls: &h.innerCalls, queue: s.queue}
@@ -322,7 +322,7 @@ func stampTransform(m *stampMap, handlers int) func(any) (any, error) {
 // key to the workqueue.
 type cgEnqueuer struct {
 	calls *atomic.Int64
-	queue clientgoworkqueue.TypedRateLimitingInterface[string]
+	queue workqueue.TypedRateLimitingInterface[string]
 }
 
 func (h *cgEnqueuer) OnAdd(obj any, _ bool) { h.enqueue(obj) }

@@ -6,12 +6,12 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/cache"
-	clientgoworkqueue "k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/util/workqueue"
 
-	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // queueName names the controller's queue in its metrics.
@@ -25,7 +25,7 @@ const queueName = "demo"
 // workqueue.process span, which links to the handler spans of the deltas
 // that enqueued the key.
 type controller struct {
-	queue   *workqueue.Traced[string]
+	queue   *aiworkqueue.Traced[string]
 	indexer cache.Indexer
 	tracer  trace.Tracer
 	workers int
@@ -35,11 +35,11 @@ type controller struct {
 	found      atomic.Int64 // reconciles that found the object in the cache
 }
 
-// newController builds the controller's queue with the demo's providers
-// (opts); indexer is the informer's cache.
-func newController(indexer cache.Indexer, workers int, tp trace.TracerProvider, opts ...actors.Option) *controller {
+// newController builds the controller's queue with the demo's providers (mp
+// may be nil); indexer is the informer's cache.
+func newController(indexer cache.Indexer, workers int, tp trace.TracerProvider, mp metric.MeterProvider) *controller {
 	return &controller{
-		queue:   workqueue.NewRateLimitingQueue(queueName, clientgoworkqueue.DefaultTypedControllerRateLimiter[string](), opts...),
+		queue:   aiworkqueue.NewRateLimitingQueue(queueName, workqueue.DefaultTypedControllerRateLimiter[string](), tp, mp),
 		indexer: indexer,
 		tracer:  tp.Tracer(demoScope),
 		workers: workers,
@@ -107,7 +107,7 @@ func (c *controller) reconcile(ctx context.Context, key string) {
 // processing to link to.
 type enqueuer struct {
 	calls *atomic.Int64
-	queue *workqueue.Traced[string]
+	queue *aiworkqueue.Traced[string]
 }
 
 func (h *enqueuer) OnAdd(ctx context.Context, obj any, _ bool) { h.enqueue(ctx, obj) }

@@ -222,7 +222,7 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 // the informer's cache, and registers the demo's handlers. The caller
 // starts and stops the controller.
 func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger *slog.Logger) (*actors.Factory, *actors.SharedIndexInformer, *controller, []*demoHandler, error) {
-	opts := []actors.Option{
+	opts := []actors.FactoryOption{
 		actors.WithTracerProvider(tel.tracerProvider),
 		actors.WithLogger(logger),
 	}
@@ -239,11 +239,7 @@ func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger
 	inf := actors.Pods(factory).Informer()
 	var ctl *controller
 	if cfg.workers > 0 {
-		queueOpts := []actors.Option{actors.WithTracerProvider(tel.tracerProvider)}
-		if tel.meterProvider != nil {
-			queueOpts = append(queueOpts, actors.WithMeterProvider(tel.meterProvider))
-		}
-		ctl = newController(inf.GetIndexer(), cfg.workers, tel.tracerProvider, queueOpts...)
+		ctl = newController(inf.GetIndexer(), cfg.workers, tel.tracerProvider, tel.meterProvider)
 	}
 	handlers := newHandlers(handlerCount(cfg), cfg.slowHandler, cfg.panicEvery, tel.tracerProvider, ctl)
 	for _, h := range handlers {

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/telemetry"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // ringSpans is how many ended spans the span ring keeps.
@@ -162,7 +162,7 @@ func (r *spanRing) list(view string, limit int) []traceJSON {
 			continue
 		}
 		t := v.describe(id)
-		if t.Root == workqueue.SpanProcess {
+		if t.Root == aiworkqueue.SpanProcess {
 			continue
 		}
 		out = append(out, t)
@@ -267,7 +267,7 @@ func spanStage(s sdktrace.ReadOnlySpan) string {
 		return name
 	case userSpanName:
 		return "reconcile"
-	case workqueue.SpanProcess:
+	case aiworkqueue.SpanProcess:
 		return "workqueue"
 	}
 	if stage, _, ok := strings.Cut(name, "."); ok {
@@ -286,7 +286,7 @@ func spanKey(s sdktrace.ReadOnlySpan) string {
 			ns = kv.Value.AsString()
 		case telemetry.AttrObjectName:
 			name = kv.Value.AsString()
-		case "demo.key", workqueue.AttrItem:
+		case "demo.key", aiworkqueue.AttrItem:
 			key = kv.Value.Emit()
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/telemetry"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // maxPartialTraces bounds the traces the keeper follows at once; traces
@@ -89,7 +89,7 @@ func (k *spanKeeper) OnEnd(s sdktrace.ReadOnlySpan) {
 			}
 		}
 		setBounded(k.deltas, id, spans)
-	case k.controller && s.Name() == workqueue.SpanProcess && hasSpan(spans, userSpanName):
+	case k.controller && s.Name() == aiworkqueue.SpanProcess && hasSpan(spans, userSpanName):
 		delete(k.partial, id)
 		for did, delta := range k.deltas {
 			if linksInto(spans, delta) {
@@ -326,13 +326,13 @@ func spanDetails(s sdktrace.ReadOnlySpan) string {
 	case telemetry.SpanListener, telemetry.SpanHandler:
 		h := attr(s, telemetry.AttrHandler)
 		add("handler=", h[strings.LastIndexByte(h, '/')+1:])
-	case workqueue.SpanProcess:
-		add("item=", attr(s, workqueue.AttrItem))
-		add("adds=", attr(s, workqueue.AttrAdds))
-		if wait, err := strconv.ParseFloat(attr(s, workqueue.AttrWait), 64); err == nil {
+	case aiworkqueue.SpanProcess:
+		add("item=", attr(s, aiworkqueue.AttrItem))
+		add("adds=", attr(s, aiworkqueue.AttrAdds))
+		if wait, err := strconv.ParseFloat(attr(s, aiworkqueue.AttrWait), 64); err == nil {
 			add("wait=", fmtDuration(time.Duration(wait*float64(time.Second))))
 		}
-		add("requeues=", attr(s, workqueue.AttrRequeues))
+		add("requeues=", attr(s, aiworkqueue.AttrRequeues))
 	case userSpanName:
 		add("", attr(s, "demo.event"))
 		add("", attr(s, "demo.key"))

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorinformer/actorinformer/telemetry"
-	"github.com/actorinformer/actorinformer/workqueue"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // deltaSpans builds the spans of one delta delivered to two handlers, as
@@ -145,11 +145,11 @@ func processSpans(traceID, deltaTrace byte, t0 time.Time) []sdktrace.ReadOnlySpa
 			attribute.String("demo.result", "exists"), attribute.String("demo.rv", "42")},
 	}
 	process := tracetest.SpanStub{
-		Name: workqueue.SpanProcess, SpanContext: sc(1),
+		Name: aiworkqueue.SpanProcess, SpanContext: sc(1),
 		StartTime: t0.Add(280 * time.Microsecond), EndTime: t0.Add(320 * time.Microsecond),
 		Links: []sdktrace.Link{{SpanContext: handler}},
-		Attributes: []attribute.KeyValue{workqueue.AttrItem.String("demo-1/pod-000007"), workqueue.AttrAdds.Int(1),
-			workqueue.AttrWait.Float64(15e-6), workqueue.AttrRequeues.Int(0)},
+		Attributes: []attribute.KeyValue{aiworkqueue.AttrItem.String("demo-1/pod-000007"), aiworkqueue.AttrAdds.Int(1),
+			aiworkqueue.AttrWait.Float64(15e-6), aiworkqueue.AttrRequeues.Int(0)},
 	}
 	// The reconcile span ends before the processing's, as in the worker.
 	return []sdktrace.ReadOnlySpan{reconcile.Snapshot(), process.Snapshot()}
@@ -225,7 +225,7 @@ func TestFollowLinksSampler(t *testing.T) {
 		{"unsampled link", []trace.Link{{SpanContext: unsampled}}, false},
 		{"a sampled link", []trace.Link{{SpanContext: unsampled}, {SpanContext: sampled}}, true},
 	} {
-		_, span := tr.Start(context.Background(), workqueue.SpanProcess, trace.WithLinks(tc.links...))
+		_, span := tr.Start(context.Background(), aiworkqueue.SpanProcess, trace.WithLinks(tc.links...))
 		if got := span.SpanContext().IsSampled(); got != tc.want {
 			t.Errorf("%s: sampled %v, want %v", tc.name, got, tc.want)
 		}

@@ -6,9 +6,12 @@
 // Every step delivers one message to one stage (the head of its mailbox:
 // each mailbox is FIFO, as protoactor's are), or changes the world: the
 // source, the API server's answers, time, or a fault. stages.go is the only
-// file that calls the cores: it turns each core's input into the
-// []stage.Msg its actor shell would send, and models what survives a
-// restart of that shell. The rest speaks stage.Msg.
+// file that calls the cores (their Step) and models their shell (package
+// shell): the actor's lifecycle around a Step, a panic, a restart, and the
+// effects the shell performs (timers on the fake clock, the reflector's
+// calls to the scripted server, the handler calls, a Coalesced handler's
+// runner as the mailbox at its stage.ToHandler address). The rest speaks
+// stage.Msg.
 //
 // A script is a list of lines (newline or ';' separated, '#' comments).
 // Before "start": "watchlist" (sync with WatchList), "batch N" (queue

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/actorinformer/actorinformer/reflector"
 )
 
 // keys are the names of the objects a random script changes.
@@ -88,12 +90,12 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 		add(8, func() string {
 			if faulty && rng.IntN(5) == 0 {
 				codes := []int{500, 410, 429}
-				if _, ok := c.(*listCall); ok {
+				if _, ok := c.(*reflector.ListRequest); ok {
 					codes = codes[:2]
 				}
 				return fmt.Sprintf("answer %d", codes[rng.IntN(len(codes))])
 			}
-			if _, ok := c.(*listCall); ok && rng.IntN(4) == 0 {
+			if _, ok := c.(*reflector.ListRequest); ok && rng.IntN(4) == 0 {
 				return fmt.Sprintf("answer old %d", 1+rng.IntN(5))
 			}
 			return "answer"

@@ -72,8 +72,8 @@ func TestIndexerPanicMidBatchAppliesTheRest(t *testing.T) {
 	}
 	// Before any relist: the one list of the start.
 	want := []string{"h1 add ns/a 2 initial", "h1 add ns/b 3", "h1 update ns/a 2->4", "h1 add ns/c 5"}
-	if !slices.Equal(s.Calls, want) || s.refl.r.Status().Syncs != 1 {
-		t.Errorf("calls %q after %d lists, want %q after the first", s.Calls, s.refl.r.Status().Syncs, want)
+	if !slices.Equal(s.Calls, want) || s.reflStatus.Syncs != 1 {
+		t.Errorf("calls %q after %d lists, want %q after the first", s.Calls, s.reflStatus.Syncs, want)
 	}
 	if errs := runAll(s, lines[gone:]); len(errs) > 0 || len(s.ls[0].view.objs) != 3 {
 		t.Fatalf("after the relist: %v, view %v", errs, s.ls[0].view.objs)

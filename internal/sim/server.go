@@ -29,12 +29,11 @@ type server struct {
 	objs      map[string]*v1.Pod // by name
 	history   []watch.Event
 	compacted int64 // watches from an older resource version get 410
-	call      any   // *listCall, *watchCall or nil
+	call      any   // *reflector.ListRequest, *reflector.WatchRequest or nil
 	stream    *stream
 }
 
 type stream struct {
-	inc    int
 	gen    uint64
 	events []watch.Event
 	closed bool // no event after those queued; then the watch ends
@@ -144,13 +143,13 @@ var errInjected error = injected{}
 // state back changes ago, but not older than the list asks for (a
 // resource version, or the latest for "") nor than the compaction.
 func (s *server) answerOld(back int64) any {
-	c, ok := s.call.(*listCall)
+	c, ok := s.call.(*reflector.ListRequest)
 	if !ok {
 		return s.answer(0)
 	}
 	s.call = nil
 	at := max(s.rv-back, s.compacted, 1)
-	switch rv := c.req.Options.ResourceVersion; rv {
+	switch rv := c.Options.ResourceVersion; rv {
 	case "":
 		at = s.rv
 	case "0":
@@ -175,7 +174,7 @@ func (s *server) answerOld(back int64) any {
 	for _, n := range names {
 		l.Items = append(l.Items, *objs[n])
 	}
-	return &listDone{inc: c.inc, gen: c.req.Gen, res: reflector.ListResult{List: l}}
+	return &reflector.ListDone{Gen: c.Gen, Result: reflector.ListResult{List: l}}
 }
 
 // answer answers the waiting call: with an error when code is not 0,
@@ -185,18 +184,18 @@ func (s *server) answer(code int) any {
 	c := s.call
 	s.call = nil
 	switch c := c.(type) {
-	case *listCall:
+	case *reflector.ListRequest:
 		if code != 0 {
-			return &listDone{inc: c.inc, gen: c.req.Gen, res: reflector.ListResult{Err: callError(code)}}
+			return &reflector.ListDone{Gen: c.Gen, Result: reflector.ListResult{Err: callError(code)}}
 		}
 		l := &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: s.rvString()}}
 		for _, p := range s.sortedPods() {
 			l.Items = append(l.Items, *p)
 		}
-		return &listDone{inc: c.inc, gen: c.req.Gen, res: reflector.ListResult{List: l}}
-	case *watchCall:
+		return &reflector.ListDone{Gen: c.Gen, Result: reflector.ListResult{List: l}}
+	case *reflector.WatchRequest:
 		if code != 0 {
-			return &watchFailed{inc: c.inc, gen: c.req.Gen, err: callError(code)}
+			return &reflector.WatchFailed{Gen: c.Gen, Err: callError(code)}
 		}
 		s.stream = s.open(c)
 	}
@@ -207,10 +206,10 @@ func (s *server) answer(code int) any {
 // "" or "0", the current objects as Added events first; from a resource
 // version, the changes after it (410 if it is compacted); a WatchList
 // stream, the current objects then the initial-events-end bookmark.
-func (s *server) open(c *watchCall) *stream {
-	st := &stream{inc: c.inc, gen: c.req.Gen}
+func (s *server) open(c *reflector.WatchRequest) *stream {
+	st := &stream{gen: c.Gen}
 	from := int64(-1)
-	if rv := c.req.Options.ResourceVersion; rv != "" && rv != "0" {
+	if rv := c.Options.ResourceVersion; rv != "" && rv != "0" {
 		n, err := strconv.ParseInt(rv, 10, 64)
 		if err != nil || n < s.compacted {
 			st.events = []watch.Event{errEvent(callError(410))}
@@ -219,11 +218,11 @@ func (s *server) open(c *watchCall) *stream {
 		}
 		from = n
 	}
-	if c.req.WatchList || from < 0 {
+	if c.WatchList || from < 0 {
 		for _, p := range s.sortedPods() {
 			st.events = append(st.events, watch.Event{Type: watch.Added, Object: p})
 		}
-		if c.req.WatchList {
+		if c.WatchList {
 			st.events = append(st.events, watch.Event{Type: watch.Bookmark, Object: bookmarkPod(s.rvString(), true)})
 		}
 		return st

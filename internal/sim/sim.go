@@ -33,15 +33,20 @@ type Sim struct {
 	defaultResync time.Duration
 	checkPeriod   time.Duration
 
-	refl *reflectorStage
+	refl *reflector.Machine
 	q    *queueStage
 	ix   *indexerStage
 	ls   []*handlerState
 
-	boxes   map[stage.Addr][]stage.Msg
-	timer   clock.Timer // the reflector's backoff timer
-	started bool
-	synced  bool
+	// boxes are the mailboxes: the stages', and a Coalesced handler's
+	// runner's (at its stage.ToHandler address).
+	boxes map[stage.Addr][]stage.Msg
+	// timers are the stages' timers, by address.
+	timers map[stage.Addr]clock.Timer
+	// reflStatus is what the reflector last reported.
+	reflStatus reflector.Status
+	started    bool
+	synced     bool
 
 	// Lines is the script run so far; Calls the handler calls, one line
 	// each ("h1 add ns/a 3 initial").
@@ -119,7 +124,7 @@ func (l *handlerState) queued(m stage.Msg, sign int) {
 
 // New returns a simulator before its script's first line.
 func New() *Sim {
-	return &Sim{clk: newSimClock(), srv: newServer(), maxBatch: 4, boxes: map[stage.Addr][]stage.Msg{}}
+	return &Sim{clk: newSimClock(), srv: newServer(), maxBatch: 4, boxes: map[stage.Addr][]stage.Msg{}, timers: map[stage.Addr]clock.Timer{}}
 }
 
 // Err returns the invariant violations so far, "" if none.
@@ -188,15 +193,15 @@ func (s *Sim) addr(name string) (stage.Addr, error) {
 	}
 	if n, ok := strings.CutSuffix(name, ".runner"); ok {
 		if l := s.listenerByName(n); l != nil && l.st.coalesced() {
-			return toRunner(l.st.id), nil
+			return stage.ToHandler(l.st.id), nil
 		}
 	}
 	return stage.Addr{}, fmt.Errorf("no stage %q", name)
 }
 
 func (s *Sim) push(m stage.Msg) {
-	if m.To == toEnv {
-		s.env(m.Body)
+	if k := m.To.Kind; k.IsEffect() {
+		s.perform(m)
 		return
 	}
 	if m.To.Kind == stage.Listener {
@@ -209,58 +214,6 @@ func (s *Sim) pushAll(ms []stage.Msg) {
 	for _, m := range ms {
 		s.push(m)
 	}
-}
-
-// env carries out the reflector shell's I/O effects.
-func (s *Sim) env(body any) {
-	switch b := body.(type) {
-	case *stopOp:
-		// A cancelled call reports nothing; a cancelled watch's reader
-		// stops without reporting its end.
-		switch c := s.srv.call.(type) {
-		case *listCall:
-			if c.inc == b.inc {
-				s.srv.call = nil
-			}
-		case *watchCall:
-			if c.inc == b.inc {
-				s.srv.call = nil
-			}
-		}
-		if st := s.srv.stream; st != nil && st.inc == b.inc {
-			s.srv.stream = nil
-		}
-	case *listCall:
-		s.srv.call = b
-	case *watchCall:
-		s.srv.call = b
-	case *waitCall:
-		if s.timer != nil {
-			s.timer.Stop()
-		}
-		msg := stage.Msg{To: stage.ToReflector, Body: &backoffElapsed{inc: b.inc, gen: b.req.Gen}}
-		s.timer = s.clk.AfterFunc(b.req.Duration, func() { s.push(msg) })
-	case *handleError:
-		s.HandleErrors++
-	default:
-		panic(fmt.Sprintf("sim: env got %T", body))
-	}
-}
-
-func (s *Sim) stageOf(a stage.Addr) stageCore {
-	switch a.Kind {
-	case stage.Reflector:
-		return s.refl
-	case stage.Queue:
-		return s.q
-	case stage.Indexer:
-		return s.ix
-	case stage.Listener:
-		return s.ls[a.ID-1].st
-	case runnerKind:
-		return runnerStage{s.ls[a.ID-1].st}
-	}
-	panic("sim: no stage")
 }
 
 // deliver delivers the head of a's mailbox; false if it is empty.
@@ -284,7 +237,7 @@ func (s *Sim) deliver(a stage.Addr) bool {
 	if a.Kind == stage.Listener {
 		s.ls[a.ID-1].queued(m, -1)
 	}
-	s.pushAll(s.stageOf(a).deliver(m))
+	s.pushAll(s.step(a, m.Body))
 	return true
 }
 
@@ -294,7 +247,7 @@ func (s *Sim) addrs() []stage.Addr {
 	for _, l := range s.ls {
 		out = append(out, stage.ToListener(l.st.id))
 		if l.st.coalesced() {
-			out = append(out, toRunner(l.st.id))
+			out = append(out, stage.ToHandler(l.st.id))
 		}
 	}
 	return out
@@ -304,7 +257,7 @@ func (s *Sim) stageName(a stage.Addr) string {
 	switch a.Kind {
 	case stage.Listener:
 		return s.ls[a.ID-1].name
-	case runnerKind:
+	case stage.Handler:
 		return s.ls[a.ID-1].name + ".runner"
 	}
 	return a.Kind.String()
@@ -469,16 +422,7 @@ func (s *Sim) Exec(line string) error {
 		if err != nil {
 			return err
 		}
-		if a.Kind == stage.Reflector && s.timer != nil {
-			s.timer.Stop()
-			s.timer = nil
-		}
-		if a.Kind == stage.Listener {
-			// The runner, the listener's child, is stopped first: what
-			// its mailbox holds is dropped.
-			s.boxes[toRunner(a.ID)] = nil
-		}
-		s.pushAll(s.stageOf(a).restart())
+		s.restart(a)
 	case "add":
 		d, err := parseDur(args, 2)
 		if err != nil || arg(1) == "" || s.listenerByName(arg(1)) != nil {
@@ -488,8 +432,8 @@ func (s *Sim) Exec(line string) error {
 			d = s.checkPeriod // client-go: a started informer does not check more often
 		}
 		l := s.newListener(arg(1), d, coalesced)
-		s.push(l.st.subscribe(s.ix, d, s.clk.Now(), true))
-		s.pushAll(l.st.runnerStarted())
+		s.push(l.st.subscribe(d, s.clk.Now(), true))
+		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
 	case "remove":
 		l := s.listenerByName(arg(1))
 		if l == nil {
@@ -523,7 +467,7 @@ func (s *Sim) start() {
 			s.checkPeriod = l.resync
 		}
 	}
-	s.refl = newReflectorStage(s.clk, s.watchList)
+	s.refl = newMachine(s.clk, s.watchList)
 	tel := coreTelemetry(func(msg string) {
 		if s.ix != nil && s.ix.recovering {
 			s.ix.recoveryLogs = append(s.ix.recoveryLogs, msg) // expected
@@ -531,17 +475,18 @@ func (s *Sim) start() {
 		}
 		s.failf("a core logged: %s", msg)
 	})
-	s.ix = newIndexerStage(s.clk, s.checkPeriod, func(gen uint64) {
-		s.push(stage.Msg{To: stage.ToIndexer, Body: &indexer.ResyncTick{Gen: gen}})
-	}, tel)
+	s.ix = newIndexerStage(s.clk, s.checkPeriod, tel)
 	s.q = newQueueStage(s.ix.store, s.maxBatch, s.clk, tel)
-	s.pushAll(s.ix.started())
+	// The supervisor spawns the indexer and the queue, subscribes the
+	// handlers added before start, then spawns the reflector.
+	s.pushAll(s.step(stage.ToIndexer, stage.StartedMsg))
+	s.pushAll(s.step(stage.ToQueue, stage.StartedMsg))
 	for _, l := range s.ls {
-		l.st.initialDone = true // handlers added before start
-		s.push(l.st.subscribe(s.ix, l.resync, s.clk.Now(), false))
-		s.pushAll(l.st.runnerStarted())
+		l.st.counters.InitialDone.Store(true) // handlers added before start
+		s.push(l.st.subscribe(l.resync, s.clk.Now(), false))
+		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
 	}
-	s.pushAll(s.refl.start())
+	s.pushAll(s.step(stage.ToReflector, stage.StartedMsg))
 }
 
 // flush moves up to n (0: all) events of the open watch to the reflector
@@ -557,11 +502,11 @@ func (s *Sim) flush(n int) {
 	if n > 0 {
 		evs := slices.Clone(st.events[:n])
 		st.events = slices.Delete(st.events, 0, n)
-		s.push(stage.Msg{To: stage.ToReflector, Body: &watchEvents{inc: st.inc, gen: st.gen, events: evs}})
+		s.push(stage.Msg{To: stage.ToReflector, Body: &reflector.WatchEvents{Gen: st.gen, Events: evs}})
 	}
 	if len(st.events) == 0 && st.closed {
 		s.srv.stream = nil
-		s.push(stage.Msg{To: stage.ToReflector, Body: &watchEnded{inc: st.inc, gen: st.gen}})
+		s.push(stage.Msg{To: stage.ToReflector, Body: &reflector.WatchEnded{Gen: st.gen}})
 	}
 }
 
@@ -576,7 +521,7 @@ func (s *Sim) quiesce() {
 	}
 	for i := 0; ; i++ {
 		if i == 100000 {
-			s.failf("no quiescence after %d steps (reflector %v)", i, s.refl.state())
+			s.failf("no quiescence after %d steps (reflector %v)", i, s.refl.State())
 			return
 		}
 		if len(s.errs) > 0 && !s.keepGoing {
@@ -597,13 +542,13 @@ func (s *Sim) quiesce() {
 			}
 		case s.srv.stream != nil && (len(s.srv.stream.events) > 0 || s.srv.stream.closed):
 			s.flush(0)
-		case s.refl.state() == reflector.StateWatching && s.srv.stream != nil:
+		case s.refl.State() == reflector.StateWatching && s.srv.stream != nil:
 			s.check()
 			s.checkFinal()
 			return
 		default:
 			if !s.clk.next() {
-				s.failf("stuck: nothing to deliver, no timer, reflector %v", s.refl.state())
+				s.failf("stuck: nothing to deliver, no timer, reflector %v", s.refl.State())
 				return
 			}
 		}
@@ -625,7 +570,7 @@ func (s *Sim) check() {
 		}
 		objs := l.projected
 		items, initial := s.held(l)
-		if b, p := l.st.backlog.Load(), l.st.pending.Load(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
+		if b, p := l.st.backlog.Load(), l.st.counters.Pending.Load(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
 			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list; %d held, %d for initial ones", l.name, b, p, l.queuedItems, l.queuedInitialItems, items, initial)
 		}
 		if d := informertest.Diff(cache, objs); d != "" {
@@ -641,7 +586,7 @@ func (s *Sim) check() {
 		}
 	}
 	// Resource versions never go back.
-	if rv := s.refl.r.LastSyncResourceVersion(); rv != "" {
+	if rv := s.reflStatus.ResourceVersion; rv != "" {
 		n, _ := strconv.ParseInt(rv, 10, 64)
 		if n < s.lastReflRV {
 			s.failf("reflector resource version went back from %d to %d", s.lastReflRV, n)

@@ -141,10 +141,10 @@ func reached(s *Sim, seen map[string]bool) {
 	if s.ix.sawMarker {
 		seen["indexer compaction (DrainMarker)"] = true
 	}
-	if s.refl.r.Status().Syncs > 1 {
+	if s.reflStatus.Syncs > 1 {
 		seen["relist"] = true
 	}
-	if s.refl.r.Status().LastSyncUsedWatchList {
+	if s.reflStatus.LastSyncUsedWatchList {
 		seen["WatchList sync"] = true
 	}
 	for _, c := range s.Calls {

@@ -1,17 +1,17 @@
 package reflector
 
+// How the reflector names what ends a watch or a list, for its metrics and
+// logs, and how it classifies errors as client-go's reflector does
+// (expired, too large a resource version, retriable).
+
 import (
 	"errors"
 	"net"
-	"reflect"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/cache"
 )
@@ -29,16 +29,6 @@ const (
 	ReasonVeryShortWatch  = "very_short_watch"
 	ReasonWatchErrorEvent = "watch_error_event"
 	ReasonOther           = "other"
-)
-
-// Drop reasons passed to telemetry.Metrics.Drop.
-const (
-	DropWrongType   = "wrong_type" // Go type or (unstructured) GVK differs from the expected one, or a Table
-	DropNilObject   = "nil_object" // the event carried no object
-	DropNoMeta      = "no_meta"    // the object has no ObjectMeta
-	DropTransform   = "transform"  // the TransformFunc failed or returned nil
-	DropNoKey       = "no_key"     // no cache key could be computed
-	DropUnknownType = "unknown_event_type"
 )
 
 // Reasons a watch (or WatchList stream) is started, the
@@ -138,51 +128,4 @@ func errorFromEvent(obj runtime.Object) error {
 		return &apierrors.UnexpectedObjectError{}
 	}
 	return apierrors.FromObject(obj)
-}
-
-// isNil reports whether v is nil or a nil pointer (or other nil-able kind)
-// in an interface: calling methods on such objects panics.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface, reflect.Func, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
-}
-
-var unsupportedTableGVK = map[schema.GroupVersionKind]bool{
-	metav1beta1.SchemeGroupVersion.WithKind("Table"): true,
-	metav1.SchemeGroupVersion.WithKind("Table"):      true,
-}
-
-// isUnsupportedTableObject: informers do not take objects in Table format
-// (client-go #132926).
-func isUnsupportedTableObject(obj runtime.Object) bool {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GetKind() != "Table" {
-		return false
-	}
-	return unsupportedTableGVK[u.GroupVersionKind()]
-}
-
-func isUnsupportedTableListObject(obj runtime.Object) (bool, schema.GroupVersionKind) {
-	u, ok := obj.(*unstructured.UnstructuredList)
-	if !ok {
-		return false, schema.GroupVersionKind{}
-	}
-	gvk := u.GroupVersionKind()
-	return unsupportedTableGVK[gvk], gvk
-}
-
-// objectGVK reads obj's GVK without trusting GetObjectKind to be non-nil.
-func objectGVK(obj runtime.Object) schema.GroupVersionKind {
-	ok := obj.GetObjectKind()
-	if isNil(ok) {
-		return schema.GroupVersionKind{}
-	}
-	return ok.GroupVersionKind()
 }

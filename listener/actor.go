@@ -1,0 +1,90 @@
+package listener
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorinformer/actorinformer/shell"
+	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
+)
+
+// Handler is what makes a listener's handler calls: the informer's call
+// path (panic isolation, spans, metrics, the Counters).
+type Handler interface {
+	// Call makes the calls c asks for, in order, and accounts for them.
+	Call(c *Calls)
+	// Report takes what the core reports to the informer (*Synced).
+	Report(body any)
+	// Exited is told once the listener actor has stopped (after its
+	// handler runner, if any): no call is running or to come.
+	Exited()
+}
+
+// Props returns the props of the listener actor: core's shell (package
+// shell), one mailbox per handler, so that a slow handler only grows its
+// own backlog. It sends to the indexer at indexer (the mailbox it was
+// given, not the sender of a request, so that it holds whichever stage
+// restarted) and makes its handler's calls through h: at once, on the
+// listener's goroutine, or, for a Coalesced handler, through its handler
+// runner, a child actor that makes the calls of one pending key at a time
+// and answers CallsDone, so that the listener goes on merging meanwhile.
+func Props(core *Core, indexer *actor.PID, h Handler, t *telemetry.T) *actor.Props {
+	peers := &shell.Peers{}
+	peers.Set(stage.ToIndexer, indexer)
+	return shell.Props(shell.Config{
+		Stage:     stage.Listener,
+		Core:      core,
+		Peers:     peers,
+		Telemetry: t,
+		Env: func(ctx actor.Context) shell.Env {
+			e := &handlerEnv{h: h, id: uint64(core.id)}
+			if core.Coalesced() {
+				// A child: stopped with the listener, after its running call.
+				e.runner = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &runner{h: h} }))
+			}
+			return e
+		},
+	})
+}
+
+// handlerEnv performs a listener's effects: its handler's calls, and what
+// it reports to the informer.
+type handlerEnv struct {
+	h      Handler
+	id     uint64
+	runner *actor.PID // a Coalesced handler's; nil for the others
+}
+
+func (e *handlerEnv) Perform(ctx actor.Context, m stage.Msg) bool {
+	switch m.To {
+	case stage.ToHandler(e.id):
+		c, ok := m.Body.(*Calls)
+		if !ok {
+			return false
+		}
+		if e.runner != nil {
+			ctx.Send(e.runner, c)
+		} else {
+			e.h.Call(c)
+		}
+	case stage.ToInformer:
+		e.h.Report(m.Body)
+	default:
+		return false
+	}
+	return true
+}
+
+func (e *handlerEnv) Exited() { e.h.Exited() }
+
+// runner makes a Coalesced handler's calls, one pending key per Calls, and
+// answers its listener with CallsDone.
+type runner struct{ h Handler }
+
+func (r *runner) Receive(ctx actor.Context) {
+	if c, ok := ctx.Message().(*Calls); ok {
+		c.Take()
+		r.h.Call(c)
+		ctx.Send(ctx.Parent(), CallsDoneMsg)
+	}
+}

@@ -1,0 +1,278 @@
+// Package shell runs a stage's core as a protoactor actor. Every stage's
+// actor is this one shell, configured: its Receive hands each message to
+// the core's Step (the actor's lifecycle as stage.Started, Restarting and
+// Stopping) and delivers what Step returned, in order, in one loop:
+//
+//   - to a stage (stage.ToQueue, ToIndexer, ToListener(id), …): a Send or
+//     a Request to the mailbox its Peers give for that address, never to
+//     the sender of a message, so that a restarted stage still knows its
+//     peers;
+//   - to one of the stage's timers (stage.TimerOf): the shell sets or stops
+//     a timer on its clock, which delivers the SetTimer's Fire message to
+//     the actor itself;
+//   - to another effect (stage.ToHandler, ToSource, ToInformer): the Env
+//     performs it at once, before the next message.
+//
+// A message the shell cannot deliver (no mailbox for that stage, or no Env
+// for that effect) is a bug of ours. The one policy for it, in every
+// stage: it is logged at error level, with the stage, the address and the
+// message's type, counted as a drop (reason "undeliverable") and dropped;
+// the actor goes on with the next message.
+//
+// The core and the Peers live outside the actor value: the actor a
+// restart makes (after a panic of Receive, a bug of ours) carries on over
+// the same core and peers. Its timers and its Env are the actor's own: a
+// restart stops the timers (the core, told Restarting, drops their ticks
+// as stale) and asks the Config for a new Env.
+package shell
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"k8s.io/utils/clock"
+
+	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
+)
+
+// Core is what a shell runs: a stage's plain core (see package stage).
+type Core interface {
+	Step(msg any) []stage.Msg
+}
+
+// Env performs the effects of one actor incarnation (what the core sends
+// to stage.ToHandler, ToSource or ToInformer), on the actor's goroutine.
+type Env interface {
+	// Perform performs m; false when m is not one it performs (then it
+	// is undeliverable).
+	Perform(ctx actor.Context, m stage.Msg) bool
+}
+
+// Stopper is an Env that holds I/O of its own (goroutines, calls in
+// flight): Stop, called when the actor restarts or stops, after the core
+// was told, releases it.
+type Stopper interface {
+	Stop()
+}
+
+// Exiter is an Env told when its actor has stopped (protoactor's Stopped:
+// after its children).
+type Exiter interface {
+	Exited()
+}
+
+// Config configures a shell.
+type Config struct {
+	// Stage is the stage the actor runs: it names it in logs and owns its
+	// timers.
+	Stage stage.Kind
+	// Core is the stage's core.
+	Core Core
+	// Peers resolves the stages the core sends to. Nil: none.
+	Peers *Peers
+	// Env, when set, makes the Env of each incarnation of the actor, when
+	// it starts (also after a restart), before the core is told Started.
+	Env func(ctx actor.Context) Env
+	// Route, when set, is called with each message before the core takes
+	// it: the indexer's shell learns a listener's mailbox from its
+	// Subscribe there.
+	Route func(msg any)
+	// Clock runs the stage's timers; nil means clock.RealClock{}.
+	Clock clock.WithDelayedExecution
+	// Telemetry logs and counts undeliverable messages; nil: telemetry.Nop().
+	Telemetry *telemetry.T
+}
+
+// Props returns the props of the actor running cfg.Core.
+func Props(cfg Config) *actor.Props {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Telemetry == nil {
+		cfg.Telemetry = telemetry.Nop()
+	}
+	if cfg.Peers == nil {
+		cfg.Peers = &Peers{}
+	}
+	c := &cfg
+	return actor.PropsFromProducer(func() actor.Actor { return &shell{cfg: c} })
+}
+
+// shell is one incarnation of a stage's actor.
+type shell struct {
+	cfg    *Config
+	env    Env
+	root   *actor.RootContext
+	self   *actor.PID
+	timers map[stage.Addr]clock.Timer
+}
+
+// Receive implements actor.Actor.
+func (s *shell) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.root, s.self = ctx.ActorSystem().Root, ctx.Self()
+		if s.cfg.Env != nil {
+			s.env = s.cfg.Env(ctx)
+		}
+		s.step(ctx, stage.StartedMsg)
+	case *actor.Restarting:
+		s.step(ctx, stage.RestartingMsg)
+		s.stop()
+	case *actor.Stopping:
+		s.step(ctx, stage.StoppingMsg)
+		s.stop()
+	case *actor.Stopped:
+		if e, ok := s.env.(Exiter); ok {
+			e.Exited()
+		}
+	case actor.AutoReceiveMessage, actor.SystemMessage, *actor.ReceiveTimeout:
+		// protoactor's own (PoisonPill, Terminated, …): nothing for the core.
+	default:
+		if s.cfg.Route != nil {
+			s.cfg.Route(msg)
+		}
+		s.step(ctx, msg)
+	}
+}
+
+// step hands msg to the core and delivers what it returns.
+func (s *shell) step(ctx actor.Context, msg any) {
+	msgs := s.cfg.Core.Step(msg)
+	for i := range msgs {
+		s.deliver(ctx, &msgs[i])
+	}
+	clear(msgs) // see package stage
+}
+
+// deliver delivers one message: the one delivery loop of every stage.
+func (s *shell) deliver(ctx actor.Context, m *stage.Msg) {
+	switch k := m.To.Kind; {
+	case k == stage.Timer:
+		if s.timer(m) {
+			return
+		}
+	case k.IsEffect():
+		if s.env != nil && s.env.Perform(ctx, *m) {
+			return
+		}
+	default:
+		if pid := s.cfg.Peers.Get(m.To); pid != nil {
+			if m.Mode == stage.Request {
+				ctx.Request(pid, m.Body)
+			} else {
+				ctx.Send(pid, m.Body)
+			}
+			return
+		}
+	}
+	s.undeliverable(m)
+}
+
+// undeliverable applies the policy for a message with nowhere to go.
+func (s *shell) undeliverable(m *stage.Msg) {
+	t := s.cfg.Telemetry
+	t.Metrics.Drop(DropUndeliverable)
+	t.Logger.Error("undeliverable message dropped (a bug of ours)", "informer", t.Info.Name,
+		"stage", s.cfg.Stage.String(), "to", m.To.Kind.String(), "id", m.To.ID, "type", fmt.Sprintf("%T", m.Body))
+}
+
+// DropUndeliverable is the drop reason of an undeliverable message.
+const DropUndeliverable = "undeliverable"
+
+// timer sets or stops one of the stage's timers; false if m is neither
+// or not the stage's.
+func (s *shell) timer(m *stage.Msg) bool {
+	if m.To.Owner() != s.cfg.Stage {
+		return false
+	}
+	switch b := m.Body.(type) {
+	case *stage.SetTimer:
+		s.stopTimer(m.To)
+		if s.timers == nil {
+			s.timers = map[stage.Addr]clock.Timer{}
+		}
+		root, self, fire := s.root, s.self, b.Fire
+		s.timers[m.To] = s.cfg.Clock.AfterFunc(b.After, func() { root.Send(self, fire) })
+	case *stage.StopTimer:
+		s.stopTimer(m.To)
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *shell) stopTimer(a stage.Addr) {
+	if t := s.timers[a]; t != nil {
+		t.Stop()
+		delete(s.timers, a)
+	}
+}
+
+// stop releases what the incarnation holds: its timers and its Env's I/O.
+func (s *shell) stop() {
+	for a := range s.timers {
+		s.stopTimer(a)
+	}
+	if st, ok := s.env.(Stopper); ok {
+		st.Stop()
+	}
+}
+
+// Peers maps the stages a core sends to, by address, to their mailboxes.
+// It is not safe for concurrent use: fill it before the actor is spawned,
+// or from the actor's own goroutine (Config.Route).
+type Peers struct {
+	stages    [stage.Listener]*actor.PID // by Kind, listeners aside
+	listeners map[uint64]*actor.PID
+}
+
+// Set makes pid the mailbox of stage address a (nil removes it).
+func (p *Peers) Set(a stage.Addr, pid *actor.PID) {
+	switch {
+	case a.Kind == stage.Listener:
+		if pid == nil {
+			delete(p.listeners, a.ID)
+			return
+		}
+		if p.listeners == nil {
+			p.listeners = map[uint64]*actor.PID{}
+		}
+		p.listeners[a.ID] = pid
+	case a.Kind > 0 && a.Kind < stage.Listener && a.ID == 0:
+		p.stages[a.Kind] = pid
+	default:
+		panic(fmt.Sprintf("shell: %v is not a stage's address", a))
+	}
+}
+
+// Get returns the mailbox of stage address a, nil when it has none.
+func (p *Peers) Get(a stage.Addr) *actor.PID {
+	switch {
+	case a.Kind == stage.Listener:
+		return p.listeners[a.ID]
+	case a.Kind > 0 && a.Kind < stage.Listener && a.ID == 0:
+		return p.stages[a.Kind]
+	}
+	return nil
+}
+
+// Reports returns a Config.Env whose Env performs what the core sends to
+// stage.ToInformer by calling report with its body (nil report: drops
+// it).
+func Reports(report func(body any)) func(actor.Context) Env {
+	return func(actor.Context) Env { return reports(report) }
+}
+
+type reports func(body any)
+
+func (r reports) Perform(_ actor.Context, m stage.Msg) bool {
+	if m.To != stage.ToInformer {
+		return false
+	}
+	if r != nil {
+		r(m.Body)
+	}
+	return true
+}

@@ -1,0 +1,231 @@
+package shell
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/actorinformer/actorinformer/internal/leakcheck"
+	"github.com/actorinformer/actorinformer/stage"
+	"github.com/actorinformer/actorinformer/telemetry"
+)
+
+// scriptCore answers each message with the messages script gives for it,
+// and records what it took.
+type scriptCore struct {
+	mu     sync.Mutex
+	took   []any
+	script func(msg any) []stage.Msg
+}
+
+func (c *scriptCore) Step(msg any) []stage.Msg {
+	c.mu.Lock()
+	c.took = append(c.took, msg)
+	c.mu.Unlock()
+	return c.script(msg)
+}
+
+func (c *scriptCore) taken() []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]any(nil), c.took...)
+}
+
+// sink is an actor forwarding what it gets to a channel.
+type sink chan any
+
+func (s sink) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+	default:
+		s <- m
+	}
+}
+
+type envLog struct {
+	mu        sync.Mutex
+	performed []stage.Msg
+	stopped   int
+}
+
+func (e *envLog) Perform(_ actor.Context, m stage.Msg) bool {
+	if m.To.Kind != stage.Informer {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.performed = append(e.performed, m)
+	return true
+}
+
+func (e *envLog) Stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped++
+}
+
+type ping struct{ n int }
+
+func recv(t *testing.T, ch chan any) any {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing delivered")
+		return nil
+	}
+}
+
+// TestShell: the shell tells its core the actor's lifecycle, delivers what
+// the core returns in order (to the peers, to its Env, to its timers),
+// drops an undeliverable message by the one policy (logged, counted), and
+// carries on over the same core after a restart, with a new Env and its
+// timers stopped.
+func TestShell(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	tel := telemetry.New(telemetry.Config{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	queue := make(sink, 10)
+	qpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return queue }))
+	timer := stage.TimerOf(stage.Indexer, 0)
+	core := &scriptCore{script: func(msg any) []stage.Msg {
+		switch m := msg.(type) {
+		case *ping:
+			switch m.n {
+			case 1:
+				return []stage.Msg{
+					{To: stage.ToQueue, Body: "a"},
+					{To: stage.ToInformer, Body: "report"},
+					{To: stage.ToListener(9), Body: "nobody"},
+					{To: stage.ToQueue, Mode: stage.Request, Body: "b"},
+					{To: timer, Body: &stage.SetTimer{After: time.Minute, Fire: &ping{n: 2}}},
+				}
+			case 2:
+				return []stage.Msg{{To: stage.ToQueue, Body: "fired"}}
+			case 3:
+				panic("a bug")
+			}
+		}
+		return nil
+	}}
+	var envs []*envLog
+	var envMu sync.Mutex
+	peers := &Peers{}
+	peers.Set(stage.ToQueue, qpid)
+	var routed []any
+	pid := sys.Root.Spawn(Props(Config{
+		Stage: stage.Indexer, Core: core, Peers: peers, Clock: clk, Telemetry: tel,
+		Env: func(actor.Context) Env {
+			envMu.Lock()
+			defer envMu.Unlock()
+			envs = append(envs, &envLog{})
+			return envs[len(envs)-1]
+		},
+		Route: func(msg any) { routed = append(routed, msg) },
+	}))
+	sys.Root.Send(pid, &ping{n: 1})
+	if m := recv(t, queue); m != "a" {
+		t.Fatalf("first to the queue: %v", m)
+	}
+	if m := recv(t, queue); m != "b" {
+		t.Fatalf("second to the queue: %v", m)
+	}
+	clk.Step(time.Minute)
+	if m := recv(t, queue); m != "fired" {
+		t.Fatalf("after the timer: %v", m)
+	}
+	// A restart: Restarting, the Env stopped, a new Env, Started; the
+	// timer set before is stopped.
+	sys.Root.Send(pid, &ping{n: 1}) // sets the timer again
+	recv(t, queue)
+	recv(t, queue)
+	sys.Root.Send(pid, &ping{n: 3})
+	sys.Root.Send(pid, &ping{n: 4}) // a barrier: taken after the restart
+	deadline := time.Now().Add(10 * time.Second)
+	for len(core.taken()) < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Minute)
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, m := range core.taken() {
+		switch m.(type) {
+		case *ping:
+			kinds = append(kinds, "ping")
+		case *stage.Started:
+			kinds = append(kinds, "Started")
+		case *stage.Restarting:
+			kinds = append(kinds, "Restarting")
+		case *stage.Stopping:
+			kinds = append(kinds, "Stopping")
+		default:
+			kinds = append(kinds, "?")
+		}
+	}
+	want := "Started ping ping ping ping Restarting Started ping Stopping"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("the core took %s, want %s", got, want)
+	}
+	select {
+	case m := <-queue:
+		t.Fatalf("delivered after the restart stopped the timer: %v", m)
+	default:
+	}
+	envMu.Lock()
+	defer envMu.Unlock()
+	if len(envs) != 2 || envs[0].stopped != 1 || envs[1].stopped != 1 || len(envs[0].performed) != 2 || envs[0].performed[0].Body != "report" {
+		t.Fatalf("envs: %d, first stopped %d performed %v", len(envs), envs[0].stopped, envs[0].performed)
+	}
+	if len(routed) != 5 {
+		t.Fatalf("routed %d messages, want the 5 pings", len(routed))
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if l := logs.String(); strings.Count(l, "undeliverable message dropped") != 2 || !strings.Contains(l, "to=listener") || !strings.Contains(l, "id=9") || !strings.Contains(l, "type=string") {
+		t.Fatalf("logged %q, want the undeliverable message to listener 9 twice", l)
+	}
+	if n := tel.Metrics.Counters.Dropped.Load(); n != 2 {
+		t.Fatalf("%d drops counted, want 2", n)
+	}
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// TestPeers: stage addresses map to mailboxes; effects and unknown
+// addresses have none.
+func TestPeers(t *testing.T) {
+	var p Peers
+	a, b := &actor.PID{Id: "a"}, &actor.PID{Id: "b"}
+	p.Set(stage.ToQueue, a)
+	p.Set(stage.ToListener(3), b)
+	if p.Get(stage.ToQueue) != a || p.Get(stage.ToListener(3)) != b || p.Get(stage.ToListener(4)) != nil || p.Get(stage.ToIndexer) != nil || p.Get(stage.ToHandler(3)) != nil {
+		t.Fatal("lookups")
+	}
+	p.Set(stage.ToListener(3), nil)
+	if p.Get(stage.ToListener(3)) != nil {
+		t.Fatal("listener not removed")
+	}
+}
