@@ -130,13 +130,13 @@ type Core struct {
 	waiting     map[MemberID]struct{} // discovery: not yet heard of
 	// waited: discovery has waited for some member; a member alone in the
 	// topology waits DiscoveryTicks for others starting with it.
-	waited bool
-	discoverAt  int
-	leaving     bool
-	leftAt      int
-	forced      bool // the leave's time is up
-	failed      string
-	done        bool // Left sent
+	waited     bool
+	discoverAt int
+	leaving    bool
+	leftAt     int
+	forced     bool // the leave's time is up
+	failed     string
+	done       bool // Left sent
 
 	ticks  int
 	clock  uint64 // Lamport clock for epochs
