@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -34,9 +35,12 @@ import (
 // at their HTTP transport) against (a)'s, the largest heap after sync of a
 // setup's process against (a)'s, their CPU time, and for (c) how long a
 // SIGKILLed member's ranges went unserved and how long a joining member
-// took to serve its share. 2,000 pods by default; -bench.full: 20,000.
+// took to serve its share. 2,000 pods by default; -bench.full: 20,000;
+// -bench.shard.ranges sets the group's range count (16).
 //
 //	go test ./bench -run '^$' -bench ShardedMembers -benchtime 1x -args -bench.full
+var shardRanges = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers: the group's number of ranges")
+
 func BenchmarkShardedMembers(b *testing.B) {
 	pods := 2000
 	if benchSizes() == Full {
@@ -104,7 +108,8 @@ func parallel(workers, n int, f func(i int) error, b testing.TB) {
 func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, bin, ns string, pods, run int) {
 	common := []string{"-host", c.Host(), "-token", c.AdminToken(), "-resource", "pods", "-namespace", ns}
 	prefix := fmt.Sprintf("/actorinformer-shard-bench/%d-%d", time.Now().UnixNano(), run)
-	const n, ranges = 3, 16
+	const n = 3
+	ranges := *shardRanges
 	a := []*shardproc.Proc{shardproc.Start(b, bin, "a", append(common, "-mode", "unsharded")...)}
 	var bb, cc []*shardproc.Proc
 	for i := range n {
