@@ -85,40 +85,36 @@ func TestDocKubernetesProviderOutsideAPod(t *testing.T) {
 	}
 }
 
-// tracker is docs/sharding.md's handler that learns of ranges.
-// doc:begin docs/sharding.md
-type tracker struct {
-	cache.ResourceEventHandlerFuncs
-	mu    sync.Mutex
-	owned map[int]bool
-}
-
-func (t *tracker) OnAcquire(r shard.Range) { t.mu.Lock(); t.owned[r.Index] = true; t.mu.Unlock() }
-func (t *tracker) OnRelease(r shard.Range) { t.mu.Lock(); delete(t.owned, r.Index); t.mu.Unlock() }
-
-// doc:end
-
 func TestDocOwnershipHandler(t *testing.T) {
 	src := newMemServer()
 	for i := range 10 {
 		src.create(fmt.Sprintf("o%d", i))
 	}
-	tr := &tracker{owned: map[int]bool{}}
-	inf, stop := runOne(t, src, tr, shard.WithRanges(4))
+	var handler cache.ResourceEventHandlerFuncs
+	// doc:begin docs/sharding.md
+	var mu sync.Mutex
+	owned := map[int]bool{}
+	h := shard.OwnershipFuncs{
+		ResourceEventHandler: handler,
+		AcquireFunc:          func(r shard.Range) { mu.Lock(); owned[r.Index] = true; mu.Unlock() },
+		ReleaseFunc:          func(r shard.Range) { mu.Lock(); delete(owned, r.Index); mu.Unlock() },
+	}
+	// doc:end
+	inf, stop := runOne(t, src, h, shard.WithRanges(4))
 	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
 		t.Fatal("not synced")
 	}
-	tr.mu.Lock()
-	n := len(tr.owned)
-	tr.mu.Unlock()
+	mu.Lock()
+	n := len(owned)
+	mu.Unlock()
 	if n != 4 {
 		t.Fatalf("the handler heard of %d acquired ranges, want 4", n)
 	}
 	stop()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	if len(tr.owned) != 0 {
-		t.Fatalf("%d ranges still owned after the member left", len(tr.owned))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(owned) != 0 {
+		t.Fatalf("%d ranges still owned after the member left", len(owned))
 	}
 }
 
@@ -164,7 +160,7 @@ func TestDocWorkerDropsReleasedKeys(t *testing.T) {
 		queue.Add(k)
 	}
 	queue.Add("ns0/deleted-before") // a key of an object deleted while owned: still reconciled
-	queue.ShutDown() // Get hands out what is queued, then says shutdown
+	queue.ShutDown()                // Get hands out what is queued, then says shutdown
 	var reconciled []string
 	worker(inf, queue, func(k string) error { reconciled = append(reconciled, k); return nil })
 	if len(reconciled) != 1 || reconciled[0] != "ns0/deleted-before" {
