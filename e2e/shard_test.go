@@ -1,23 +1,16 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/actorinformer/actorinformer/internal/shardproc"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
@@ -37,146 +31,18 @@ import (
 // must equal the server's objects of its ranges, each object cached once,
 // and no two members' handler calls on a range may overlap in time.
 
-var memberBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildMember builds internal/shardmember once per test binary.
+// buildMember builds the member program without -race, whatever this test's
+// build: a protoactor cluster member beside the etcd provider's gRPC client
+// races in protoactor's remote.Start (it sets gRPC's global logger), which
+// the race detector reports in every member. Package shard's own code runs
+// under -race in its tests.
 func buildMember(t *testing.T) string {
 	t.Helper()
-	memberBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "shardmember")
-		if err != nil {
-			memberBin.err = err
-			return
-		}
-		memberBin.path = filepath.Join(dir, "shardmember")
-		args := []string{"build", "-o", memberBin.path}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		args = append(args, "github.com/actorinformer/actorinformer/internal/shardmember")
-		out, err := exec.Command("go", args...).CombinedOutput()
-		if err != nil {
-			memberBin.err = fmt.Errorf("go build shardmember: %v\n%s", err, out)
-		}
-	})
-	if memberBin.err != nil {
-		t.Fatal(memberBin.err)
-	}
-	return memberBin.path
-}
-
-type memberProc struct {
-	name  string
-	cmd   *exec.Cmd
-	url   string
-	calls string
-	log   string
-	done  chan struct{}
-	start time.Time
-}
-
-type memberState struct {
-	Mode          string            `json:"mode"`
-	Member        string            `json:"member"`
-	Synced        bool              `json:"synced"`
-	SyncedAfterMS int64             `json:"syncedAfterMs"`
-	Ranges        []int             `json:"ranges"`
-	Objects       int               `json:"objects"`
-	Bytes         int64             `json:"bytes"`
-	HeapAfterSync uint64            `json:"heapAfterSync"`
-	CPUSeconds    float64           `json:"cpuSeconds"`
-	FilterMode    string            `json:"filterMode"`
-	View          []string          `json:"view"`
-	Failed        string            `json:"failed"`
-	Cache         map[string]string `json:"cache"`
-	Handler       map[string]string `json:"handler"`
-	HandlerErrors []string          `json:"handlerErrors"`
-}
-
-// startMember starts a member process and waits for its state page.
-func startMember(t *testing.T, bin, name string, args ...string) *memberProc {
-	t.Helper()
-	dir := t.TempDir()
-	m := &memberProc{name: name, calls: filepath.Join(dir, "calls"), log: filepath.Join(dir, "stderr"), done: make(chan struct{}), start: time.Now()}
-	stderr, err := os.Create(m.log)
+	bin, err := shardproc.Build(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.cmd = exec.Command(bin, append(args, "-calls", m.calls)...)
-	m.cmd.Stderr = stderr
-	out, err := m.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = m.cmd.Wait(); stderr.Close(); close(m.done) }()
-	t.Cleanup(func() {
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
-				lines <- u
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case m.url = <-lines:
-	case <-m.done:
-		t.Fatalf("%s exited at start:\n%s", name, tail(m.log, 30))
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start:\n%s", name, tail(m.log, 30))
-	}
-	return m
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (m *memberProc) state(objects bool) (memberState, error) {
-	var st memberState
-	u := m.url + "/state"
-	if objects {
-		u += "?objects=1"
-	}
-	resp, err := http.Get(u)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
-
-// stop sends SIGTERM (a graceful leave) and waits.
-func (m *memberProc) stop(t *testing.T) {
-	t.Helper()
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(60 * time.Second):
-		t.Errorf("%s did not leave within 60s:\n%s", m.name, tail(m.log, 30))
-	}
-}
-
-func (m *memberProc) kill() {
-	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.done
+	return bin
 }
 
 // shardRun is one real-cluster run of the promises.
@@ -188,14 +54,14 @@ type shardRun struct {
 	ns      string
 	prefix  string
 	ranges  int
-	members []*memberProc
-	all     []*memberProc // the killed ones too
+	members []*shardproc.Proc
+	all     []*shardproc.Proc // the killed ones too
 	n       int
 }
 
-func (r *shardRun) join() *memberProc {
+func (r *shardRun) join() *shardproc.Proc {
 	r.n++
-	m := startMember(r.t, r.bin, fmt.Sprintf("m%d", r.n), "-host", r.c.Host(), "-token", r.c.AdminToken(),
+	m := shardproc.Start(r.t, r.bin, fmt.Sprintf("m%d", r.n), "-host", r.c.Host(), "-token", r.c.AdminToken(),
 		"-namespace", r.ns, "-mode", "sharded", "-etcd", r.c.EtcdURL(), "-etcd-prefix", r.prefix,
 		"-etcd-ttl", "2s", "-ranges", strconv.Itoa(r.ranges))
 	r.members = append(r.members, m)
@@ -203,8 +69,8 @@ func (r *shardRun) join() *memberProc {
 	return m
 }
 
-func (r *shardRun) drop(m *memberProc) {
-	r.members = slices.DeleteFunc(r.members, func(x *memberProc) bool { return x == m })
+func (r *shardRun) drop(m *shardproc.Proc) {
+	r.members = slices.DeleteFunc(r.members, func(x *shardproc.Proc) bool { return x == m })
 }
 
 // settled is "" once every live member has synced, they agree on the view,
@@ -224,23 +90,23 @@ func (r *shardRun) settled() string {
 	owner := map[int]string{}
 	var view []string
 	for _, m := range r.members {
-		st, err := m.state(true)
+		st, err := m.State(true)
 		if err != nil {
-			return m.name + ": " + err.Error()
+			return m.Name + ": " + err.Error()
 		}
 		if !st.Synced {
-			return m.name + " not synced"
+			return m.Name + " not synced"
 		}
 		if view == nil {
 			view = st.View
 		} else if !slices.Equal(view, st.View) {
-			return fmt.Sprintf("views differ: %v, %s's %v", view, m.name, st.View)
+			return fmt.Sprintf("views differ: %v, %s's %v", view, m.Name, st.View)
 		}
 		for _, rg := range st.Ranges {
 			if o, dup := owner[rg]; dup {
-				return fmt.Sprintf("range %d delivered by %s and %s", rg, o, m.name)
+				return fmt.Sprintf("range %d delivered by %s and %s", rg, o, m.Name)
 			}
-			owner[rg] = m.name
+			owner[rg] = m.Name
 		}
 		for k, rv := range st.Cache {
 			if _, dup := union[k]; dup {
@@ -249,10 +115,10 @@ func (r *shardRun) settled() string {
 			union[k] = rv
 		}
 		if d := mapDiff(st.Cache, st.Handler); d != "" {
-			return m.name + "'s handler view differs from its cache: " + d
+			return m.Name + "'s handler view differs from its cache: " + d
 		}
 		if len(st.HandlerErrors) > 0 {
-			return fmt.Sprintf("%s's handler: %v", m.name, st.HandlerErrors)
+			return fmt.Sprintf("%s's handler: %v", m.Name, st.HandlerErrors)
 		}
 	}
 	if len(owner) != r.ranges {
@@ -296,7 +162,7 @@ func (r *shardRun) overlaps() (int, []string) {
 	byRange := map[int][]call{}
 	total := 0
 	for _, m := range r.all {
-		b, err := os.ReadFile(m.calls)
+		b, err := os.ReadFile(m.Calls)
 		if err != nil {
 			continue
 		}
@@ -308,7 +174,7 @@ func (r *shardRun) overlaps() (int, []string) {
 			s, _ := strconv.ParseInt(f[0], 10, 64)
 			e, _ := strconv.ParseInt(f[1], 10, 64)
 			rg, _ := strconv.Atoi(f[2])
-			byRange[rg] = append(byRange[rg], call{m.name, s, e, f[3] + " " + f[4]})
+			byRange[rg] = append(byRange[rg], call{m.Name, s, e, f[3] + " " + f[4]})
 			total++
 		}
 	}
@@ -342,7 +208,7 @@ func (r *shardRun) waitFor(timeout time.Duration, what string, cond func() strin
 	}
 	var logs strings.Builder
 	for _, m := range r.all {
-		fmt.Fprintf(&logs, "--- %s:\n%s\n", m.name, tail(m.log, 40))
+		fmt.Fprintf(&logs, "--- %s:\n%s\n", m.Name, shardproc.Tail(m.Log, 40))
 	}
 	r.t.Fatalf("%s: not within %v: %s\n%s", what, timeout, last, logs.String())
 	return 0
@@ -381,12 +247,12 @@ func testShardedMembers(t *testing.T, gate bool) {
 		wantMode = "server"
 	}
 	for _, m := range r.members {
-		st, _ := m.state(false)
+		st, _ := m.State(false)
 		if st.FilterMode != wantMode {
-			t.Errorf("%s: filter mode %q, want %q", m.name, st.FilterMode, wantMode)
+			t.Errorf("%s: filter mode %q, want %q", m.Name, st.FilterMode, wantMode)
 		}
 		if st.Objects < 30 || st.Objects > 200 {
-			t.Errorf("%s caches %d of 300", m.name, st.Objects)
+			t.Errorf("%s caches %d of 300", m.Name, st.Objects)
 		}
 	}
 
@@ -432,15 +298,15 @@ func testShardedMembers(t *testing.T, gate bool) {
 	waitOps(500)
 	victim := r.members[1]
 	killedAt := time.Now()
-	victim.kill()
+	victim.Kill()
 	r.drop(victim)
 	waitOps(1000)
 	joined := r.join()
 	waitOps(2000)
 	close(stop)
 	wg.Wait()
-	t.Logf("%d writes during churn; %s killed at %v, %s started at %v", ops.Load(), victim.name,
-		killedAt.Sub(r.all[0].start).Round(time.Millisecond), joined.name, joined.start.Sub(r.all[0].start).Round(time.Millisecond))
+	t.Logf("%d writes during churn; %s killed at %v, %s started at %v", ops.Load(), victim.Name,
+		killedAt.Sub(r.all[0].Start).Round(time.Millisecond), joined.Name, joined.Start.Sub(r.all[0].Start).Round(time.Millisecond))
 
 	took = r.waitFor(120*time.Second, "members settled after churn", r.settled)
 	t.Logf("settled %v after the churn stopped", took.Round(time.Millisecond))
@@ -450,7 +316,9 @@ func testShardedMembers(t *testing.T, gate bool) {
 	}
 	t.Logf("%d handler calls checked for overlaps", total)
 	for _, m := range r.members {
-		m.stop(t)
+		if !m.Stop(60 * time.Second) {
+			t.Errorf("%s did not leave within 60s:\n%s", m.Name, shardproc.Tail(m.Log, 30))
+		}
 	}
 	r.checkLogs()
 }
@@ -458,10 +326,10 @@ func testShardedMembers(t *testing.T, gate bool) {
 // checkLogs fails on a race report or a panic in any member's log.
 func (r *shardRun) checkLogs() {
 	for _, m := range r.all {
-		b, _ := os.ReadFile(m.log)
+		b, _ := os.ReadFile(m.Log)
 		for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
 			if strings.Contains(string(b), bad) {
-				r.t.Errorf("%s's log has %q:\n%s", m.name, bad, tail(m.log, 60))
+				r.t.Errorf("%s's log has %q:\n%s", m.Name, bad, shardproc.Tail(m.Log, 60))
 			}
 		}
 	}
@@ -488,15 +356,17 @@ func TestShardTakeoverTimes(t *testing.T) {
 	r.waitFor(90*time.Second, "two members settled", r.settled)
 	m3 := r.join()
 	r.waitFor(90*time.Second, "the third member settled", r.settled)
-	join := time.Since(m3.start)
+	join := time.Since(m3.Start)
 	t.Logf("join: %v from the third member's process start until every range was delivered once", join.Round(time.Millisecond))
 	victim := r.members[0]
-	victim.kill()
+	victim.Kill()
 	r.drop(victim)
 	kill := r.waitFor(90*time.Second, "the survivors settled", r.settled)
 	t.Logf("SIGKILL: the killed member's ranges were served again %v after the kill (provider TTL 2s)", kill.Round(time.Millisecond))
 	for _, m := range r.members {
-		m.stop(t)
+		if !m.Stop(60 * time.Second) {
+			t.Errorf("%s did not leave within 60s:\n%s", m.Name, shardproc.Tail(m.Log, 30))
+		}
 	}
 	r.checkLogs()
 }

@@ -123,7 +123,7 @@ func (g *groupActor) start(t *handover.Topology) bool {
 	s.selfID.Store(&self)
 	s.core = handover.NewCore(handover.Config{
 		Self: self, Ranges: s.o.ranges, HashField: string(s.o.field), JoinedAt: s.joined.UnixNano(),
-		DiscoveryTicks: 4, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
+		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
 	})
 	s.log.Info("joined the group's protocol", "member", string(self), "members", len(t.Members))
 	return true

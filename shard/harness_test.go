@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -384,4 +385,31 @@ func timeoutCh(d time.Duration) <-chan struct{} {
 	ch := make(chan struct{})
 	time.AfterFunc(d, func() { close(ch) })
 	return ch
+}
+
+// noLeaks fails if, a few seconds after everything stopped, a goroutine
+// runs code of this module or a watch of apimachinery (the protoactor
+// cluster's own goroutines, which outlive its Shutdown, are not ours).
+func noLeaks(t testing.TB) {
+	t.Helper()
+	var last string
+	for range 50 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		last = ""
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "shard_test.") || strings.Contains(g, "testing.") && !strings.Contains(g, "actorinformer/actorinformer/") {
+				continue
+			}
+			if strings.Contains(g, "github.com/actorinformer/actorinformer/") || strings.Contains(g, "k8s.io/apimachinery/pkg/watch") {
+				last = g
+				break
+			}
+		}
+		if last == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("a goroutine of ours outlived the informer:\n%s", last)
 }

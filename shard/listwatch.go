@@ -67,7 +67,7 @@ func (f *filter) toClient(why string) {
 	})
 }
 
-// listed records a list that sent nothing out of range.
+// listed records a list (or a watch event) that sent nothing out of range.
 func (f *filter) listed() {
 	if f.mode.CompareAndSwap(int32(FilterPending), int32(FilterServer)) {
 		f.server.Do(func() {
@@ -156,16 +156,64 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+	return newFilteredWatch(w, func(e watch.Event) bool {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			if !lw.in(e.Object) {
 				lw.f.toClient("a watch sent an object outside the requested ranges")
-				return e, false
+				return false
+			}
+			if lw.f.Mode() == FilterPending {
+				lw.f.listed() // a WatchList stream is the list
 			}
 		}
-		return e, true
+		return true
 	}), nil
+}
+
+// filteredWatch passes on the events keep keeps. Unlike apimachinery's
+// watch.Filter, its goroutine ends on Stop even when nobody reads its
+// events any more.
+type filteredWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newFilteredWatch(in watch.Interface, keep func(watch.Event) bool) watch.Interface {
+	w := &filteredWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.out)
+		for {
+			select {
+			case e, ok := <-in.ResultChan():
+				if !ok {
+					return
+				}
+				if !keep(e) {
+					continue
+				}
+				select {
+				case w.out <- e:
+				case <-w.stop:
+					return
+				}
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *filteredWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
 }
 
 // in reports whether obj belongs to the range; objects it cannot place (no

@@ -152,6 +152,7 @@ func TestOneMemberDeliversEveryRange(t *testing.T) {
 	if len(inf.Ranges()) != 0 || len(inf.GetIndexer().List()) != 0 {
 		t.Error("ranges still delivered after Run returned")
 	}
+	noLeaks(t)
 }
 
 // orderCheck checks that OnAcquire comes before the range's objects, and
@@ -272,6 +273,9 @@ func TestServerRejectingSelectorsFallsBack(t *testing.T) {
 	if n := len(inf.GetIndexer().ListKeys()); n != 50 {
 		t.Fatalf("%d cached, want 50", n)
 	}
+	cancel()
+	<-done
+	noLeaks(t)
 	if n := strings.Count(logs.String(), "shard selectors are not applied by the API server"); n != 1 {
 		t.Fatalf("the fallback was logged %d times, want once:\n%s", n, logs.String())
 	}

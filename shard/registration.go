@@ -23,6 +23,28 @@ type OwnershipHandler interface {
 	OnRelease(Range)
 }
 
+// OwnershipFuncs adds OnAcquire and OnRelease to a handler: nil functions
+// are skipped.
+type OwnershipFuncs struct {
+	cache.ResourceEventHandler
+	AcquireFunc func(Range)
+	ReleaseFunc func(Range)
+}
+
+// OnAcquire calls AcquireFunc if it is not nil.
+func (f OwnershipFuncs) OnAcquire(r Range) {
+	if f.AcquireFunc != nil {
+		f.AcquireFunc(r)
+	}
+}
+
+// OnRelease calls ReleaseFunc if it is not nil.
+func (f OwnershipFuncs) OnRelease(r Range) {
+	if f.ReleaseFunc != nil {
+		f.ReleaseFunc(r)
+	}
+}
+
 // registration is a handler added to the sharded informer: added to each
 // delivered range's informer, with its calls serialised.
 type registration struct {

@@ -8,8 +8,9 @@
 // It prints "listening http://ADDR" once its state page serves, and leaves
 // gracefully on SIGTERM. GET /state answers JSON: whether it synced, the
 // ranges it delivers, the bytes received from the API server, the heap
-// after sync and the CPU time used; with ?objects=1 also its cache and its
-// handler's view (key → resource version). In sharded mode, every handler
+// after sync and the CPU time used; with ?gc=1 the heap now, after a
+// collection; with ?objects=1 also its cache and its handler's view
+// (key → resource version). In sharded mode, every handler
 // call is appended to -calls as "START_NS END_NS RANGE OP KEY" once it has
 // returned.
 package main
@@ -23,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -86,6 +88,7 @@ type state struct {
 	Objects       int               `json:"objects"`
 	Bytes         int64             `json:"bytes"`
 	HeapAfterSync uint64            `json:"heapAfterSync"`
+	HeapNow       uint64            `json:"heapNow,omitempty"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
 	FilterMode    string            `json:"filterMode,omitempty"`
 	View          []string          `json:"view,omitempty"`
@@ -132,7 +135,11 @@ func run(log *slog.Logger) error {
 		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		}))
-		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0)))
+		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
+			// protoactor's default endpoint queues (1,000,000 entries, 16 MB
+			// per peer) dwarf a member's cache; a group sends a few
+			// messages a second.
+			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
 		c.StartMember()
 		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...))
 		if err != nil {
@@ -175,6 +182,7 @@ func run(log *slog.Logger) error {
 	}()
 
 	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
 		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
 		mu.Lock()
@@ -190,6 +198,12 @@ func run(log *slog.Logger) error {
 			for _, rg := range s.Delivered {
 				st.Ranges = append(st.Ranges, rg.Index)
 			}
+		}
+		if r.URL.Query().Get("gc") == "1" {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			st.HeapNow = ms.HeapAlloc
 		}
 		if r.URL.Query().Get("objects") == "1" {
 			st.Cache = map[string]string{}

@@ -51,8 +51,12 @@ type Config struct {
 	JoinedAt int64
 	// DiscoveryTicks bounds how long a starting member waits for every
 	// member of the topology to answer its Hello before computing
-	// ownership (default 4). Waiting only saves work: a member that starts
-	// before it has heard of the others asks them for every range anyway.
+	// ownership (default 4; a member alone in the topology waits that long
+	// for members that start with it), counted from the last member that appeared in
+	// the topology meanwhile; members that run no group actor (yet) make it
+	// wait that long. Waiting only saves work: members started together
+	// then list only their own ranges, where the first would list every
+	// range and hand most of them over.
 	DiscoveryTicks int
 	// HelloTicks is the heartbeat period, in ticks (default 4).
 	HelloTicks int
@@ -124,12 +128,15 @@ type Core struct {
 	inTopo      bool
 	discovering bool
 	waiting     map[MemberID]struct{} // discovery: not yet heard of
-	discoverAt  int
-	leaving     bool
-	leftAt      int
-	forced      bool // the leave's time is up
-	failed      string
-	done        bool // Left sent
+	// waited: discovery has waited for some member; a member alone in the
+	// topology waits DiscoveryTicks for others starting with it.
+	waited     bool
+	discoverAt int
+	leaving    bool
+	leftAt     int
+	forced     bool // the leave's time is up
+	failed     string
+	done       bool // Left sent
 
 	ticks  int
 	clock  uint64 // Lamport clock for epochs
@@ -239,9 +246,11 @@ func (c *Core) topology(m *Topology) {
 		c.discovering = true
 		c.discoverAt = c.ticks
 		c.waiting = map[MemberID]struct{}{}
+		c.waited = false
 		for id := range c.topo {
 			if id != c.cfg.Self {
 				c.waiting[id] = struct{}{}
+				c.waited = true
 				c.sendHello(id, false)
 			}
 		}
@@ -250,7 +259,11 @@ func (c *Core) topology(m *Topology) {
 			if _, old := prev[id]; !old && id != c.cfg.Self {
 				c.sendHello(id, false)
 				if c.discovering {
+					// Members are still arriving (started together):
+					// wait for them too.
 					c.waiting[id] = struct{}{}
+					c.waited = true
+					c.discoverAt = c.ticks
 				}
 			}
 		}
@@ -420,7 +433,8 @@ func (c *Core) unreachable(id MemberID) {
 	if id == c.cfg.Self {
 		return
 	}
-	delete(c.waiting, id)
+	// A starting member still waits for it (until DiscoveryTicks): members
+	// started together may not all run their group actor yet.
 	for r := range c.ranges {
 		if ri := &c.ranges[r]; ri.state == acquiring {
 			delete(ri.pending, id)
@@ -551,7 +565,7 @@ func (c *Core) reconcile() {
 	if !c.started || c.done {
 		return
 	}
-	if c.discovering && len(c.waiting) == 0 {
+	if c.discovering && len(c.waiting) == 0 && c.waited {
 		c.discovering = false // every member has answered
 	}
 	c.computeView()
