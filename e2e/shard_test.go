@@ -363,6 +363,20 @@ func TestShardTakeoverTimes(t *testing.T) {
 	r.drop(victim)
 	kill := r.waitFor(90*time.Second, "the survivors settled", r.settled)
 	t.Logf("SIGKILL: the killed member's ranges were served again %v after the kill (provider TTL 2s)", kill.Round(time.Millisecond))
+	m4 := r.join()
+	r.waitFor(90*time.Second, "a fourth member settled", r.settled)
+	leaver := r.members[0]
+	left := time.Now()
+	leaver.Terminate()
+	r.drop(leaver)
+	r.waitFor(90*time.Second, "the others settled after the leave", r.settled)
+	moved := time.Since(left)
+	if !leaver.Stop(60 * time.Second) {
+		t.Fatalf("%s did not exit", leaver.Name)
+	}
+	t.Logf("graceful leave: the others served its ranges %v after its SIGTERM; the process exited after %v",
+		moved.Round(time.Millisecond), leaver.Exited().Sub(left).Round(time.Millisecond))
+	_ = m4
 	for _, m := range r.members {
 		if !m.Stop(60 * time.Second) {
 			t.Errorf("%s did not leave within 60s:\n%s", m.Name, shardproc.Tail(m.Log, 30))

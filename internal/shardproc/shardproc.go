@@ -53,13 +53,24 @@ func Build(race bool) (string, error) {
 
 // Proc is a running shardmember.
 type Proc struct {
-	Name  string
-	URL   string
-	Calls string // its handler call log
-	Log   string // its stderr
-	Start time.Time
-	cmd   *exec.Cmd
-	done  chan struct{}
+	Name   string
+	URL    string
+	Calls  string // its handler call log
+	Log    string // its stderr
+	Start  time.Time
+	cmd    *exec.Cmd
+	done   chan struct{}
+	exited time.Time
+}
+
+// Exited is when the process exited (zero while it runs).
+func (p *Proc) Exited() time.Time {
+	select {
+	case <-p.done:
+		return p.exited
+	default:
+		return time.Time{}
+	}
 }
 
 // State is what a member's state page answers (see internal/shardmember).
@@ -101,7 +112,7 @@ func Start(t testing.TB, bin, name string, args ...string) *Proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); stderr.Close(); close(p.done) }()
+	go func() { _ = p.cmd.Wait(); p.exited = time.Now(); stderr.Close(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
@@ -173,6 +184,9 @@ func (p *Proc) Stop(timeout time.Duration) bool {
 		return false
 	}
 }
+
+// Terminate sends SIGTERM (a graceful leave) and returns.
+func (p *Proc) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
 
 // Kill sends SIGKILL and waits.
 func (p *Proc) Kill() {
