@@ -38,12 +38,12 @@ type server struct {
 }
 
 type stream struct {
-	gen    uint64
+	gen uint64
 	// watchList: the stream answers a WatchList request; opened: its
 	// WatchOpened report was made.
 	watchList, opened bool
-	events []watch.Event
-	closed bool // no event after those queued; then the watch ends
+	events            []watch.Event
+	closed            bool // no event after those queued; then the watch ends
 }
 
 func newServer() *server { return &server{rv: 1, objs: map[string]*v1.Pod{}} }

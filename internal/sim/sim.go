@@ -79,8 +79,8 @@ type handlerState struct {
 	// added is when the handler was added: its first resync period counts
 	// from then.
 	added time.Time
-	st     *listenerStage
-	view   *view
+	st    *listenerStage
+	view  *view
 	// projected is the view once the handler has had what its mailbox
 	// holds; queuedInitial counts the initial batches and initial-list
 	// notifications there.
