@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -131,4 +132,54 @@ func funcsName(fs ...any) string {
 		}
 	}
 	return "funcs"
+}
+
+// WrapHandler returns a handler that calls mw's handler in h's place, for
+// a middleware around a handler's calls: it keeps h's name (for spans,
+// metrics and logs) and whether h is Coalesced. h is a
+// cache.ResourceEventHandler or a ContextEventHandler; mw receives the
+// handler h stands for (the one a Coalesced or named h wraps), as a
+// ContextEventHandler.
+func WrapHandler(h any, mw func(ContextEventHandler) ContextEventHandler) (ContextEventHandler, error) {
+	var inner ContextEventHandler
+	coalesce := false
+	switch v := h.(type) {
+	case nil:
+		return nil, errors.New("actorinformer: nil event handler")
+	case ContextEventHandler:
+		inner, coalesce = uncoalescedContext(v)
+	case cache.ResourceEventHandler:
+		var plain cache.ResourceEventHandler
+		plain, coalesce = uncoalesced(v)
+		inner = plainHandler{plain}
+	default:
+		return nil, fmt.Errorf("actorinformer: %T is not an event handler", h)
+	}
+	out := NamedContextHandler(handlerName(h), mw(inner))
+	if coalesce {
+		out = CoalescedContext(out)
+	}
+	return out, nil
+}
+
+// UnwrapHandler returns the handler a named, Coalesced or wrapped handler
+// stands for (the value the caller wrote), or h itself: for looking up
+// optional interfaces on it.
+func UnwrapHandler(h any) any {
+	for {
+		switch v := h.(type) {
+		case coalescedHandler:
+			h = v.ResourceEventHandler
+		case coalescedContextHandler:
+			h = v.ContextEventHandler
+		case namedHandler:
+			h = v.ResourceEventHandler
+		case namedContextHandler:
+			h = v.ContextEventHandler
+		case plainHandler:
+			h = v.h
+		default:
+			return h
+		}
+	}
 }

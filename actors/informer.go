@@ -117,6 +117,8 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		},
 		DeltaSampler:          o.deltaSampler,
 		TraceparentAnnotation: o.traceparent(),
+		Attributes:            o.attrs,
+		SpanAttributes:        o.spanAttrs,
 	}
 	store := indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers)
 	if p := options.InformerMetricsProvider; p != nil && id.Reserved() {
@@ -190,6 +192,18 @@ func (s *SharedIndexInformer) AddContextEventHandler(handler ContextEventHandler
 	name := handlerName(handler)
 	handler, coalesce := uncoalescedContext(handler)
 	return s.addHandler(handler, name, coalesce, nil, nil)
+}
+
+// AddContextEventHandlerWithOptions adds a ContextEventHandler with
+// options (its resync period and logger), as AddEventHandlerWithOptions
+// does for a cache.ResourceEventHandler.
+func (s *SharedIndexInformer) AddContextEventHandlerWithOptions(handler ContextEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if handler == nil {
+		return nil, errors.New("actorinformer: nil event handler")
+	}
+	name := handlerName(handler)
+	handler, coalesce := uncoalescedContext(handler)
+	return s.addHandler(handler, name, coalesce, options.ResyncPeriod, options.Logger)
 }
 
 func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coalesce bool, resyncPtr *time.Duration, logger *klog.Logger) (cache.ResourceEventHandlerRegistration, error) {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,8 @@ type options struct {
 	deltaSampler          DeltaSampler
 	histogramEvery        int     // 0: DefaultHandlerHistogramEvery
 	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
+
+	attrs, spanAttrs []attribute.KeyValue
 
 	namespace string
 	tweak     func(*metav1.ListOptions)
@@ -129,6 +132,18 @@ func WithActorSystem(sys *actor.ActorSystem) SharedOption {
 // after their resources, so it does not take this option.
 func WithName(name string) Option {
 	return informerOption(func(o *options) { o.name = name })
+}
+
+// WithAttributes adds attributes to the informer's root spans (the
+// reflector.receive span of each delta, the list span) and to its metrics.
+// Keep their values few: each set of values is a metric stream.
+func WithAttributes(attrs ...attribute.KeyValue) Option {
+	return informerOption(func(o *options) { o.attrs = append(o.attrs, attrs...) })
+}
+
+// WithSpanAttributes adds attributes to the informer's root spans only.
+func WithSpanAttributes(attrs ...attribute.KeyValue) Option {
+	return informerOption(func(o *options) { o.spanAttrs = append(o.spanAttrs, attrs...) })
 }
 
 // WithResource records the group, version and resource the informer watches,
@@ -246,4 +261,13 @@ func loggerOrDiscard(l *slog.Logger) *slog.Logger {
 // user's options, such as ctrlruntime, honour it.
 func ActorSystemOf(opts ...Option) *actor.ActorSystem {
 	return buildOptions(opts).system
+}
+
+// TelemetryOf returns the tracer and meter providers and the logger opts
+// set, nil for those they leave unset: for packages that build informers
+// from a user's options and record spans, metrics and logs of their own
+// with the same providers (package shard).
+func TelemetryOf(opts ...Option) (trace.TracerProvider, metric.MeterProvider, *slog.Logger) {
+	o := buildOptions(opts)
+	return o.tracerProvider, o.meterProvider, o.logger
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries that the integration tests run (see internal/testcluster):
 #
-#   kube-apiserver v1.36.3 and etcd v3.6.8  from hack/kubebin   (target "kube")
+#   kube-apiserver v1.37.2 and etcd v3.7.0  from hack/kubebin   (target "kube")
 #   jaeger v1.62.0 (v2, all-in-one)         from hack/jaegerbin (target "jaeger")
 #
 # Usage: hack/build-binaries.sh [all|kube|jaeger|kube-apiserver|etcd]...
@@ -25,7 +25,7 @@ case "$bin" in
 esac
 force="${FORCE:-0}"
 
-kube_version=v1.36.3
+kube_version=v1.37.2
 
 log() { printf 'build-binaries: %s\n' "$*" >&2; }
 

@@ -49,9 +49,16 @@ const (
 	// Informer is the informer that runs the stages: what they report to
 	// it (status, errors).
 	Informer
+
+	// Member is another member of a sharded informer's group (package
+	// shard): Addr.ID is the member's number in the sending core.
+	Member
+	// Ranges is a sharded informer member's own range informers, which its
+	// shell starts, activates and stops.
+	Ranges
 )
 
-var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener", "handler", "timer", "source", "informer"}
+var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener", "handler", "timer", "source", "informer", "member", "ranges"}
 
 // String returns the stage's name as used in spans and logs.
 func (k Kind) String() string {
@@ -67,7 +74,8 @@ func (k Kind) IsEffect() bool { return k >= Handler }
 
 // Addr names a recipient: a stage or an effect and, for a listener and its
 // handler, the listener's identity (the indexer.ListenerID); for a timer,
-// its owner and number (see TimerOf); ID is 0 for the others.
+// its owner and number (see TimerOf); for a group member, the sending
+// core's number for it; ID is 0 for the others.
 type Addr struct {
 	Kind Kind
 	ID   uint64
@@ -80,10 +88,14 @@ var (
 	ToIndexer   = Addr{Kind: Indexer}
 	ToSource    = Addr{Kind: Source}
 	ToInformer  = Addr{Kind: Informer}
+	ToRanges    = Addr{Kind: Ranges}
 )
 
 // ToListener returns the address of listener id.
 func ToListener(id uint64) Addr { return Addr{Kind: Listener, ID: id} }
+
+// ToMember returns the address of the group member a core numbered id.
+func ToMember(id uint64) Addr { return Addr{Kind: Member, ID: id} }
 
 // ToHandler returns the address of listener id's handler.
 func ToHandler(id uint64) Addr { return Addr{Kind: Handler, ID: id} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,10 @@ type Config struct {
 	// traceparent of the writer's span, which a sampled delta's root span
 	// links to; "" turns the link off.
 	TraceparentAnnotation string
+	// Attributes are added to the informer's root spans and metrics (a
+	// sharded informer's group, member and range); SpanAttributes to its
+	// root spans only (values that change too often for a metric stream).
+	Attributes, SpanAttributes []attribute.KeyValue
 }
 
 // GaugeMetric is client-go's cache.GaugeMetric.
@@ -118,6 +123,8 @@ type T struct {
 	Info    InformerInfo
 	base    []attribute.KeyValue
 	baseSet metric.MeasurementOption
+	// spanBase: base plus the span-only attributes, on root spans.
+	spanBase []attribute.KeyValue
 
 	// QueuedItems is set to the number of queued deltas whenever the queue
 	// changes; ProcessingLatency observes, in seconds, how long the indexer
@@ -154,7 +161,9 @@ func New(cfg Config) *T {
 		AttrVersion.String(cfg.Informer.Version),
 		AttrResource.String(cfg.Informer.Resource),
 	}
+	t.base = append(t.base, cfg.Attributes...)
 	t.baseSet = metric.WithAttributeSet(attribute.NewSet(t.base...))
+	t.spanBase = append(slices.Clip(t.base), cfg.SpanAttributes...)
 	t.Metrics = newMetrics(mp.Meter(ScopeName), t)
 	return t
 }
@@ -175,7 +184,7 @@ func isNoopTracerProvider(tp trace.TracerProvider) bool {
 func (t *T) Tracing() bool { return !CompiledOut && t != nil && t.tracer != nil }
 
 // BaseAttributes are the informer-level attributes put on root spans.
-func (t *T) BaseAttributes() []attribute.KeyValue { return t.base }
+func (t *T) BaseAttributes() []attribute.KeyValue { return t.spanBase }
 
 // ObjectMeta is the little the root span needs to know about an object.
 type ObjectMeta struct {
@@ -206,8 +215,8 @@ func (t *T) StartDelta(deltaType string, meta ObjectMeta, start time.Time, link 
 		span.End()
 		return nil
 	}
-	attrs := make([]attribute.KeyValue, 0, len(t.base)+5)
-	attrs = append(attrs, t.base...)
+	attrs := make([]attribute.KeyValue, 0, len(t.spanBase)+5)
+	attrs = append(attrs, t.spanBase...)
 	attrs = append(attrs,
 		AttrDeltaType.String(deltaType),
 		AttrNamespace.String(meta.Namespace),
@@ -259,7 +268,7 @@ func (t *T) StartList(ctx context.Context, resourceVersion string) (context.Cont
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	return t.tracer.Start(ctx, SpanList, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append([]attribute.KeyValue{AttrListResourceVersion.String(resourceVersion)}, t.base...)...))
+		trace.WithAttributes(append([]attribute.KeyValue{AttrListResourceVersion.String(resourceVersion)}, t.spanBase...)...))
 }
 
 // Stage records one finished stage span (start..end) as a child of

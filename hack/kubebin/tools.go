@@ -5,7 +5,7 @@
 // It is its own module so that the library's go.mod never depends on
 // k8s.io/kubernetes. k8s.io/kubernetes replaces every k8s.io staging module
 // with a local path, so the replace block in go.mod points them back at the
-// published v0.36.3 versions.
+// published v0.37.2 versions.
 //
 // Build the binaries with ../build-binaries.sh.
 package kubebin

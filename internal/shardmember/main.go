@@ -1,0 +1,420 @@
+// Command shardmember is one informer process for the real-cluster tests
+// and benchmarks of package shard: a member of a sharded group joined
+// through protoactor's etcd provider (-mode sharded), one unsharded
+// informer (-mode unsharded), or one of N informers that keep the objects
+// whose UID hash falls in their N-th, filtering on the client as
+// kube-state-metrics does (-mode client).
+//
+// It prints "listening http://ADDR" once its state page serves, and leaves
+// gracefully on SIGTERM. GET /state answers JSON: whether it synced, the
+// ranges it delivers, the bytes received from the API server, the heap
+// after sync and the CPU time used; with ?gc=1 the heap now, after a
+// collection; with ?objects=1 also its cache and its handler's view
+// (key → resource version). In sharded mode, every handler
+// call is appended to -calls as "START_NS END_NS RANGE OP KEY" once it has
+// returned.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard"
+)
+
+var (
+	host      = flag.String("host", "", "API server URL")
+	token     = flag.String("token", "", "bearer token")
+	resource  = flag.String("resource", "configmaps", "configmaps or pods")
+	namespace = flag.String("namespace", "", "namespace (\"\": all)")
+	mode      = flag.String("mode", "sharded", "sharded, unsharded or client")
+	index     = flag.Int("shard", 0, "client mode: this informer's shard")
+	total     = flag.Int("total", 1, "client mode: the number of shards")
+	etcdURL   = flag.String("etcd", "", "sharded mode: etcd endpoint of the cluster provider")
+	prefix    = flag.String("etcd-prefix", "/actorinformer-shard", "sharded mode: the provider's key prefix")
+	ttl       = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
+	group     = flag.String("group", "objects", "sharded mode: the group")
+	ranges    = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
+	calls     = flag.String("calls", "", "sharded mode: the file handler calls are appended to")
+	addr      = flag.String("http", "127.0.0.1:0", "state page address")
+	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
+)
+
+func main() {
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(log); err != nil {
+		log.Error("shardmember", "err", err)
+		os.Exit(1)
+	}
+}
+
+type state struct {
+	Mode          string            `json:"mode"`
+	Member        string            `json:"member,omitempty"`
+	Synced        bool              `json:"synced"`
+	SyncedAfterMS int64             `json:"syncedAfterMs,omitempty"`
+	Ranges        []int             `json:"ranges"`
+	Objects       int               `json:"objects"`
+	Bytes         int64             `json:"bytes"`
+	HeapAfterSync uint64            `json:"heapAfterSync"`
+	HeapNow       uint64            `json:"heapNow,omitempty"`
+	CPUSeconds    float64           `json:"cpuSeconds"`
+	FilterMode    string            `json:"filterMode,omitempty"`
+	View          []string          `json:"view,omitempty"`
+	Handovers     []shard.Handover  `json:"handovers,omitempty"`
+	Failed        string            `json:"failed,omitempty"`
+	Discovering   bool              `json:"discovering,omitempty"`
+	RangeStates   []string          `json:"rangeStates,omitempty"`
+	Cache         map[string]string `json:"cache,omitempty"`
+	Handler       map[string]string `json:"handler,omitempty"`
+	HandlerErrors []string          `json:"handlerErrors,omitempty"`
+}
+
+func run(log *slog.Logger) error {
+	var received atomic.Int64
+	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	lw, example := listWatch(client)
+	if *mode == "client" {
+		lw = &modFilter{inner: lw, index: *index, total: *total}
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	start := time.Now()
+	view := newView()
+	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
+
+	var (
+		inf      cache.SharedIndexInformer
+		sharded  *shard.Informer
+		c        *cluster.Cluster
+		provider *etcd.Provider
+	)
+	switch *mode {
+	case "sharded":
+		provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+		if err != nil {
+			return err
+		}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}))
+		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
+			// protoactor's default endpoint queues (1,000,000 entries, 16 MB
+			// per peer) dwarf a member's cache; a group sends a few
+			// messages a second.
+			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
+		c.StartMember()
+		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...))
+		if err != nil {
+			return err
+		}
+		view.inf = sharded
+		inf = sharded
+		if *calls != "" {
+			f, err := os.OpenFile(*calls, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			view.calls = f
+		}
+	case "unsharded", "client":
+		inf = actors.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}, informerOpts...)
+	default:
+		return fmt.Errorf("unknown mode %q", *mode)
+	}
+	if _, err := inf.AddEventHandler(view); err != nil {
+		return err
+	}
+
+	var (
+		mu       sync.Mutex
+		syncedAt time.Duration
+		heap     uint64
+	)
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return
+		}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		mu.Lock()
+		syncedAt, heap = time.Since(start), ms.HeapAlloc
+		mu.Unlock()
+	}()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
+		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
+		mu.Lock()
+		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
+		mu.Unlock()
+		if sharded != nil {
+			s := sharded.Status()
+			st.Member, st.FilterMode, st.View, st.Handovers, st.Failed = s.Member, s.Mode.String(), s.View, s.Handovers, s.Failed
+			st.Discovering = s.Discovering
+			for _, rs := range s.Ranges {
+				st.RangeStates = append(st.RangeStates, rs.State+"@"+rs.Owner)
+			}
+			for _, rg := range s.Delivered {
+				st.Ranges = append(st.Ranges, rg.Index)
+			}
+		}
+		if r.URL.Query().Get("gc") == "1" {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			st.HeapNow = ms.HeapAlloc
+		}
+		if r.URL.Query().Get("objects") == "1" {
+			st.Cache = map[string]string{}
+			for _, obj := range inf.GetStore().List() {
+				m, _ := meta.Accessor(obj)
+				st.Cache[m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
+			}
+			st.Handler, st.HandlerErrors = view.snapshot()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Printf("listening http://%s\n", ln.Addr())
+
+	inf.RunWithContext(ctx)
+	_ = srv.Close()
+	if c != nil {
+		c.Shutdown(true)
+	}
+	return nil
+}
+
+func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Object) {
+	ns := *namespace
+	if *resource == "pods" {
+		pods := client.CoreV1().Pods(ns)
+		return &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) { return pods.List(ctx, o) },
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return pods.Watch(ctx, o)
+			},
+		}, &corev1.Pod{}
+	}
+	cms := client.CoreV1().ConfigMaps(ns)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) { return cms.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cms.Watch(ctx, o)
+		},
+	}, &corev1.ConfigMap{}
+}
+
+// countingTransport counts the bytes of the responses' bodies.
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{resp.Body, t.n}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// modFilter keeps the objects whose UID hash modulo total is index: every
+// such informer receives every object and drops the others
+// (kube-state-metrics' --shard / --total-shards).
+type modFilter struct {
+	inner        cache.ListerWatcher
+	index, total int
+}
+
+func (f *modFilter) keep(obj kruntime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return true
+	}
+	return int(shard.Hash(string(m.GetUID()))%uint64(f.total)) == f.index
+}
+
+func (f *modFilter) List(o metav1.ListOptions) (kruntime.Object, error) {
+	list, err := f.inner.List(o)
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	kept := items[:0]
+	for _, it := range items {
+		if f.keep(it) {
+			kept = append(kept, it)
+		}
+	}
+	return list, meta.SetList(list, kept)
+}
+
+func (f *modFilter) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	w, err := f.inner.Watch(o)
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if e.Type == watch.Bookmark || e.Type == watch.Error {
+			return e, true
+		}
+		return e, f.keep(e.Object)
+	}), nil
+}
+
+// view is the handler: what it was given, key → resource version; in
+// sharded mode, every call is also appended to a file.
+type view struct {
+	inf   *shard.Informer
+	calls *os.File
+	mu    sync.Mutex
+	objs  map[string]string
+	rng   map[string]int
+	errs  []string
+}
+
+func newView() *view { return &view{objs: map[string]string{}, rng: map[string]int{}} }
+
+func (v *view) call(op string, obj any, f func(key, rv string)) {
+	start := time.Now().UnixNano()
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	key := m.GetNamespace() + "/" + m.GetName()
+	r := -1
+	if v.inf != nil {
+		if rg, err := v.inf.RangeOf(obj); err == nil {
+			r = rg.Index
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f(key, m.GetResourceVersion())
+	v.rng[key] = r
+	if v.calls != nil {
+		fmt.Fprintf(v.calls, "%d %d %d %s %s\n", start, time.Now().UnixNano(), r, op, key)
+	}
+}
+
+func (v *view) OnAdd(obj any, _ bool) {
+	v.call("add", obj, func(k, rv string) {
+		if _, dup := v.objs[k]; dup {
+			v.errs = append(v.errs, "add of "+k+" it holds")
+		}
+		v.objs[k] = rv
+	})
+}
+
+func (v *view) OnUpdate(_, obj any) {
+	v.call("update", obj, func(k, rv string) {
+		if _, ok := v.objs[k]; !ok {
+			v.errs = append(v.errs, "update of "+k+" it does not hold")
+		}
+		v.objs[k] = rv
+	})
+}
+
+func (v *view) OnDelete(obj any) {
+	v.call("delete", obj, func(k, _ string) {
+		if _, ok := v.objs[k]; !ok {
+			v.errs = append(v.errs, "delete of "+k+" it does not hold")
+		}
+		delete(v.objs, k)
+	})
+}
+
+func (v *view) OnAcquire(shard.Range) {}
+
+// OnRelease forgets the range's objects: they are the new owner's now.
+func (v *view) OnRelease(r shard.Range) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, idx := range v.rng {
+		if idx == r.Index {
+			delete(v.objs, k)
+			delete(v.rng, k)
+		}
+	}
+}
+
+func (v *view) snapshot() (map[string]string, []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[string]string, len(v.objs))
+	for k, rv := range v.objs {
+		out[k] = rv
+	}
+	return out, append([]string(nil), v.errs...)
+}

@@ -1,0 +1,195 @@
+// Package shardproc starts internal/shardmember processes and reads their
+// state, for the real-cluster tests and benchmarks of package shard.
+package shardproc
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var built struct {
+	mu    sync.Mutex
+	paths map[bool]string
+}
+
+// Build builds internal/shardmember (with -race when race is set) once per
+// process and returns the binary's path.
+func Build(race bool) (string, error) {
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if p, ok := built.paths[race]; ok {
+		return p, nil
+	}
+	dir, err := os.MkdirTemp("", "shardmember")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "shardmember")
+	args := []string{"build", "-o", path}
+	if race {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/actorinformer/actorinformer/internal/shardmember")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build shardmember: %v\n%s", err, out)
+	}
+	if built.paths == nil {
+		built.paths = map[bool]string{}
+	}
+	built.paths[race] = path
+	return path, nil
+}
+
+// Proc is a running shardmember.
+type Proc struct {
+	Name   string
+	URL    string
+	Calls  string // its handler call log
+	Log    string // its stderr
+	Start  time.Time
+	cmd    *exec.Cmd
+	done   chan struct{}
+	exited time.Time
+}
+
+// Exited is when the process exited (zero while it runs).
+func (p *Proc) Exited() time.Time {
+	select {
+	case <-p.done:
+		return p.exited
+	default:
+		return time.Time{}
+	}
+}
+
+// State is what a member's state page answers (see internal/shardmember).
+type State struct {
+	Mode          string            `json:"mode"`
+	Member        string            `json:"member"`
+	Synced        bool              `json:"synced"`
+	SyncedAfterMS int64             `json:"syncedAfterMs"`
+	Ranges        []int             `json:"ranges"`
+	Objects       int               `json:"objects"`
+	Bytes         int64             `json:"bytes"`
+	HeapAfterSync uint64            `json:"heapAfterSync"`
+	HeapNow       uint64            `json:"heapNow"`
+	CPUSeconds    float64           `json:"cpuSeconds"`
+	FilterMode    string            `json:"filterMode"`
+	View          []string          `json:"view"`
+	Failed        string            `json:"failed"`
+	Cache         map[string]string `json:"cache"`
+	Handler       map[string]string `json:"handler"`
+	HandlerErrors []string          `json:"handlerErrors"`
+}
+
+// Start starts bin with args (plus -calls in a temporary folder) and waits
+// for its state page. The process is killed at the test's end.
+func Start(t testing.TB, bin, name string, args ...string) *Proc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &Proc{Name: name, Calls: filepath.Join(dir, "calls"), Log: filepath.Join(dir, "stderr"), done: make(chan struct{}), Start: time.Now()}
+	stderr, err := os.Create(p.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, append(args, "-calls", p.Calls)...)
+	p.cmd.Stderr = stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); p.exited = time.Now(); stderr.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
+				urls <- u
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case p.URL = <-urls:
+	case <-p.done:
+		t.Fatalf("%s exited at start:\n%s", name, Tail(p.Log, 30))
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start:\n%s", name, Tail(p.Log, 30))
+	}
+	return p
+}
+
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// State reads the member's state page; with objects, its cache and
+// handler view too.
+func (p *Proc) State(objects bool) (State, error) {
+	q := ""
+	if objects {
+		q = "objects=1"
+	}
+	return p.StateQuery(q)
+}
+
+// StateQuery reads the state page with a query ("gc=1": the heap after a
+// collection).
+func (p *Proc) StateQuery(query string) (State, error) {
+	var st State
+	u := p.URL + "/state"
+	if query != "" {
+		u += "?" + query
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// Stop sends SIGTERM (a graceful leave) and waits up to timeout; it
+// reports whether the process exited.
+func (p *Proc) Stop(timeout time.Duration) bool {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// Terminate sends SIGTERM (a graceful leave) and returns.
+func (p *Proc) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Kill sends SIGKILL and waits.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}

@@ -1,0 +1,163 @@
+//go:build !race
+
+// These tests run several protoactor cluster members in one process, which
+// the race detector cannot take: each member's remote.Start sets gRPC's
+// global logger (grpclog.SetLoggerV2) while the other members' gRPC
+// goroutines read it. hack/test.sh runs them without -race; the members of
+// e2e/shard_test.go are separate processes, built with -race.
+
+package shard_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actorinformer/actorinformer/shard"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// churn changes the server's objects until stop is closed.
+func churn(src *memServer, seed uint64, every time.Duration, stop <-chan struct{}, ops *atomic.Int64) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(every):
+		}
+		keys := src.keys()
+		switch k := rng.IntN(10); {
+		case k < 3 || len(keys) < 50:
+			n++
+			src.create(fmt.Sprintf("c%d", n))
+		case k < 8:
+			src.update(keys[rng.IntN(len(keys))])
+		default:
+			src.remove(keys[rng.IntN(len(keys))])
+		}
+		ops.Add(1)
+	}
+}
+
+func TestMembersShareAndHandOverDuringChurn(t *testing.T) {
+	src := newMemServer()
+	for i := range 300 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	m1, m2, m3 := g.join(), g.join(), g.join()
+	for _, m := range []*member{m1, m2, m3} {
+		if !cache.WaitForCacheSync(timeoutCh(30*time.Second), m.inf.HasSynced) {
+			t.Fatalf("%s did not sync", m.name)
+		}
+	}
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	for _, m := range []*member{m1, m2, m3} {
+		if n := len(m.inf.GetIndexer().ListKeys()); n == 0 || n > 200 {
+			t.Errorf("%s caches %d of 300 objects", m.name, n)
+		}
+	}
+
+	stop := make(chan struct{})
+	var ops atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); churn(src, 1, 2*time.Millisecond, stop, &ops) }()
+
+	time.Sleep(300 * time.Millisecond)
+	m4 := g.join()
+	time.Sleep(time.Second)
+	g.leave(m2)
+	time.Sleep(300 * time.Millisecond)
+	g.kill(m3)
+	time.Sleep(300 * time.Millisecond)
+	m5 := g.join()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d changes during churn", ops.Load())
+
+	eventually(t, 60*time.Second, "members settled after churn", g.settled)
+	if errs := g.rec.exclusive(); len(errs) > 0 {
+		t.Errorf("%d overlapping calls, first: %s", len(errs), strings.Join(errs[:min(5, len(errs))], "\n"))
+	}
+	for _, m := range []*member{m1, m4, m5} {
+		m.view.mu.Lock()
+		if len(m.view.errs) > 0 {
+			t.Errorf("%s's handler: %v", m.name, m.view.errs[:min(5, len(m.view.errs))])
+		}
+		m.view.mu.Unlock()
+		st := m.inf.Status()
+		t.Logf("%s: %d ranges, %d objects, mode %s, %d handovers", m.name, len(st.Delivered), len(m.inf.GetIndexer().ListKeys()), st.Mode, len(st.Handovers))
+	}
+}
+
+// A member with other settings is refused by New, and the group goes on
+// unchanged.
+func TestMemberWithOtherSettingsIsRefused(t *testing.T) {
+	src := newMemServer()
+	for i := range 50 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	m1 := g.join()
+	eventually(t, 30*time.Second, "one member settled", g.settled)
+	before := len(g.rec.calls)
+	for _, opts := range [][]shard.Option{{shard.WithRanges(8)}, {shard.WithHashField(shard.Namespace)}} {
+		c, prov := startCluster(g.agent)
+		_, err := shard.New(c, g.name, src, &corev1.ConfigMap{}, opts...)
+		stopCluster(c, prov)
+		if err == nil || !strings.Contains(err.Error(), "same settings") || !strings.Contains(err.Error(), m1.inf.Member()) {
+			t.Errorf("New with other settings: %v; want an error naming the member and the settings", err)
+		}
+	}
+	eventually(t, 10*time.Second, "the group unchanged", g.settled)
+	if n := len(m1.inf.Ranges()); n != 16 {
+		t.Errorf("m1 delivers %d ranges, want 16", n)
+	}
+	g.rec.mu.Lock()
+	after := len(g.rec.calls)
+	g.rec.mu.Unlock()
+	if after != before {
+		t.Errorf("%d handler calls after the refused member", after-before)
+	}
+}
+
+// Load: with a server that filters, the members together receive each
+// object once, and each caches about a third.
+func TestServerFilteredLoad(t *testing.T) {
+	src := newMemServer()
+	src.filter = true
+	for i := range 600 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	ms := g.joinMany(3)
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	src.mu.Lock()
+	sent := src.sent
+	src.mu.Unlock()
+	// Each range was listed by its owner; a range that moved while the
+	// members joined was listed again by its new owner.
+	if sent < 600 || sent > 600*12/10 {
+		t.Errorf("the server sent %d objects to the members for 600", sent)
+	}
+	for _, m := range ms {
+		if n := len(m.inf.GetIndexer().ListKeys()); n < 100 || n > 350 {
+			t.Errorf("%s caches %d of 600", m.name, n)
+		}
+		if st := m.inf.Status(); st.Mode != shard.FilterServer {
+			t.Errorf("%s: mode %s, want server", m.name, st.Mode)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package handover_test
+
+const raceEnabled = true

@@ -1,0 +1,415 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard"
+)
+
+// A group of members in one process, each a protoactor cluster member of
+// its own (actor system, remote on loopback, the in-memory test provider),
+// over one source.
+
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+type member struct {
+	name   string
+	c      *cluster.Cluster
+	prov   *test.Provider
+	inf    *shard.Informer
+	cancel context.CancelFunc
+	done   chan struct{}
+	view   *view
+}
+
+type group struct {
+	t      testing.TB
+	agent  *test.InMemAgent
+	src    *memServer
+	rec    *recorder
+	opts   []shard.Option
+	name   string
+	mu     sync.Mutex
+	byName map[string]*member
+	n      int
+}
+
+func newGroup(t testing.TB, src *memServer, opts ...shard.Option) *group {
+	return &group{t: t, agent: test.NewInMemAgent(), src: src, rec: &recorder{}, opts: opts, name: "configmaps", byName: map[string]*member{}}
+}
+
+func startCluster(agent *test.InMemAgent) (*cluster.Cluster, *test.Provider) {
+	prov := test.NewTestProvider(agent, test.WithTestProviderServiceTTL(time.Second), test.WithTestProviderRefreshTTL(200*time.Millisecond))
+	cfg := cluster.Configure("shard-test", prov, disthash.New(), remote.Configure("127.0.0.1", 0))
+	c := cluster.New(quietSystem(), cfg)
+	c.StartMember()
+	return c, prov
+}
+
+// join starts a member and its informer.
+func (g *group) join(extra ...shard.Option) *member {
+	g.t.Helper()
+	return g.joinMany(1, extra...)[0]
+}
+
+// joinMany starts n cluster members, then their informers together.
+func (g *group) joinMany(n int, extra ...shard.Option) []*member {
+	g.t.Helper()
+	var out []*member
+	for range n {
+		c, prov := startCluster(g.agent)
+		opts := append([]shard.Option{shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))}, g.opts...)
+		opts = append(opts, extra...)
+		inf, err := shard.New(c, g.name, g.src, &corev1.ConfigMap{}, opts...)
+		if err != nil {
+			stopCluster(c, prov)
+			g.t.Fatalf("shard.New: %v", err)
+		}
+		g.mu.Lock()
+		g.n++
+		m := &member{name: fmt.Sprintf("m%d", g.n), c: c, prov: prov, inf: inf, done: make(chan struct{})}
+		g.byName[m.name] = m
+		g.mu.Unlock()
+		m.view = g.rec.handler(m.name, inf)
+		if _, err := inf.AddEventHandler(m.view); err != nil {
+			g.t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	for _, m := range out {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.cancel = cancel
+		go func() {
+			defer close(m.done)
+			m.inf.RunWithContext(ctx)
+		}()
+	}
+	return out
+}
+
+// leave stops a member gracefully and waits for it.
+func (g *group) leave(m *member) {
+	g.t.Helper()
+	m.cancel()
+	select {
+	case <-m.done:
+	case <-time.After(60 * time.Second):
+		g.t.Fatalf("%s did not leave", m.name)
+	}
+	g.remove(m)
+	stopCluster(m.c, m.prov)
+}
+
+// stopCluster stops a member's cluster: the provider first (others see it
+// leave), then the rest (Shutdown(true) would sleep 2s).
+func stopCluster(c *cluster.Cluster, prov *test.Provider) {
+	_ = prov.Shutdown(true)
+	c.Shutdown(false)
+}
+
+// kill stops a member as a crash would: its informer stops at once and
+// says nothing; the provider drops it.
+func (g *group) kill(m *member) {
+	g.t.Helper()
+	m.inf.Abandon()
+	<-m.done
+	g.remove(m)
+	_ = m.prov.Shutdown(false)
+	m.c.Shutdown(false)
+}
+
+func (g *group) remove(m *member) {
+	g.mu.Lock()
+	delete(g.byName, m.name)
+	g.mu.Unlock()
+}
+
+func (g *group) members() []*member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*member, 0, len(g.byName))
+	for _, m := range g.byName {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (g *group) stopAll() {
+	for _, m := range g.members() {
+		g.leave(m)
+	}
+}
+
+// settled reports "" once every member is synced, all agree on the view,
+// each range is delivered by one member, and the members' caches and
+// handler views together equal the server's objects, each once.
+func (g *group) settled() string {
+	ms := g.members()
+	var view []string
+	delivered := map[int]string{}
+	union := map[string]string{}
+	for _, m := range ms {
+		st := m.inf.Status()
+		if !st.Synced || st.Discovering {
+			return m.name + " not synced"
+		}
+		if view == nil {
+			view = st.View
+		} else if !slices.Equal(view, st.View) {
+			return fmt.Sprintf("views differ: %v and %s's %v", view, m.name, st.View)
+		}
+		for _, r := range st.Delivered {
+			if other, dup := delivered[r.Index]; dup {
+				return fmt.Sprintf("range %d delivered by %s and %s", r.Index, other, m.name)
+			}
+			delivered[r.Index] = m.name
+		}
+		for _, obj := range m.inf.GetIndexer().List() {
+			cm := obj.(*corev1.ConfigMap)
+			k := cm.Namespace + "/" + cm.Name
+			if _, dup := union[k]; dup {
+				return k + " cached twice"
+			}
+			union[k] = cm.ResourceVersion
+		}
+		if d := diff(storeSnapshot(m.inf.GetIndexer()), m.view.snapshot()); d != "" {
+			return m.name + "'s handler view differs from its cache: " + d
+		}
+	}
+	if len(ms) > 0 && len(delivered) != rangesOf(ms[0].inf) {
+		return fmt.Sprintf("%d ranges delivered of %d", len(delivered), rangesOf(ms[0].inf))
+	}
+	if d := diff(g.src.snapshot(), union); d != "" {
+		return "the members' caches differ from the server: " + d
+	}
+	return ""
+}
+
+func rangesOf(inf *shard.Informer) int {
+	st := inf.Status()
+	return len(st.Ranges)
+}
+
+func storeSnapshot(s cache.Store) map[string]string {
+	out := map[string]string{}
+	for _, obj := range s.List() {
+		cm := obj.(*corev1.ConfigMap)
+		out[cm.Namespace+"/"+cm.Name] = cm.ResourceVersion
+	}
+	return out
+}
+
+func diff(want, got map[string]string) string {
+	var out []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			out = append(out, "missing "+k)
+		} else if g != v {
+			out = append(out, fmt.Sprintf("%s at %s, want %s", k, g, v))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			out = append(out, "extra "+k)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 5 {
+		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
+	}
+	return strings.Join(out, "; ")
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = cond(); last == "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %s", what, last)
+}
+
+// recorder keeps every handler call of every member, with a global order,
+// to check that no two members call handlers for one range at once.
+type recorder struct {
+	seq   atomic.Int64
+	mu    sync.Mutex
+	calls []call
+}
+
+type call struct {
+	member     string
+	rng        int
+	start, end int64
+	op, key    string
+}
+
+// view is one member's handler: the objects it was given (key → resource
+// version), minus the ranges it released.
+type view struct {
+	rec     *recorder
+	member  string
+	inf     *shard.Informer
+	mu      sync.Mutex
+	objs    map[string]string
+	rangeOf map[string]int
+	errs    []string
+}
+
+func (r *recorder) handler(member string, inf *shard.Informer) *view {
+	return &view{rec: r, member: member, inf: inf, objs: map[string]string{}, rangeOf: map[string]int{}}
+}
+
+func (v *view) record(op string, obj any, apply func(key, rv string)) {
+	start := v.rec.seq.Add(1)
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	cm := obj.(*corev1.ConfigMap)
+	key := cm.Namespace + "/" + cm.Name
+	r, _ := v.inf.RangeOf(cm)
+	v.mu.Lock()
+	apply(key, cm.ResourceVersion)
+	v.rangeOf[key] = r.Index
+	v.mu.Unlock()
+	end := v.rec.seq.Add(1)
+	v.rec.mu.Lock()
+	v.rec.calls = append(v.rec.calls, call{member: v.member, rng: r.Index, start: start, end: end, op: op, key: key})
+	v.rec.mu.Unlock()
+}
+
+func (v *view) OnAdd(obj any, _ bool) {
+	v.record("add", obj, func(k, rv string) {
+		if _, dup := v.objs[k]; dup {
+			v.errs = append(v.errs, "add of "+k+" it holds")
+		}
+		v.objs[k] = rv
+	})
+}
+
+func (v *view) OnUpdate(_, obj any) {
+	v.record("update", obj, func(k, rv string) {
+		if _, ok := v.objs[k]; !ok {
+			v.errs = append(v.errs, "update of "+k+" it does not hold")
+		}
+		v.objs[k] = rv
+	})
+}
+
+func (v *view) OnDelete(obj any) {
+	v.record("delete", obj, func(k, _ string) {
+		if _, ok := v.objs[k]; !ok {
+			v.errs = append(v.errs, "delete of "+k+" it does not hold")
+		}
+		delete(v.objs, k)
+	})
+}
+
+func (v *view) OnAcquire(r shard.Range) {}
+
+// OnRelease drops the range's objects, as a controller forgets them.
+func (v *view) OnRelease(r shard.Range) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, idx := range v.rangeOf {
+		if idx == r.Index {
+			delete(v.objs, k)
+			delete(v.rangeOf, k)
+		}
+	}
+}
+
+func (v *view) snapshot() map[string]string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps(v.objs)
+}
+
+func maps(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// exclusive is promise 1: per range, a call of one member never overlaps a
+// call of another.
+func (r *recorder) exclusive() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byRange := map[int][]call{}
+	for _, c := range r.calls {
+		byRange[c.rng] = append(byRange[c.rng], c)
+	}
+	var errs []string
+	for rng, cs := range byRange {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].start < cs[j].start })
+		for i := 1; i < len(cs); i++ {
+			a, b := cs[i-1], cs[i]
+			if a.member != b.member && a.end > b.start {
+				errs = append(errs, fmt.Sprintf("range %d: %s's %s of %s overlaps %s's %s of %s", rng, a.member, a.op, a.key, b.member, b.op, b.key))
+			}
+		}
+	}
+	return errs
+}
+
+func timeoutCh(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(d, func() { close(ch) })
+	return ch
+}
+
+// noLeaks fails if, a few seconds after everything stopped, a goroutine
+// runs code of this module or a watch of apimachinery (the protoactor
+// cluster's own goroutines, which outlive its Shutdown, are not ours).
+func noLeaks(t testing.TB) {
+	t.Helper()
+	var last string
+	for range 50 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		last = ""
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "shard_test.") || strings.Contains(g, "testing.") && !strings.Contains(g, "actorinformer/actorinformer/") {
+				continue
+			}
+			if strings.Contains(g, "github.com/actorinformer/actorinformer/") || strings.Contains(g, "k8s.io/apimachinery/pkg/watch") {
+				last = g
+				break
+			}
+		}
+		if last == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("a goroutine of ours outlived the informer:\n%s", last)
+}

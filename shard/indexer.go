@@ -1,0 +1,130 @@
+package shard
+
+import (
+	"errors"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+// ErrReadOnly is returned by the writes of a sharded informer's cache: only
+// its ranges' informers write.
+var ErrReadOnly = errors.New("shard: a sharded informer's cache is written only by its ranges' informers")
+
+// indexerView is the cache of the ranges this member delivers: reads go to
+// each delivered range's cache (a read handle, no mailbox).
+type indexerView struct{ s *Informer }
+
+var _ cache.Indexer = indexerView{}
+
+func (v indexerView) stores() []*rangeInformer { return *v.s.active.Load() }
+
+func (v indexerView) Add(any) error                       { return ErrReadOnly }
+func (v indexerView) Update(any) error                    { return ErrReadOnly }
+func (v indexerView) Delete(any) error                    { return ErrReadOnly }
+func (v indexerView) Replace([]any, string) error         { return ErrReadOnly }
+func (v indexerView) Resync() error                       { return nil }
+func (v indexerView) Bookmark(string)                     {}
+func (v indexerView) AddIndexers(ix cache.Indexers) error { return v.s.AddIndexers(ix) }
+
+func (v indexerView) List() []any {
+	var out []any
+	for _, ri := range v.stores() {
+		out = append(out, ri.inf.GetIndexer().List()...)
+	}
+	return out
+}
+
+func (v indexerView) ListKeys() []string {
+	var out []string
+	for _, ri := range v.stores() {
+		out = append(out, ri.inf.GetIndexer().ListKeys()...)
+	}
+	return out
+}
+
+func (v indexerView) LastStoreSyncResourceVersion() string { return v.s.LastSyncResourceVersion() }
+
+func (v indexerView) Get(obj any) (any, bool, error) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil, false, cache.KeyError{Obj: obj, Err: err}
+	}
+	return v.GetByKey(key)
+}
+
+func (v indexerView) GetByKey(key string) (any, bool, error) {
+	for _, ri := range v.stores() {
+		if item, ok, err := ri.inf.GetIndexer().GetByKey(key); ok || err != nil {
+			return item, ok, err
+		}
+	}
+	return nil, false, nil
+}
+
+func (v indexerView) Index(name string, obj any) ([]any, error) {
+	var out []any
+	for _, ri := range v.stores() {
+		items, err := ri.inf.GetIndexer().Index(name, obj)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return v.checkIndex(name, out)
+}
+
+func (v indexerView) IndexKeys(name, value string) ([]string, error) {
+	var out []string
+	for _, ri := range v.stores() {
+		keys, err := ri.inf.GetIndexer().IndexKeys(name, value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, keys...)
+	}
+	if _, ok := v.GetIndexers()[name]; !ok {
+		return nil, errors.New("Index with name " + name + " does not exist")
+	}
+	return out, nil
+}
+
+func (v indexerView) ListIndexFuncValues(name string) []string {
+	seen := map[string]struct{}{}
+	var out []string
+	for _, ri := range v.stores() {
+		for _, val := range ri.inf.GetIndexer().ListIndexFuncValues(name) {
+			if _, dup := seen[val]; !dup {
+				seen[val] = struct{}{}
+				out = append(out, val)
+			}
+		}
+	}
+	return out
+}
+
+func (v indexerView) ByIndex(name, value string) ([]any, error) {
+	var out []any
+	for _, ri := range v.stores() {
+		items, err := ri.inf.GetIndexer().ByIndex(name, value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return v.checkIndex(name, out)
+}
+
+// checkIndex answers a missing index as client-go's store does, even with
+// no range delivered.
+func (v indexerView) checkIndex(name string, out []any) ([]any, error) {
+	if _, ok := v.GetIndexers()[name]; !ok {
+		return nil, errors.New("Index with name " + name + " does not exist")
+	}
+	return out, nil
+}
+
+func (v indexerView) GetIndexers() cache.Indexers {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	return cloneIndexers(v.s.indexers)
+}

@@ -1,0 +1,250 @@
+package shard
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// FilterMode says where a sharded informer's objects are filtered.
+type FilterMode int32
+
+const (
+	// FilterPending: no list has answered yet.
+	FilterPending FilterMode = iota
+	// FilterServer: the API server applies the shard selectors (Kubernetes
+	// 1.37+ with the ShardedListAndWatch feature gate): each member
+	// receives only its ranges' objects. The member still checks them.
+	FilterServer
+	// FilterClient: the API server ignores or rejects the shard selectors
+	// (no gate, an older server, client-go's fake clientset), so every
+	// member receives every object and keeps its ranges' own.
+	FilterClient
+)
+
+func (m FilterMode) String() string {
+	switch m {
+	case FilterServer:
+		return "server"
+	case FilterClient:
+		return "client"
+	}
+	return "pending"
+}
+
+// filter is what a member's range informers share about filtering: the
+// mode in effect, whether the server rejects selectors, and counts.
+type filter struct {
+	field  HashField
+	mode   atomic.Int32
+	reject atomic.Bool // the server refused shardSelector: send none
+	// dropped counts objects received that belong to no range of the
+	// informer that received them.
+	dropped atomic.Int64
+	log     *slog.Logger
+	once    sync.Once // the "client" log line
+	server  sync.Once // the "server" log line
+}
+
+func (f *filter) Mode() FilterMode { return FilterMode(f.mode.Load()) }
+
+// toClient records that the server does not filter.
+func (f *filter) toClient(why string) {
+	f.mode.Store(int32(FilterClient))
+	f.once.Do(func() {
+		f.log.Info("shard selectors are not applied by the API server; filtering on the client", "reason", why, "mode", FilterClient.String())
+	})
+}
+
+// listed records a list (or a watch event) that sent nothing out of range.
+func (f *filter) listed() {
+	if f.mode.CompareAndSwap(int32(FilterPending), int32(FilterServer)) {
+		f.server.Do(func() {
+			f.log.Info("the API server applies shard selectors", "mode", FilterServer.String())
+		})
+	}
+}
+
+// rangeLW lists and watches one range: with the range's shard selector, so
+// that a server with the feature filters, and filtering on the client too.
+type rangeLW struct {
+	inner    cache.ListerWatcher
+	rng      Range
+	selector sharding.Selector
+	query    string
+	f        *filter
+}
+
+func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
+	sel := sharding.NewSelector(r.Requirement(f.field))
+	return &rangeLW{inner: inner, rng: r, selector: sel, query: sel.String(), f: f}
+}
+
+func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
+	if !lw.f.reject.Load() {
+		opts.ShardSelector = lw.query
+	}
+	return opts
+}
+
+// rejected reports whether err is the server refusing the shard selector.
+func (lw *rangeLW) rejected(err error) bool {
+	if err == nil || lw.f.reject.Load() {
+		return false
+	}
+	return apierrors.IsBadRequest(err) && strings.Contains(strings.ToLower(err.Error()), "shardselector")
+}
+
+func (lw *rangeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), opts)
+}
+
+func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	list, err := listWith(ctx, lw.inner, lw.options(opts))
+	if lw.rejected(err) {
+		lw.f.reject.Store(true)
+		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		list, err = listWith(ctx, lw.inner, lw.options(opts))
+	}
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractListWithAlloc(list)
+	if err != nil {
+		return nil, err
+	}
+	kept := items[:0]
+	for _, it := range items {
+		if lw.in(it) {
+			kept = append(kept, it)
+		}
+	}
+	if len(kept) < len(items) {
+		clear(items[len(kept):])
+		lw.f.toClient("a list returned objects outside the requested ranges")
+	} else if len(items) > 0 {
+		lw.f.listed()
+	}
+	if err := meta.SetList(list, kept); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+func (lw *rangeLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), opts)
+}
+
+func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := watchWith(ctx, lw.inner, lw.options(opts))
+	if lw.rejected(err) {
+		lw.f.reject.Store(true)
+		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		w, err = watchWith(ctx, lw.inner, lw.options(opts))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newFilteredWatch(w, func(e watch.Event) bool {
+		switch e.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			if !lw.in(e.Object) {
+				lw.f.toClient("a watch sent an object outside the requested ranges")
+				return false
+			}
+			if lw.f.Mode() == FilterPending {
+				lw.f.listed() // a WatchList stream is the list
+			}
+		}
+		return true
+	}), nil
+}
+
+// filteredWatch passes on the events keep keeps. Unlike apimachinery's
+// watch.Filter, its goroutine ends on Stop even when nobody reads its
+// events any more.
+type filteredWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newFilteredWatch(in watch.Interface, keep func(watch.Event) bool) watch.Interface {
+	w := &filteredWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.out)
+		for {
+			select {
+			case e, ok := <-in.ResultChan():
+				if !ok {
+					return
+				}
+				if !keep(e) {
+					continue
+				}
+				select {
+				case w.out <- e:
+				case <-w.stop:
+					return
+				}
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *filteredWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
+}
+
+// in reports whether obj belongs to the range; objects it cannot place (no
+// metadata) are passed on, for the informer to report.
+func (lw *rangeLW) in(obj runtime.Object) bool {
+	ok, err := lw.selector.Matches(obj)
+	if err != nil {
+		return true
+	}
+	if !ok {
+		lw.f.dropped.Add(1)
+	}
+	return ok
+}
+
+// IsWatchListSemanticsUnSupported passes the wrapped source's answer on
+// (client-go's fake clientset cannot stream a WatchList).
+func (lw *rangeLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(lw.inner)
+}
+
+func listWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (runtime.Object, error) {
+	if c, ok := lw.(cache.ListerWithContext); ok {
+		return c.ListWithContext(ctx, opts)
+	}
+	return lw.List(opts)
+}
+
+func watchWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (watch.Interface, error) {
+	if c, ok := lw.(cache.WatcherWithContext); ok {
+		return c.WatchWithContext(ctx, opts)
+	}
+	return lw.Watch(opts)
+}

@@ -1,0 +1,80 @@
+package shard
+
+import (
+	"slices"
+	"time"
+)
+
+// Handover is one range moving to or from this member.
+type Handover struct {
+	Range Range
+	// From and To are member ids; "" is no member (a range first served,
+	// one taken from a member that was lost, or released with nobody to
+	// hand it to).
+	From, To string
+	Epoch    uint64
+	// Kind is "acquire" (this member is To) or "release" (it is From).
+	Kind string
+	// Start is when this member started listing the range (acquire) or was
+	// asked for it (release); Duration how long until it delivered it, or
+	// until the last handler call on it ended.
+	Start    time.Time
+	Duration time.Duration
+}
+
+// RangeStatus is one range as this member sees it.
+type RangeStatus struct {
+	Range Range
+	// State is idle, syncing, acquiring, active, deactivating or stopping.
+	State string
+	Epoch uint64
+	// Owner is the range's owner in this member's view.
+	Owner string
+	// Objects are those cached by this member's informer of the range.
+	Objects int
+}
+
+// Status is a member's state: its view of the group, its ranges, its last
+// handovers and the filter mode.
+type Status struct {
+	Group, Member string
+	// View are the members that own ranges, as this member sees them.
+	View []string
+	// Delivered are the ranges this member's handlers get now.
+	Delivered []Range
+	Ranges    []RangeStatus
+	Handovers []Handover
+	Mode      FilterMode
+	// Filtered counts objects the API server sent outside the requested
+	// ranges, dropped here.
+	Filtered int64
+	Synced   bool
+	// Discovering: the member is waiting for the others' answers before
+	// computing ownership; Leaving: it leaves gracefully.
+	Discovering, Leaving bool
+	// Failed says why the member gave up, "" if it did not.
+	Failed string
+}
+
+// Status returns the member's state.
+func (s *Informer) Status() Status {
+	st := Status{Group: s.group, Member: string(s.self()), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
+		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges()}
+	counts := map[int]int{}
+	s.mu.Lock()
+	for i, ri := range s.ranges {
+		counts[i] = len(ri.inf.GetIndexer().ListKeys())
+	}
+	st.Handovers = slices.Clone(s.handovers)
+	s.mu.Unlock()
+	if p := s.protocol.Load(); p != nil {
+		for _, id := range p.View {
+			st.View = append(st.View, string(id))
+		}
+		st.Discovering, st.Leaving = p.Discovering, p.Leaving
+		for i, r := range p.Ranges {
+			st.Ranges = append(st.Ranges, RangeStatus{Range: Range{Index: i, Count: s.o.ranges}, State: r.State, Epoch: r.Epoch, Owner: string(r.Owner), Objects: counts[i]})
+		}
+	}
+	return st
+}

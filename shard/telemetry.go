@@ -1,0 +1,103 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// Span and metric attributes of a sharded informer. The range informers'
+// root spans (reflector.receive, the list span) carry group, member, range
+// and epoch; their metrics group, member and range.
+const (
+	AttrGroup  = attribute.Key("shard.group")
+	AttrMember = attribute.Key("shard.member")
+	AttrRange  = attribute.Key("shard.range")
+	AttrEpoch  = attribute.Key("shard.epoch")
+	// AttrPeer is the other member of a handover span: where the range came
+	// from (shard.acquire) or went to (shard.release).
+	AttrPeer = attribute.Key("shard.peer")
+	// AttrFilterMode is the filter mode (server, client, pending).
+	AttrFilterMode = attribute.Key("shard.filter.mode")
+	// AttrDirection is acquire or release.
+	AttrDirection = attribute.Key("shard.direction")
+)
+
+// ScopeName is the instrumentation scope of the sharded informer's own
+// spans and metrics.
+const ScopeName = "github.com/actorinformer/actorinformer/shard"
+
+type shardTelemetry struct {
+	tracer    trace.Tracer
+	handovers metric.Int64Counter
+	duration  metric.Float64Histogram
+	reg       metric.Registration
+	base      metric.MeasurementOption
+}
+
+func newShardTelemetry(s *Informer) *shardTelemetry {
+	tp, mp, _ := actors.TelemetryOf(s.o.actorOpts...)
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	t := &shardTelemetry{tracer: tp.Tracer(ScopeName), base: metric.WithAttributes(s.baseAttrs()...)}
+	m := mp.Meter(ScopeName)
+	t.handovers, _ = m.Int64Counter("actorinformer.shard.handovers", metric.WithDescription("Ranges acquired and released by this member."))
+	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a handover took on this member: from listing the range to delivering it (acquire), or from the ask to the end of the last handler call (release)."))
+	owned, _ := m.Int64ObservableGauge("actorinformer.shard.ranges", metric.WithDescription("Ranges this member delivers."))
+	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
+	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (shard.filter.mode: server, client or pending)."))
+	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
+	base := s.baseAttrs()
+	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		act := *s.active.Load()
+		o.ObserveInt64(owned, int64(len(act)), metric.WithAttributes(base...))
+		for _, ri := range act {
+			o.ObserveInt64(objects, int64(len(ri.inf.GetIndexer().ListKeys())), metric.WithAttributes(append(base[:len(base):len(base)], AttrRange.Int(ri.r.Index))...))
+		}
+		o.ObserveInt64(mode, 1, metric.WithAttributes(append(base[:len(base):len(base)], AttrFilterMode.String(s.filter.Mode().String()))...))
+		o.ObserveInt64(dropped, s.filter.dropped.Load(), metric.WithAttributes(base...))
+		return nil
+	}, owned, objects, mode, dropped)
+	return t
+}
+
+func (t *shardTelemetry) close() {
+	if t.reg != nil {
+		_ = t.reg.Unregister()
+	}
+}
+
+func (t *shardTelemetry) startHandover(ctx context.Context, name string, r Range, epoch uint64) trace.Span {
+	_, span := t.tracer.Start(context.WithoutCancel(ctx), name, trace.WithNewRoot(), trace.WithAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))))
+	return span
+}
+
+func (t *shardTelemetry) endHandover(span trace.Span, direction, peer string, took time.Duration) {
+	if span != nil {
+		span.SetAttributes(AttrPeer.String(peer))
+		span.End()
+	}
+	dir := metric.WithAttributes(AttrDirection.String(direction))
+	t.handovers.Add(context.Background(), 1, t.base, dir)
+	t.duration.Record(context.Background(), took.Seconds(), t.base, dir)
+}
+
+func (t *shardTelemetry) abortHandover(span trace.Span) {
+	if span != nil {
+		span.SetStatus(codes.Error, "the range's owner changed while it was listed")
+		span.End()
+	}
+}

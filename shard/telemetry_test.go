@@ -1,0 +1,115 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/telemetry"
+)
+
+// A member's spans and metrics: the range informers' root spans carry the
+// group, member, range and epoch; each acquisition is a span; the metrics
+// give the delivered ranges, objects per range, handovers and the filter
+// mode.
+func TestTelemetry(t *testing.T) {
+	informertest.NeedsTracing(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	src := newMemServer()
+	for i := range 20 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	inf, stop := runOne(t, src, cache.ResourceEventHandlerFuncs{}, shard.WithRanges(4),
+		shard.WithInformerOptions(actors.WithTracerProvider(tp), actors.WithMeterProvider(mp)))
+	defer stop()
+	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	src.create("traced") // a watch event: a root span
+	eventually(t, 10*time.Second, "a root span of the watch event", func() string {
+		for _, s := range rec.Ended() {
+			if s.Name() == telemetry.SpanReflector && attr(s.Attributes(), "actorinformer.object.name") == "traced" {
+				for _, k := range []attribute.Key{shard.AttrGroup, shard.AttrMember, shard.AttrRange, shard.AttrEpoch} {
+					if attr(s.Attributes(), k) == "" {
+						return fmt.Sprintf("root span without %s: %v", k, s.Attributes())
+					}
+				}
+				if attr(s.Attributes(), shard.AttrMember) != inf.Member() || attr(s.Attributes(), shard.AttrGroup) != "configmaps" {
+					return fmt.Sprintf("root span of member %q group %q", attr(s.Attributes(), shard.AttrMember), attr(s.Attributes(), shard.AttrGroup))
+				}
+				return ""
+			}
+		}
+		return "none yet"
+	})
+	acquires := 0
+	for _, s := range rec.Ended() {
+		if s.Name() == "shard.acquire" {
+			acquires++
+			if attr(s.Attributes(), shard.AttrRange) == "" || attr(s.Attributes(), shard.AttrEpoch) == "" {
+				t.Errorf("acquire span without range or epoch: %v", s.Attributes())
+			}
+		}
+	}
+	if acquires != 4 {
+		t.Errorf("%d shard.acquire spans, want 4", acquires)
+	}
+	m := informertest.CollectMetrics(t, reader)
+	if v := gaugeSum(m["actorinformer.shard.ranges"]); v != 4 {
+		t.Errorf("actorinformer.shard.ranges %d, want 4", v)
+	}
+	if v := gaugeSum(m["actorinformer.shard.range.objects"]); v != 21 {
+		t.Errorf("actorinformer.shard.range.objects sums to %d, want 21", v)
+	}
+	mode := ""
+	if g, ok := m["actorinformer.shard.filter.mode"].Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) == 1 {
+		v, _ := g.DataPoints[0].Attributes.Value(shard.AttrFilterMode)
+		mode = v.AsString()
+	}
+	if mode != "client" {
+		t.Errorf("filter mode metric %q, want client", mode)
+	}
+	if s, ok := m["actorinformer.shard.handovers"].Data.(metricdata.Sum[int64]); !ok || len(s.DataPoints) == 0 || s.DataPoints[0].Value != 4 {
+		t.Errorf("actorinformer.shard.handovers: %+v, want 4 acquisitions", m["actorinformer.shard.handovers"].Data)
+	}
+	if v := gaugeSum(m["actorinformer.shard.filtered"]); v == 0 {
+		t.Errorf("actorinformer.shard.filtered is 0; the source ignores selectors")
+	}
+}
+
+func attr(kvs []attribute.KeyValue, k attribute.Key) string {
+	for _, kv := range kvs {
+		if kv.Key == k {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+func gaugeSum(m metricdata.Metrics) int64 {
+	var n int64
+	switch d := m.Data.(type) {
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			n += p.Value
+		}
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			n += p.Value
+		}
+	}
+	return n
+}
