@@ -350,3 +350,61 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A handler may call its informer from its calls, OnAcquire and OnRelease
+// included.
+func TestHandlerCallsTheInformer(t *testing.T) {
+	src := newMemServer()
+	for i := range 40 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	var inf *shard.Informer
+	var ready sync.WaitGroup
+	ready.Add(1)
+	var calls atomic.Int32
+	use := func() {
+		ready.Wait()
+		_ = inf.Status()
+		_ = inf.Released("ns0/o1")
+		_ = inf.Ranges()
+		calls.Add(1)
+	}
+	h := shard.OwnershipFuncs{
+		ResourceEventHandler: cache.ResourceEventHandlerFuncs{AddFunc: func(any) { use() }},
+		AcquireFunc:          func(shard.Range) { use() },
+		ReleaseFunc:          func(shard.Range) { use() },
+	}
+	c, prov := startCluster(newGroup(t, nil).agent)
+	defer stopCluster(c, prov)
+	var err error
+	inf, err = shard.New(c, "configmaps", src, &corev1.ConfigMap{}, shard.WithRanges(8),
+		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready.Done()
+	if _, err := inf.AddEventHandler(h); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
+		t.Fatal("not synced: a handler calling the informer blocked it")
+	}
+	eventually(t, 10*time.Second, "the handler's calls", func() string {
+		if n := calls.Load(); n < 48 {
+			return fmt.Sprintf("%d calls", n)
+		}
+		return ""
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return: a handler calling the informer blocked the leave")
+	}
+	if n := calls.Load(); n != 40+8+8 {
+		t.Errorf("%d calls, want 40 adds, 8 acquires and 8 releases", n)
+	}
+}

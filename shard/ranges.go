@@ -96,8 +96,9 @@ func (s *Informer) activateRange(e *handover.ActivateRange) {
 	ri.from = e.From
 	ri.delivering = true
 	s.setActiveLocked()
+	regs := make([]*registration, 0, len(s.regs))
 	for reg := range s.regs {
-		reg.attach(ri)
+		regs = append(regs, reg)
 	}
 	// Keys of this range are this member's again.
 	for _, k := range ri.inf.GetIndexer().ListKeys() {
@@ -106,6 +107,9 @@ func (s *Informer) activateRange(e *handover.ActivateRange) {
 	took := time.Since(ri.started)
 	s.recordHandoverLocked(Handover{Range: ri.r, From: string(e.From), To: string(s.self()), Epoch: e.Epoch, Start: ri.started, Duration: took, Kind: "acquire"})
 	s.mu.Unlock()
+	for _, reg := range regs {
+		s.attach(reg, ri)
+	}
 	s.tel.endHandover(ri.span, "acquire", string(e.From), took)
 	s.log.Info("acquired range", "range", ri.r.String(), "from", string(e.From), "epoch", e.Epoch, "took", took, "objects", len(ri.inf.GetIndexer().ListKeys()))
 	s.signals.poke(s)
@@ -204,4 +208,13 @@ func (s *Informer) recordHandoverLocked(h Handover) {
 		s.handovers = s.handovers[:maxHandovers-1]
 	}
 	s.handovers = append(s.handovers, h)
+}
+
+// cacheLen is the number of objects in a range's cache, without listing
+// them.
+func cacheLen(ix cache.Indexer) int {
+	if l, ok := ix.(interface{ Len() int }); ok {
+		return l.Len()
+	}
+	return len(ix.ListKeys())
 }

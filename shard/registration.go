@@ -48,13 +48,15 @@ func (f OwnershipFuncs) OnRelease(r Range) {
 // registration is a handler added to the sharded informer: added to each
 // delivered range's informer, with its calls serialised.
 type registration struct {
-	s       *Informer
-	h       actors.ContextEventHandler // wrapped: calls serialised by mu
-	own     OwnershipHandler           // nil when the handler does not implement it
-	options cache.HandlerOptions
-	mu      sync.Mutex // held during every call of the handler
-	removed atomic.Bool
-	synced  atomic.Bool
+	s   *Informer
+	h   actors.ContextEventHandler // wrapped: calls serialised by mu
+	own OwnershipHandler           // nil when the handler does not implement it
+	// acquired are the ranges OnAcquire was called for (guarded by mu).
+	acquired map[int]bool
+	options  cache.HandlerOptions
+	mu       sync.Mutex // held during every call of the handler
+	removed  atomic.Bool
+	synced   atomic.Bool
 	// shutdown is closed when the registration is removed and no call runs.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
@@ -92,7 +94,7 @@ func (s *Informer) AddContextEventHandler(h actors.ContextEventHandler) (cache.R
 }
 
 func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	reg := &registration{s: s, options: options, shutdown: make(chan struct{})}
+	reg := &registration{s: s, options: options, shutdown: make(chan struct{}), acquired: map[int]bool{}}
 	own, _ := actors.UnwrapHandler(h).(OwnershipHandler)
 	if own == nil {
 		own, _ = h.(OwnershipHandler)
@@ -106,30 +108,47 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 	}
 	reg.h = wrapped
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.stopped {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("shard: handler not added: the informer has stopped")
 	}
 	s.regs[reg] = struct{}{}
+	var delivered []*rangeInformer
 	for _, ri := range s.ranges {
 		if ri.delivering {
-			reg.attach(ri)
+			delivered = append(delivered, ri)
 		}
+	}
+	s.mu.Unlock()
+	for _, ri := range delivered {
+		s.attach(reg, ri)
 	}
 	return reg, nil
 }
 
-// attach adds reg to a delivered range's informer; with Informer.mu held.
-func (reg *registration) attach(ri *rangeInformer) {
-	if reg.removed.Load() {
+// attach gives a delivered range to reg: OnAcquire first, then the range
+// informer's handler. The user's OnAcquire runs without Informer.mu held,
+// so that a handler may call the informer.
+func (s *Informer) attach(reg *registration, ri *rangeInformer) {
+	if reg.own != nil {
+		reg.call(func() {
+			if !reg.acquired[ri.r.Index] {
+				reg.acquired[ri.r.Index] = true
+				reg.own.OnAcquire(ri.r)
+			}
+		})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ri.delivering || reg.removed.Load() {
 		return
 	}
-	if reg.own != nil {
-		reg.call(func() { reg.own.OnAcquire(ri.r) })
+	if _, done := ri.regs[reg]; done {
+		return
 	}
 	rreg, err := ri.inf.AddContextEventHandlerWithOptions(reg.h, reg.options)
 	if err != nil {
-		reg.s.log.Error("cannot add a handler to a range's informer", "range", ri.r.String(), "err", err)
+		s.log.Error("cannot add a handler to a range's informer", "range", ri.r.String(), "err", err)
 		return
 	}
 	ri.regs[reg] = rreg
@@ -137,8 +156,15 @@ func (reg *registration) attach(ri *rangeInformer) {
 
 // released tells the handler that range r is released.
 func (reg *registration) released(r Range) {
-	if reg.own != nil && !reg.removed.Load() {
-		reg.call(func() { reg.own.OnRelease(r) })
+	if reg.own != nil {
+		reg.call(func() {
+			if reg.acquired[r.Index] {
+				delete(reg.acquired, r.Index)
+				if !reg.removed.Load() {
+					reg.own.OnRelease(r)
+				}
+			}
+		})
 	}
 }
 

@@ -63,7 +63,7 @@ func (s *Informer) Status() Status {
 	counts := map[int]int{}
 	s.mu.Lock()
 	for i, ri := range s.ranges {
-		counts[i] = len(ri.inf.GetIndexer().ListKeys())
+		counts[i] = cacheLen(ri.inf.GetIndexer())
 	}
 	st.Handovers = slices.Clone(s.handovers)
 	s.mu.Unlock()
