@@ -457,36 +457,6 @@ func TestForbiddenListReportsAndNeverSyncs(t *testing.T) {
 	}
 }
 
-func TestResyncGoesOnlyToHandlersThatAskedForIt(t *testing.T) {
-	src, lw := newSource(t)
-	src.Add(pod("ns", "a", 1))
-	// A default resync period: an informer without one does no resyncs at
-	// all (client-go's determineResyncPeriod).
-	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, time.Second, nil, actors.WithWatchList(false))
-	var resyncs, others atomic.Int64
-	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(old, obj any) {
-		if informertest.RV(old) == informertest.RV(obj) {
-			resyncs.Add(1)
-		}
-	}}, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerDetailedFuncs{UpdateFunc: func(any, any) { others.Add(1) }}, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx, _ := running(t, inf)
-	waitSynced(t, ctx, inf.HasSynced)
-	eventually(t, 10*time.Second, "resync", func() string {
-		if resyncs.Load() == 0 {
-			return "no resync yet"
-		}
-		return ""
-	})
-	if others.Load() != 0 {
-		t.Fatalf("handler without resync got %d updates", others.Load())
-	}
-}
-
 func TestNamedHandlersInStats(t *testing.T) {
 	_, lw := newSource(t)
 	inf := actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, nil)

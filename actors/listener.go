@@ -260,9 +260,11 @@ func (l *handlerListener) panicked(r any, it *indexer.Notification, span trace.S
 	}
 	l.logger.Error(nil, "Event handler panicked; its listener goes on with the next notification",
 		"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String())
-	l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
-		"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String(),
-		"panic", fmt.Sprint(r), "stack", stack)
+	if l.tel.LoggerGiven {
+		l.tel.Logger.Error("event handler panicked; the listener continues with the next notification",
+			"informer", l.tel.Info.Name, "handler", l.name, "key", key, "notification", it.Type.String(),
+			"panic", fmt.Sprint(r), "stack", stack)
+	}
 	if span != nil {
 		telemetry.RecordPanic(span, fmt.Errorf("handler %s panicked on %s of %q: %v", l.name, it.Type, key, r), stack)
 	}

@@ -54,7 +54,8 @@ func gaugeValue(t *testing.T, m metricdata.Metrics) int64 {
 
 // TestLatencyMetrics checks the event age and handler duration histograms
 // (values and exemplars), the list durations, the cache gauges and the
-// watch restart reasons on a running informer with SDK providers.
+// watch restart reasons on a running informer with SDK providers. Real
+// time: the ages and durations are measured on the real clock.
 func TestLatencyMetrics(t *testing.T) {
 	informertest.NeedsTracing(t)
 	const delay = 300 * time.Millisecond

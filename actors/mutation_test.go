@@ -68,7 +68,8 @@ func mutationChild(mode string) int {
 }
 
 // TestCacheMutationDetector runs a handler that changes a cached object in
-// child processes (this test binary, re-executed). With
+// child processes (this test binary, re-executed). Real time: client-go's
+// detector, which ours must match, checks every second of the real clock. With
 // KUBE_CACHE_MUTATION_DETECTOR=true, client-go's informer and ours make the
 // process panic with the same message; without it both carry on.
 // WithCacheMutationDetector overrides the variable either way.

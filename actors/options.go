@@ -111,8 +111,8 @@ func WithMeterProvider(mp metric.MeterProvider) SharedOption {
 }
 
 // WithLogger sets the logger for errors the informer recovers from (dropped
-// objects, watch errors, handler panics). The default discards everything;
-// the metrics count these events either way. Without WithActorSystem, an
+// objects, watch errors, handler panics). By default they go where
+// client-go's go, through klog; the metrics count these events either way. Without WithActorSystem, an
 // informer or factory with a logger creates an actor system of its own that
 // logs to it too; without either, informers and factories share one
 // process-wide actor system.

@@ -14,7 +14,7 @@ import (
 // TestShrinkRegistry checks that an actor system the library creates keeps
 // working with the smaller process registry: the event stream stays
 // registered, actors spawn, get messages and leave the registry when they
-// stop.
+// stop. Real time: it is protoactor's registry and mailboxes at work.
 func TestShrinkRegistry(t *testing.T) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats

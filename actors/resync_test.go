@@ -39,8 +39,9 @@ func (c *resyncCounter) handler() cache.ResourceEventHandler {
 // informer's default resync period).
 const useDefault = -1
 
-// resyncScenario runs on client-go's informer and ours side by side. The
-// times are real: checks come every second or more, and each window ends
+// resyncScenario runs on client-go's informer and ours side by side.
+// Real time: client-go's informer takes no clock. (Ours alone, on the fake
+// clock: internal/sim/testdata/resync_*.txt.) The times are real: checks come every second or more, and each window ends
 // at least half a second away from any resync client-go makes, so
 // scheduling noise cannot move a resync across it while any of the bugs
 // below changes a count.
@@ -172,7 +173,8 @@ func runResyncScenario(t *testing.T, sc resyncScenario) {
 	}
 }
 
-// TestRelistAfterResyncCheckMatchesClientGo: with a default resync period
+// TestRelistAfterResyncCheckMatchesClientGo (real time: client-go's
+// informer, side by side, takes no clock): with a default resync period
 // but no handler asking for resyncs, the resync checks still run and take
 // every handler out of the syncing set, so a relist's unchanged objects
 // reach no handler, in client-go and ours.

@@ -96,6 +96,9 @@ func waitGate(t *testing.T, g *gate, what string) {
 	}
 }
 
+// The stop tests run in real time: they test the shells' goroutines and the
+// stop itself, side by side with client-go, which the simulator does not run.
+
 // TestStopWhileListIgnoresContext: a List that ignores its context and
 // blocks does not hold Run back; client-go's Run returns at once too. Once
 // the List returns, no goroutine is left and no watch was opened.

@@ -45,7 +45,9 @@ func plainPodListWatch(c kubernetes.Interface) *cache.ListWatch {
 // informer waits for that bookmark forever, logging every 10 s. Ours must
 // say why it waits (log, Stats, metric), then list and sync: within 15 s.
 //
-// It runs at the real reflector timings (about 10 s), both cases at once.
+// Real time (about 10 s, both cases at once): it checks the fake clientset,
+// the informer and what it reports, end to end; the fallback's logic runs
+// on the fake clock in internal/sim/testdata/watchlist_no_bookmark.txt.
 func TestWatchListOverFakeClientsetFallsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -54,7 +54,9 @@ type env struct {
 	tel   *telemetry.T
 }
 
-// fastBackoff keeps the actor tests quick: 1ms doubling to 4ms.
+// fastBackoff keeps the actor tests quick: 1ms doubling to 4ms. They run
+// in real time: they test the shell's goroutines and timers; the Machine's
+// timing is tested on a fake clock (machine_test.go, internal/sim).
 func fastBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 10, Cap: 4 * time.Millisecond}
 }

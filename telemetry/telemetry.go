@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -117,12 +120,15 @@ type InformerInfo struct {
 // T is the per-informer telemetry handle. Its methods may be called by
 // multiple goroutines simultaneously.
 type T struct {
-	tracer  trace.Tracer // nil when the provider is a no-op one
-	Logger  *slog.Logger
-	Metrics *Metrics
-	Info    InformerInfo
-	base    []attribute.KeyValue
-	baseSet metric.MeasurementOption
+	// LoggerGiven: Logger is the user's (WithLogger), not klog's default;
+	// reports that klog gets anyway (a handler panic's) go to it as well.
+	LoggerGiven bool
+	tracer      trace.Tracer // nil when the provider is a no-op one
+	Logger      *slog.Logger
+	Metrics     *Metrics
+	Info        InformerInfo
+	base        []attribute.KeyValue
+	baseSet     metric.MeasurementOption
 	// spanBase: base plus the span-only attributes, on root spans.
 	spanBase []attribute.KeyValue
 
@@ -145,8 +151,9 @@ func New(cfg Config) *T {
 	t := &T{Logger: cfg.Logger, Info: cfg.Informer, kind: trace.WithSpanKind(trace.SpanKindConsumer),
 		QueuedItems: cfg.QueuedItems, ProcessingLatency: cfg.ProcessingLatency,
 		sampler: cfg.DeltaSampler, traceparent: cfg.TraceparentAnnotation}
+	t.LoggerGiven = t.Logger != nil
 	if t.Logger == nil {
-		t.Logger = slog.New(slog.DiscardHandler)
+		t.Logger = KlogLogger()
 	}
 	if !CompiledOut && cfg.TracerProvider != nil && !isNoopTracerProvider(cfg.TracerProvider) {
 		t.tracer = cfg.TracerProvider.Tracer(ScopeName)
@@ -168,8 +175,12 @@ func New(cfg Config) *T {
 	return t
 }
 
+// KlogLogger is the logger of an informer given none: the informer's log
+// lines go where client-go's go, through klog.
+func KlogLogger() *slog.Logger { return slog.New(logr.ToSlogHandler(klog.Background())) }
+
 // Nop returns a T that records nothing.
-func Nop() *T { return New(Config{}) }
+func Nop() *T { return New(Config{Logger: slog.New(slog.DiscardHandler)}) }
 
 func isNoopTracerProvider(tp trace.TracerProvider) bool {
 	switch tp.(type) {

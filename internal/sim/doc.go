@@ -14,11 +14,14 @@
 // stage.Msg.
 //
 // A script is a list of lines (newline or ';' separated, '#' comments).
-// Before "start": "watchlist" (sync with WatchList), "batch N" (queue
-// batch size), "resync DUR" (the informer's default resync),
-// "handler NAME [DUR] [coalesced]" (a handler added before start, with its
-// resync period; coalesced: wrapped in actors.Coalesced, its calls made by
-// a runner, NAME.runner), "create|update|delete NAME". Then:
+// Before "start": "watchlist" (sync with WatchList), "nobookmark" (the
+// server takes a WatchList request as a plain watch, never sending the
+// initial-events-end bookmark, as client-go's fake clientset does),
+// "batch N" (queue batch size), "resync DUR" (the informer's default
+// resync), "handler NAME [DUR] [coalesced]" (a handler added before start,
+// with its resync period; coalesced: wrapped in actors.Coalesced, its
+// calls made by a runner, NAME.runner), "advance DUR" (time between adding
+// handlers and the start), "create|update|delete NAME". Then:
 //
 //	start                 spawn the stages; the reflector starts listing
 //	create|update|delete NAME   change an object at the source

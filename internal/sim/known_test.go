@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestIndexerRestartKeepsResync: after a restart of the indexer actor,
@@ -165,4 +167,31 @@ func TestFaultAtEveryBoundary(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs", runs)
+}
+
+// TestWatchListWithoutBookmarkGivesUp: the reflector gives a WatchList
+// stream without its initial-events-end bookmark up after 10 s of the fake
+// clock, once, with a warning; WatchList stays off (see
+// testdata/watchlist_no_bookmark.txt for the handler's calls). The same
+// fallback over client-go's fake clientset, at real times:
+// actors' TestWatchListOverFakeClientsetFallsBack.
+func TestWatchListWithoutBookmarkGivesUp(t *testing.T) {
+	s := New()
+	b, err := os.ReadFile("testdata/watchlist_no_bookmark.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _, _ := strings.Cut(string(b), "\n----\n")
+	if err := s.Run(ParseScript(script)); err != "" {
+		t.Fatal(err)
+	}
+	if len(s.WatchListWarnings) != 1 || !strings.Contains(s.WatchListWarnings[0], "does not support WatchList") {
+		t.Errorf("warnings %q, want the one giving WatchList up", s.WatchListWarnings)
+	}
+	if st := s.reflStatus; st.UseWatchList || st.LastSyncUsedWatchList || st.AwaitingInitialEventsEnd || st.Syncs != 1 {
+		t.Errorf("status %+v, want WatchList off and one list", st)
+	}
+	if got := s.clk.Since(epoch); got < 10*time.Second || got >= 11*time.Second {
+		t.Errorf("synced after %v of the fake clock, want 10 s", got)
+	}
 }

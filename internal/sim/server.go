@@ -31,12 +31,19 @@ type server struct {
 	compacted int64 // watches from an older resource version get 410
 	call      any   // *reflector.ListRequest, *reflector.WatchRequest or nil
 	stream    *stream
+	// noBookmark: a WatchList request is taken as a plain watch (the
+	// objects as Added events, no initial-events-end bookmark), as a source
+	// without WatchList support (client-go's fake clientset) takes it.
+	noBookmark bool
 }
 
 type stream struct {
-	gen    uint64
-	events []watch.Event
-	closed bool // no event after those queued; then the watch ends
+	gen uint64
+	// watchList: the stream answers a WatchList request; opened: its
+	// WatchOpened report was made.
+	watchList, opened bool
+	events            []watch.Event
+	closed            bool // no event after those queued; then the watch ends
 }
 
 func newServer() *server { return &server{rv: 1, objs: map[string]*v1.Pod{}} }
@@ -145,7 +152,7 @@ var errInjected error = injected{}
 func (s *server) answerOld(back int64) any {
 	c, ok := s.call.(*reflector.ListRequest)
 	if !ok {
-		return s.answer(0)
+		return nil
 	}
 	s.call = nil
 	at := max(s.rv-back, s.compacted, 1)
@@ -178,9 +185,22 @@ func (s *server) answerOld(back int64) any {
 }
 
 // answer answers the waiting call: with an error when code is not 0,
-// else with a list or an open watch. It returns the report for the
-// reflector, nil when there is no call.
-func (s *server) answer(code int) any {
+// else with a list or an open watch. It returns the reports for the
+// reflector, in order.
+func (s *server) answer(code int) []any {
+	if r := s.answerOne(code); r != nil {
+		return []any{r}
+	}
+	if st := s.stream; st != nil && st.watchList && !st.opened {
+		// The shell reports that a WatchList stream opened, before its
+		// events.
+		st.opened = true
+		return []any{&reflector.WatchOpened{Gen: st.gen}}
+	}
+	return nil
+}
+
+func (s *server) answerOne(code int) any {
 	c := s.call
 	s.call = nil
 	switch c := c.(type) {
@@ -218,11 +238,12 @@ func (s *server) open(c *reflector.WatchRequest) *stream {
 		}
 		from = n
 	}
+	st.watchList = c.WatchList
 	if c.WatchList || from < 0 {
 		for _, p := range s.sortedPods() {
 			st.events = append(st.events, watch.Event{Type: watch.Added, Object: p})
 		}
-		if c.WatchList {
+		if c.WatchList && !s.noBookmark {
 			st.events = append(st.events, watch.Event{Type: watch.Bookmark, Object: bookmarkPod(s.rvString(), true)})
 		}
 		return st

@@ -55,6 +55,9 @@ type Sim struct {
 	errs  []string
 	// HandleErrors counts the reflector's calls of its watch error handler.
 	HandleErrors int
+	// WatchListWarnings are what the reflector logged of a WatchList
+	// stream waiting for its initial-events-end bookmark.
+	WatchListWarnings []string
 	// lastRV are the highest resource versions seen of the reflector and
 	// of the cache: neither may go back.
 	lastReflRV, lastCacheRV int64
@@ -73,8 +76,11 @@ type Sim struct {
 type handlerState struct {
 	name   string
 	resync time.Duration
-	st     *listenerStage
-	view   *view
+	// added is when the handler was added: its first resync period counts
+	// from then.
+	added time.Time
+	st    *listenerStage
+	view  *view
 	// projected is the view once the handler has had what its mailbox
 	// holds; queuedInitial counts the initial batches and initial-list
 	// notifications there.
@@ -264,7 +270,7 @@ func (s *Sim) stageName(a stage.Addr) string {
 }
 
 func (s *Sim) newListener(name string, resync time.Duration, coalesced bool) *handlerState {
-	l := &handlerState{name: name, resync: resync, projected: map[string]string{}}
+	l := &handlerState{name: name, resync: resync, added: s.clk.Now(), projected: map[string]string{}}
 	l.view = newView(s, name)
 	l.st = newListenerStage(uint64(len(s.ls)+1), l.view, coalesced)
 	s.ls = append(s.ls, l)
@@ -303,6 +309,16 @@ func (s *Sim) Exec(line string) error {
 		switch cmd {
 		case "watchlist":
 			s.watchList = true
+			return nil
+		case "nobookmark":
+			s.srv.noBookmark = true
+			return nil
+		case "advance":
+			d, err := parseDur(args, 1)
+			if err != nil {
+				return err
+			}
+			s.clk.advance(d)
 			return nil
 		case "batch":
 			n, err := strconv.Atoi(arg(1))
@@ -375,7 +391,13 @@ func (s *Sim) Exec(line string) error {
 			if err != nil {
 				return err
 			}
-			s.push(stage.Msg{To: stage.ToReflector, Body: s.srv.answerOld(back)})
+			if r := s.srv.answerOld(back); r != nil {
+				s.push(stage.Msg{To: stage.ToReflector, Body: r})
+				break
+			}
+			for _, r := range s.srv.answer(0) {
+				s.push(stage.Msg{To: stage.ToReflector, Body: r})
+			}
 			break
 		}
 		if a := arg(1); a != "" {
@@ -384,7 +406,7 @@ func (s *Sim) Exec(line string) error {
 				return err
 			}
 		}
-		if r := s.srv.answer(code); r != nil {
+		for _, r := range s.srv.answer(code) {
 			s.push(stage.Msg{To: stage.ToReflector, Body: r})
 		}
 	case "flush":
@@ -467,7 +489,13 @@ func (s *Sim) start() {
 			s.checkPeriod = l.resync
 		}
 	}
-	s.refl = newMachine(s.clk, s.watchList)
+	// The reflector logs warnings of the faults scripts inject; those of
+	// a WatchList stream waiting for its bookmark are kept.
+	s.refl = newMachine(s.clk, s.watchList, coreTelemetry(func(msg string) {
+		if strings.HasPrefix(msg, "WatchList stream hasn't received") {
+			s.WatchListWarnings = append(s.WatchListWarnings, msg)
+		}
+	}))
 	tel := coreTelemetry(func(msg string) {
 		if s.ix != nil && s.ix.recovering {
 			s.ix.recoveryLogs = append(s.ix.recoveryLogs, msg) // expected
@@ -483,7 +511,7 @@ func (s *Sim) start() {
 	s.pushAll(s.step(stage.ToQueue, stage.StartedMsg))
 	for _, l := range s.ls {
 		l.st.counters.InitialDone.Store(true) // handlers added before start
-		s.push(l.st.subscribe(l.resync, s.clk.Now(), false))
+		s.push(l.st.subscribe(l.resync, l.added, false))
 		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
 	}
 	s.pushAll(s.step(stage.ToReflector, stage.StartedMsg))
@@ -537,7 +565,7 @@ func (s *Sim) quiesce() {
 		switch {
 		case progressed:
 		case s.srv.call != nil:
-			if r := s.srv.answer(0); r != nil {
+			for _, r := range s.srv.answer(0) {
 				s.push(stage.Msg{To: stage.ToReflector, Body: r})
 			}
 		case s.srv.stream != nil && (len(s.srv.stream.events) > 0 || s.srv.stream.closed):

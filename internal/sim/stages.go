@@ -43,14 +43,15 @@ func (nopLW) Watch(metav1.ListOptions) (watch.Interface, error) {
 
 // newMachine is the reflector's core, over a handle whose I/O the
 // simulator performs (its shell's effects: see Sim.perform).
-func newMachine(clk *simClock, useWatchList bool) *reflector.Machine {
+func newMachine(clk *simClock, useWatchList bool, tel *telemetry.T) *reflector.Machine {
 	r := reflector.New(reflector.Config{
 		ListerWatcher: nopLW{},
 		Name:          "sim",
 		UseWatchList:  ptr.To(useWatchList),
 		// No jitter: backoff durations are a function of the script.
-		Backoff: &wait.Backoff{Duration: time.Second, Factor: 2, Steps: 100, Cap: 30 * time.Second},
-		Clock:   clk,
+		Backoff:   &wait.Backoff{Duration: time.Second, Factor: 2, Steps: 100, Cap: 30 * time.Second},
+		Clock:     clk,
+		Telemetry: tel,
 	})
 	return r.NewMachine()
 }
