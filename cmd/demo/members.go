@@ -367,6 +367,9 @@ func (f *fleet) kill(name string) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The owner log may not have looked since the member got its ranges:
+	// it must know them to name the member in the takeovers.
+	f.owners.observe(time.Now(), f.delivering())
 	m.mu.Lock()
 	m.state, m.ended = memberKilled, time.Now()
 	m.mu.Unlock()

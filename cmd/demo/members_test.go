@@ -21,7 +21,11 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/actorinformer/actorinformer/internal/testcluster"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -358,5 +362,125 @@ func (d *demoUnderTest) awaitOutput(t *testing.T, want string) {
 			t.Fatalf("the output lacks %q:\n%s", want, d.out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShardedTerminal runs two members with --fault kill=m1 and --fault add,
+// without the web page, and checks what the terminal shows: the filter
+// mode, a line of the members each interval, and at exit each member's
+// totals and the handovers, m1's ranges taken over.
+func TestShardedTerminal(t *testing.T) {
+	setOTelEnv(t, "OTEL_TRACES_EXPORTER", "none")
+	var faults faultFlags
+	for _, f := range []string{"kill=m1", "add"} {
+		if err := faults.Set(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config{
+		rate: 100, pods: 200, namespaces: 2, seed: 1, duration: 6 * time.Second, interval: 500 * time.Millisecond,
+		handlers: 2, workers: 1, logLevel: "off", members: 2, ranges: 8, memberTTL: 500 * time.Millisecond, faults: faults,
+	}
+	var out syncBuffer
+	if err := run(context.Background(), cfg, &out, io.Discard); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"group:   2 members of sharded informer group \"pods\"",
+		"over 2 members (m1 ",
+		"filter:  client, on the client: the simulated cluster (client-go's fake clientset) ignores shard selectors",
+		"\n         members m1 ",
+		" | m3 ",
+		"members of group pods (8 ranges, filter client):",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 9 && (f[0] == "m1" || f[0] == "m2" || f[0] == "m3") {
+			rows[f[0]] = f
+		}
+	}
+	// member state up ranges acquired released handled reconciles released-keys
+	if r := rows["m1"]; r == nil || r[1] != "killed" || r[3] != "0" {
+		t.Errorf("m1's totals %v; want killed, no range at the end", r)
+	}
+	for _, m := range []string{"m2", "m3"} {
+		if r := rows[m]; r == nil || r[1] != "live" || r[3] == "0" || r[6] == "0" {
+			t.Errorf("%s's totals %v; want live, ranges at the end, events handled", m, r)
+		}
+	}
+	if rows["m2"] != nil && rows["m3"] != nil {
+		if a, b := atoi(rows["m2"][3]), atoi(rows["m3"][3]); a+b != 8 {
+			t.Errorf("m2 and m3 delivered %d and %d ranges at the end, want 8 between them", a, b)
+		}
+	}
+	if !strings.Contains(s, " m1 -> m2   takeover ") && !strings.Contains(s, " m1 -> m3   takeover ") {
+		t.Errorf("no takeover from m1 among the handovers")
+	}
+	if !strings.Contains(s, " m2 -> m3   handover ") {
+		t.Errorf("no handover from m2 to m3 (the member added) among the handovers")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", s)
+	}
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+// TestShardedOnARealCluster runs two members against kube-apiserver through
+// a kubeconfig, with and without the ShardedListAndWatch feature gate, and
+// checks that the terminal says where they filter (on the server with the
+// gate, on the client without) and that the members' caches together hold
+// every pod once.
+func TestShardedOnARealCluster(t *testing.T) {
+	for _, tc := range []struct {
+		gates, mode, note string
+	}{
+		{"ShardedListAndWatch=true", "server", "on the server: the API server applies the shard selectors"},
+		{"", "client", "on the client: the API server ignores or rejects shard selectors"},
+	} {
+		t.Run("mode "+tc.mode, func(t *testing.T) {
+			c := testcluster.Start(t, testcluster.Options{FeatureGates: tc.gates})
+			client := kubernetes.NewForConfigOrDie(c.Config())
+			const pods = 40
+			for i := range pods {
+				if _, err := client.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+				}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setOTelEnv(t, "OTEL_TRACES_EXPORTER", "none")
+			cfg := config{kubeconfig: writeKubeconfig(t, c), duration: 3 * time.Second, interval: 500 * time.Millisecond,
+				handlers: 1, workers: 1, logLevel: "off", members: 2, ranges: 8, memberTTL: time.Second}
+			var out syncBuffer
+			if err := run(context.Background(), cfg, &out, io.Discard); err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			s := out.String()
+			for _, want := range []string{
+				fmt.Sprintf("synced %d pods in ", pods),
+				"filter:  " + tc.mode + ", " + tc.note,
+				fmt.Sprintf(" | cached %d (%d keys) | filter %s\n", pods, pods, tc.mode),
+				"members of group pods (8 ranges, filter " + tc.mode + "):",
+			} {
+				if !strings.Contains(s, want) {
+					t.Errorf("the output lacks %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", s)
+			}
+		})
 	}
 }

@@ -119,12 +119,13 @@ func (f *fleet) writeLine(w io.Writer, now time.Time) {
 	b.WriteString("         members")
 	cached := 0
 	keys := map[string]struct{}{}
-	for i, m := range f.all() {
+	shown := 0
+	for _, m := range f.all() {
 		st, dropped := m.getState()
 		if dropped && st != memberLive {
 			continue
 		}
-		if i > 0 {
+		if shown++; shown > 1 {
 			b.WriteString(" |")
 		}
 		fmt.Fprintf(&b, " %s", m.name)
