@@ -28,7 +28,9 @@ const AddIndexersTimeout = time.Minute
 //
 // Its timer is the resync check timer, on core's clock. When it starts it
 // seals the store (external writes now fail with ErrReadOnly) and routes
-// Store.AddIndexers through itself. See Core.Step for what it takes.
+// Store.AddIndexers through itself: it sends the actor an AddIndexers and
+// waits for the answer, which the shell puts on the request's Reply (the
+// core's *IndexersAdded). See Core.Step for what it takes.
 func Props(core *Core, queue *actor.PID) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToQueue, queue)
@@ -54,11 +56,22 @@ func Props(core *Core, queue *actor.PID) *actor.Props {
 	})
 }
 
-// sealed is the Env of one incarnation of the indexer actor: it performs
-// no effect; stopping it fails the AddIndexers calls waiting on it.
+// sealed is the Env of one incarnation of the indexer actor: it answers
+// the AddIndexers calls (the core's *IndexersAdded to stage.ToInformer);
+// stopping it fails the calls still waiting on it.
 type sealed struct{ stopped chan struct{} }
 
-func (e *sealed) Perform(actor.Context, stage.Msg) bool { return false }
+func (e *sealed) Perform(_ actor.Context, m stage.Msg) bool {
+	a, ok := m.Body.(*IndexersAdded)
+	if !ok || m.To != stage.ToInformer {
+		return false
+	}
+	select {
+	case a.Reply <- a.Err:
+	default: // a full or nil Reply: never block the actor on it
+	}
+	return true
+}
 
 func (e *sealed) Stop() { close(e.stopped) }
 

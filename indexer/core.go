@@ -173,7 +173,8 @@ var checkTimer = stage.TimerOf(stage.Indexer, 0)
 //   - *Subscribe, *Unsubscribe: (un)registers a listener; a Subscribe with
 //     Initial first gets the cached objects as an initial batch.
 //   - *Drained: a listener's answer to a *DrainMarker (see drained).
-//   - *AddIndexers: adds indexers, answering on Reply.
+//   - *AddIndexers: adds indexers and answers with *IndexersAdded to
+//     stage.ToInformer.
 //   - *fifo.Listed: (re)starts the resync checks, as client-go's reflector
 //     does after storing a list.
 //   - *ResyncTick: when a listener's resync is due, sends *fifo.Resync to
@@ -734,13 +735,9 @@ func (c *Core) stopCheckTimer() {
 }
 
 // addIndexersNow adds m.Indexers to the cache and indexes the cached
-// objects (a name already in use is an error and adds nothing), and puts
-// the result on m.Reply without blocking (Reply must be buffered). It
-// sends nothing.
+// objects (a name already in use is an error and adds nothing), and sends
+// the result to the informer (an *IndexersAdded, which the shell puts on
+// m.Reply).
 func (c *Core) addIndexersNow(m *AddIndexers) {
-	err := c.w.AddIndexers(m.Indexers)
-	select {
-	case m.Reply <- err:
-	default: // never block the core on it
-	}
+	c.out.Send(stage.ToInformer, &IndexersAdded{Reply: m.Reply, Err: c.w.AddIndexers(m.Indexers)})
 }

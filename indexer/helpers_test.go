@@ -155,10 +155,15 @@ func (c *Core) routeMsgs(n *Notifications) []stage.Msg {
 // addIndexers hands AddIndexers to the core and returns its answer.
 func (c *Core) addIndexers(idx cache.Indexers) error {
 	m := &AddIndexers{Indexers: idx, Reply: make(chan error, 1)}
-	if msgs := c.Step(m); msgs != nil {
+	msgs := c.Step(m)
+	if len(msgs) != 1 || msgs[0].To != stage.ToInformer {
 		panic(fmt.Sprintf("AddIndexers sent %v", msgs))
 	}
-	return <-m.Reply
+	a, ok := msgs[0].Body.(*IndexersAdded)
+	if !ok || a.Reply != m.Reply || len(m.Reply) != 0 {
+		panic(fmt.Sprintf("AddIndexers answered %#v (the core must not use Reply)", msgs[0].Body))
+	}
+	return a.Err
 }
 
 // subscribers returns the subscribed listeners' IDs in subscription order.

@@ -59,10 +59,23 @@ type Drained struct {
 }
 
 // AddIndexers adds indexers to the running cache, indexing the objects it
-// already holds. The result is sent on Reply (buffered, capacity 1).
+// already holds. The core answers with an *IndexersAdded to
+// stage.ToInformer, carrying Reply back: the shell puts the result on it.
 type AddIndexers struct {
 	Indexers cache.Indexers
-	Reply    chan error
+	// Reply is where the shell answers (buffered, capacity 1); the core
+	// never touches it.
+	Reply chan error
+}
+
+// IndexersAdded is the core's answer to an AddIndexers, sent to
+// stage.ToInformer once the indexers are added and the cached objects
+// indexed (Err nil), or nothing was added (Err says why). The indexer's
+// shell performs it by putting Err on Reply, the request's, without
+// blocking.
+type IndexersAdded struct {
+	Reply chan error
+	Err   error
 }
 
 // ResyncTick asks the indexer which listeners are due for a resync; if any

@@ -105,17 +105,20 @@ func TestShell(t *testing.T) {
 		case *ping:
 			switch m.n {
 			case 1:
+				// The timer first: once "b" arrives, it is set.
 				return []stage.Msg{
+					{To: timer, Body: &stage.SetTimer{After: time.Minute, Fire: &ping{n: 2}}},
 					{To: stage.ToQueue, Body: "a"},
 					{To: stage.ToInformer, Body: "report"},
 					{To: stage.ToListener(9), Body: "nobody"},
 					{To: stage.ToQueue, Mode: stage.Request, Body: "b"},
-					{To: timer, Body: &stage.SetTimer{After: time.Minute, Fire: &ping{n: 2}}},
 				}
 			case 2:
 				return []stage.Msg{{To: stage.ToQueue, Body: "fired"}}
 			case 3:
 				panic("a bug")
+			case 4:
+				return []stage.Msg{{To: stage.ToQueue, Body: "barrier"}}
 			}
 		}
 		return nil
@@ -153,9 +156,8 @@ func TestShell(t *testing.T) {
 	recv(t, queue)
 	sys.Root.Send(pid, &ping{n: 3})
 	sys.Root.Send(pid, &ping{n: 4}) // a barrier: taken after the restart
-	deadline := time.Now().Add(10 * time.Second)
-	for len(core.taken()) < 8 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if m := recv(t, queue); m != "barrier" {
+		t.Fatalf("after the restart: %v", m)
 	}
 	clk.Step(time.Minute)
 	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
