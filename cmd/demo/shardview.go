@@ -238,6 +238,33 @@ type shardSnapshot struct {
 	CanAdd    bool             `json:"can_add"`
 }
 
+// goneShown is how many of the stopped members a snapshot shows.
+const goneShown = 4
+
+// shown returns the members a snapshot shows: those not stopped, and the
+// goneShown that stopped last.
+func (f *fleet) shown() []*member {
+	all := f.all()
+	var gone []*member
+	for _, m := range all {
+		if st, _ := m.getState(); st == memberKilled || st == memberLeft {
+			gone = append(gone, m)
+		}
+	}
+	slices.SortStableFunc(gone, func(a, b *member) int { return b.endedAt().Compare(a.endedAt()) })
+	if len(gone) > goneShown {
+		gone = gone[:goneShown]
+	}
+	out := all[:0:0]
+	for _, m := range all {
+		st, _ := m.getState()
+		if (st != memberKilled && st != memberLeft) || slices.Contains(gone, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // maxTimeline bounds the handovers of a snapshot.
 const maxTimeline = 60
 
@@ -307,7 +334,7 @@ func (f *fleet) describe(prev, cur sample, start time.Time) *shardSnapshot {
 		out.ClusterObjects = &n
 	}
 	keys := map[string]struct{}{}
-	for _, m := range f.all() {
+	for _, m := range f.shown() {
 		st, dropped := m.getState()
 		status := m.status()
 		c, p := cur.members[m.name], prev.members[m.name]
