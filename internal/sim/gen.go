@@ -39,6 +39,11 @@ func Random(seed uint64, steps int) *Sim {
 		}
 		return ""
 	}
+	// So does whether the cache mutation detector runs (no core may
+	// change an object it was given).
+	if rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)).IntN(8) == 0 {
+		exec("detector")
+	}
 	nh := 1 + rng.IntN(3)
 	for i := 1; i <= nh; i++ {
 		if rng.IntN(3) == 0 {
