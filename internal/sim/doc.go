@@ -31,7 +31,7 @@
 //	bookmark              a bookmark on the open watch
 //	repeat                the last change again on the watch, if a delete
 //	compact               watches from an older resource version get 410
-//	answer [CODE]         answer the waiting list or watch call (CODE: 500, 410, 429)
+//	answer [CODE]         answer the waiting list or watch call (CODE: 500, 410, 429, 403)
 //	answer old K          answer the waiting list from the state K changes ago, as a
 //	                      lagging watch cache may (not older than the list asks for)
 //	flush [N]             hand up to N (default all) watch events to the reflector, as one batch

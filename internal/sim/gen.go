@@ -94,9 +94,9 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 	if c := s.srv.call; c != nil {
 		add(8, func() string {
 			if faulty && rng.IntN(5) == 0 {
-				codes := []int{500, 410, 429}
+				codes := []int{500, 410, 403, 429}
 				if _, ok := c.(*reflector.ListRequest); ok {
-					codes = codes[:2]
+					codes = codes[:3]
 				}
 				return fmt.Sprintf("answer %d", codes[rng.IntN(len(codes))])
 			}

@@ -54,8 +54,10 @@ type Sim struct {
 	Lines []string
 	Calls []string
 	errs  []string
-	// HandleErrors counts the reflector's calls of its watch error handler.
+	// HandleErrors counts the reflector's calls of its watch error handler;
+	// lastWatchErr is the error of the last.
 	HandleErrors int
+	lastWatchErr error
 	// WatchListWarnings are what the reflector logged of a WatchList
 	// stream waiting for its initial-events-end bookmark.
 	WatchListWarnings []string

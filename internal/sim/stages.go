@@ -496,6 +496,7 @@ func (s *Sim) perform(m stage.Msg) {
 		switch b := m.Body.(type) {
 		case *reflector.WatchError:
 			s.HandleErrors++
+			s.lastWatchErr = b.Err
 		case *reflector.Status:
 			s.reflStatus = *b
 		}
