@@ -44,6 +44,9 @@ go test -race -count=1 -timeout 45m ./...
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).
 # Their files say //go:build !race; they run here in the normal build.
 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestShardDoc' ./shard/ ./e2e/
+# The demo with a sharded group: its data API and its page in Chromium,
+# with tracing compiled in (waterfalls, handover spans).
+go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
 # Jaeger test needs spans, and the rest repeats the real-cluster runs; nor

@@ -46,11 +46,13 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		// membership change at this very moment; the event of that change
 		// follows anyway.)
 		in = g.topology(s.c.MemberList.Members().Members())
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart (a panic of ours) builds a new actor over the same core,
+		// which subscribes and ticks again.
 		s.c.ActorSystem.EventStream.Unsubscribe(g.sub)
 		close(g.stop)
 		return
-	case *actor.Restarting, *actor.Stopped:
+	case *actor.Stopped:
 		return
 	case *cluster.ClusterTopology:
 		in = g.topology(m.Members)

@@ -56,6 +56,8 @@ type Informer struct {
 	mu                sync.Mutex
 	started, stopped  bool
 	regs              map[*registration]struct{}
+	regSeq            int
+	retired           actors.Stats           // counters of the range informers that stopped
 	ranges            map[int]*rangeInformer // running, by range
 	transform         cache.TransformFunc
 	watchErrorHandler cache.WatchErrorHandlerWithContext

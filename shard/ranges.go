@@ -28,6 +28,9 @@ type rangeInformer struct {
 	stopping bool
 	// delivering: the handlers are attached (guarded by Informer.mu).
 	delivering bool
+	// retired: its Run has returned and its counters are in
+	// Informer.retired (guarded by Informer.mu).
+	retired bool
 }
 
 // The effects of the protocol's core, run on the group actor's goroutine:
@@ -54,13 +57,14 @@ func (s *Informer) startRange(e *handover.StartRange) {
 	ctx, cancel := context.WithCancel(s.runCtx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		regs: map[*registration]cache.ResourceEventHandlerRegistration{}}
-	ri.span = s.tel.startHandover(ctx, "shard.acquire", r, e.Epoch)
+	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
 	s.ranges[e.Range] = ri
 	s.mu.Unlock()
 
 	go func() {
 		defer close(ri.done)
 		inf.RunWithContext(ctx)
+		s.retire(ri)
 	}()
 	pid := s.pid
 	go func() {
@@ -145,7 +149,7 @@ func (s *Informer) deactivateRange(e *handover.DeactivateRange) {
 	clear(ri.regs)
 	ri.stopping = true
 	s.mu.Unlock()
-	span := s.tel.startHandover(s.runCtxOrBackground(), "shard.release", ri.r, e.Epoch)
+	span := s.tel.startHandover(s.runCtxOrBackground(), SpanRelease, ri.r, e.Epoch)
 	pid := s.pid
 	go func() {
 		for _, w := range waits {

@@ -57,6 +57,11 @@ type registration struct {
 	mu       sync.Mutex // held during every call of the handler
 	removed  atomic.Bool
 	synced   atomic.Bool
+	name     string // the handler's name (actors.NamedHandler), for Stats
+	seq      int    // registration order, for Stats
+	// calls and panics count the handler's calls on every range, and those
+	// that panicked (the range's listener recovers the panic).
+	calls, panics atomic.Int64
 	// shutdown is closed when the registration is removed and no call runs.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
@@ -107,11 +112,16 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 		return nil, err
 	}
 	reg.h = wrapped
+	if n, ok := wrapped.(interface{ HandlerName() string }); ok {
+		reg.name = n.HandlerName()
+	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("shard: handler not added: the informer has stopped")
 	}
+	s.regSeq++
+	reg.seq = s.regSeq
 	s.regs[reg] = struct{}{}
 	var delivered []*rangeInformer
 	for _, ri := range s.ranges {
@@ -260,18 +270,30 @@ type serialised struct {
 
 func (w serialised) OnAdd(ctx context.Context, obj any, initial bool) {
 	w.reg.mu.Lock()
-	defer w.reg.mu.Unlock()
+	defer w.reg.end()
 	w.h.OnAdd(ctx, obj, initial)
 }
 
 func (w serialised) OnUpdate(ctx context.Context, oldObj, newObj any) {
 	w.reg.mu.Lock()
-	defer w.reg.mu.Unlock()
+	defer w.reg.end()
 	w.h.OnUpdate(ctx, oldObj, newObj)
 }
 
 func (w serialised) OnDelete(ctx context.Context, obj any) {
 	w.reg.mu.Lock()
-	defer w.reg.mu.Unlock()
+	defer w.reg.end()
 	w.h.OnDelete(ctx, obj)
+}
+
+// end ends a call: it counts it, and a panic, which it passes on to the
+// range's listener.
+func (reg *registration) end() {
+	reg.calls.Add(1)
+	if p := recover(); p != nil {
+		reg.panics.Add(1)
+		reg.mu.Unlock()
+		panic(p)
+	}
+	reg.mu.Unlock()
 }

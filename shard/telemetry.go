@@ -31,6 +31,14 @@ const (
 	AttrDirection = attribute.Key("shard.direction")
 )
 
+// The handover spans: a range listed until its handlers get it
+// (SpanAcquire, on the new owner), a range given up until its last handler
+// call has ended (SpanRelease, on the old owner). Both are root spans.
+const (
+	SpanAcquire = "shard.acquire"
+	SpanRelease = "shard.release"
+)
+
 // ScopeName is the instrumentation scope of the sharded informer's own
 // spans and metrics.
 const ScopeName = "github.com/actorinformer/actorinformer/shard"
@@ -40,7 +48,9 @@ type shardTelemetry struct {
 	handovers metric.Int64Counter
 	duration  metric.Float64Histogram
 	reg       metric.Registration
-	base      metric.MeasurementOption
+	// base returns the group and member attributes: the member's id is
+	// known only once its group actor has seen it in a topology, after New.
+	base func() []attribute.KeyValue
 }
 
 func newShardTelemetry(s *Informer) *shardTelemetry {
@@ -51,7 +61,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
-	t := &shardTelemetry{tracer: tp.Tracer(ScopeName), base: metric.WithAttributes(s.baseAttrs()...)}
+	t := &shardTelemetry{tracer: tp.Tracer(ScopeName), base: s.baseAttrs}
 	m := mp.Meter(ScopeName)
 	t.handovers, _ = m.Int64Counter("actorinformer.shard.handovers", metric.WithDescription("Ranges acquired and released by this member."))
 	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
@@ -60,8 +70,8 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
 	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (shard.filter.mode: server, client or pending)."))
 	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
-	base := s.baseAttrs()
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		base := s.baseAttrs()
 		act := *s.active.Load()
 		o.ObserveInt64(owned, int64(len(act)), metric.WithAttributes(base...))
 		for _, ri := range act {
@@ -80,8 +90,11 @@ func (t *shardTelemetry) close() {
 	}
 }
 
+// startHandover starts a handover span (shard.acquire, shard.release): a
+// root span with the group, member, range and epoch.
 func (t *shardTelemetry) startHandover(ctx context.Context, name string, r Range, epoch uint64) trace.Span {
-	_, span := t.tracer.Start(context.WithoutCancel(ctx), name, trace.WithNewRoot(), trace.WithAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))))
+	attrs := append(t.base(), AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch)))
+	_, span := t.tracer.Start(context.WithoutCancel(ctx), name, trace.WithNewRoot(), trace.WithAttributes(attrs...))
 	return span
 }
 
@@ -90,9 +103,9 @@ func (t *shardTelemetry) endHandover(span trace.Span, direction, peer string, to
 		span.SetAttributes(AttrPeer.String(peer))
 		span.End()
 	}
-	dir := metric.WithAttributes(AttrDirection.String(direction))
-	t.handovers.Add(context.Background(), 1, t.base, dir)
-	t.duration.Record(context.Background(), took.Seconds(), t.base, dir)
+	attrs := metric.WithAttributes(append(t.base(), AttrDirection.String(direction))...)
+	t.handovers.Add(context.Background(), 1, attrs)
+	t.duration.Record(context.Background(), took.Seconds(), attrs)
 }
 
 func (t *shardTelemetry) abortHandover(span trace.Span) {

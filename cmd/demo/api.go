@@ -32,6 +32,8 @@ type snapshot struct {
 	Handlers      []handlerSnapshot `json:"handlers"`
 	Controller    *controllerSnap   `json:"controller"` // null: no controller
 	ClientGo      *clientGoSnapshot `json:"clientgo"`   // null: no --compare
+	// Shard is the sharded group (--members 2 or more); null: one informer.
+	Shard *shardSnapshot `json:"shard"`
 }
 
 // stageSnapshot is one actor of the pipeline: kind reflector, fifo,
@@ -89,30 +91,71 @@ type controllerSnap struct {
 	Reconciles     int64   `json:"reconciles"`
 }
 
+// pipeline is what the page and the terminal read: the demo's one
+// informer (single), or the members of its sharded group together
+// (*fleet). Its methods may be called by multiple goroutines
+// simultaneously.
+type pipeline interface {
+	Stats() actors.Stats
+	HasSynced() bool
+	LastSyncResourceVersion() string
+	// handlerHists returns the event age and duration histograms of the
+	// handlers named name and the fault injected into them; false when no
+	// handler has that name.
+	handlerHists(name string) (age, dur []int64, fault string, ok bool)
+	// controllerStats returns the controllers' counters; false when there
+	// is no controller (--workers 0).
+	controllerStats() (ctlStats, bool)
+}
+
+// single is the demo's one informer with its handlers and controller.
+type single struct {
+	*actors.SharedIndexInformer
+	handlers []*demoHandler
+	ctl      *controller // nil: none
+}
+
+func (s single) handlerHists(name string) (age, dur []int64, fault string, ok bool) {
+	for _, h := range s.handlers {
+		if h.label == name {
+			return h.age.counts(), h.dur.counts(), h.fault.String(), true
+		}
+	}
+	return nil, nil, "", false
+}
+
+func (s single) controllerStats() (ctlStats, bool) {
+	if s.ctl == nil {
+		return ctlStats{}, false
+	}
+	return s.ctl.stats(), true
+}
+
 // sample is the cumulative counters at one time.
 type sample struct {
 	at         time.Time
 	stats      actors.Stats
 	reconciles int64
 	age, dur   map[string][]int64 // by handler
+	// members are the sharded group's members' counters, by name.
+	members map[string]memberSample
 }
 
 // snapshotter makes snapshots. Its methods may be called by multiple
 // goroutines simultaneously.
 type snapshotter struct {
-	inf      *actors.SharedIndexInformer
-	handlers []*demoHandler
-	ctl      *controller   // nil: none
-	sim      *simCluster   // nil: a real cluster
-	side     *clientGoSide // nil: no --compare
-	start    time.Time
+	p     pipeline
+	fleet *fleet        // nil: one informer
+	sim   *simCluster   // nil: a real cluster
+	side  *clientGoSide // nil: no --compare
+	start time.Time
 
 	mu           sync.Mutex
 	base, latest sample // the window: base..now, renewed every second
 }
 
-func newSnapshotter(inf *actors.SharedIndexInformer, hs []*demoHandler, ctl *controller, sim *simCluster, side *clientGoSide, start time.Time) *snapshotter {
-	s := &snapshotter{inf: inf, handlers: hs, ctl: ctl, sim: sim, side: side, start: start}
+func newSnapshotter(p pipeline, fl *fleet, sim *simCluster, side *clientGoSide, start time.Time) *snapshotter {
+	s := &snapshotter{p: p, fleet: fl, sim: sim, side: side, start: start}
 	s.base = s.sample(start)
 	s.latest = s.base
 	return s
@@ -120,14 +163,18 @@ func newSnapshotter(inf *actors.SharedIndexInformer, hs []*demoHandler, ctl *con
 
 func (s *snapshotter) sample(now time.Time) sample {
 	smp := sample{at: now, age: map[string][]int64{}, dur: map[string][]int64{}}
-	for _, h := range s.handlers {
-		smp.age[h.label] = h.age.counts()
-		smp.dur[h.label] = h.dur.counts()
+	smp.stats = s.p.Stats()
+	for _, h := range smp.stats.Handlers {
+		if age, dur, _, ok := s.p.handlerHists(h.Name); ok {
+			smp.age[h.Name], smp.dur[h.Name] = age, dur
+		}
 	}
-	if s.ctl != nil {
-		smp.reconciles = s.ctl.reconciles.Load()
+	if c, ok := s.p.controllerStats(); ok {
+		smp.reconciles = c.reconciles
 	}
-	smp.stats = s.inf.Stats()
+	if s.fleet != nil {
+		smp.members = s.fleet.sample()
+	}
 	return smp
 }
 
@@ -163,14 +210,14 @@ func (s *snapshotter) describe(prev, cur sample) snapshot {
 		Mode:          "cluster",
 		FaultsEnabled: s.sim != nil,
 		Informer: informerSnapshot{
-			Synced:        s.inf.HasSynced(),
+			Synced:        s.p.HasSynced(),
 			Lists:         st.Relists,
 			Relists:       max(st.Relists-1, 0),
 			WatchRestarts: st.WatchRestarts,
 			WatchErrors:   st.WatchErrors,
 			Dropped:       st.Dropped,
 			CacheSize:     st.CacheSize,
-			LastRV:        s.inf.LastSyncResourceVersion(),
+			LastRV:        s.p.LastSyncResourceVersion(),
 		},
 		Handlers: []handlerSnapshot{},
 	}
@@ -201,18 +248,18 @@ func (s *snapshotter) describe(prev, cur sample) snapshot {
 			Name: h.Name, Rate: rate(h.Delivered, p.Delivered), Backlog: h.Backlog,
 			Delivered: h.Delivered, Panics: h.Panics,
 		}
-		if dh := s.handler(h.Name); dh != nil {
+		if _, _, fault, ok := s.p.handlerHists(h.Name); ok {
 			hs.P50ms = ms(cur.age[h.Name], prev.age[h.Name], 0.5)
 			hs.P99ms = ms(cur.age[h.Name], prev.age[h.Name], 0.99)
 			hs.DurationP50ms = ms(cur.dur[h.Name], prev.dur[h.Name], 0.5)
 			hs.DurationP99ms = ms(cur.dur[h.Name], prev.dur[h.Name], 0.99)
-			hs.Fault = dh.fault.String()
+			hs.Fault = fault
 		}
 		out.Handlers = append(out.Handlers, hs)
 	}
-	if s.ctl != nil {
+	if c, ok := s.p.controllerStats(); ok {
 		out.Controller = &controllerSnap{
-			WorkqueueDepth: s.ctl.queue.Len(),
+			WorkqueueDepth: c.depth,
 			ReconcileRate:  rate(cur.reconciles, prev.reconciles),
 			Reconciles:     cur.reconciles,
 		}
@@ -221,16 +268,10 @@ func (s *snapshotter) describe(prev, cur sample) snapshot {
 		cg := s.side.Snapshot().ClientGo
 		out.ClientGo = &cg
 	}
-	return out
-}
-
-func (s *snapshotter) handler(name string) *demoHandler {
-	for _, h := range s.handlers {
-		if h.label == name {
-			return h
-		}
+	if s.fleet != nil {
+		out.Shard = s.fleet.describe(prev, cur, s.start)
 	}
-	return nil
+	return out
 }
 
 // Key watching: GET /api/key?key=ns/name.
@@ -397,6 +438,91 @@ type keyJSON struct {
 	Until    string      `json:"until"`
 	Deltas   []keyDelta  `json:"deltas"`
 	Traces   []traceJSON `json:"traces"`
+	// Shard says, with a sharded group, where the key lives: null with one
+	// informer.
+	Shard *keyShard `json:"shard"`
+}
+
+// keyShard is the range of a key and its members.
+type keyShard struct {
+	// Range is the key's range, null when the object is nowhere to be
+	// found (its UID, which places it, is unknown); Found says where its
+	// UID was read: "cache of m2", "simulated cluster".
+	Range *int   `json:"range"`
+	Found string `json:"found"`
+	// Owner is the range's owner as the live members see it; Delivering
+	// the members whose handlers get the range now; CachedBy the members
+	// whose cache holds the key.
+	Owner      string   `json:"owner"`
+	Delivering []string `json:"delivering"`
+	CachedBy   []string `json:"cached_by"`
+	// Handovers are the range's handover spans (shard.acquire on the new
+	// owner, shard.release on the old), each a trace, latest first.
+	Handovers []traceJSON `json:"handovers"`
+}
+
+// maxKeyHandovers bounds the handover spans returned with a key.
+const maxKeyHandovers = 12
+
+// keyShardOf finds key's range and members.
+func (a *api) keyShardOf(key string) *keyShard {
+	f := a.fleet
+	ks := &keyShard{Delivering: []string{}, CachedBy: []string{}, Handovers: []traceJSON{}}
+	var obj any
+	for _, m := range f.all() {
+		if m.hasStopped() {
+			continue
+		}
+		if o, ok, _ := m.inf.GetIndexer().GetByKey(key); ok {
+			ks.CachedBy = append(ks.CachedBy, m.name)
+			if obj == nil {
+				obj, ks.Found = o, "cache of "+m.name
+			}
+		}
+	}
+	if obj == nil && f.sim != nil {
+		if ns, name, err := cache.SplitMetaNamespaceKey(key); err == nil {
+			if pod, ok := f.sim.get(ns, name); ok {
+				obj, ks.Found = pod, "simulated cluster"
+			}
+		}
+	}
+	live := f.live()
+	if obj == nil || len(live) == 0 {
+		return ks
+	}
+	r, err := live[0].inf.RangeOf(obj)
+	if err != nil {
+		return ks
+	}
+	ks.Range = &r.Index
+	ks.Delivering = f.delivering()[r.Index]
+	if ks.Delivering == nil {
+		ks.Delivering = []string{}
+	}
+	viewer := live[0]
+	for _, m := range live {
+		if len(ks.Delivering) > 0 && m.name == ks.Delivering[0] {
+			viewer = m
+		}
+	}
+	if st := viewer.inf.Status(); r.Index < len(st.Ranges) {
+		ks.Owner = f.nameOf(st.Ranges[r.Index].Owner)
+	}
+	if a.ring != nil {
+		ks.Handovers = a.ring.handoverTraces(r.Index, maxKeyHandovers)
+		for i := range ks.Handovers {
+			a.decorate(&ks.Handovers[i])
+		}
+	}
+	return ks
+}
+
+// decorate names a trace's member.
+func (a *api) decorate(t *traceJSON) {
+	if a.fleet != nil && t.MemberID != "" {
+		t.Member = a.fleet.nameOf(t.MemberID)
+	}
 }
 
 func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
@@ -427,9 +553,13 @@ func (a *api) getKey(w http.ResponseWriter, r *http.Request) {
 		seen[id] = true
 		if tid, err := trace.TraceIDFromHex(id); err == nil {
 			if t, ok := a.ring.get(tid); ok {
+				a.decorate(&t)
 				out.Traces = append(out.Traces, t)
 			}
 		}
+	}
+	if a.fleet != nil {
+		out.Shard = a.keyShardOf(key)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -481,6 +611,9 @@ func (a *api) getTraces(w http.ResponseWriter, r *http.Request) {
 	if a.ring != nil {
 		traces = a.ring.list(view, limit)
 	}
+	for i := range traces {
+		a.decorate(&traces[i])
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"traces": traces})
 }
 
@@ -500,5 +633,6 @@ func (a *api) getTrace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("trace %s is not (or no longer) in the last %d spans", s, ringSpans))
 		return
 	}
+	a.decorate(&t)
 	writeJSON(w, http.StatusOK, t)
 }

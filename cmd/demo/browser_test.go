@@ -53,37 +53,7 @@ func TestBrowserPage(t *testing.T) {
 	if telemetry.CompiledOut {
 		t.Skip("built with actorinformer_notrace: no traces, so no waterfall and no key's deltas on the page")
 	}
-	browser := ""
-	for _, name := range browserNames {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		noBrowser(t, "no Chromium found (%s)", strings.Join(browserNames, ", "))
-	}
-
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		append(chromedp.DefaultExecAllocatorOptions[:],
-			chromedp.ExecPath(browser),
-			chromedp.NoSandbox,
-			chromedp.DisableGPU,
-			chromedp.WindowSize(1100, 1250),
-		)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer func() {
-		// Close the browser gracefully, then wait for its process.
-		closeCtx, c := context.WithTimeout(ctx, 10*time.Second)
-		defer c()
-		_ = chromedp.Cancel(closeCtx)
-		cancel()
-	}()
-	// The first Run starts the browser; it must not have a deadline.
-	if err := chromedp.Do(ctx); err != nil {
-		noBrowser(t, "%s does not start: %v", browser, err)
-	}
+	ctx := openBrowser(t)
 	base := startBrowserDemo(t)
 	// Every step below waits at most this long in all.
 	stepCtx, stepCancel := context.WithTimeout(ctx, 75*time.Second)
@@ -236,6 +206,43 @@ func TestBrowserPage(t *testing.T) {
 		}
 		t.Logf("README screenshot written to %s (%d bytes)", *screenshotFlag, len(shot))
 	}
+}
+
+// openBrowser starts headless Chromium for the test, which closes it when
+// it ends, or skips the test when there is none.
+func openBrowser(t *testing.T) context.Context {
+	t.Helper()
+	browser := ""
+	for _, name := range browserNames {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		noBrowser(t, "no Chromium found (%s)", strings.Join(browserNames, ", "))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(browser),
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.WindowSize(1100, 1250),
+		)...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		// Close the browser gracefully, then wait for its process.
+		closeCtx, c := context.WithTimeout(ctx, 10*time.Second)
+		defer c()
+		_ = chromedp.Cancel(closeCtx)
+		cancel()
+		cancelAlloc()
+	})
+	// The first Run starts the browser; it must not have a deadline.
+	if err := chromedp.Do(ctx); err != nil {
+		noBrowser(t, "%s does not start: %v", browser, err)
+	}
+	return ctx
 }
 
 // browserSlowHandler is the handler the test slows down from the page: one

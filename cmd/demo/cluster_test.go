@@ -25,15 +25,7 @@ import (
 // a kubeconfig file, with pods created before and during the run.
 func TestDemoWatchesARealCluster(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Host(), InsecureSkipTLSVerify: true}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: c.AdminToken()}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
-	kc.CurrentContext = "test"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, c)
 	client := kubernetes.NewForConfigOrDie(c.Config())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -84,6 +76,22 @@ func TestDemoWatchesARealCluster(t *testing.T) {
 	if n := reconciles(t, s); n < before+during {
 		t.Errorf("%d reconciles, want at least %d\n%s", n, before+during, s)
 	}
+}
+
+// writeKubeconfig writes a kubeconfig file for c in the test's temporary
+// directory and returns its path.
+func writeKubeconfig(t *testing.T, c *testcluster.Cluster) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Host(), InsecureSkipTLSVerify: true}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: c.AdminToken()}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
 
 // TestDemoExportsToJaeger runs the demo with OTEL_TRACES_EXPORTER=otlp and

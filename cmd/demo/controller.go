@@ -33,13 +33,33 @@ type controller struct {
 
 	reconciles atomic.Int64
 	found      atomic.Int64 // reconciles that found the object in the cache
+
+	// released, when not nil, says whether a key belongs to a range the
+	// member has released (shard.Informer.Released): the worker drops it
+	// instead of reconciling it, since the range's new owner has it.
+	released        func(key string) bool
+	releasedDropped atomic.Int64
 }
 
-// newController builds the controller's queue with the demo's providers (mp
-// may be nil); indexer is the informer's cache.
-func newController(indexer cache.Indexer, workers int, tp trace.TracerProvider, mp metric.MeterProvider) *controller {
+// ctlStats are a controller's counters: the queue's depth now, reconciles,
+// those that found the object, keys dropped as released, and workers.
+type ctlStats struct {
+	depth                       int
+	reconciles, found, released int64
+	workers                     int
+}
+
+func (c *controller) stats() ctlStats {
+	return ctlStats{depth: c.queue.Len(), reconciles: c.reconciles.Load(), found: c.found.Load(),
+		released: c.releasedDropped.Load(), workers: c.workers}
+}
+
+// newController builds the controller's queue, named name in its metrics,
+// with the demo's providers (mp may be nil); indexer is the informer's
+// cache.
+func newController(name string, indexer cache.Indexer, workers int, tp trace.TracerProvider, mp metric.MeterProvider) *controller {
 	return &controller{
-		queue:   aiworkqueue.NewRateLimitingQueue(queueName, workqueue.DefaultTypedControllerRateLimiter[string](), tp, mp),
+		queue:   aiworkqueue.NewRateLimitingQueue(name, workqueue.DefaultTypedControllerRateLimiter[string](), tp, mp),
 		indexer: indexer,
 		tracer:  tp.Tracer(demoScope),
 		workers: workers,
@@ -71,6 +91,11 @@ func (c *controller) processNext() bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if c.released != nil && c.released(key) {
+		c.releasedDropped.Add(1)
+		c.queue.Forget(key)
+		return true
+	}
 	c.reconcile(ctx, key)
 	c.queue.Forget(key) // reconcile never fails: no retries to forget
 	return true

@@ -18,7 +18,12 @@ import (
 
 // TestMain checks that the tests leave no goroutine behind: the demo's
 // actors, watches, workload and exporters all stop.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options(clusterGoroutines...)...) }
+
+// clusterGoroutines are the goroutines that protoactor's cluster leaves
+// behind in the tests that run a sharded group (members_test.go adds
+// them).
+var clusterGoroutines []goleak.Option
 
 // setOTelEnv clears the OTEL_* variables the demo and the SDK read, then
 // sets kv (name, value, ...) for the test.
@@ -250,5 +255,21 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--workers", "-1"}, env(), io.Discard); err == nil {
 		t.Error("--workers -1 was accepted")
+	}
+	// One informer unless --members says otherwise.
+	if cfg, err := parseFlags(nil, env(), io.Discard); err != nil || cfg.members != 1 || cfg.ranges != 16 || cfg.memberTTL != 3*time.Second {
+		t.Errorf("defaults: members %d, ranges %d, member TTL %s (err %v); want 1, 16, 3s", cfg.members, cfg.ranges, cfg.memberTTL, err)
+	}
+	if cfg, err := parseFlags([]string{"--members", "3", "--ranges", "24", "--member-ttl", "1s", "--fault", "kill=m2@20s"}, env(), io.Discard); err != nil ||
+		cfg.members != 3 || cfg.ranges != 24 || cfg.memberTTL != time.Second || len(cfg.faults) != 1 {
+		t.Errorf("--members 3 --ranges 24 --member-ttl 1s --fault kill=m2@20s: %+v, %v", cfg, err)
+	}
+	for _, args := range [][]string{
+		{"--members", "0"}, {"--members", "9"}, {"--members", "3", "--ranges", "0"}, {"--members", "3", "--ranges", "2000"},
+		{"--members", "3", "--member-ttl", "-1s"}, {"--members", "3", "--compare"}, {"--fault", "kill"}, {"--members", "1", "--fault", "add"},
+	} {
+		if _, err := parseFlags(args, env(), io.Discard); err == nil {
+			t.Errorf("%q was accepted", args)
+		}
 	}
 }

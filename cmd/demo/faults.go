@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,33 +125,49 @@ func (f *handlerFault) String() string {
 }
 
 // faultRequest is a fault, as POST /api/faults and --fault ask for it.
+// Member is the member of a sharded group a member fault (kill, leave,
+// partition) applies to, or the one whose handler a handler fault applies
+// to ("": that handler on every live member).
 type faultRequest struct {
 	Fault   string `json:"fault"`
 	Handler string `json:"handler,omitempty"`
+	Member  string `json:"member,omitempty"`
 	DelayMs int64  `json:"delay_ms,omitempty"`
 	Every   int64  `json:"every,omitempty"`
 	Count   int    `json:"count,omitempty"`
+	Seconds int    `json:"seconds,omitempty"`
 }
 
 // errBadFault is a fault request that cannot be applied as asked.
 var errBadFault = errors.New("bad fault")
 
-// injector applies faults to the demo's handlers and to the simulated
-// cluster. Cluster faults run on the workload's goroutine (run's faults
-// channel), so that the workload's view of the pods stays right.
+// The faults, by what they apply to.
+const (
+	handlerFaults = "slow, panic, stop, resume"
+	clusterFaults = "cut-watch, gone, burst"
+	memberFaults  = "kill, leave, add, partition"
+	// defaultPartition is a partition's length when none is given.
+	defaultPartition = 10 * time.Second
+)
+
+// injector applies faults to the demo's handlers, to the simulated
+// cluster and to the members of a sharded group. Cluster faults run on the
+// workload's goroutine (run's faults channel), so that the workload's view
+// of the pods stays right.
 type injector struct {
-	handlers []*demoHandler
-	sim      *simCluster // nil: not the simulated cluster; cluster faults fail
+	handlers []*demoHandler // one informer's; with a group, the fleet's members'
+	fleet    *fleet         // nil: one informer; member faults fail
+	sim      *simCluster    // nil: not the simulated cluster; cluster faults fail
 	load     chan<- func(*workload)
 	release  chan struct{} // closed when the demo ends
 	closed   sync.Once
 }
 
-// newInjector wires the handlers' faults to release. load receives the
-// cluster faults for the workload goroutine; nil without the simulated
-// cluster.
-func newInjector(hs []*demoHandler, sim *simCluster, load chan<- func(*workload)) *injector {
-	in := &injector{handlers: hs, sim: sim, load: load, release: make(chan struct{})}
+// newInjector wires the handlers' faults to release, which close closes.
+// load receives the cluster faults for the workload goroutine; nil without
+// the simulated cluster.
+func newInjector(hs []*demoHandler, fl *fleet, sim *simCluster, load chan<- func(*workload), release chan struct{}) *injector {
+	in := &injector{handlers: hs, fleet: fl, sim: sim, load: load, release: release}
 	for _, h := range hs {
 		h.fault.release = in.release
 	}
@@ -166,31 +183,42 @@ func (in *injector) close() { in.closed.Do(func() { close(in.release) }) }
 func (in *injector) apply(ctx context.Context, r faultRequest) (string, error) {
 	switch r.Fault {
 	case "slow", "panic", "stop", "resume":
-		h := in.handler(r.Handler)
-		if h == nil {
-			return "", fmt.Errorf("%w: unknown handler %q (handlers: %s)", errBadFault, r.Handler, in.names())
+		hs, where, err := in.handlersNamed(r.Handler, r.Member)
+		if err != nil {
+			return "", err
 		}
+		label := r.Handler + where
 		switch r.Fault {
 		case "slow":
 			d := time.Duration(r.DelayMs) * time.Millisecond
 			if r.DelayMs <= 0 || d > maxFaultDelay {
 				return "", fmt.Errorf("%w: delay_ms must be in 1..%d", errBadFault, maxFaultDelay.Milliseconds())
 			}
-			h.fault.setSlow(d)
-			return fmt.Sprintf("handler %s now takes %s more per event", h.label, d), nil
+			for _, h := range hs {
+				h.fault.setSlow(d)
+			}
+			return fmt.Sprintf("handler %s now takes %s more per event", label, d), nil
 		case "panic":
 			if r.Every <= 0 || r.Every > 1<<30 {
 				return "", fmt.Errorf("%w: every must be in 1..%d", errBadFault, 1<<30)
 			}
-			h.fault.setPanic(r.Every)
-			return fmt.Sprintf("handler %s now panics on every %d. event", h.label, r.Every), nil
+			for _, h := range hs {
+				h.fault.setPanic(r.Every)
+			}
+			return fmt.Sprintf("handler %s now panics on every %d. event", label, r.Every), nil
 		case "stop":
-			h.fault.stop()
-			return fmt.Sprintf("handler %s stopped: its events wait in its backlog until resume", h.label), nil
+			for _, h := range hs {
+				h.fault.stop()
+			}
+			return fmt.Sprintf("handler %s stopped: its events wait in its backlog until resume", label), nil
 		default:
-			h.fault.resume()
-			return fmt.Sprintf("handler %s resumed, its faults cleared", h.label), nil
+			for _, h := range hs {
+				h.fault.resume()
+			}
+			return fmt.Sprintf("handler %s resumed, its faults cleared", label), nil
 		}
+	case "kill", "leave", "add", "partition":
+		return in.applyMember(r)
 	case "cut-watch", "gone", "burst":
 		if in.sim == nil {
 			return "", fmt.Errorf("%w: fault %q needs the simulated cluster", errBadFault, r.Fault)
@@ -233,9 +261,62 @@ func (in *injector) apply(ctx context.Context, r faultRequest) (string, error) {
 			return fmt.Sprintf("created %d pods at once", made), nil
 		}
 	case "":
-		return "", fmt.Errorf("%w: no fault named (slow, panic, stop, resume, cut-watch, gone, burst)", errBadFault)
+		return "", fmt.Errorf("%w: no fault named (%s)", errBadFault, in.kinds())
 	default:
-		return "", fmt.Errorf("%w: unknown fault %q (slow, panic, stop, resume, cut-watch, gone, burst)", errBadFault, r.Fault)
+		return "", fmt.Errorf("%w: unknown fault %q (%s)", errBadFault, r.Fault, in.kinds())
+	}
+}
+
+// kinds lists the faults.
+func (in *injector) kinds() string {
+	return handlerFaults + ", " + clusterFaults + ", " + memberFaults
+}
+
+// applyMember applies a member fault.
+func (in *injector) applyMember(r faultRequest) (string, error) {
+	f := in.fleet
+	if f == nil {
+		return "", fmt.Errorf("%w: fault %q needs a sharded group (--members 2 or more)", errBadFault, r.Fault)
+	}
+	if r.Fault != "partition" && r.Seconds != 0 {
+		return "", fmt.Errorf("%w: only partition takes seconds", errBadFault)
+	}
+	switch r.Fault {
+	case "add":
+		if r.Member != "" {
+			return "", fmt.Errorf("%w: add takes no member: the new one is named after the last", errBadFault)
+		}
+		m, err := f.add()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("member %s joins: it lists the ranges it takes, then asks their owners for them", m.name), nil
+	case "kill":
+		m, err := f.kill(r.Member)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("member %s killed: it delivers nothing more and said no goodbye; the provider drops it in %s, then the others list its ranges and serve them",
+			m.name, fmtDuration(f.cfg.memberTTL)), nil
+	case "leave":
+		m, err := f.leave(r.Member)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("member %s leaves: the others list its ranges, then it releases each once its handlers' calls on it have ended", m.name), nil
+	default:
+		d := defaultPartition
+		if r.Seconds != 0 {
+			d = time.Duration(r.Seconds) * time.Second
+		}
+		if d <= 0 || d > maxPartition {
+			return "", fmt.Errorf("%w: seconds must be in 1..%d", errBadFault, int(maxPartition.Seconds()))
+		}
+		m, err := f.partitionMember(r.Member, d)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("member %s partitioned for %s: every message between it and the others is dropped; the provider still lists it", m.name, d), nil
 	}
 }
 
@@ -257,21 +338,45 @@ func (in *injector) onWorkload(ctx context.Context, f func(*workload)) error {
 	}
 }
 
-func (in *injector) handler(name string) *demoHandler {
-	for _, h := range in.handlers {
+// handlersNamed returns the handlers named name: the one informer's, or
+// with a group that of member, or of every live member when member is "".
+// where says which, for the answer.
+func (in *injector) handlersNamed(name, member string) ([]*demoHandler, string, error) {
+	hs := in.handlers
+	where := ""
+	if in.fleet != nil {
+		if member != "" {
+			m, err := in.fleet.byName(member)
+			if err != nil {
+				return nil, "", err
+			}
+			if st, _ := m.getState(); st != memberLive {
+				return nil, "", fmt.Errorf("%w: member %s is %s", errConflict, member, st)
+			}
+			hs, where = m.handlers, " of member "+member
+		} else {
+			hs, where = nil, " of every member"
+			for _, m := range in.fleet.live() {
+				hs = append(hs, m.handlers...)
+			}
+		}
+	} else if member != "" {
+		return nil, "", fmt.Errorf("%w: member %q: there is one informer, no group (--members)", errBadFault, member)
+	}
+	var out []*demoHandler
+	var names []string
+	for _, h := range hs {
 		if h.label == name {
-			return h
+			out = append(out, h)
+		}
+		if !slices.Contains(names, h.label) {
+			names = append(names, h.label)
 		}
 	}
-	return nil
-}
-
-func (in *injector) names() string {
-	names := make([]string, len(in.handlers))
-	for i, h := range in.handlers {
-		names[i] = h.label
+	if len(out) == 0 {
+		return nil, "", fmt.Errorf("%w: unknown handler %q (handlers: %s)", errBadFault, name, strings.Join(names, ", "))
 	}
-	return strings.Join(names, ", ")
+	return out, where, nil
 }
 
 // cutWatches stops every watch, as a dropped connection would: the
@@ -319,8 +424,11 @@ func (w *workload) gone(n int) int {
 	return deleted
 }
 
-// parseFault parses --fault KIND[=N][@EVERY]: cut-watch, gone, or burst
-// (N pods, default 1000), once after the informer synced, or every EVERY.
+// parseFault parses --fault KIND[=VALUE][@EVERY]: cut-watch, gone, burst[=N]
+// (N pods, default 1000), kill[=MEMBER], leave[=MEMBER], add, or
+// partition[=[MEMBER:]DURATION] (default 10s); without a MEMBER, the live
+// member that has run longest. Once after the informer synced, or every
+// EVERY.
 func parseFault(s string) (scheduledFault, error) {
 	var f scheduledFault
 	spec, every, hasEvery := strings.Cut(s, "@")
@@ -331,24 +439,46 @@ func parseFault(s string) (scheduledFault, error) {
 		}
 		f.every = d
 	}
-	kind, count, hasCount := strings.Cut(spec, "=")
+	kind, value, hasValue := strings.Cut(spec, "=")
 	f.req.Fault = kind
 	switch kind {
-	case "cut-watch", "gone":
-		if hasCount {
-			return f, fmt.Errorf("--fault %q: only burst takes =N", s)
+	case "cut-watch", "gone", "add":
+		if hasValue {
+			return f, fmt.Errorf("--fault %q: %s takes no =VALUE", s, kind)
 		}
 	case "burst":
-		if hasCount {
-			n, err := strconv.Atoi(count)
+		if hasValue {
+			n, err := strconv.Atoi(value)
 			if err != nil || n <= 0 || n > maxBurst {
 				return f, fmt.Errorf("--fault %q: N must be in 1..%d", s, maxBurst)
 			}
 			f.req.Count = n
 		}
+	case "kill", "leave":
+		if hasValue && value == "" {
+			return f, fmt.Errorf("--fault %q: =MEMBER names a member, e.g. %s=m2", s, kind)
+		}
+		f.req.Member = value
+	case "partition":
+		member, dur, hasMember := strings.Cut(value, ":")
+		if !hasMember {
+			member, dur = "", value
+		}
+		if hasMember && member == "" {
+			return f, fmt.Errorf("--fault %q: =MEMBER:DURATION names a member, e.g. partition=m2:10s", s)
+		}
+		f.req.Member = member
+		if dur != "" {
+			d, err := time.ParseDuration(dur)
+			if err != nil || d < time.Second || d > maxPartition || d%time.Second != 0 {
+				return f, fmt.Errorf("--fault %q: DURATION must be whole seconds in 1s..%s", s, maxPartition)
+			}
+			f.req.Seconds = int(d / time.Second)
+		}
 	default:
-		return f, fmt.Errorf("--fault %q: KIND must be cut-watch, gone or burst", s)
+		return f, fmt.Errorf("--fault %q: KIND must be cut-watch, gone, burst, kill, leave, add or partition", s)
 	}
+	f.anyMember = f.memberFault() && kind != "add" && f.req.Member == ""
 	return f, nil
 }
 
@@ -356,6 +486,28 @@ func parseFault(s string) (scheduledFault, error) {
 type scheduledFault struct {
 	req   faultRequest
 	every time.Duration // 0: once
+	// anyMember: a member fault with no member named, applied to the live
+	// member that has run longest.
+	anyMember bool
+}
+
+// clusterFault reports whether the fault applies to the simulated cluster.
+func (f scheduledFault) clusterFault() bool {
+	switch f.req.Fault {
+	case "cut-watch", "gone", "burst":
+		return true
+	}
+	return false
+}
+
+// memberFault reports whether the fault applies to a sharded group's
+// members.
+func (f scheduledFault) memberFault() bool {
+	switch f.req.Fault {
+	case "kill", "leave", "add", "partition":
+		return true
+	}
+	return false
 }
 
 // faultFlags is the repeatable --fault flag.
@@ -385,7 +537,13 @@ func (in *injector) runScheduled(ctx context.Context, faults []scheduledFault, l
 	for _, f := range faults {
 		wg.Go(func() {
 			for {
-				msg, err := in.apply(ctx, f.req)
+				req := f.req
+				if f.anyMember && in.fleet != nil {
+					if live := in.fleet.live(); len(live) > 0 {
+						req.Member = live[0].name
+					}
+				}
+				msg, err := in.apply(ctx, req)
 				if err != nil {
 					if ctx.Err() == nil {
 						logf("fault %s: %v", f.req.Fault, err)

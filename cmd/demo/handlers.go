@@ -41,9 +41,16 @@ type demoHandler struct {
 	stamps   *stampMap
 }
 
+// informer is where the demo registers its handlers: the one informer, or
+// a member's sharded informer.
+type informer interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	AddContextEventHandler(actors.ContextEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
 // register adds the handler to inf, wrapped so that its calls are timed
 // and go through its fault.
-func (h *demoHandler) register(inf *actors.SharedIndexInformer) error {
+func (h *demoHandler) register(inf informer) error {
 	var err error
 	switch x := h.handler.(type) {
 	case actors.ContextEventHandler:

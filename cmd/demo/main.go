@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/actorinformer/actorinformer/shard"
 )
 
 const usageHeader = `Usage: demo [flags]
@@ -37,6 +39,17 @@ text format.
 Cluster: --kubeconfig, else $KUBECONFIG, else the in-cluster config when
 running in a pod, else (the default) a simulated cluster: client-go's fake
 clientset with a workload generator creating, updating and deleting pods.
+
+Sharded (--members N, 2 to 8): N members of one sharded informer group
+(package shard) in this process, each a protoactor cluster member on loopback
+found through the in-memory provider, each with the handlers and the
+controller on the ranges it owns. Under the line per interval, one of the
+members: each one's ranges and cache, their sum against the cluster's pods,
+and where they filter (on the client with the simulated cluster, whose fake
+clientset ignores shard selectors); at exit, the totals per member and the
+handovers. The page gets a members panel (the ranges by owner, each member,
+the handover timeline) and the faults kill, leave, add member and partition,
+also as --fault.
 
 Telemetry, from the standard OpenTelemetry environment:
   OTEL_TRACES_EXPORTER      unset: traces kept in memory (1% of deltas
@@ -99,11 +112,14 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 	fs.DurationVar(&cfg.slowHandler, "slow-handler", 0, "add a handler that sleeps this long per event (e.g. 2ms), to see its backlog grow (without bound, as in client-go) while the others keep up")
 	fs.IntVar(&cfg.panicEvery, "panic-every", 0, "add a handler that panics on every N-th event, to see panics isolated (0 = none)")
 	fs.DurationVar(&cfg.resync, "resync", 0, "handlers' resync period (0 = no resyncs)")
+	fs.IntVar(&cfg.members, "members", 1, fmt.Sprintf("members of one sharded informer group (package shard) run in this process: 1, the default, runs one informer;\n2 to %d run that many members on a protoactor cluster on loopback (in-memory provider), each with the demo's\nhandlers and controller on its own ranges. The page gets a members panel, and faults kill, leave, add and partition", maxMembers))
+	fs.IntVar(&cfg.ranges, "ranges", shard.DefaultRanges, "with --members: the virtual ranges the pods' UID hash space is split into")
+	fs.DurationVar(&cfg.memberTTL, "member-ttl", 3*time.Second, "with --members: how long after a kill the provider drops the member, as a real provider does once a\nlease or heartbeat expires (etcd's default TTL is 3s); the others take its ranges over then")
 	fs.BoolVar(&cfg.compare, "compare", false, "also run client-go's informer (cache.NewSharedIndexInformer) on the same cluster with the same handlers, and print its rates,\nbacklogs and event ages under ours. Its panicking handler's panics are recovered by the demo's wrapper:\nclient-go itself re-panics (utilruntime.ReallyCrash) and would end the process")
 	fs.StringVar(&cfg.http, "http", "127.0.0.1:8080", "address of the demo's web page (the pipeline live, its traces, faults to inject) and of /metrics;\n'' for none. Loopback only unless you name another address (e.g. :8080 for every interface)")
 	metrics := fs.Bool("metrics", false, "serve the pipeline's metrics at /metrics on the --http server (Prometheus text format).\nOff by default: recording them costs the pipeline 12-36 % more CPU per event (docs/performance.md)")
 	var faults faultFlags
-	fs.Var(&faults, "fault", "simulated cluster: inject a fault once the informer has synced, repeatable: KIND[=N][@EVERY], KIND one of\ncut-watch (the watch ends; the reflector watches again), gone (the watch ends with 410 Gone and 5 pods are\ndeleted meanwhile: the reflector relists, handlers get tombstones), burst (N creates at once, default 1000);\n@EVERY repeats it, e.g. --fault cut-watch@10s --fault burst=500@5s")
+	fs.Var(&faults, "fault", "simulated cluster: inject a fault once the informer has synced, repeatable: KIND[=N][@EVERY], KIND one of\ncut-watch (the watch ends; the reflector watches again), gone (the watch ends with 410 Gone and 5 pods are\ndeleted meanwhile: the reflector relists, handlers get tombstones), burst (N creates at once, default 1000);\nwith --members: kill[=MEMBER] (no goodbye), leave[=MEMBER] (graceful), add, partition[=[MEMBER:]DURATION]\n(its messages dropped, default 10s); without MEMBER the one that has run longest.\n@EVERY repeats it, e.g. --fault cut-watch@10s --fault burst=500@5s --fault kill@20s --fault add@20s")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "informer log level on stderr: debug (with panic stacks), info, warn, error, off")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -120,6 +136,33 @@ func parseFlags(args []string, getenv func(string) string, errOut io.Writer) (co
 		err := fmt.Errorf("--workers must not be negative")
 		fmt.Fprintln(errOut, err)
 		return cfg, err
+	}
+	if cfg.members < 1 || cfg.members > maxMembers {
+		err := fmt.Errorf("--members must be in 1..%d", maxMembers)
+		fmt.Fprintln(errOut, err)
+		return cfg, err
+	}
+	if cfg.ranges < 1 || cfg.ranges > shard.MaxRanges {
+		err := fmt.Errorf("--ranges must be in 1..%d", shard.MaxRanges)
+		fmt.Fprintln(errOut, err)
+		return cfg, err
+	}
+	if cfg.memberTTL < 0 {
+		err := fmt.Errorf("--member-ttl must not be negative")
+		fmt.Fprintln(errOut, err)
+		return cfg, err
+	}
+	if cfg.members > 1 && cfg.compare {
+		err := fmt.Errorf("--compare runs beside one informer, not with --members")
+		fmt.Fprintln(errOut, err)
+		return cfg, err
+	}
+	for _, f := range faults {
+		if f.memberFault() && cfg.members < 2 {
+			err := fmt.Errorf("--fault %s needs --members 2 or more", f.req.Fault)
+			fmt.Fprintln(errOut, err)
+			return cfg, err
+		}
 	}
 	if cfg.interval <= 0 {
 		err := fmt.Errorf("--interval must be positive")

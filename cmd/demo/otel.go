@@ -17,6 +17,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -197,11 +198,12 @@ func (s followLinks) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampli
 func (s followLinks) Description() string { return "FollowLinks{" + s.base.Description() + "}" }
 
 // deltaRoots samples every delta's root span, which the informer's delta
-// sampler has already chosen, and leaves the other root spans to base.
+// sampler has already chosen, and every handover span of a sharded group
+// (a few per range move), and leaves the other root spans to base.
 type deltaRoots struct{ base sdktrace.Sampler }
 
 func (s deltaRoots) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	if p.Name == telemetry.SpanReflector {
+	if p.Name == telemetry.SpanReflector || p.Name == shard.SpanAcquire || p.Name == shard.SpanRelease {
 		return sdktrace.SamplingResult{
 			Decision:   sdktrace.RecordAndSample,
 			Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),

@@ -42,6 +42,13 @@ type config struct {
 	panicEvery  int
 	logLevel    string
 
+	// members is the number of members of the sharded group (members.go);
+	// 1: the one informer. ranges is the group's range count, memberTTL
+	// how long after a kill the provider drops a member.
+	members   int
+	ranges    int
+	memberTTL time.Duration
+
 	// compare runs client-go's informer beside ours (compare.go).
 	compare bool
 	// http is the demo's web server address, "" for none; /metrics is
@@ -108,15 +115,21 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 		load.counts = [3]int64{} // count the workload only
 	}
 	fmt.Fprintf(out, "cluster: %s\ntraces:  %s\nmetrics: %s\n", source, tel.traces, tel.metrics)
-	if len(cfg.faults) > 0 && sim == nil {
-		return errors.New("--fault needs the simulated cluster")
+	for _, f := range cfg.faults {
+		if f.clusterFault() && sim == nil {
+			return fmt.Errorf("--fault %s needs the simulated cluster", f.req.Fault)
+		}
 	}
 
+	if cfg.members > 1 {
+		return runSharded(ctx, cfg, out, logger, tel, prom, ln, client, sim, load, loadFaults)
+	}
 	factory, inf, ctl, handlers, err := newInformer(client, cfg, tel, logger)
 	if err != nil {
 		return err
 	}
-	faults := newInjector(handlers, sim, loadFaults)
+	release := make(chan struct{})
+	faults := newInjector(handlers, nil, sim, loadFaults, release)
 	defer faults.close() // no handler call waits for a fault any more
 	var stamps *stampMap
 	if ln != nil {
@@ -139,44 +152,15 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	}
 	defer side.stop() // if we return early; nil-safe, idempotent
 	start := time.Now()
-	var web *webServer
-	if ln != nil {
-		a := &api{
-			snap: newSnapshotter(inf, handlers, ctl, sim, side, start),
-			ring: tel.ring, keys: tel.keys, now: time.Now,
-			viewers: newViewers(stamps),
-		}
-		defer a.viewers.close()
-		if sim != nil {
-			a.faults = faults
-		}
-		if prom != nil {
-			a.metrics = metricsHandler(prom.registry)
-		}
-		web = newWebServer(ln)
-		a.done = web.done
-		web.start(a.routes())
-		if tel.keys != nil {
-			defer tel.keys.close()
-		}
-		what := "the pipeline live, traces, key search"
-		if a.faults != nil {
-			what += ", faults"
-		}
-		if a.metrics != nil {
-			what += "; /metrics"
-		}
-		fmt.Fprintf(out, "web:     %s (%s)\n", web.url(), what)
-		if !web.loopback() {
-			fmt.Fprintln(out, "         not on loopback only: whoever reaches this address can see the cluster's keys and inject faults")
-		}
-		if cfg.serving != nil {
-			cfg.serving(web.url())
-		}
+	p := single{SharedIndexInformer: inf, handlers: handlers, ctl: ctl}
+	web, err := startWeb(cfg, out, ln, prom, tel, newSnapshotter(p, nil, sim, side, start), faults, stamps)
+	if err != nil {
+		factory.Shutdown()
+		return err
 	}
 	defer func() { err = errors.Join(err, web.close()) }()
 	factory.Start(ctx.Done())
-	sum := newSummary(out, inf, handlers, ctl, start)
+	sum := newSummary(out, p, handlers, start)
 	sum.side = side
 	waitForSync(ctx, out, factory, inf, handlers, start)
 	side.waitForSyncAndSay(ctx, out, start)
@@ -189,12 +173,12 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 				logger.Error("workload stopped", "err", err)
 			}
 		})
-		wg.Go(func() {
-			faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
-				logger.Warn(fmt.Sprintf(format, args...))
-			})
-		})
 	}
+	wg.Go(func() {
+		faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
+			logger.Warn(fmt.Sprintf(format, args...))
+		})
+	})
 	printEvery(ctx, cfg.interval, sum.line)
 
 	end := time.Now()
@@ -209,12 +193,62 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	side.stop()
 	sum.final(end, shutdown)
 	side.writeTotals(out)
+	writeWorkload(out, cfg, load)
+	printTrace(out, tel)
+	return nil
+}
+
+// startWeb starts the page's server on ln (nil: none) with snap's
+// snapshots, faults (cluster faults only on the simulated cluster; member
+// faults with a group) and the metrics of prom, and says where on out.
+// The returned server's close is nil-safe.
+func startWeb(cfg config, out io.Writer, ln net.Listener, prom *promMetrics, tel *otelSetup, snap *snapshotter, faults *injector, stamps *stampMap) (*webServer, error) {
+	if ln == nil {
+		return nil, nil
+	}
+	a := &api{
+		snap: snap, ring: tel.ring, keys: tel.keys, now: time.Now,
+		viewers: newViewers(stamps), fleet: snap.fleet,
+	}
+	if faults.sim != nil || faults.fleet != nil {
+		a.faults = faults
+	}
+	if prom != nil {
+		a.metrics = metricsHandler(prom.registry)
+	}
+	web := newWebServer(ln)
+	a.done = web.done
+	web.start(a.routes())
+	web.cleanup = append(web.cleanup, a.viewers.close)
+	if tel.keys != nil {
+		web.cleanup = append(web.cleanup, tel.keys.close)
+	}
+	what := "the pipeline live, traces, key search"
+	if snap.fleet != nil {
+		what = "the members and their ranges live, the pipeline, traces, key search"
+	}
+	if a.faults != nil {
+		what += ", faults"
+	}
+	if a.metrics != nil {
+		what += "; /metrics"
+	}
+	fmt.Fprintf(out, "web:     %s (%s)\n", web.url(), what)
+	if !web.loopback() {
+		fmt.Fprintln(out, "         not on loopback only: whoever reaches this address can see the cluster's keys and inject faults")
+	}
+	if cfg.serving != nil {
+		cfg.serving(web.url())
+	}
+	return web, nil
+}
+
+// writeWorkload prints what the simulated cluster's workload did.
+func writeWorkload(out io.Writer, cfg config, load *workload) {
 	if load != nil {
 		fmt.Fprintf(out, "workload after the initial %d pods: %d creates, %d updates, %d deletes\n",
 			cfg.pods, load.counts[opCreate], load.counts[opUpdate], load.counts[opDelete])
 	}
-	printTrace(out, tel)
-	return nil
 }
 
 // newInformer creates a factory with the pod informer, passing it the
@@ -239,7 +273,7 @@ func newInformer(client kubernetes.Interface, cfg config, tel *otelSetup, logger
 	inf := actors.Pods(factory).Informer()
 	var ctl *controller
 	if cfg.workers > 0 {
-		ctl = newController(inf.GetIndexer(), cfg.workers, tel.tracerProvider, tel.meterProvider)
+		ctl = newController(queueName, inf.GetIndexer(), cfg.workers, tel.tracerProvider, tel.meterProvider)
 	}
 	handlers := newHandlers(handlerCount(cfg), cfg.slowHandler, cfg.panicEvery, tel.tracerProvider, ctl)
 	for _, h := range handlers {

@@ -27,6 +27,8 @@ type webServer struct {
 	wg   sync.WaitGroup
 	stop sync.Once
 	err  error // Serve's, once wg is done
+	// cleanup runs once the server has stopped.
+	cleanup []func()
 }
 
 // listen opens the server's socket on addr; serve starts serving.
@@ -82,6 +84,9 @@ func (s *webServer) close() error {
 			_ = s.srv.Close()
 		}
 		s.wg.Wait()
+		for _, f := range s.cleanup {
+			f()
+		}
 	})
 	return s.err
 }
@@ -89,7 +94,8 @@ func (s *webServer) close() error {
 // api serves the page's data.
 type api struct {
 	snap    *snapshotter
-	faults  *injector // nil: no faults (not the simulated cluster)
+	fleet   *fleet    // nil: one informer
+	faults  *injector // nil: no faults (one informer on a real cluster)
 	ring    *spanRing // nil: tracing off
 	keys    *keyWatch // nil: tracing off
 	done    <-chan struct{}
@@ -244,8 +250,8 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) postFault(w http.ResponseWriter, r *http.Request) {
-	if a.faults == nil || a.faults.sim == nil {
-		writeError(w, http.StatusNotFound, "faults can be injected only into the simulated cluster (this demo watches a real one)")
+	if a.faults == nil {
+		writeError(w, http.StatusNotFound, "faults can be injected only into the simulated cluster (this demo watches a real one), or into the members of a sharded group (--members)")
 		return
 	}
 	var req faultRequest
@@ -258,6 +264,8 @@ func (a *api) postFault(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errBadFault):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, errConflict):
+		writeError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	default:

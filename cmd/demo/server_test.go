@@ -451,6 +451,9 @@ func TestWebAPI(t *testing.T) {
 			{"POST", "/api/faults", `{"fault":"burst","count":100000000}`, 400},
 			{"POST", "/api/faults", `{"fault":"burst","count":-1}`, 400},
 			{"POST", "/api/faults", `{"fault":"gone","extra":1}`, 400},
+			{"POST", "/api/faults", `{"fault":"kill","member":"m1"}`, 400},
+			{"POST", "/api/faults", `{"fault":"add"}`, 400},
+			{"POST", "/api/faults", `{"fault":"slow","handler":"count1","member":"m1","delay_ms":5}`, 400},
 			{"POST", "/api/faults", `{"fault":"` + strings.Repeat("x", 10000) + `"}`, 413},
 			{"GET", "/api/faults", "", 405},
 			{"POST", "/api/snapshot", "", 405},
@@ -553,11 +556,13 @@ func TestFaultFlag(t *testing.T) {
 
 func TestParseFault(t *testing.T) {
 	for _, c := range []struct {
-		in    string
-		kind  string
-		count int
-		every time.Duration
-		bad   bool
+		in      string
+		kind    string
+		count   int
+		member  string
+		seconds int
+		every   time.Duration
+		bad     bool
 	}{
 		{in: "cut-watch", kind: "cut-watch"},
 		{in: "gone@30s", kind: "gone", every: 30 * time.Second},
@@ -568,6 +573,19 @@ func TestParseFault(t *testing.T) {
 		{in: "cut-watch@1ms", bad: true},
 		{in: "slow", bad: true},
 		{in: "", bad: true},
+		{in: "kill", kind: "kill"},
+		{in: "kill=m2@20s", kind: "kill", member: "m2", every: 20 * time.Second},
+		{in: "leave=m1", kind: "leave", member: "m1"},
+		{in: "add@30s", kind: "add", every: 30 * time.Second},
+		{in: "partition", kind: "partition"},
+		{in: "partition=5s", kind: "partition", seconds: 5},
+		{in: "partition=m3:15s", kind: "partition", member: "m3", seconds: 15},
+		{in: "kill=", bad: true},
+		{in: "add=2", bad: true},
+		{in: "partition=m3", bad: true},
+		{in: "partition=:5s", bad: true},
+		{in: "partition=1500ms", bad: true},
+		{in: "partition=2m", bad: true},
 	} {
 		f, err := parseFault(c.in)
 		if c.bad {
@@ -576,8 +594,11 @@ func TestParseFault(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || f.req.Fault != c.kind || f.req.Count != c.count || f.every != c.every {
+		if err != nil || f.req.Fault != c.kind || f.req.Count != c.count || f.req.Member != c.member || f.req.Seconds != c.seconds || f.every != c.every {
 			t.Errorf("%q: %+v, %v", c.in, f, err)
+		}
+		if want := f.memberFault() && c.kind != "add" && c.member == ""; f.anyMember != want {
+			t.Errorf("%q: any member %v, want %v", c.in, f.anyMember, want)
 		}
 	}
 }

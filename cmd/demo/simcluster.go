@@ -53,6 +53,8 @@ type simCluster struct {
 	// 410 Gone until the next list (the "gone" fault, faults.go).
 	gone bool
 	wg   sync.WaitGroup // watcher pumps
+	// objects counts the pods stored.
+	objects atomic.Int64
 }
 
 type simEvent struct {
@@ -88,6 +90,7 @@ func (c *simCluster) create(pod *corev1.Pod) error {
 	if err := c.client.Tracker().Create(podsGVR, pod, pod.Namespace); err != nil {
 		return err
 	}
+	c.objects.Add(1)
 	c.publish(rv, watch.Added, pod)
 	return nil
 }
@@ -119,6 +122,7 @@ func (c *simCluster) deleteLocked(last *corev1.Pod) error {
 	if err := c.client.Tracker().Delete(podsGVR, last.Namespace, last.Name); err != nil {
 		return err
 	}
+	c.objects.Add(-1)
 	rv := c.rv + 1
 	gone := last.DeepCopy()
 	gone.ResourceVersion = strconv.FormatInt(rv, 10)
@@ -146,6 +150,19 @@ func (c *simCluster) publish(rv int64, t watch.EventType, pod *corev1.Pod) {
 			w.push(ev)
 		}
 	}
+}
+
+// count is the number of pods stored.
+func (c *simCluster) count() int64 { return c.objects.Load() }
+
+// get returns the stored pod ns/name, or false.
+func (c *simCluster) get(ns, name string) (*corev1.Pod, bool) {
+	obj, err := c.client.Tracker().Get(podsGVR, ns, name)
+	if err != nil {
+		return nil, false
+	}
+	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
 }
 
 // backlog is the largest number of events a watcher has not yet taken.

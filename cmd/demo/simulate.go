@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/google/uuid"
 )
 
 // maxWatchBacklog is how many events a watcher of the simulated cluster may
@@ -199,6 +201,11 @@ func (w *workload) run(ctx context.Context, rate float64) error {
 	}
 }
 
+// toUID is the UID of the seq-th pod: a UUID as random-looking as the API
+// server's, but the same in every run. (UIDs that differ only in their last
+// digits would crowd into a few of a sharded group's ranges: FNV-1a, the
+// shard selectors' hash, spreads a string's last bytes over few of its high
+// bits.)
 func toUID(seq int) types.UID {
-	return types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", seq))
+	return types.UID(uuid.NewSHA1(uuid.NameSpaceOID, []byte("actorinformer-demo/pod/"+strconv.Itoa(seq))).String())
 }

@@ -8,16 +8,23 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actorinformer/actorinformer/shard"
 	"github.com/actorinformer/actorinformer/telemetry"
 	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 // ringSpans is how many ended spans the span ring keeps.
 const ringSpans = 4096
+
+// ringHandovers is how many handover spans (shard.acquire, shard.release)
+// the span ring keeps apart from the others, so that the deltas' spans do
+// not push them out.
+const ringHandovers = 512
 
 // spanRing is a span processor that keeps the last ringSpans ended spans,
 // grouped by trace, for the page's waterfalls: it needs no collector. Its
@@ -32,6 +39,8 @@ type spanRing struct {
 	buf    []sdktrace.ReadOnlySpan // circular, ended order
 	next   int
 	traces map[trace.TraceID]*ringTrace
+	// handovers are the last ringHandovers handover spans, oldest first.
+	handovers []sdktrace.ReadOnlySpan
 }
 
 // ringTrace is the spans of one trace in the ring, in ended order.
@@ -55,6 +64,14 @@ func (r *spanRing) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	id := s.SpanContext().TraceID()
 	r.mu.Lock()
+	if n := s.Name(); n == shard.SpanAcquire || n == shard.SpanRelease {
+		if len(r.handovers) == ringHandovers {
+			r.handovers = slices.Delete(r.handovers, 0, 1)
+		}
+		r.handovers = append(r.handovers, s)
+		r.mu.Unlock()
+		return
+	}
 	if old := r.buf[r.next]; old != nil {
 		oid := old.SpanContext().TraceID()
 		if t := r.traces[oid]; t != nil {
@@ -80,8 +97,38 @@ func (r *spanRing) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 }
 
+// handoverTraces returns the kept handover spans of range rng, each as a
+// trace of its own, latest first.
+func (r *spanRing) handoverTraces(rng int, limit int) []traceJSON {
+	r.mu.Lock()
+	spans := slices.Clone(r.handovers)
+	r.mu.Unlock()
+	out := []traceJSON{}
+	for i := len(spans) - 1; i >= 0 && len(out) < limit; i-- {
+		s := spans[i]
+		if !hasIntAttr(s, shard.AttrRange, int64(rng)) {
+			continue
+		}
+		id := s.SpanContext().TraceID()
+		v := ringView{traces: map[trace.TraceID][]sdktrace.ReadOnlySpan{id: {s}}}
+		out = append(out, v.describe(id))
+	}
+	return out
+}
+
+func hasIntAttr(s sdktrace.ReadOnlySpan, k attribute.Key, v int64) bool {
+	for _, kv := range s.Attributes() {
+		if kv.Key == k {
+			return kv.Value.AsInt64() == v
+		}
+	}
+	return false
+}
+
 // The page's traces: GET /api/traces, /api/trace and the traces of
-// /api/key.
+// /api/key. With a sharded group, MemberID, Member and Range say which
+// member's informer of which range recorded the trace (the root span's
+// shard.member and shard.range); Member is the demo's name for the member.
 type traceJSON struct {
 	TraceID    string     `json:"trace_id"`
 	Root       string     `json:"root"` // the root span's name
@@ -89,6 +136,9 @@ type traceJSON struct {
 	Start      string     `json:"start"`
 	DurationMs float64    `json:"duration_ms"`
 	Stages     int        `json:"stages"` // distinct stages among the spans
+	MemberID   string     `json:"member_id,omitempty"`
+	Member     string     `json:"member,omitempty"`
+	Range      *int       `json:"range,omitempty"`
 	Spans      []spanJSON `json:"spans"`
 	end        time.Time
 }
@@ -212,6 +262,15 @@ func (v ringView) describe(id trace.TraceID) traceJSON {
 	}
 	t.Root = root.Name()
 	t.Key = spanKey(root)
+	for _, kv := range root.Attributes() {
+		switch kv.Key {
+		case shard.AttrMember:
+			t.MemberID = kv.Value.AsString()
+		case shard.AttrRange:
+			r := int(kv.Value.AsInt64())
+			t.Range = &r
+		}
+	}
 	t.Start = start.UTC().Format(time.RFC3339Nano)
 	t.DurationMs = ms(end.Sub(start))
 	t.end = end

@@ -14,26 +14,26 @@ import (
 // goroutine.
 type summary struct {
 	w        io.Writer
-	inf      *actors.SharedIndexInformer
-	handlers []*demoHandler
-	ctl      *controller // nil: none
+	p        pipeline
+	handlers []*demoHandler // for their names
 	start    time.Time
 	prevAt   time.Time
 	prev     actors.Stats
 	prevRec  int64         // the controller's reconciles at prevAt
 	side     *clientGoSide // --compare: client-go's line under ours; nil: none
+	fleet    *fleet        // a sharded group: a line of its members; nil: none
 }
 
-func newSummary(w io.Writer, inf *actors.SharedIndexInformer, hs []*demoHandler, ctl *controller, now time.Time) *summary {
-	s := &summary{w: w, inf: inf, handlers: hs, ctl: ctl, start: now}
-	s.remember(now, inf.Stats())
+func newSummary(w io.Writer, p pipeline, hs []*demoHandler, now time.Time) *summary {
+	s := &summary{w: w, p: p, handlers: hs, start: now}
+	s.remember(now, p.Stats())
 	return s
 }
 
 func (s *summary) remember(now time.Time, st actors.Stats) {
 	s.prevAt, s.prev = now, st
-	if s.ctl != nil {
-		s.prevRec = s.ctl.reconciles.Load()
+	if c, ok := s.p.controllerStats(); ok {
+		s.prevRec = c.reconciles
 	}
 }
 
@@ -41,7 +41,7 @@ func (s *summary) remember(now time.Time, st actors.Stats) {
 //
 //	[   3.1s] reflector   201/s | queue in   201/s out   201/s | indexer   201/s | cache    993 | controller   201/s | slow   150/s (backlog 312) | panic   201/s (4 panics) | workqueue depth 0, reconciles   198/s
 func (s *summary) line(now time.Time) {
-	st := s.inf.Stats()
+	st := s.p.Stats()
 	hs := st.Handlers
 	dt := now.Sub(s.prevAt).Seconds()
 	rate := func(cur, prev int64) string {
@@ -58,16 +58,23 @@ func (s *summary) line(now time.Time) {
 	}
 	fmt.Fprintf(&b, " | indexer %s | cache %6d", rate(st.IndexerEvents, s.prev.IndexerEvents), st.CacheSize)
 	for i, h := range hs {
-		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, s.prev.Handlers[i].Delivered))
+		var prev int64
+		if i < len(s.prev.Handlers) {
+			prev = s.prev.Handlers[i].Delivered
+		}
+		fmt.Fprintf(&b, " | %s %s", h.Name, rate(h.Delivered, prev))
 		writeHandlerTrouble(&b, h)
 	}
-	if s.ctl != nil {
-		fmt.Fprintf(&b, " | workqueue depth %d, reconciles %s", s.ctl.queue.Len(), rate(s.ctl.reconciles.Load(), s.prevRec))
+	if c, ok := s.p.controllerStats(); ok {
+		fmt.Fprintf(&b, " | workqueue depth %d, reconciles %s", c.depth, rate(c.reconciles, s.prevRec))
 	}
 	writeReflectorTrouble(&b, st, s.prev)
 	fmt.Fprintln(s.w, b.String())
 	if s.side != nil {
 		s.side.writeLine(s.w, now)
+	}
+	if s.fleet != nil {
+		s.fleet.writeLine(s.w, now)
 	}
 	s.remember(now, st)
 }
@@ -103,7 +110,7 @@ func writeReflectorTrouble(b *strings.Builder, st, prev actors.Stats) {
 // final prints the totals of the run, which ended at end; the informer
 // took shutdown to stop.
 func (s *summary) final(end time.Time, shutdown time.Duration) {
-	st := s.inf.Stats()
+	st := s.p.Stats()
 	fmt.Fprintf(s.w, "\ntotals after %.1fs (shutdown %s): reflector %d, queue in %d out %d, indexer %d, cache %d objects, lists %d, watches %d, watch errors %d, dropped %d\n",
 		end.Sub(s.start).Seconds(), fmtDuration(shutdown), st.ReflectorEvents, st.QueueIn, st.QueueOut, st.IndexerEvents, st.CacheSize,
 		st.Relists, st.WatchRestarts, st.WatchErrors, st.Dropped)
@@ -115,9 +122,8 @@ func (s *summary) final(end time.Time, shutdown time.Duration) {
 	for _, h := range st.Handlers {
 		fmt.Fprintf(s.w, "  %-*s %10d %12d %7d\n", width, h.Name, h.Delivered, h.Backlog, h.Panics)
 	}
-	if s.ctl != nil {
-		n := s.ctl.reconciles.Load()
+	if c, ok := s.p.controllerStats(); ok {
 		fmt.Fprintf(s.w, "controller: %d reconciles by %d worker(s): %d found the pod in the cache, %d found it deleted\n",
-			n, s.ctl.workers, s.ctl.found.Load(), n-s.ctl.found.Load())
+			c.reconciles, c.workers, c.found, c.reconciles-c.found)
 	}
 }

@@ -283,19 +283,19 @@
 
   // ---------- faults ----------
 
-  function faultMessage(text, isError) {
-    const p = $("#fault-message");
+  function faultMessage(text, isError, out) {
+    const p = out || $("#fault-message");
     p.textContent = text;
     p.className = isError ? "error" : "ok";
   }
 
-  async function sendFault(body) {
-    faultMessage("sending " + body.fault + "…", false);
+  async function sendFault(body, out) {
+    faultMessage("sending " + body.fault + "…", false, out);
     try {
       const r = await api("POST", "/api/faults", body);
-      faultMessage(r && r.message ? r.message : body.fault + ": ok", false);
+      faultMessage(r && r.message ? r.message : body.fault + ": ok", false, out);
     } catch (e) {
-      faultMessage(e.message, true);
+      faultMessage(e.message, true, out);
     }
   }
 
@@ -311,8 +311,213 @@
       if (fault === "panic") body.every = Number($('[data-input="every"]', row).value);
     }
     if (fault === "burst") body.count = Number($("#burst-count").value);
-    sendFault(body);
+    if (b.dataset.member) body.member = b.dataset.member;
+    if (fault === "partition") body.seconds = Number($("#partition-seconds").value);
+    sendFault(body, b.closest("#members-section") ? $("#member-fault-message") : null);
   });
+
+  // ---------- members of a sharded group ----------
+
+  const MEMBER_COLORS = ["#2f6fdf", "#d8453a", "#2e9a53", "#8a63c9", "#d68a2e", "#2c9c8f", "#c94f9a", "#6b7a2a"];
+
+  // memberColor is a member's colour, by the number in its name (m1, m2, ...).
+  function memberColor(name) {
+    const n = parseInt(String(name || "").replace(/^\D+/, ""), 10);
+    return Number.isNaN(n) ? "#98a2b3" : MEMBER_COLORS[(n - 1) % MEMBER_COLORS.length];
+  }
+
+  function swatch(name) {
+    return el("span", { class: "swatch", style: `background:${memberColor(name)}`, "aria-hidden": "true" });
+  }
+
+  const RING = { size: 220, outer: 100, inner: 62 };
+
+  function arcPoint(r, a) {
+    const c = RING.size / 2;
+    return [c + r * Math.cos(a), c + r * Math.sin(a)];
+  }
+
+  // The ring: one segment per range, coloured by the member that delivers
+  // it; grey when none does, striped red when two do.
+  function updateRing(sh) {
+    const g = $("#ring");
+    const n = sh.owners.length;
+    if (g.dataset.ranges !== String(n)) {
+      g.dataset.ranges = String(n);
+      g.replaceChildren();
+      g.setAttribute("viewBox", `0 0 ${RING.size} ${RING.size}`);
+      g.setAttribute("width", RING.size);
+      g.setAttribute("height", RING.size);
+      const defs = svg("defs");
+      const pat = svg("pattern", { id: "doubled", width: "6", height: "6", patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
+      pat.append(svg("rect", { width: "6", height: "6", fill: "#fde4e1" }), svg("rect", { width: "3", height: "6", fill: "#d8453a" }));
+      defs.append(pat);
+      g.append(defs);
+      const gap = n > 1 ? Math.min(0.02, Math.PI / n / 4) : 0;
+      for (let i = 0; i < n; i++) {
+        const a0 = -Math.PI / 2 + (2 * Math.PI * i) / n + gap, a1 = -Math.PI / 2 + (2 * Math.PI * (i + 1)) / n - gap;
+        const large = a1 - a0 > Math.PI ? 1 : 0;
+        const [x0, y0] = arcPoint(RING.outer, a0), [x1, y1] = arcPoint(RING.outer, a1);
+        const [x2, y2] = arcPoint(RING.inner, a1), [x3, y3] = arcPoint(RING.inner, a0);
+        const d = n === 1
+          ? `M ${RING.size / 2} ${RING.size / 2 - RING.outer} a ${RING.outer} ${RING.outer} 0 1 1 -0.01 0 Z M ${RING.size / 2} ${RING.size / 2 - RING.inner} a ${RING.inner} ${RING.inner} 0 1 0 0.01 0 Z`
+          : `M ${x0} ${y0} A ${RING.outer} ${RING.outer} 0 ${large} 1 ${x1} ${y1} L ${x2} ${y2} A ${RING.inner} ${RING.inner} 0 ${large} 0 ${x3} ${y3} Z`;
+        const seg = svg("path", { d, class: "range-seg", "data-range": String(i), "fill-rule": "evenodd" });
+        seg.append(svg("title", {}, `range ${i}`));
+        g.append(seg);
+        if (n <= 32) {
+          const [lx, ly] = arcPoint((RING.outer + RING.inner) / 2, (a0 + a1) / 2);
+          g.append(svg("text", { x: lx, y: ly + 4, class: "range-label", "text-anchor": "middle" }, String(i)));
+        }
+      }
+      g.append(svg("text", { x: RING.size / 2, y: RING.size / 2 - 4, class: "ring-center", "text-anchor": "middle" }, `${n} ranges`));
+      g.append(svg("text", { x: RING.size / 2, y: RING.size / 2 + 14, class: "ring-sub", "text-anchor": "middle", "data-field": "ring-sub" }, ""));
+    }
+    let unserved = 0, doubled = 0;
+    sh.owners.forEach((owners, i) => {
+      const seg = $(`path[data-range="${i}"]`, g);
+      const owner = owners.length === 1 ? owners[0] : "";
+      seg.dataset.owner = owners.join(",");
+      seg.setAttribute("fill", owners.length === 1 ? memberColor(owner) : owners.length === 0 ? "#e3e7ee" : "url(#doubled)");
+      seg.classList.toggle("unserved", owners.length === 0);
+      setText($("title", seg), `range ${i}: ` + (owners.length === 0 ? "delivered by no member now" : "delivered by " + owners.join(" and ")));
+      if (owners.length === 0) unserved++;
+      if (owners.length > 1) doubled++;
+    });
+    setText($('[data-field="ring-sub"]', g), unserved ? `${unserved} unserved` : doubled ? `${doubled} doubled` : "each served once");
+    const legend = $("#ring-legend");
+    const names = sh.members.filter((m) => m.state === "live" || m.state === "leaving").map((m) => m.name);
+    if (legend.dataset.names !== names.join(",")) {
+      legend.dataset.names = names.join(",");
+      legend.replaceChildren(...names.map((nm) => el("span", { class: "legend-item" }, swatch(nm), nm)),
+        el("span", { class: "legend-item" }, el("span", { class: "swatch unserved-swatch", "aria-hidden": "true" }), "none"));
+    }
+  }
+
+  function memberRow(name) {
+    const tr = el("tr", { "data-member": name });
+    tr.append(el("th", { scope: "row" }, swatch(name), name));
+    for (const f of ["state", "ranges"]) tr.append(el("td", { "data-field": f, text: "–" }));
+    for (const f of ["cache_size", "stages"]) tr.append(el("td", { class: "num", "data-field": f, text: "–" }));
+    tr.append(el("td", { "data-field": "handlers", text: "–" }));
+    for (const f of ["backlog", "workqueue_depth"]) tr.append(el("td", { class: "num", "data-field": f, text: "–" }));
+    tr.append(el("td", { "data-field": "mode", text: "–" }));
+    const btn = (fault, label, title) => el("button", { type: "button", "data-fault": fault, "data-member": name, title, text: label });
+    tr.append(el("td", { class: "inject" },
+      btn("kill", "kill", `stop ${name} as a crash would: no goodbye; the others take its ranges once the provider drops it`),
+      btn("leave", "leave", `${name} leaves gracefully: its ranges move make-before-break`),
+      btn("partition", "partition", `drop every message between ${name} and the others for the seconds below`)));
+    return tr;
+  }
+
+  function memberState(m) {
+    let s = m.state;
+    if (m.state === "killed") s += m.dropped ? ", dropped" : ", not yet dropped";
+    if (m.partitioned_s > 0) s += `, partitioned ${Math.ceil(m.partitioned_s)} s`;
+    if (m.state === "live" && !m.synced) s += ", syncing";
+    if (m.failed) s += ": " + m.failed;
+    return s;
+  }
+
+  function updateMembersTable(sh) {
+    const tbody = $("#members tbody");
+    const names = sh.members.map((m) => m.name);
+    const have = $$("tr[data-member]", tbody).map((tr) => tr.dataset.member);
+    if (names.join("\n") !== have.join("\n")) {
+      const old = {};
+      for (const tr of $$("tr[data-member]", tbody)) old[tr.dataset.member] = tr;
+      tbody.replaceChildren(...names.map((n) => old[n] || memberRow(n)));
+    }
+    for (const m of sh.members) {
+      const tr = $(`tr[data-member="${CSS.escape(m.name)}"]`, tbody);
+      const gone = m.state === "killed" || m.state === "left";
+      tr.classList.toggle("gone", gone);
+      tr.classList.toggle("partitioned", m.partitioned_s > 0);
+      tr.dataset.state = m.state;
+      tr.dataset.ranges = (m.ranges || []).join(",");
+      setText($('[data-field="state"]', tr), memberState(m));
+      setText($('[data-field="ranges"]', tr), (m.ranges || []).length ? `${m.ranges.length}: ${m.ranges.join(" ")}` : gone ? "–" : "none");
+      setText($('[data-field="cache_size"]', tr), gone ? "–" : fmtInt(m.cache_size));
+      const st = m.stages || {};
+      setText($('[data-field="stages"]', tr), gone ? "–" : [st.reflector, st.fifo, st.indexer].map((v) => intFmt.format(v || 0)).join(" · "));
+      const hs = m.handlers || [];
+      setText($('[data-field="handlers"]', tr), gone ? "–" : hs.map((h) => `${h.name} ${intFmt.format(h.rate || 0)}`).join(" · "));
+      const backlog = hs.reduce((n, h) => n + (h.backlog || 0), 0);
+      const bl = $('[data-field="backlog"]', tr);
+      setText(bl, gone ? "–" : fmtInt(backlog));
+      bl.title = hs.map((h) => `${h.name}: ${fmtInt(h.backlog)} waiting`).join("\n");
+      setText($('[data-field="workqueue_depth"]', tr), gone || m.workqueue_depth === undefined ? "–" : fmtInt(m.workqueue_depth));
+      const mode = $('[data-field="mode"]', tr);
+      setText(mode, gone ? "–" : m.mode);
+      mode.title = `${fmtInt(m.filtered)} objects received outside its ranges, dropped on the client`;
+      for (const b of $$("button[data-member]", tr)) b.disabled = m.state !== "live";
+    }
+  }
+
+  function fmtAt(s) {
+    return s === null || s === undefined ? "–" : "+" + s.toFixed(1) + " s";
+  }
+
+  function updateTimeline(sh, ranges) {
+    const tbody = $("#handovers tbody");
+    const list = sh.handovers || [];
+    const key = list.map((h) => `${h.at_s}/${h.range}/${h.to}`).join(",");
+    if (tbody.dataset.key === key) return;
+    tbody.dataset.key = key;
+    if (!list.length) {
+      tbody.replaceChildren(el("tr", { class: "empty" }, el("td", { colspan: "7", text: "no range has moved yet" })));
+      return;
+    }
+    tbody.replaceChildren(...list.map((h) => el("tr", { "data-kind": h.kind, "data-range": String(h.range), "data-from": h.from, "data-to": h.to },
+      el("td", { class: "num", text: fmtAt(h.at_s), title: h.start }),
+      el("td", { class: "num", text: `${h.range}/${ranges}` }),
+      el("td", {}, h.from ? swatch(h.from) : null, h.from || "–", " → ", swatch(h.to), h.to),
+      el("td", { class: "kind-" + h.kind, text: h.kind }),
+      el("td", { class: "num", text: fmtMs(h.took_ms) }),
+      el("td", { class: "num", text: h.release_ms === null ? "–" : fmtMs(h.release_ms) }),
+      el("td", { class: "num", text: h.gap_ms === null ? "–" : fmtMs(h.gap_ms) }))));
+  }
+
+  function updateMembers(snap) {
+    const sh = snap.shard;
+    $("#members-section").hidden = !sh;
+    document.body.classList.toggle("sharded", !!sh);
+    if (!sh) return;
+    const live = sh.members.filter((m) => m.state === "live").length;
+    setText($("#members-hint"), `sharded informer group "${sh.group}": ${sh.ranges} ranges of ${sh.hash_field}, ${live} live member${live === 1 ? "" : "s"}; the provider drops a killed member after ${(sh.member_ttl_ms / 1000).toFixed(1)} s`);
+    setText($("#shard-mode"), `filter: ${sh.mode}, ${sh.mode_note}`);
+    const unserved = sh.owners.filter((o) => o.length === 0).length;
+    const doubled = sh.owners.filter((o) => o.length > 1).length;
+    const cluster = sh.cluster_objects;
+    setText($('#shard-totals [data-field="totals"]'),
+      (cluster === null ? "cluster: a real one (not counted)" : `cluster ${fmtInt(cluster)} pods`) +
+      ` · members cache ${fmtInt(sh.cached)} (${fmtInt(sh.distinct)} keys)`);
+    const check = $("#shard-check");
+    let text = "", cls = "";
+    if (sh.distinct < sh.cached) {
+      text = `${fmtInt(sh.cached - sh.distinct)} keys cached by two members`;
+      cls = "error";
+    } else if (doubled) {
+      text = `${doubled} ranges delivered by two members`;
+      cls = "error";
+    } else if (unserved) {
+      text = `${unserved} range${unserved === 1 ? "" : "s"} unserved now`;
+      cls = "warn";
+    } else if (cluster !== null && sh.cached === cluster) {
+      text = "= nothing lost, nothing doubled";
+      cls = "ok";
+    } else if (cluster !== null) {
+      text = `${cluster > sh.cached ? "−" : "+"}${fmtInt(Math.abs(cluster - sh.cached))}: events on their way`;
+      cls = "hint";
+    }
+    check.textContent = text;
+    check.className = cls;
+    check.dataset.equal = String(cluster !== null && sh.cached === cluster && sh.distinct === sh.cached && !unserved && !doubled);
+    $('#member-faults [data-fault="add"]').disabled = !sh.can_add;
+    updateRing(sh);
+    updateMembersTable(sh);
+    updateTimeline(sh, sh.ranges);
+  }
 
   // ---------- snapshots ----------
 
@@ -324,7 +529,12 @@
     setText($("#mode"), snap.mode === "cluster" ? "real cluster" : "simulated cluster");
     setText($("#uptime"), fmtInt(snap.uptime_s));
     document.body.classList.toggle("no-faults", !snap.faults_enabled);
-    $("#global-faults").hidden = !snap.faults_enabled;
+    $("#global-faults").hidden = !snap.faults_enabled || snap.mode !== "simulated";
+    setText($("#informer-title"), snap.shard ? "Informers of every member" : "Informer");
+    setText($("#handlers-hint"), snap.shard
+      ? "summed over every member; a fault applies to that handler on every live member"
+      : "latency = watch → handler call; duration = the call itself");
+    updateMembers(snap);
     updateGraph(snap);
     updateDL($("#informer"), snap.informer || {});
     $("#controller").hidden = !snap.controller;
@@ -423,6 +633,8 @@
     wf.append(el("div", { class: "wf-head" },
       el("strong", { class: "wf-root", text: t.root || (spans[0] && spans[0].name) || "trace" }),
       t.key ? el("span", { class: "wf-key", text: t.key }) : null,
+      t.member ? el("span", { class: "wf-member", "data-member": t.member }, swatch(t.member), t.member) : null,
+      t.range !== undefined && t.range !== null ? el("span", { class: "wf-range", "data-range": String(t.range), text: "range " + t.range }) : null,
       el("span", { class: "wf-dur", text: fmtMs(t.duration_ms) }),
       el("span", { class: "wf-stages", text: nStages + " stages" }),
       el("span", { class: "wf-time", text: fmtTime(t.start) }),
@@ -603,9 +815,33 @@
       tbody.replaceChildren(...rows);
       // The API lists the traces of the latest deltas first.
       showTraces($("#key-traces"), ((r && r.traces) || []).slice(0, 2), "No trace of this key yet.");
+      showKeyShard(r && r.shard);
     } catch (e) {
       if (key === watchedKey) setText($("#key-error"), e.message);
     }
+  }
+
+  // The key's range and members, and its range's handover spans.
+  function showKeyShard(ks) {
+    const p = $("#key-owner");
+    $("#key-shard").hidden = !ks;
+    if (!ks) {
+      p.replaceChildren();
+      return;
+    }
+    if (ks.range === null) {
+      p.replaceChildren("Found in no member's cache nor in the cluster: its range is not known.");
+      $("#key-handovers").replaceChildren();
+      $("#key-shard").hidden = true;
+      p.dataset.owner = "";
+      return;
+    }
+    p.dataset.owner = ks.owner || "";
+    p.dataset.range = String(ks.range);
+    p.replaceChildren(`Range ${ks.range} · owner `, ks.owner ? swatch(ks.owner) : "", el("strong", { text: ks.owner || "none" }),
+      ` · delivered by ${ks.delivering.length ? ks.delivering.join(" and ") : "no member now"}` +
+      ` · cached by ${ks.cached_by.length ? ks.cached_by.join(" and ") : "no member"} (UID read from the ${ks.found})`);
+    showTraces($("#key-handovers"), ks.handovers || [], "No handover span of this range kept.");
   }
 
   function stopKey() {
@@ -617,6 +853,10 @@
     $("#key-stop").hidden = true;
     $("#key-traces").dataset.ids = "";
     $("#key-traces").replaceChildren();
+    $("#key-handovers").dataset.ids = "";
+    $("#key-handovers").replaceChildren();
+    $("#key-owner").replaceChildren();
+    $("#key-shard").hidden = true;
     $("#key-deltas tbody").replaceChildren();
     setText($("#key-status"), "");
   }

@@ -1,0 +1,70 @@
+package shard
+
+import (
+	"slices"
+
+	"github.com/actorinformer/actorinformer/actors"
+)
+
+// Stats returns this member's pipeline counters: those of its range
+// informers, running or stopped, summed, so that they only grow while
+// ranges come and go. QueueBacklog is that of the running range informers;
+// CacheSize counts the objects of the delivered ranges (GetIndexer's);
+// Reflector is the zero value (each range has its own). Handlers lists the
+// handlers in the order they were added: Delivered and Panics count their
+// calls on every range since they were added, Backlog the notifications
+// waiting in the running ranges' listeners now.
+func (s *Informer) Stats() actors.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.retired
+	st.QueueBacklog, st.CacheSize, st.Handlers = 0, 0, nil
+	backlog := map[string]int64{}
+	for _, ri := range s.ranges {
+		if ri.retired {
+			continue
+		}
+		rs := ri.inf.Stats()
+		addCounters(&st, rs)
+		st.QueueBacklog += rs.QueueBacklog
+		if ri.delivering {
+			st.CacheSize += rs.CacheSize
+		}
+		for _, h := range rs.Handlers {
+			backlog[h.Name] += h.Backlog
+		}
+	}
+	regs := make([]*registration, 0, len(s.regs))
+	for reg := range s.regs {
+		regs = append(regs, reg)
+	}
+	slices.SortFunc(regs, func(a, b *registration) int { return a.seq - b.seq })
+	for _, reg := range regs {
+		st.Handlers = append(st.Handlers, actors.HandlerStats{
+			Name: reg.name, Delivered: reg.calls.Load(), Panics: reg.panics.Load(), Backlog: backlog[reg.name],
+		})
+	}
+	return st
+}
+
+// retire adds the counters of a range informer whose Run has returned to
+// the member's.
+func (s *Informer) retire(ri *rangeInformer) {
+	rs := ri.inf.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addCounters(&s.retired, rs)
+	ri.retired = true
+}
+
+func addCounters(to *actors.Stats, from actors.Stats) {
+	to.ReflectorEvents += from.ReflectorEvents
+	to.QueueIn += from.QueueIn
+	to.QueueOut += from.QueueOut
+	to.QueueMerged += from.QueueMerged
+	to.IndexerEvents += from.IndexerEvents
+	to.Relists += from.Relists
+	to.WatchRestarts += from.WatchRestarts
+	to.WatchErrors += from.WatchErrors
+	to.Dropped += from.Dropped
+}
