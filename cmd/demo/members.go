@@ -173,8 +173,12 @@ func (f *fleet) add() (*member, error) {
 		sysLogger = f.logger.With("member", name)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLogger }))
+	// A group sends a few messages a second: queues of 4096 instead of
+	// protoactor's 1,000,000 (16 MB per peer, allocated at once).
+	remoteOpts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)},
+		m.part.remoteOptions()...)
 	m.c = cluster.New(sys, cluster.Configure("actorinformer-demo", m.prov, disthash.New(),
-		remote.Configure("127.0.0.1", 0, m.part.remoteOptions()...)))
+		remote.Configure("127.0.0.1", 0, remoteOpts...)))
 	m.c.StartMember()
 
 	opts := []actors.Option{actors.WithTracerProvider(f.tel.tracerProvider), actors.WithLogger(f.logger.With("member", name))}

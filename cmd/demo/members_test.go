@@ -167,7 +167,18 @@ func TestShardedWebAPI(t *testing.T) {
 
 	t.Run("kill", func(t *testing.T) {
 		d.t = t
-		code, msg := d.post(`{"fault":"kill","member":"m2"}`)
+		// A handler stopped on m2 alone: the kill does not wait for it.
+		code, msg := d.post(`{"fault":"stop","handler":"count","member":"m2"}`)
+		if code != http.StatusOK || !strings.Contains(msg, "handler count of member m2 stopped") {
+			t.Fatalf("stop m2's handler: %d %s", code, msg)
+		}
+		d.awaitShard("m2's handler backlog growing", func(s *shardSnapshot) string {
+			if m2, _ := memberOf(s, "m2"); len(m2.Handlers) != 2 || m2.Handlers[1].Backlog == 0 {
+				return fmt.Sprintf("m2's handlers %+v", m2.Handlers)
+			}
+			return ""
+		})
+		code, msg = d.post(`{"fault":"kill","member":"m2"}`)
 		if code != http.StatusOK || !strings.Contains(msg, "m2 killed") {
 			t.Fatalf("kill m2: %d %s", code, msg)
 		}
