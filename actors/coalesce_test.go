@@ -63,6 +63,9 @@ func handlerStats(t *testing.T, inf *actors.SharedIndexInformer, name string) ac
 // stays within the number of keys (plus the call it is stuck in). Released,
 // both end with the source's content through a correct story, the
 // Coalesced one in fewer calls.
+// Real time: the handlers block real goroutines and the runner is a child
+// actor (the merge rules on every interleaving: listener/coalesce_test.go,
+// internal/sim).
 func TestCoalescedHeldHandler(t *testing.T) {
 	const keys, updates = 20, 3000
 	src, lw := newSource(t)
@@ -148,6 +151,7 @@ func TestCoalescedHeldHandler(t *testing.T) {
 
 // TestCoalescedWithClientGo: client-go's informer takes a Coalesced
 // handler as the handler it wraps (every notification delivered).
+// Real time: it runs client-go's informer, which takes no clock.
 func TestCoalescedWithClientGo(t *testing.T) {
 	src, lw := newSource(t)
 	for i := 0; i < 5; i++ {
@@ -183,6 +187,8 @@ func TestCoalescedWithClientGo(t *testing.T) {
 
 // TestCoalescedContextHandler: a CoalescedContext handler keeps its name
 // and gets the final state through our informer.
+// Real time: the informer's API (CoalescedContext, NamedContextHandler,
+// Stats) on a real actor system.
 func TestCoalescedContextHandler(t *testing.T) {
 	src, lw := newSource(t)
 	src.Add(pod("ns", "a", 0))

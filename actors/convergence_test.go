@@ -20,6 +20,8 @@ import (
 // client-go's, each with a handler registered before start and one added
 // mid-stream. Afterwards both caches and every handler's view must equal the
 // source.
+// Real time: side by side with client-go's informer, which takes no clock
+// (ours alone on every interleaving: internal/sim's random seeds).
 func TestConvergenceWithClientGo(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runConvergence(t, seed, 3000) })

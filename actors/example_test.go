@@ -193,6 +193,7 @@ func ExampleCoalesced() {
 	for gen := 1; gen <= 100; gen++ {
 		src.Modify(pod("default", "web", gen))
 	}
+	// Wait for the slow handler to catch up (in real time: an example).
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		mu.Lock()
 		last := seen

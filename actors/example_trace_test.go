@@ -136,11 +136,13 @@ func ExampleWithDeltaSampler() {
 	src.Add(pod("default", "web-0", 1))
 	src.Add(pod("default", "web-1", 1))
 	seen := make(chan struct{})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
 		if obj.(*corev1.Pod).Name == "web-1" {
 			close(seen)
 		}
 	}})
+	// Subscribed before the change: else it may get web-1 as it is after.
+	cache.WaitForCacheSync(ctx.Done(), reg.HasSynced)
 	src.Modify(pod("default", "web-1", 2))
 	<-seen
 	cancel()

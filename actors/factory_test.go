@@ -57,6 +57,10 @@ func watchStarted(c interface {
 	return ch
 }
 
+// TestFactoryTypedDynamicAndStopOne: a Factory serves typed and dynamic
+// informers, and StopInformer stops one while the others go on.
+// Real time: the Factory's API over client-go's fake clientsets, on a real
+// actor system.
 func TestFactoryTypedDynamicAndStopOne(t *testing.T) {
 	client := fake.NewClientset(
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p1", ResourceVersion: "1"}},
@@ -231,6 +235,8 @@ var factoryImpls = []struct {
 // clientset (which does not stream lists): start, wait for the cache to sync,
 // then create, update and delete pods through the client. Both must sync,
 // stop when the context is cancelled and report the same events.
+// Real time: side by side with client-go's factory, over its fake
+// clientset.
 func TestFactoryOverFakeClientset(t *testing.T) {
 	podType := reflect.TypeOf(&corev1.Pod{})
 	logs := map[string]string{}

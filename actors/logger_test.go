@@ -13,6 +13,7 @@ import (
 
 // An informer given no logger logs where client-go's informer does, through
 // klog: a dropped object is not lost silently.
+// Real time: klog's output from a real informer.
 func TestDefaultLogIsKlog(t *testing.T) {
 	out := captureKlog(t)
 	src, lw := newSource(t)

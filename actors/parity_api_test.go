@@ -129,6 +129,7 @@ func TestParityShutDownEventHandler(t *testing.T) {
 
 // Issue 9, item 9: removing a registration of another informer is not an
 // error and leaves it registered.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestParityRemoveAnotherInformersHandler(t *testing.T) {
 	for _, im := range impls {
 		t.Run(im.name, func(t *testing.T) {
@@ -190,6 +191,7 @@ var panicLine = func() string {
 // when given), with the stack and the line that panicked. client-go then
 // re-panics unless utilruntime.ReallyCrash is off (it is, in this test);
 // ours never does.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestParityHandlerPanicIsReported(t *testing.T) {
 	crash := utilruntime.ReallyCrash
 	utilruntime.ReallyCrash = false
@@ -271,6 +273,7 @@ func (failingList) IsWatchListSemanticsUnSupported() bool { return true }
 
 // SharedIndexInformerOptions: ResyncPeriod, Indexers and ObjectDescription
 // behave alike.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestParityInformerOptions(t *testing.T) {
 	for _, im := range impls {
 		t.Run(im.name, func(t *testing.T) {
@@ -377,6 +380,7 @@ func (p *fakeMetrics) values(name string) []float64 {
 // SharedIndexInformerOptions.Identifier and InformerMetricsProvider: the
 // provider's metrics are created for a reserved identifier only and fed the
 // queue length, the processing latency and the cache's resource version.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestParityInformerMetricsProvider(t *testing.T) {
 	gvr := corev1.SchemeGroupVersion.WithResource("pods")
 	for _, im := range impls {
@@ -484,6 +488,7 @@ func TestInformerOptionsIdentifierNamesTheInformer(t *testing.T) {
 // The typed informer: the same typed handler on client-go's
 // TypedSharedIndexInformer and on ours sees the same calls, tombstones as
 // cache.DeletedObject with FinalStateUnknown.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestParityTypedInformer(t *testing.T) {
 	typedImpls := []struct {
 		name string

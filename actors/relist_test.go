@@ -152,6 +152,7 @@ func (sb *sideBySide) expectRV(t *testing.T, what, rv string) {
 // TestStoreResourceVersionSideBySide: the store's resource version is the
 // list's once the informer has synced (not that of an item), moves with
 // watch events and bookmarks, and is the relist's after a relist.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestStoreResourceVersionSideBySide(t *testing.T) {
 	t.Run("list RV, not the last item's", func(t *testing.T) {
 		sb := newSideBySide(t, podList("10", rvPod("a", "5", 1), rvPod("b", "3", 1)), nil)
@@ -246,6 +247,7 @@ func (r *recorder) handler() cache.ResourceEventHandler {
 // TestRelistHandlerOrderSideBySide: a relist reaches handlers as client-go
 // v0.37 delivers it: the deletes (tombstones) first, then the updates and
 // adds in list order.
+// Real time: side by side with client-go's informer, which takes no clock.
 func TestRelistHandlerOrderSideBySide(t *testing.T) {
 	var first []*corev1.Pod
 	for i := range 10 {
@@ -326,6 +328,8 @@ func TestRelistHandlerOrderSideBySide(t *testing.T) {
 // TestRelistAtomicForReadersSideBySide: a reader polling the lister during
 // a large relist sees the old generation or the new one, never a mix (nor a
 // relist's deletes without its updates).
+// Real time: side by side with client-go's informer, which takes no clock.
+// (Readers race a real relist.)
 func TestRelistAtomicForReadersSideBySide(t *testing.T) {
 	const n = 10000
 	var first, second []*corev1.Pod

@@ -216,6 +216,8 @@ func TestDeltaSamplerSeesKeyAndTransformedObject(t *testing.T) {
 
 // TestDeltaSamplerChoosesQueueDeltas: list items, and the resync deltas the
 // queue makes, go through the delta sampler too.
+// Real time: the spans of the real pipeline (the simulator records none),
+// after a resync check of 1 s.
 func TestDeltaSamplerChoosesQueueDeltas(t *testing.T) {
 	informertest.NeedsTracing(t)
 	src, lw := newSource(t)

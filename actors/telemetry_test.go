@@ -220,6 +220,7 @@ func TestListSpanLinksItsItemsAndTombstones(t *testing.T) {
 // TestHandlerPanicIsRecordedOnItsSpan: the panicking handler's span has
 // status Error and an exception event with the stack; the other handler's
 // span for the same delta is untouched.
+// Real time: the spans of the real call path (the simulator records none).
 func TestHandlerPanicIsRecordedOnItsSpan(t *testing.T) {
 	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
@@ -345,6 +346,9 @@ func TestDroppedDeleteIsRecordedInItsTrace(t *testing.T) {
 
 // TestResyncDeltasAreTraced: a resync's Sync deltas get root spans (made by
 // the queue) and reach only the handlers whose resync is due.
+// Real time: the spans of the real pipeline (the simulator records none),
+// after a resync check of 1 s; which handlers get a resync, on the fake
+// clock: internal/sim's testdata/resync_*.txt.
 func TestResyncDeltasAreTraced(t *testing.T) {
 	informertest.NeedsTracing(t)
 	src, lw := newSource(t)
@@ -453,6 +457,7 @@ func withRV(p *corev1.Pod, rv string) *corev1.Pod {
 // TestMetrics runs a scripted informer with an SDK MeterProvider and checks
 // every metric of telemetry/metrics.go: its instrument kind and
 // its value after the script.
+// Real time: the metrics of the real pipeline (the simulator records none).
 func TestMetrics(t *testing.T) {
 	informertest.NeedsTracing(t)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no list rights"))

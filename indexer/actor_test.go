@@ -300,18 +300,39 @@ func TestActorResyncTick(t *testing.T) {
 	h.stop()
 }
 
-// TestActorResyncTimer: the check timer starts when the queue reports a
-// list (fifo.Listed) and is re-armed after each check.
+// TestActorResyncTimer: the shell runs the check timer on the core's
+// clock: it starts when the queue reports a list (fifo.Listed) and is
+// re-armed after each check; a relist restarts it; stopping leaks nothing.
+// (The schedule itself: internal/sim's testdata/resync_*.txt.)
 func TestActorResyncTimer(t *testing.T) {
-	h := newHarnessWith(t, NewStore(nil, nil), Config{ResyncCheckPeriod: 5 * time.Millisecond})
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHarnessWith(t, NewStore(nil, nil), Config{Clock: clk, ResyncCheckPeriod: time.Minute})
 	pid, _ := h.listener()
 	h.apply(delta(fifo.Added, pod("a", "x", "1")))
-	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: 5 * time.Millisecond})
+	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, ResyncPeriod: time.Minute})
+	h.barrier()
+	if clk.HasWaiters() {
+		t.Fatal("a timer before any list")
+	}
 	h.sys.Root.Send(h.indexer, &fifo.Listed{})
+	h.barrier() // the timer is set
+	clk.Step(time.Minute)
 	receive(t, h.queue.resyncs, "Resync from the timer")
+	h.barrier() // the tick is handled: the timer is set again
+	clk.Step(time.Minute)
 	receive(t, h.queue.resyncs, "Resync from the re-armed timer")
-	// A relist restarts it; stopping must not leak.
+	h.barrier()
+	// A relist half a period later restarts it: a period from then. The
+	// queue's Processed for a batch follows any Resync sent before it.
+	clk.Step(30 * time.Second)
 	h.sys.Root.Send(h.indexer, &fifo.Listed{})
+	h.barrier()
+	clk.Step(30 * time.Second) // when the timer was due before the relist
+	h.apply(delta(fifo.Added, pod("a", "y", "1")))
+	if n := len(h.queue.resyncs); n != 0 {
+		t.Fatal("a Resync a period after the last check: the relist did not restart the timer")
+	}
+	clk.Step(30 * time.Second)
 	receive(t, h.queue.resyncs, "Resync after a restart")
 	h.stop()
 }

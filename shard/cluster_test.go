@@ -11,6 +11,7 @@ package shard_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/shard"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -160,4 +162,46 @@ func TestServerFilteredLoad(t *testing.T) {
 			t.Errorf("%s: mode %s, want server", m.name, st.Mode)
 		}
 	}
+}
+
+// A leaving member delivers its ranges until their new owners have them:
+// while the new owner lists (slowly here), a change in such a range still
+// reaches the leaving member's handler.
+func TestLeavingMemberDeliversUntilHandedOver(t *testing.T) {
+	src := newMemServer()
+	for i := range 40 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	ms := g.joinMany(2)
+	eventually(t, 30*time.Second, "two members settled", g.settled)
+	leaver := ms[1]
+	owned := map[int]bool{}
+	for _, r := range leaver.inf.Ranges() {
+		owned[r.Index] = true
+	}
+	// A UID in one of the leaver's ranges.
+	var uid types.UID
+	for i := 0; uid == ""; i++ {
+		u := types.UID(fmt.Sprintf("late-%d", i))
+		if owned[int(shard.Hash(string(u))>>60)] { // 16 ranges: the top 4 bits
+			uid = u
+		}
+	}
+	src.listDelay.Store(int64(2 * time.Second))
+	leaver.cancel() // a graceful leave: the other member lists the leaver's ranges, slowly
+	time.Sleep(200 * time.Millisecond)
+	src.createWithUID("late", uid)
+	eventually(t, time.Second, "the leaving member's handler got the change during the handover", func() string {
+		if _, ok := leaver.view.snapshot()["ns"+strconv.Itoa(41%3)+"/late"]; !ok {
+			return "not yet"
+		}
+		return ""
+	})
+	<-leaver.done
+	g.remove(leaver)
+	stopCluster(leaver.c, leaver.prov)
+	src.listDelay.Store(0)
+	eventually(t, 30*time.Second, "the other member settled with the late object", g.settled)
 }

@@ -54,7 +54,9 @@ func (s *Informer) startRange(e *handover.StartRange) {
 	if s.watchErrorHandler != nil {
 		_ = inf.SetWatchErrorHandlerWithContext(s.watchErrorHandler)
 	}
-	ctx, cancel := context.WithCancel(s.runCtx)
+	// Not cancelled with Run's context: a leaving member delivers its ranges
+	// until their new owners have them. Run cancels each when it ends.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(s.runCtx))
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		regs: map[*registration]cache.ResourceEventHandlerRegistration{}}
 	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +32,8 @@ type memServer struct {
 
 	filter          bool
 	rejectSelectors bool
+	// listDelay, when set, delays every list (a slow API server).
+	listDelay atomic.Int64
 	// sent counts the objects sent in lists and watch events.
 	sent int64
 }
@@ -52,8 +56,19 @@ func (s *memServer) create(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.uid++
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns" + strconv.Itoa(s.uid%3), Name: name,
-		UID: types.UID(fmt.Sprintf("uid-%d-%s", s.uid, name))}, Data: map[string]string{"v": "0"}}
+	s.createLocked(name, types.UID(fmt.Sprintf("uid-%d-%s", s.uid, name)))
+}
+
+// createWithUID creates an object with the given UID.
+func (s *memServer) createWithUID(name string, uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.uid++
+	s.createLocked(name, uid)
+}
+
+func (s *memServer) createLocked(name string, uid types.UID) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns" + strconv.Itoa(s.uid%3), Name: name, UID: uid}, Data: map[string]string{"v": "0"}}
 	s.objs[cm.Namespace+"/"+name] = cm
 	s.change(watch.Added, cm)
 }
@@ -123,6 +138,9 @@ func (s *memServer) selector(opts metav1.ListOptions) (func(runtime.Object) bool
 }
 
 func (s *memServer) List(opts metav1.ListOptions) (runtime.Object, error) {
+	if d := s.listDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	in, err := s.selector(opts)
 	if err != nil {
 		return nil, err

@@ -225,9 +225,12 @@ func run(log *slog.Logger) error {
 	fmt.Printf("listening http://%s\n", ln.Addr())
 
 	inf.RunWithContext(ctx)
+	stopped := time.Now()
+	log.Info("informer stopped")
 	_ = srv.Close()
 	if c != nil {
 		c.Shutdown(true)
+		log.Info("cluster member shut down", "took", time.Since(stopped))
 	}
 	return nil
 }

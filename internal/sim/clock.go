@@ -42,6 +42,3 @@ func (c *simClock) next() bool {
 	c.SetTime(c.deadlines[0])
 	return true
 }
-
-// advance moves the clock by d.
-func (c *simClock) advance(d time.Duration) { c.Step(d) }

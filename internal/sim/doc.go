@@ -18,7 +18,9 @@
 // server takes a WatchList request as a plain watch, never sending the
 // initial-events-end bookmark, as client-go's fake clientset does),
 // "batch N" (queue batch size), "resync DUR" (the informer's default
-// resync), "handler NAME [DUR] [coalesced]" (a handler added before start,
+// resync), "detector" (the informer runs the cache mutation detector: it
+// checks at start and every second), "handler NAME [DUR] [coalesced]" (a
+// handler added before start,
 // with its resync period; coalesced: wrapped in actors.Coalesced, its
 // calls made by a runner, NAME.runner), "advance DUR" (time between adding
 // handlers and the start), "create|update|delete NAME". Then:
@@ -29,7 +31,7 @@
 //	bookmark              a bookmark on the open watch
 //	repeat                the last change again on the watch, if a delete
 //	compact               watches from an older resource version get 410
-//	answer [CODE]         answer the waiting list or watch call (CODE: 500, 410, 429)
+//	answer [CODE]         answer the waiting list or watch call (CODE: 500, 410, 429, 403)
 //	answer old K          answer the waiting list from the state K changes ago, as a
 //	                      lagging watch cache may (not older than the list asks for)
 //	flush [N]             hand up to N (default all) watch events to the reflector, as one batch
@@ -43,6 +45,7 @@
 //	add NAME [DUR] [coalesced]  add a handler to the running informer
 //	remove NAME           remove a handler
 //	panic NAME            the handler panics on its next call (after recording it)
+//	mutate NAME           the handler changes the object of its next call, the cached one
 //	quiesce               run to quiescence, then check the final invariants
 //	lose STAGE            drop the head of a mailbox (to test the checks)
 //
@@ -57,6 +60,6 @@
 // does not turn true before the first list is in the cache; a registration
 // is not synced while initial notifications are queued or held for it;
 // resource versions do not go back; the queue and the indexer log no
-// warning. At quiescence: source, cache and every handler's view are
+// warning; the cache mutation detector, when it runs, finds no change. At quiescence: source, cache and every handler's view are
 // equal.
 package sim

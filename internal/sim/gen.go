@@ -39,6 +39,11 @@ func Random(seed uint64, steps int) *Sim {
 		}
 		return ""
 	}
+	// So does whether the cache mutation detector runs (no core may
+	// change an object it was given).
+	if rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d)).IntN(8) == 0 {
+		exec("detector")
+	}
 	nh := 1 + rng.IntN(3)
 	for i := 1; i <= nh; i++ {
 		if rng.IntN(3) == 0 {
@@ -89,9 +94,9 @@ func (s *Sim) pick(rng *rand.Rand, faulty bool) string {
 	if c := s.srv.call; c != nil {
 		add(8, func() string {
 			if faulty && rng.IntN(5) == 0 {
-				codes := []int{500, 410, 429}
+				codes := []int{500, 410, 403, 429}
 				if _, ok := c.(*reflector.ListRequest); ok {
-					codes = codes[:2]
+					codes = codes[:3]
 				}
 				return fmt.Sprintf("answer %d", codes[rng.IntN(len(codes))])
 			}

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/actorinformer/actorinformer/reflector"
 )
 
 // TestIndexerRestartKeepsResync: after a restart of the indexer actor,
@@ -193,5 +197,37 @@ func TestWatchListWithoutBookmarkGivesUp(t *testing.T) {
 	}
 	if got := s.clk.Since(epoch); got < 10*time.Second || got >= 11*time.Second {
 		t.Errorf("synced after %v of the fake clock, want 10 s", got)
+	}
+}
+
+// TestForbiddenListNeverSyncs: a list the API server forbids is reported to
+// the watch error handler and retried after a backoff (1 s, then 2 s in
+// the simulator); nothing reaches the cache or a handler, and the informer
+// never syncs, however many times it fails. Once a list is allowed, it
+// syncs. The informer's API around it on a real actor system: actors'
+// TestForbiddenListReportsAndNeverSyncs.
+func TestForbiddenListNeverSyncs(t *testing.T) {
+	s := New()
+	lines := ParseScript("handler h1; create a; start")
+	for range 4 {
+		lines = append(lines, "answer 403", "deliver reflector", "tick", "deliver reflector")
+	}
+	if err := s.Run(lines); err != "" {
+		t.Fatal(err)
+	}
+	if s.HandleErrors != 4 || !apierrors.IsForbidden(s.lastWatchErr) {
+		t.Errorf("watch error handler called %d times, last with %v; want 4, forbidden", s.HandleErrors, s.lastWatchErr)
+	}
+	if got := s.clk.Since(epoch); got != 15*time.Second {
+		t.Errorf("%v after start, want the backoffs' 1+2+4+8 s", got)
+	}
+	if _, ok := s.srv.call.(*reflector.ListRequest); !ok || s.q.hasSynced() || len(s.Calls) != 0 || len(s.ix.cache()) != 0 {
+		t.Fatalf("after 4 forbidden lists: call %T, synced %v, calls %q, cache %v; want a list waiting and nothing else", s.srv.call, s.q.hasSynced(), s.Calls, s.ix.cache())
+	}
+	if err := s.Run(ParseScript("answer; quiesce")); err != "" {
+		t.Fatal(err)
+	}
+	if want := []string{"h1 add ns/a 2 initial"}; !s.q.hasSynced() || !slices.Equal(s.Calls, want) {
+		t.Errorf("once allowed: synced %v, calls %q; want synced, %q", s.q.hasSynced(), s.Calls, want)
 	}
 }

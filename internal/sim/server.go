@@ -128,13 +128,16 @@ func errEvent(err *apierrors.StatusError) watch.Event {
 
 var podsGR = schema.GroupResource{Resource: "pods"}
 
-// callError is the error a failed call returns: code is 500, 410 or 429.
+// callError is the error a failed call returns: code is 500, 410, 429 or
+// 403.
 func callError(code int) *apierrors.StatusError {
 	switch code {
 	case 410:
 		return apierrors.NewResourceExpired("too old resource version")
 	case 429:
 		return apierrors.NewTooManyRequests("slow down", 1)
+	case 403:
+		return apierrors.NewForbidden(podsGR, "", errInjected)
 	default:
 		return apierrors.NewInternalError(errInjected)
 	}

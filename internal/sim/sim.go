@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -53,8 +54,10 @@ type Sim struct {
 	Lines []string
 	Calls []string
 	errs  []string
-	// HandleErrors counts the reflector's calls of its watch error handler.
+	// HandleErrors counts the reflector's calls of its watch error handler;
+	// lastWatchErr is the error of the last.
 	HandleErrors int
+	lastWatchErr error
 	// WatchListWarnings are what the reflector logged of a WatchList
 	// stream waiting for its initial-events-end bookmark.
 	WatchListWarnings []string
@@ -67,6 +70,11 @@ type Sim struct {
 	slow string
 	// coalesce: a random script makes some handlers Coalesced.
 	coalesce bool
+	// detect: the informer runs the cache mutation detector, det, whose
+	// next check is due at nextCheck.
+	detect    bool
+	det       *indexer.MutationDetector
+	nextCheck time.Time
 	// deliveries counts the messages delivered; beforeDelivery, if set,
 	// is called before each with that count (tests inject faults there).
 	deliveries     int
@@ -313,12 +321,15 @@ func (s *Sim) Exec(line string) error {
 		case "nobookmark":
 			s.srv.noBookmark = true
 			return nil
+		case "detector":
+			s.detect = true
+			return nil
 		case "advance":
 			d, err := parseDur(args, 1)
 			if err != nil {
 				return err
 			}
-			s.clk.advance(d)
+			s.advance(d)
 			return nil
 		case "batch":
 			n, err := strconv.Atoi(arg(1))
@@ -433,12 +444,13 @@ func (s *Sim) Exec(line string) error {
 		s.deliver(a)
 	case "tick":
 		s.clk.next()
+		s.checkDetector()
 	case "advance":
 		d, err := parseDur(args, 1)
 		if err != nil {
 			return err
 		}
-		s.clk.advance(d)
+		s.advance(d)
 	case "restart":
 		a, err := s.addr(arg(1))
 		if err != nil {
@@ -471,6 +483,12 @@ func (s *Sim) Exec(line string) error {
 			return fmt.Errorf("no handler %q", arg(1))
 		}
 		l.view.panicNext = true
+	case "mutate":
+		l := s.listenerByName(arg(1))
+		if l == nil {
+			return fmt.Errorf("no handler %q", arg(1))
+		}
+		l.view.mutateNext = true
 	case "quiesce":
 		s.quiesce()
 		return nil
@@ -513,6 +531,9 @@ func (s *Sim) start() {
 		l.st.counters.InitialDone.Store(true) // handlers added before start
 		s.push(l.st.subscribe(l.resync, l.added, false))
 		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
+	}
+	if s.detect {
+		s.startDetector()
 	}
 	s.pushAll(s.step(stage.ToReflector, stage.StartedMsg))
 }
@@ -579,6 +600,7 @@ func (s *Sim) quiesce() {
 				s.failf("stuck: nothing to deliver, no timer, reflector %v", s.refl.State())
 				return
 			}
+			s.checkDetector()
 		}
 		s.check()
 	}
@@ -725,6 +747,9 @@ type view struct {
 	objs      map[string]string
 	last      map[string]int64
 	panicNext bool
+	// mutateNext: the handler changes the object of its next call (the
+	// cached object itself).
+	mutateNext bool
 	// uids is the UID of each object held; uidChanges counts, per key,
 	// the updates sent to the handler that change the UID (after a relist
 	// found the object recreated) and not yet made.
@@ -757,7 +782,17 @@ func (v *view) order(k, rv string) {
 	v.last[k] = max(v.last[k], n)
 }
 
-func (v *view) call(line string) {
+func (v *view) call(line string, obj any) {
+	if v.mutateNext {
+		v.mutateNext = false
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if p, ok := obj.(*v1.Pod); ok {
+			p.Labels = map[string]string{"changed": "by a handler"}
+			line += " (changes it)"
+		}
+	}
 	v.s.Calls = append(v.s.Calls, v.name+" "+line)
 	if v.removed() {
 		v.s.failf("%s: called after its removal: %s", v.name, line)
@@ -784,7 +819,7 @@ func (v *view) OnAdd(_ context.Context, obj any, initial bool) {
 	if initial {
 		line += " initial"
 	}
-	v.call(line)
+	v.call(line, obj)
 }
 
 func (v *view) OnUpdate(_ context.Context, old, obj any) {
@@ -809,7 +844,7 @@ func (v *view) OnUpdate(_ context.Context, old, obj any) {
 	v.order(k, rv)
 	v.objs[k] = rv
 	v.uids[k] = uidOf(obj)
-	v.call("update " + k + " " + rvOf(old) + "->" + rv)
+	v.call("update "+k+" "+rvOf(old)+"->"+rv, obj)
 }
 
 func (v *view) OnDelete(_ context.Context, obj any) {
@@ -827,5 +862,5 @@ func (v *view) OnDelete(_ context.Context, obj any) {
 	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		line += " tombstone"
 	}
-	v.call(line)
+	v.call(line, obj)
 }

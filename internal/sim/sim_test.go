@@ -165,7 +165,10 @@ func reached(s *Sim, seen map[string]bool) {
 	if s.ix.panics > 0 {
 		seen["indexer panic mid-batch"] = true
 	}
+	if s.det != nil {
+		seen["cache mutation detector"] = true
+	}
 }
 
 var hardPaths = []string{"indexer compaction (DrainMarker)", "relist", "WatchList sync", "tombstone", "restart", "add", "remove", "panic",
-	"restart of a coalesced listener", "indexer panic mid-batch"}
+	"restart of a coalesced listener", "indexer panic mid-batch", "cache mutation detector"}

@@ -131,16 +131,23 @@ type indexerStage struct {
 }
 
 // crashDetector panics on the after+1-th object written to the cache once
-// armed (after >= 0).
-type crashDetector struct{ after int }
+// armed (after >= 0). It hands the objects written to the cache mutation
+// detector, when there is one.
+type crashDetector struct {
+	after int
+	mut   *indexer.MutationDetector
+}
 
-func (d *crashDetector) AddObject(any) {
+func (d *crashDetector) AddObject(obj any) {
 	switch {
 	case d.after == 0:
 		d.after = -1
 		panic("sim: injected panic in the indexer")
 	case d.after > 0:
 		d.after--
+	}
+	if d.mut != nil {
+		d.mut.AddObject(obj)
 	}
 }
 
@@ -195,6 +202,40 @@ func (s *indexerStage) noted(body any, out []stage.Msg) {
 			s.sawMarker = true
 		}
 	}
+}
+
+// ---- the cache mutation detector ----
+
+// startDetector is the informer's cache mutation detector (WithCacheMutationDetector
+// or KUBE_CACHE_MUTATION_DETECTOR): the indexer's core hands it every object
+// it writes, and the goroutine the supervisor starts with the stages checks
+// at once, then every indexer.MutationCheckPeriod (see checkDetector).
+func (s *Sim) startDetector() {
+	s.det = indexer.NewMutationDetector("*v1.Pod", s.clk)
+	s.ix.crash.mut = s.det
+	s.nextCheck = s.clk.Now()
+	s.checkDetector()
+}
+
+// checkDetector runs the detector's checks due by now. A change found is
+// a violation: the real detector panics, and the process dies.
+func (s *Sim) checkDetector() {
+	for s.det != nil && !s.nextCheck.After(s.clk.Now()) {
+		s.nextCheck = s.nextCheck.Add(indexer.MutationCheckPeriod)
+		if err := s.det.Check(); err != nil {
+			s.failf("the cache mutation detector panics at %v: %v", s.clk.Since(epoch), err)
+		}
+	}
+}
+
+// advance moves time by d, through each check of the detector on the way.
+func (s *Sim) advance(d time.Duration) {
+	end := s.clk.Now().Add(d)
+	for s.det != nil && !s.nextCheck.After(end) {
+		s.clk.SetTime(s.nextCheck)
+		s.checkDetector()
+	}
+	s.clk.SetTime(end)
 }
 
 // ---- listener ----
@@ -455,6 +496,7 @@ func (s *Sim) perform(m stage.Msg) {
 		switch b := m.Body.(type) {
 		case *reflector.WatchError:
 			s.HandleErrors++
+			s.lastWatchErr = b.Err
 		case *reflector.Status:
 			s.reflStatus = *b
 		}
