@@ -56,6 +56,9 @@ type edgeSnapshot struct {
 	Rate float64 `json:"rate"`
 }
 
+// informerSnapshot is the informer's state; with a sharded group, its
+// members' range informers summed: lists and watch restarts then count
+// each range informer's first list and watch too.
 type informerSnapshot struct {
 	Synced        bool   `json:"synced"`
 	Lists         int64  `json:"lists"`   // lists and relists, the first one included

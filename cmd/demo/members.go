@@ -86,6 +86,13 @@ type member struct {
 	closed bool
 }
 
+// endedAt is when the member was killed or stopped, zero while it runs.
+func (m *member) endedAt() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ended
+}
+
 // hasStopped reports whether the member's Run has returned.
 func (m *member) hasStopped() bool {
 	select {

@@ -113,6 +113,11 @@ func (f *fleet) delivering() [][]string {
 	return out
 }
 
+// releaseSlack is how long before a new owner's attempt at a range the
+// previous owner's release may have ended and still be its release to
+// that owner (an earlier attempt, of an older epoch, got it).
+const releaseSlack = 5 * time.Second
+
 // handoverJSON is one range moving to a member, as the timeline shows it.
 type handoverJSON struct {
 	Range int    `json:"range"`
@@ -163,27 +168,43 @@ func (f *fleet) timeline(start time.Time) []handoverJSON {
 			Start: h.Start.UTC().Format(time.RFC3339Nano), AtS: h.Start.Sub(start).Seconds(),
 			TookMs: ms(h.Duration), at: h.Start,
 		}
-		if j.From != "" {
-			j.Kind = "handover"
-			for _, r := range releases[h.Range.Index] {
-				if r.m.name == j.From && f.nameOf(r.h.To) == a.m.name && !r.h.Start.Before(h.Start) && !r.h.Start.After(delivered) {
-					rel := ms(r.h.Duration)
-					j.ReleaseMs = &rel
-				}
+		var prev stint
+		if j.From == "" {
+			// No member answered that it delivered the range: the previous
+			// owner was killed, or had released it to an earlier attempt
+			// of this one and gone. The owner log knows who it was.
+			var ok bool
+			if prev, ok = f.owners.before(h.Range.Index, delivered, a.m.name); ok {
+				j.From = prev.member
 			}
-		} else if prev, ok := f.owners.before(h.Range.Index, delivered, a.m.name); ok {
-			// The previous owner answered nothing: it was killed, or it
-			// had gone by the time the range was asked for.
-			j.Kind, j.From = "handover", prev.member
-			if pm, err := f.byName(prev.member); err == nil {
+		}
+		// The previous owner's release of the range to this member: the
+		// latest that ended within releaseSlack before this attempt began,
+		// and before the new owner delivered it.
+		for _, r := range releases[h.Range.Index] {
+			end := r.h.Start.Add(r.h.Duration)
+			if j.From != "" && r.m.name == j.From && f.nameOf(r.h.To) == a.m.name &&
+				!end.Before(h.Start.Add(-releaseSlack)) && !end.After(delivered) {
+				rel := ms(r.h.Duration)
+				j.ReleaseMs = &rel
+			}
+		}
+		switch {
+		case j.From == "":
+			j.Kind = "first"
+		case j.ReleaseMs != nil:
+			j.Kind = "handover"
+		default:
+			j.Kind = "handover"
+			if pm, err := f.byName(j.From); err == nil {
 				if st, _ := pm.getState(); st == memberKilled {
 					j.Kind = "takeover"
 				}
 			}
-			gap := ms(max(delivered.Sub(prev.until), 0))
-			j.GapMs = &gap
-		} else {
-			j.Kind = "first"
+			if !prev.until.IsZero() {
+				gap := ms(max(delivered.Sub(prev.until), 0))
+				j.GapMs = &gap
+			}
 		}
 		out = append(out, j)
 	}
@@ -236,6 +257,33 @@ type shardSnapshot struct {
 	Members   []memberSnapshot `json:"members"`
 	Handovers []handoverJSON   `json:"handovers"` // latest first
 	CanAdd    bool             `json:"can_add"`
+}
+
+// goneShown is how many of the stopped members a snapshot shows.
+const goneShown = 4
+
+// shown returns the members a snapshot shows: those not stopped, and the
+// goneShown that stopped last.
+func (f *fleet) shown() []*member {
+	all := f.all()
+	var gone []*member
+	for _, m := range all {
+		if st, _ := m.getState(); st == memberKilled || st == memberLeft {
+			gone = append(gone, m)
+		}
+	}
+	slices.SortStableFunc(gone, func(a, b *member) int { return b.endedAt().Compare(a.endedAt()) })
+	if len(gone) > goneShown {
+		gone = gone[:goneShown]
+	}
+	out := all[:0:0]
+	for _, m := range all {
+		st, _ := m.getState()
+		if (st != memberKilled && st != memberLeft) || slices.Contains(gone, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // maxTimeline bounds the handovers of a snapshot.
@@ -307,11 +355,11 @@ func (f *fleet) describe(prev, cur sample, start time.Time) *shardSnapshot {
 		out.ClusterObjects = &n
 	}
 	keys := map[string]struct{}{}
-	for _, m := range f.all() {
+	for _, m := range f.shown() {
 		st, dropped := m.getState()
 		status := m.status()
 		c, p := cur.members[m.name], prev.members[m.name]
-		ms := memberSnapshot{
+		mj := memberSnapshot{
 			Name: m.name, ID: m.c.ActorSystem.ID, State: string(st), Dropped: dropped,
 			MessagesDropped: m.part.dropped.Load(), Synced: status.Synced,
 			Ranges: []int{}, View: []string{}, Mode: status.Mode.String(), Filtered: status.Filtered,
@@ -328,16 +376,16 @@ func (f *fleet) describe(prev, cur sample, start time.Time) *shardSnapshot {
 		if ended.IsZero() {
 			ended = cur.at
 		}
-		ms.UpS = ended.Sub(m.started).Seconds()
+		mj.UpS = ended.Sub(m.started).Seconds()
 		if st == memberLive {
-			ms.PartitionedS = m.part.left(cur.at).Seconds()
+			mj.PartitionedS = m.part.left(cur.at).Seconds()
 		}
 		if !m.hasStopped() {
 			for _, r := range m.inf.Ranges() {
-				ms.Ranges = append(ms.Ranges, r.Index)
+				mj.Ranges = append(mj.Ranges, r.Index)
 			}
 			ks := m.inf.GetIndexer().ListKeys()
-			ms.CacheSize = len(ks)
+			mj.CacheSize = len(ks)
 			if st == memberLive || st == memberLeaving {
 				out.Cached += len(ks)
 				for _, k := range ks {
@@ -346,22 +394,22 @@ func (f *fleet) describe(prev, cur sample, start time.Time) *shardSnapshot {
 			}
 		}
 		for _, id := range status.View {
-			ms.View = append(ms.View, f.nameOf(id))
+			mj.View = append(mj.View, f.nameOf(id))
 		}
 		prevH := map[string]actors.HandlerStats{}
 		for _, h := range p.stats.Handlers {
 			prevH[h.Name] = h
 		}
 		for _, h := range c.stats.Handlers {
-			ms.Handlers = append(ms.Handlers, memberHandler{Name: h.Name, Rate: rate(h.Delivered, prevH[h.Name].Delivered),
+			mj.Handlers = append(mj.Handlers, memberHandler{Name: h.Name, Rate: rate(h.Delivered, prevH[h.Name].Delivered),
 				Backlog: h.Backlog, Delivered: h.Delivered, Panics: h.Panics})
 		}
 		if m.ctl != nil {
 			cs := m.ctl.stats()
-			ms.WorkqueueDepth, ms.Reconciles, ms.ReleasedKeys = cs.depth, c.reconciles, cs.released
-			ms.ReconcileRate = rate(c.reconciles, p.reconciles)
+			mj.WorkqueueDepth, mj.Reconciles, mj.ReleasedKeys = cs.depth, c.reconciles, cs.released
+			mj.ReconcileRate = rate(c.reconciles, p.reconciles)
 		}
-		out.Members = append(out.Members, ms)
+		out.Members = append(out.Members, mj)
 	}
 	out.Distinct = len(keys)
 	tl := f.timeline(start)

@@ -68,7 +68,13 @@ func (s *summary) line(now time.Time) {
 	if c, ok := s.p.controllerStats(); ok {
 		fmt.Fprintf(&b, " | workqueue depth %d, reconciles %s", c.depth, rate(c.reconciles, s.prevRec))
 	}
-	writeReflectorTrouble(&b, st, s.prev)
+	trouble := st
+	if s.fleet != nil {
+		// A group's range informers list and watch as ranges come: these
+		// are not relists nor watch restarts.
+		trouble.Relists, trouble.WatchRestarts = s.prev.Relists, s.prev.WatchRestarts
+	}
+	writeReflectorTrouble(&b, trouble, s.prev)
 	fmt.Fprintln(s.w, b.String())
 	if s.side != nil {
 		s.side.writeLine(s.w, now)
