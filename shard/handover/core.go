@@ -15,7 +15,10 @@
 //     computes the same owner.
 //   - Make before break: a member that becomes a range's owner starts its
 //     informer, and once it has synced asks every other member of the
-//     cluster to release the range (Acquire, with a fresh epoch). A member
+//     cluster to release the range (Acquire, with a fresh epoch); the
+//     members that said they deliver it are asked last, once the others
+//     have answered, so that a member that cannot answer does not leave
+//     the range unserved. A member
 //     answers (Released) only when its own view says the asker owns the
 //     range and it does not deliver the range: if it does, it first stops
 //     delivering and waits for its handlers' calls to end. The asker gives
@@ -93,6 +96,10 @@ type rangeInfo struct {
 	// pending: acquiring, the members that have not released the range;
 	// asked: those asked in this attempt.
 	pending, asked map[MemberID]struct{}
+	// holders: acquiring, members that said they deliver the range (their
+	// last Hello), in pending but asked only once every other member has
+	// answered: while some member cannot answer, they keep delivering it.
+	holders map[MemberID]struct{}
 	// prev: acquiring, the member that said it delivered the range.
 	prev MemberID
 	// deferred: the members that asked for the range and have not been
@@ -106,6 +113,8 @@ type rangeInfo struct {
 }
 
 type peer struct {
+	// active: the ranges the member said it delivers, in its last Hello.
+	active   []int
 	heard    bool
 	ok       bool // same settings
 	state    PeerState
@@ -284,6 +293,7 @@ func (c *Core) forget(id MemberID) {
 		delete(ri.deferred, id)
 		if ri.state == acquiring {
 			delete(ri.pending, id)
+			delete(ri.holders, id)
 		}
 	}
 }
@@ -343,6 +353,7 @@ func (c *Core) hello(m *Hello) {
 	}
 	p.ok = true
 	p.state = m.State
+	p.active = m.Active
 	if m.State == Gone {
 		c.forget(m.From)
 	}
@@ -438,6 +449,7 @@ func (c *Core) unreachable(id MemberID) {
 	for r := range c.ranges {
 		if ri := &c.ranges[r]; ri.state == acquiring {
 			delete(ri.pending, id)
+			delete(ri.holders, id)
 		}
 	}
 }
@@ -454,6 +466,7 @@ func (c *Core) synced(m *RangeSynced) {
 	ri.prev = ""
 	ri.pending = map[MemberID]struct{}{}
 	ri.asked = map[MemberID]struct{}{}
+	ri.holders = map[MemberID]struct{}{}
 	c.askNewMembers(m.Range)
 }
 
@@ -487,6 +500,9 @@ func (c *Core) tick() {
 			continue
 		}
 		for id := range ri.pending {
+			if _, held := ri.holders[id]; held {
+				continue // not asked yet
+			}
 			if asks[id] == nil {
 				asks[id] = map[uint64][]int{}
 			}
@@ -584,7 +600,7 @@ func (c *Core) reconcile() {
 		case syncing, acquiring:
 			if !mine {
 				ri.state = stopping
-				ri.pending, ri.asked = nil, nil
+				ri.pending, ri.asked, ri.holders = nil, nil, nil
 				c.out.Send(stage.ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
 			} else if ri.state == acquiring {
 				c.askNewMembers(r)
@@ -642,11 +658,37 @@ func (c *Core) askNewMembers(r int) {
 		if _, done := ri.asked[id]; done {
 			continue
 		}
-		if p := c.peers[id]; p != nil && p.heard && p.state == Gone {
+		if _, held := ri.holders[id]; held {
+			continue
+		}
+		p := c.peers[id]
+		if p != nil && p.heard && p.state == Gone {
+			continue
+		}
+		if p != nil && slices.Contains(p.active, r) {
+			// The range's deliverer is asked last: until every other member
+			// has answered, it keeps delivering.
+			ri.holders[id] = struct{}{}
+			ri.pending[id] = struct{}{}
 			continue
 		}
 		c.ask(r, id)
 	}
+	c.askHolders(r)
+}
+
+// askHolders asks the held-back members once every other one has answered.
+func (c *Core) askHolders(r int) {
+	ri := &c.ranges[r]
+	if len(ri.holders) == 0 || len(ri.pending) > len(ri.holders) {
+		return
+	}
+	for _, id := range sortedKeys(ri.holders) {
+		if _, still := ri.pending[id]; still {
+			c.ask(r, id)
+		}
+	}
+	clear(ri.holders)
 }
 
 func (c *Core) ask(r int, id MemberID) {

@@ -176,3 +176,46 @@ func hasReleased(out []stage.Msg, epoch uint64) bool {
 	}
 	return false
 }
+
+// A member that cannot be reached (a partition: its messages are lost, and
+// the provider keeps it) stalls the handovers to a joining member, which
+// needs its answer. The ranges' deliverers are asked last, so they keep
+// delivering meanwhile: no range goes unserved.
+func TestUnreachableMemberLeavesNoRangeUnserved(t *testing.T) {
+	w := newWorld(t, 16)
+	w.fifo = true
+	w.exec("start m1")
+	w.exec("start m2")
+	w.exec("start m3")
+	settle(t, w)
+	w.exec("cut m3")
+	w.exec("start m4")
+	rng := rand.New(rand.NewPCG(3, 3))
+	for round := range 60 {
+		for len(w.net) > 0 || len(w.effects) > 0 || w.anyLocal() {
+			w.exec(w.random(rng, false))
+		}
+		for _, id := range w.runningMembers() {
+			w.exec("tick " + string(id))
+		}
+		for r := range w.ranges {
+			served := false
+			for _, id := range w.order {
+				if m := w.members[id]; m.alive && m.delivering[r] {
+					served = true
+				}
+			}
+			if !served {
+				t.Fatalf("round %d: range %d is served by nobody while m3 is cut off\n%s", round, r, w.dump())
+			}
+		}
+		if len(w.errs) > 0 {
+			t.Fatal(strings.Join(w.errs, "\n"))
+		}
+	}
+	w.exec("heal m3")
+	settle(t, w)
+	if delivered(w, "m4") == 0 {
+		t.Fatal("m4 serves no range once m3 is reachable again")
+	}
+}

@@ -74,7 +74,9 @@ type world struct {
 	trace    func(string)
 	// fifo keeps each sender's messages to one recipient in order; without
 	// it the network reorders them too.
-	fifo  bool
+	fifo bool
+	// cut are the partitioned members: their messages are lost both ways.
+	cut   map[handover.MemberID]bool
 	moves []move
 	errs  []string
 }
@@ -235,8 +237,8 @@ func (w *world) exec(line string) {
 		}
 		msg := w.net[i]
 		w.net = slices.Delete(w.net, i, i+1)
-		if f[0] == "drop" {
-			return
+		if f[0] == "drop" || w.cut[msg.from] || w.cut[msg.to] {
+			return // lost; a partition loses it without a dead letter
 		}
 		to, from := w.members[msg.to], w.members[msg.from]
 		if to == nil || !to.running {
@@ -276,6 +278,13 @@ func (w *world) exec(line string) {
 		m.local = append(m.local, e.report)
 	case "fifo":
 		w.fifo = true
+	case "cut": // a partition: the member's messages are lost, both ways
+		if w.cut == nil {
+			w.cut = map[handover.MemberID]bool{}
+		}
+		w.cut[handover.MemberID(f[1])] = true
+	case "heal":
+		delete(w.cut, handover.MemberID(f[1]))
 	case "tick":
 		if m := w.member(f[1]); m != nil {
 			w.step(m, &handover.Tick{})
@@ -345,7 +354,11 @@ func (w *world) random(rng *rand.Rand, churn bool) string {
 				continue
 			}
 			run := w.runningMembers()
-			switch c := rng.IntN(3); {
+			switch c := rng.IntN(5); {
+			case c == 3 && len(run) > 0:
+				return "cut " + string(run[rng.IntN(len(run))])
+			case c == 4 && len(w.cut) > 0:
+				return "heal " + string(sortedCut(w.cut)[0])
 			case c == 0 && len(run) < 5 || len(run) == 0:
 				w.nextID++
 				if rng.IntN(12) == 0 {
@@ -372,9 +385,21 @@ func (w *world) runningMembers() []handover.MemberID {
 	return out
 }
 
-// quiesce delivers everything, with ticks, until every member is settled or
-// gone; it reports whether it got there.
+func sortedCut(m map[handover.MemberID]bool) []handover.MemberID {
+	var out []handover.MemberID
+	for id := range m {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quiesce heals every partition, then delivers everything, with ticks,
+// until every member is settled or gone; it reports whether it got there.
 func (w *world) quiesce(rng *rand.Rand) bool {
+	for _, id := range sortedCut(w.cut) {
+		w.exec("heal " + string(id))
+	}
 	for round := 0; round < 400; round++ {
 		for len(w.net) > 0 || len(w.effects) > 0 || w.anyLocal() {
 			w.exec(w.random(rng, false))
