@@ -37,10 +37,16 @@ const minCap = 64
 // inPlace tells relocate to compact within the current array.
 const inPlace = -1
 
-// dropMapLen is the size from which the per-key map is dropped when the
-// queue drains (smaller ones are kept: rebuilding them costs more than they
-// hold).
-const dropMapLen = 1024
+// clearMapLen is the size from which the per-key map is emptied when the
+// queue drains (smaller ones are kept: clearing a map at every drain costs
+// more than its few entries hold); reuseMapLen the size from which it is dropped rather than
+// cleared, so that what a drained queue keeps is at most the table of
+// fewer than reuseMapLen keys (2,048 slots, ~54 KB with the keys of
+// cache.MetaNamespaceKeyFunc).
+const (
+	clearMapLen = 512
+	reuseMapLen = 1536
+)
 
 // Config configures a Queue.
 type Config struct {
@@ -81,10 +87,16 @@ type Queue struct {
 	// delta overwrites it: no map churn for keys that change often) unless
 	// the acknowledged delta was a Deleted one; so the map holds at most the
 	// cached keys plus the pending ones. When the queue drains, every entry
-	// is stale: a map of dropMapLen entries or more is then dropped, so an
-	// idle queue does not hold a slot per cached key.
-	last       map[string]uint64
-	dropMapLen int // dropMapLen, or less in tests
+	// is stale: a map of clearMapLen entries or more is then emptied, so an
+	// idle queue does not hold a slot per cached key. A map does not shrink
+	// as entries leave it: one that has held reuseMapLen entries or more
+	// (lastPeak: a list, a burst) is dropped; a smaller one is cleared,
+	// keeping its table for the keys to come (a watch stream fills it again
+	// between drains, and regrowing it from nothing each time cost more than
+	// the map's other work).
+	last        map[string]uint64
+	lastPeak    int
+	clearMapLen int // clearMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
 	// array is dropped so a burst does not pin memory. An array adopted from
 	// a Replace (listBuf) is dropped whatever its size: lists are rare.
@@ -125,7 +137,7 @@ func New(cfg Config) *Queue {
 		t:        cfg.Telemetry,
 		last:     make(map[string]uint64),
 
-		dropMapLen: dropMapLen,
+		clearMapLen: clearMapLen,
 	}
 	if q.known == nil {
 		q.known = emptyKnown{}
@@ -267,7 +279,7 @@ func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 		q.buf = slices.Grow(items, 1) // no copy if items has a spare slot
 		q.listBuf = true
 		if len(q.last) == 0 {
-			q.last = make(map[string]uint64, len(items))
+			q.last, q.lastPeak = make(map[string]uint64, len(items)), 0
 		}
 		for i := range q.buf {
 			d := &q.buf[i]
@@ -283,7 +295,7 @@ func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 			// A relist after the queue drained (the map was dropped): size
 			// it at once rather than growing it a step at a time while
 			// pushing a list's worth of keys.
-			q.last = make(map[string]uint64, n)
+			q.last, q.lastPeak = make(map[string]uint64, n), 0
 		}
 		for i := range q.tombs {
 			d := q.tombs[i]
@@ -459,7 +471,9 @@ func (q *Queue) done(n int) {
 		q.t.Logger.Warn("fifo: Processed count differs from the in-flight batch", "count", n, "batch", want)
 	}
 	// Moving lo past the batch makes the map entries of the keys whose last
-	// delta it holds stale; drop those of deleted keys.
+	// delta it holds stale; drop those of deleted keys. The map only grows
+	// until then: here is its peak.
+	q.lastPeak = max(q.lastPeak, len(q.last))
 	for i := q.lo; i < q.head; i++ {
 		if d := &q.buf[i]; d.Type == Deleted && q.last[d.Key] == q.seq(i) {
 			delete(q.last, d.Key)
@@ -476,8 +490,11 @@ func (q *Queue) done(n int) {
 	case live == 0:
 		// Drained: start again at the front of the array, or drop it if a
 		// burst made it large. Every map entry is stale now.
-		if len(q.last) >= q.dropMapLen {
-			q.last = make(map[string]uint64)
+		switch {
+		case q.lastPeak >= reuseMapLen:
+			q.last, q.lastPeak = make(map[string]uint64), 0
+		case len(q.last) >= q.clearMapLen:
+			clear(q.last)
 		}
 		if cap(q.buf) > q.shrinkCap || q.listBuf {
 			q.relocate(0)
