@@ -81,20 +81,22 @@ type Queue struct {
 	buf      []Delta
 	lo, head int
 	base     uint64
-	// last maps keys to the sequence number of their last delta. An entry
-	// below base+lo is stale: that delta has been acknowledged, so the key
-	// has nothing pending. A stale entry is left in place (the key's next
-	// delta overwrites it: no map churn for keys that change often) unless
-	// the acknowledged delta was a Deleted one; so the map holds at most the
-	// cached keys plus the pending ones. When the queue drains, every entry
-	// is stale: a map of clearMapLen entries or more is then emptied, so an
-	// idle queue does not hold a slot per cached key. A map does not shrink
-	// as entries leave it: one that has held reuseMapLen entries or more
-	// (lastPeak: a list, a burst) is dropped; a smaller one is cleared,
-	// keeping its table for the keys to come (a watch stream fills it again
-	// between drains, and regrowing it from nothing each time cost more than
-	// the map's other work).
+	// last maps keys to the sequence number of their last delta, for the
+	// deltas before sequence number indexed: a delta is indexed when a
+	// lookup needs it (indexKeys), not when it is queued. An entry below
+	// base+lo is stale: that delta has been acknowledged, so the key has
+	// nothing pending. A stale entry is left in place (the key's next
+	// indexed delta overwrites it: no map churn for keys that change often)
+	// unless the acknowledged delta was a Deleted one; so the map holds at
+	// most the cached keys plus the pending ones. When the queue drains,
+	// every entry is stale: a map of clearMapLen entries or more is then
+	// emptied, so an idle queue does not hold a slot per cached key. A map
+	// does not shrink as entries leave it: one that has held reuseMapLen
+	// entries or more (lastPeak: a burst) is dropped; a smaller one is
+	// cleared, keeping its table for the keys to come (regrowing it from
+	// nothing at every drain cost more than the map's other work).
 	last        map[string]uint64
+	indexed     uint64
 	lastPeak    int
 	clearMapLen int // clearMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
@@ -273,30 +275,18 @@ func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	start := q.seq(len(q.buf))
 	if len(q.buf) == 0 && len(q.tombs) == 0 {
 		// Nothing in flight or queued and no tombstone to put first: adopt
-		// items as the buffer (the bookmark is appended to it), and size an
-		// empty key map for them at once (the entries of a map that is not
-		// empty are all stale: they are overwritten).
+		// items as the buffer (the bookmark is appended to it).
 		q.buf = slices.Grow(items, 1) // no copy if items has a spare slot
 		q.listBuf = true
-		if len(q.last) == 0 {
-			q.last, q.lastPeak = make(map[string]uint64, len(items)), 0
-		}
 		for i := range q.buf {
 			d := &q.buf[i]
 			d.InitialList = first
 			if d.Trace != nil {
 				d.Trace.QueueDepth = i
 			}
-			q.last[d.Key] = q.seq(i)
 		}
 	} else {
 		q.reserve(n)
-		if len(q.last) == 0 {
-			// A relist after the queue drained (the map was dropped): size
-			// it at once rather than growing it a step at a time while
-			// pushing a list's worth of keys.
-			q.last, q.lastPeak = make(map[string]uint64, n), 0
-		}
 		for i := range q.tombs {
 			d := q.tombs[i]
 			d.InitialList = first
@@ -339,6 +329,7 @@ func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now tim
 	}
 
 	// Keys with something pending, in order of their last delta.
+	q.indexKeys()
 	for i := q.lo; i < len(q.buf); i++ {
 		d := &q.buf[i]
 		if d.Type == Bookmark || q.last[d.Key] != q.seq(i) {
@@ -470,13 +461,15 @@ func (q *Queue) done(n int) {
 	if want := q.head - q.lo; n != want {
 		q.t.Logger.Warn("fifo: Processed count differs from the in-flight batch", "count", n, "batch", want)
 	}
-	// Moving lo past the batch makes the map entries of the keys whose last
-	// delta it holds stale; drop those of deleted keys. The map only grows
-	// until then: here is its peak.
+	// Moving lo past the batch makes the map entries of its keys stale;
+	// drop those of deleted keys (unless a later delta of the key was
+	// indexed since). The map only grows until then: here is its peak.
 	q.lastPeak = max(q.lastPeak, len(q.last))
 	for i := q.lo; i < q.head; i++ {
-		if d := &q.buf[i]; d.Type == Deleted && q.last[d.Key] == q.seq(i) {
-			delete(q.last, d.Key)
+		if d := &q.buf[i]; d.Type == Deleted {
+			if s, ok := q.last[d.Key]; ok && s <= q.seq(i) {
+				delete(q.last, d.Key)
+			}
 		}
 	}
 	clear(q.buf[q.lo:q.head])
@@ -522,17 +515,33 @@ func (q *Queue) push(d Delta) {
 	if d.Trace != nil {
 		d.Trace.QueueDepth = len(q.buf) - q.head
 	}
-	if d.Type != Bookmark { // bookmarks have no key
-		q.last[d.Key] = q.seq(len(q.buf))
-	}
 	q.buf = append(q.buf, d)
 }
 
 // pending returns the sequence number of key's last delta if it is queued
 // or in flight.
 func (q *Queue) pending(key string) (uint64, bool) {
+	q.indexKeys()
 	s, ok := q.last[key]
 	return s, ok && s >= q.seq(q.lo)
+}
+
+// indexKeys brings the key map up to date with the deltas queued since it
+// was last looked up. Queueing a delta does not touch the map: most are
+// never looked up (only a Deleted delta, a relist and a resync look keys
+// up: a stream of updates never does), so each is indexed at most once,
+// and only when needed.
+func (q *Queue) indexKeys() {
+	end := q.seq(len(q.buf))
+	if q.indexed >= end {
+		return
+	}
+	for i := q.index(max(q.indexed, q.seq(q.lo))); i < len(q.buf); i++ {
+		if d := &q.buf[i]; d.Type != Bookmark { // bookmarks have no key
+			q.last[d.Key] = q.seq(i)
+		}
+	}
+	q.indexed = end
 }
 
 // reserve makes room for n more deltas in buf.

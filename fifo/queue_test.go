@@ -915,18 +915,29 @@ func TestQueue_keyChurn(t *testing.T) {
 	}
 }
 
-// TestQueue_keyMapReuse checks what happens to the per-key map when the
-// queue drains: one that holds clearMapLen entries or more is emptied; its
-// table is kept (the same map, cleared) unless the map ever held
-// reuseMapLen entries, also when deletes have shrunk it since.
+// TestQueue_keyMapReuse checks the per-key map: a stream of updates does
+// not fill it (nothing looks its keys up); when the queue drains, one that
+// holds clearMapLen entries or more is emptied, and its table is kept (the
+// same map, cleared) unless the map ever held reuseMapLen entries, also
+// when deletes have shrunk it since.
 func TestQueue_keyMapReuse(t *testing.T) {
 	same := func(a, b map[string]uint64) bool {
 		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 	}
 	q := New(Config{Known: newKnown()})
+	for i := range 2 * reuseMapLen {
+		q.add([]Delta{{Type: Updated, Key: "k" + strconv.Itoa(i)}})
+	}
+	popAll(t, q)
+	if len(q.last) != 0 {
+		t.Fatalf("a stream of updates left %d entries in the map, want none", len(q.last))
+	}
+	// From here on the deltas are indexed as they come, as lookups (deletes,
+	// a relist, a resync) would have them.
 	add := func(n, from int, typ DeltaType) {
 		for i := range n {
 			q.add([]Delta{{Type: typ, Key: "k" + strconv.Itoa(from+i)}})
+			q.indexKeys()
 		}
 	}
 
