@@ -92,7 +92,8 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // caller configured and started, with any provider; nothing needs to be
 // registered in its config. New checks the group's settings with the
 // members already in it: a different range count or hash field is an
-// error, and changes nothing on them.
+// error, and changes nothing on them. One informer per group runs on a
+// member: New reserves the group's name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
 	if c == nil || c.ActorSystem == nil {
 		return nil, errors.New("shard: nil cluster")

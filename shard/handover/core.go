@@ -772,12 +772,12 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	return ks
 }
 
-// Assign returns the owner of each of n ranges among members (nil entries
-// "" when members is empty): rendezvous hashing with bounded load. Each
-// range goes to the member with the highest score for it that owns fewer
-// than ceil(n/len(members)) ranges so far, ranges taken in order. Without
-// the bound, 16 ranges over 3 members often give one member twice its
-// share; with it, shares differ by one at most. Every member computes the
+// Assign returns the owner of each of n ranges among members (entries ""
+// when members is empty): rendezvous hashing with bounded load. Ranges are
+// taken in order; each goes to the member with the highest score for it
+// that still has room: with n = q·m + r over m members, r members own q+1
+// ranges and the others q. Without the bound, 16 ranges over 3 members
+// often give one member twice another's share. Every member computes the
 // same answer, whatever the order of members; a join or a leave moves
 // little more than the joining or leaving member's share.
 func Assign(members []MemberID, n int) []MemberID {
@@ -788,7 +788,8 @@ func Assign(members []MemberID, n int) []MemberID {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
-	limit := (n + len(ms) - 1) / len(ms)
+	q, rem := n/len(ms), n%len(ms)
+	full := 0 // members that own q+1 ranges
 	load := make(map[MemberID]int, len(ms))
 	order := make([]MemberID, len(ms))
 	for r := range n {
@@ -801,9 +802,12 @@ func Assign(members []MemberID, n int) []MemberID {
 			return cmp.Compare(b, a)
 		})
 		for _, m := range order {
-			if load[m] < limit {
+			if load[m] < q || load[m] == q && full < rem {
 				out[r] = m
 				load[m]++
+				if load[m] == q+1 {
+					full++
+				}
 				break
 			}
 		}

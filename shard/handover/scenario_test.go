@@ -3,6 +3,7 @@ package handover_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -217,5 +218,35 @@ func TestUnreachableMemberLeavesNoRangeUnserved(t *testing.T) {
 	settle(t, w)
 	if delivered(w, "m4") == 0 {
 		t.Fatal("m4 serves no range once m3 is reachable again")
+	}
+}
+
+// Shares differ by one range at most, whatever the members.
+func TestAssignIsBalanced(t *testing.T) {
+	for seed := range 200 {
+		n := 1 + seed%40
+		var ms []handover.MemberID
+		for i := range 1 + seed%7 {
+			ms = append(ms, handover.MemberID(fmt.Sprintf("member-%d-%d", seed, i)))
+		}
+		count := map[handover.MemberID]int{}
+		for r, o := range handover.Assign(ms, n) {
+			if o == "" {
+				t.Fatalf("seed %d: range %d has no owner", seed, r)
+			}
+			count[o]++
+		}
+		lo, hi := n, 0
+		for _, m := range ms {
+			lo, hi = min(lo, count[m]), max(hi, count[m])
+		}
+		if hi-lo > 1 {
+			t.Fatalf("seed %d: %d ranges over %d members: shares from %d to %d", seed, n, len(ms), lo, hi)
+		}
+		rev := slices.Clone(ms)
+		slices.Reverse(rev)
+		if !slices.Equal(handover.Assign(rev, n), handover.Assign(ms, n)) {
+			t.Fatalf("seed %d: the order of members changes the owners", seed)
+		}
 	}
 }

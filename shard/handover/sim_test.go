@@ -435,10 +435,19 @@ func (w *world) stable() bool {
 	if len(w.net) > 0 || len(w.effects) > 0 || w.anyLocal() {
 		return false
 	}
-	for _, id := range w.runningMembers() {
+	var view []handover.MemberID
+	for i, id := range w.runningMembers() {
 		st := w.members[id].core.Status()
 		if !st.Settled && !st.Done {
 			return false
+		}
+		// Members hear of each other again by their heartbeats (after a
+		// partition, say): until then their views may differ.
+		if st.Failed == "" && !st.Done {
+			if i > 0 && view != nil && !slices.Equal(view, st.View) {
+				return false
+			}
+			view = st.View
 		}
 	}
 	return true
