@@ -139,3 +139,24 @@ func BenchmarkQueueInputs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQueueWatch: a watch stream's pattern, one message of 2 updates
+// in per op (keys round-robin over 10,000), with a batch popped and
+// acknowledged every 16 deltas, so that the queue drains as it does behind
+// an indexer that keeps up.
+func BenchmarkQueueWatch(b *testing.B) {
+	ks := benchKeys(10000)
+	q := New(Config{})
+	items := make([]Delta, 2)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i += 2 {
+		for j := range items {
+			items[j] = Delta{Type: Updated, Key: ks[(i+j)%len(ks)], Object: benchObj}
+		}
+		q.add(items)
+		if i%16 == 14 {
+			bt := q.pop()
+			q.done(len(bt.Deltas))
+		}
+	}
+}

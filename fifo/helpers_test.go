@@ -133,6 +133,7 @@ func wantDeltas(t *testing.T, got, want []Delta) {
 
 // pendingKeys counts the keys with something queued or in flight.
 func (q *Queue) pendingKeys() int {
+	q.indexKeys()
 	n := 0
 	lo := q.seq(q.lo)
 	for _, s := range q.last {

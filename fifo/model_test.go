@@ -216,7 +216,7 @@ func TestQueue_model(t *testing.T) {
 		if seed%2 == 1 {
 			// Drop the per-key map at every drain, which these short
 			// scripts would otherwise never reach.
-			q.dropMapLen = 1
+			q.clearMapLen = 1
 		}
 		m := &model{max: maxBatch, known: mk}
 		v := 0

@@ -37,10 +37,16 @@ const minCap = 64
 // inPlace tells relocate to compact within the current array.
 const inPlace = -1
 
-// dropMapLen is the size from which the per-key map is dropped when the
-// queue drains (smaller ones are kept: rebuilding them costs more than they
-// hold).
-const dropMapLen = 1024
+// clearMapLen is the size from which the per-key map is emptied when the
+// queue drains (smaller ones are kept: clearing a map at every drain costs
+// more than its few entries hold); reuseMapLen the size from which it is dropped rather than
+// cleared, so that what a drained queue keeps is at most the table of
+// fewer than reuseMapLen keys (2,048 slots, ~54 KB with the keys of
+// cache.MetaNamespaceKeyFunc).
+const (
+	clearMapLen = 512
+	reuseMapLen = 1536
+)
 
 // Config configures a Queue.
 type Config struct {
@@ -75,16 +81,24 @@ type Queue struct {
 	buf      []Delta
 	lo, head int
 	base     uint64
-	// last maps keys to the sequence number of their last delta. An entry
-	// below base+lo is stale: that delta has been acknowledged, so the key
-	// has nothing pending. A stale entry is left in place (the key's next
-	// delta overwrites it: no map churn for keys that change often) unless
-	// the acknowledged delta was a Deleted one; so the map holds at most the
-	// cached keys plus the pending ones. When the queue drains, every entry
-	// is stale: a map of dropMapLen entries or more is then dropped, so an
-	// idle queue does not hold a slot per cached key.
-	last       map[string]uint64
-	dropMapLen int // dropMapLen, or less in tests
+	// last maps keys to the sequence number of their last delta, for the
+	// deltas before sequence number indexed: a delta is indexed when a
+	// lookup needs it (indexKeys), not when it is queued. An entry below
+	// base+lo is stale: that delta has been acknowledged, so the key has
+	// nothing pending. A stale entry is left in place (the key's next
+	// indexed delta overwrites it: no map churn for keys that change often)
+	// unless the acknowledged delta was a Deleted one; so the map holds at
+	// most the cached keys plus the pending ones. When the queue drains,
+	// every entry is stale: a map of clearMapLen entries or more is then
+	// emptied, so an idle queue does not hold a slot per cached key. A map
+	// does not shrink as entries leave it: one that has held reuseMapLen
+	// entries or more (lastPeak: a burst) is dropped; a smaller one is
+	// cleared, keeping its table for the keys to come (regrowing it from
+	// nothing at every drain cost more than the map's other work).
+	last        map[string]uint64
+	indexed     uint64
+	lastPeak    int
+	clearMapLen int // clearMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
 	// array is dropped so a burst does not pin memory. An array adopted from
 	// a Replace (listBuf) is dropped whatever its size: lists are rare.
@@ -125,7 +139,7 @@ func New(cfg Config) *Queue {
 		t:        cfg.Telemetry,
 		last:     make(map[string]uint64),
 
-		dropMapLen: dropMapLen,
+		clearMapLen: clearMapLen,
 	}
 	if q.known == nil {
 		q.known = emptyKnown{}
@@ -261,30 +275,18 @@ func (q *Queue) replace(items []Delta, rv string, listTrace *telemetry.DeltaTrac
 	start := q.seq(len(q.buf))
 	if len(q.buf) == 0 && len(q.tombs) == 0 {
 		// Nothing in flight or queued and no tombstone to put first: adopt
-		// items as the buffer (the bookmark is appended to it), and size an
-		// empty key map for them at once (the entries of a map that is not
-		// empty are all stale: they are overwritten).
+		// items as the buffer (the bookmark is appended to it).
 		q.buf = slices.Grow(items, 1) // no copy if items has a spare slot
 		q.listBuf = true
-		if len(q.last) == 0 {
-			q.last = make(map[string]uint64, len(items))
-		}
 		for i := range q.buf {
 			d := &q.buf[i]
 			d.InitialList = first
 			if d.Trace != nil {
 				d.Trace.QueueDepth = i
 			}
-			q.last[d.Key] = q.seq(i)
 		}
 	} else {
 		q.reserve(n)
-		if len(q.last) == 0 {
-			// A relist after the queue drained (the map was dropped): size
-			// it at once rather than growing it a step at a time while
-			// pushing a list's worth of keys.
-			q.last = make(map[string]uint64, n)
-		}
 		for i := range q.tombs {
 			d := q.tombs[i]
 			d.InitialList = first
@@ -327,6 +329,7 @@ func (q *Queue) tombstones(items []Delta, cached []string, tracing bool, now tim
 	}
 
 	// Keys with something pending, in order of their last delta.
+	q.indexKeys()
 	for i := q.lo; i < len(q.buf); i++ {
 		d := &q.buf[i]
 		if d.Type == Bookmark || q.last[d.Key] != q.seq(i) {
@@ -458,11 +461,15 @@ func (q *Queue) done(n int) {
 	if want := q.head - q.lo; n != want {
 		q.t.Logger.Warn("fifo: Processed count differs from the in-flight batch", "count", n, "batch", want)
 	}
-	// Moving lo past the batch makes the map entries of the keys whose last
-	// delta it holds stale; drop those of deleted keys.
+	// Moving lo past the batch makes the map entries of its keys stale;
+	// drop those of deleted keys (unless a later delta of the key was
+	// indexed since). The map only grows until then: here is its peak.
+	q.lastPeak = max(q.lastPeak, len(q.last))
 	for i := q.lo; i < q.head; i++ {
-		if d := &q.buf[i]; d.Type == Deleted && q.last[d.Key] == q.seq(i) {
-			delete(q.last, d.Key)
+		if d := &q.buf[i]; d.Type == Deleted {
+			if s, ok := q.last[d.Key]; ok && s <= q.seq(i) {
+				delete(q.last, d.Key)
+			}
 		}
 	}
 	clear(q.buf[q.lo:q.head])
@@ -476,8 +483,11 @@ func (q *Queue) done(n int) {
 	case live == 0:
 		// Drained: start again at the front of the array, or drop it if a
 		// burst made it large. Every map entry is stale now.
-		if len(q.last) >= q.dropMapLen {
-			q.last = make(map[string]uint64)
+		switch {
+		case q.lastPeak >= reuseMapLen:
+			q.last, q.lastPeak = make(map[string]uint64), 0
+		case len(q.last) >= q.clearMapLen:
+			clear(q.last)
 		}
 		if cap(q.buf) > q.shrinkCap || q.listBuf {
 			q.relocate(0)
@@ -505,17 +515,33 @@ func (q *Queue) push(d Delta) {
 	if d.Trace != nil {
 		d.Trace.QueueDepth = len(q.buf) - q.head
 	}
-	if d.Type != Bookmark { // bookmarks have no key
-		q.last[d.Key] = q.seq(len(q.buf))
-	}
 	q.buf = append(q.buf, d)
 }
 
 // pending returns the sequence number of key's last delta if it is queued
 // or in flight.
 func (q *Queue) pending(key string) (uint64, bool) {
+	q.indexKeys()
 	s, ok := q.last[key]
 	return s, ok && s >= q.seq(q.lo)
+}
+
+// indexKeys brings the key map up to date with the deltas queued since it
+// was last looked up. Queueing a delta does not touch the map: most are
+// never looked up (only a Deleted delta, a relist and a resync look keys
+// up: a stream of updates never does), so each is indexed at most once,
+// and only when needed.
+func (q *Queue) indexKeys() {
+	end := q.seq(len(q.buf))
+	if q.indexed >= end {
+		return
+	}
+	for i := q.index(max(q.indexed, q.seq(q.lo))); i < len(q.buf); i++ {
+		if d := &q.buf[i]; d.Type != Bookmark { // bookmarks have no key
+			q.last[d.Key] = q.seq(i)
+		}
+	}
+	q.indexed = end
 }
 
 // reserve makes room for n more deltas in buf.

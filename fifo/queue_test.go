@@ -1,6 +1,7 @@
 package fifo
 
 import (
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -851,7 +852,7 @@ func TestQueue_queueDepthAndMetrics(t *testing.T) {
 
 // TestQueue_keyChurn checks the bookkeeping map forgets deleted keys: it
 // holds at most the cached keys plus the pending ones, and nothing (from
-// dropMapLen entries up) once the queue drains.
+// clearMapLen entries up) once the queue drains.
 func TestQueue_keyChurn(t *testing.T) {
 	q := New(Config{MaxBatch: 7})
 	maxMap := 0
@@ -911,6 +912,64 @@ func TestQueue_keyChurn(t *testing.T) {
 	popAll(t, q)
 	if n := len(q.last); n != 0 {
 		t.Fatalf("%d entries after every key was deleted", n)
+	}
+}
+
+// TestQueue_keyMapReuse checks the per-key map: a stream of updates does
+// not fill it (nothing looks its keys up); when the queue drains, one that
+// holds clearMapLen entries or more is emptied, and its table is kept (the
+// same map, cleared) unless the map ever held reuseMapLen entries, also
+// when deletes have shrunk it since.
+func TestQueue_keyMapReuse(t *testing.T) {
+	same := func(a, b map[string]uint64) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	q := New(Config{Known: newKnown()})
+	for i := range 2 * reuseMapLen {
+		q.add([]Delta{{Type: Updated, Key: "k" + strconv.Itoa(i)}})
+	}
+	popAll(t, q)
+	if len(q.last) != 0 {
+		t.Fatalf("a stream of updates left %d entries in the map, want none", len(q.last))
+	}
+	// From here on the deltas are indexed as they come, as lookups (deletes,
+	// a relist, a resync) would have them.
+	add := func(n, from int, typ DeltaType) {
+		for i := range n {
+			q.add([]Delta{{Type: typ, Key: "k" + strconv.Itoa(from+i)}})
+			q.indexKeys()
+		}
+	}
+
+	// A watch stream's keys: kept below clearMapLen, emptied from it, with
+	// the same table.
+	add(clearMapLen-1, 0, Updated)
+	m := q.last
+	popAll(t, q)
+	if len(q.last) != clearMapLen-1 || !same(q.last, m) {
+		t.Fatalf("below clearMapLen: %d entries, same map %v; want them kept", len(q.last), same(q.last, m))
+	}
+	add(1, clearMapLen, Updated)
+	popAll(t, q)
+	if len(q.last) != 0 || !same(q.last, m) {
+		t.Fatalf("at clearMapLen: %d entries, same map %v; want it cleared", len(q.last), same(q.last, m))
+	}
+
+	// A burst: dropped.
+	add(reuseMapLen, 0, Updated)
+	popAll(t, q)
+	if len(q.last) != 0 || same(q.last, m) {
+		t.Fatalf("after a burst of reuseMapLen keys: %d entries, same map %v; want a new map", len(q.last), same(q.last, m))
+	}
+
+	// A burst whose keys were then deleted (their entries leave the map
+	// one by one): dropped too, though it holds fewer than clearMapLen.
+	m = q.last
+	add(reuseMapLen, 0, Updated)
+	add(reuseMapLen, 0, Deleted)
+	popAll(t, q)
+	if len(q.last) != 0 || same(q.last, m) {
+		t.Fatalf("after a burst deleted: %d entries, same map %v; want a new map", len(q.last), same(q.last, m))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
@@ -232,7 +231,6 @@ func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 	// The batch's receive time: for root spans, and the event age metric.
 	tracing := s.r.tel.Tracing() || s.r.tel.Metrics.Enabled()
 	maxBatch := s.r.maxBatch
-	buf := make([]watch.Event, 0, 64)
 	for {
 		var ev watch.Event
 		var ok bool
@@ -245,27 +243,25 @@ func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
 			return
 		}
-		msg := &WatchEvents{Gen: req.Gen}
+		msg := newWatchEvents(req.Gen)
 		if tracing {
 			msg.At = time.Now()
 		}
-		buf = append(buf[:0], ev)
+		msg.Events = append(msg.Events, ev)
 		open := true
 	drain:
-		for len(buf) < maxBatch {
+		for len(msg.Events) < maxBatch {
 			select {
 			case ev, ok = <-ch:
 				if !ok {
 					open = false
 					break drain
 				}
-				buf = append(buf, ev)
+				msg.Events = append(msg.Events, ev)
 			default:
 				break drain
 			}
 		}
-		msg.Events = slices.Clone(buf)
-		clear(buf) // drop references to the objects
 		s.root.Send(s.self, msg)
 		if !open {
 			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})

@@ -161,6 +161,7 @@ func (m *Machine) Step(msg any) []stage.Msg {
 		if x.Gen == m.gen {
 			m.watchEventsIn(&e, x.Events, x.At)
 		}
+		x.recycle()
 	case *ListDone:
 		if l, ok := m.state.(*listing); ok && x.Gen == m.gen {
 			m.listDone(&e, l, x.Result)

@@ -845,3 +845,31 @@ func TestMachineWatchListTracing(t *testing.T) {
 		t.Fatalf("root spans %d, links %v", len(roots), roots)
 	}
 }
+
+// TestWatchEventsRecycled: Step gives a WatchEvents of the watch reader's
+// pool back once it has taken its events, without the objects they
+// reference; one it did not take from the pool (a caller's) is left as it
+// is.
+func TestWatchEventsRecycled(t *testing.T) {
+	h := newHarness(t, nil)
+	w := h.startWatching("1")
+	p := pod("a", "2")
+	mine := &WatchEvents{Gen: w.Gen, Events: []watch.Event{ev(watch.Modified, p)}}
+	if e := h.m.WatchEvents(w.Gen, mine.Events, time.Time{}); e.deltas() == nil {
+		t.Fatal(describe(e))
+	}
+	h.m.Step(mine)
+	if mine.Gen != w.Gen || len(mine.Events) != 1 || mine.Events[0].Object != p {
+		t.Fatalf("a caller's WatchEvents was changed: %+v", mine)
+	}
+
+	pooled := newWatchEvents(w.Gen)
+	pooled.Events = append(pooled.Events, ev(watch.Modified, pod("a", "3")))
+	events := pooled.Events
+	if out := h.m.Step(pooled); len(out) == 0 {
+		t.Fatal("the pooled batch's events were not taken")
+	}
+	if pooled.Gen != 0 || len(pooled.Events) != 0 || events[0].Object != nil || !pooled.pooled {
+		t.Fatalf("a pooled WatchEvents was not recycled: %+v, its array holds %v", pooled, events[0].Object)
+	}
+}

@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,12 +66,41 @@ type WatchOpened struct{ Gen uint64 }
 
 // WatchEvents carries one batch of watch events: the first one the reader
 // blocked for, then whatever was already waiting. The Machine does not
-// keep Events.
+// keep Events. The watch reader takes its WatchEvents from a pool, and the
+// Machine's Step gives them back once it has taken their events: a busy
+// watch sends one per handful of events.
 type WatchEvents struct {
 	Gen    uint64
 	Events []watch.Event
 	// At is when the batch arrived; zero unless tracing or metrics are on.
 	At time.Time
+	// pooled marks a value of watchEventsPool (newWatchEvents): only those
+	// are recycled.
+	pooled bool
+}
+
+var watchEventsPool = sync.Pool{New: func() any { return &WatchEvents{pooled: true} }}
+
+// maxPooledEvents: a WatchEvents whose array grew larger (a burst, a large
+// Config.MaxBatch) is left to the garbage collector.
+const maxPooledEvents = DefaultMaxBatch
+
+// newWatchEvents returns an empty WatchEvents of the pool, for gen.
+func newWatchEvents(gen uint64) *WatchEvents {
+	w := watchEventsPool.Get().(*WatchEvents)
+	w.Gen = gen
+	return w
+}
+
+// recycle gives w back to the pool, without the objects its events
+// reference, if it came from there.
+func (w *WatchEvents) recycle() {
+	if !w.pooled || cap(w.Events) > maxPooledEvents {
+		return
+	}
+	clear(w.Events)
+	*w = WatchEvents{Events: w.Events[:0], pooled: true}
+	watchEventsPool.Put(w)
 }
 
 // WatchEnded reports that a watch's result channel closed.
