@@ -67,3 +67,16 @@ func TestShrinkRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestNewActorSystem: the exported constructor applies protoactor's
+// options and gives the small registry.
+func TestNewActorSystem(t *testing.T) {
+	sys := NewActorSystem(actor.WithDeadLetterThrottleCount(7))
+	defer sys.Shutdown()
+	if n := len(sys.ProcessRegistry.LocalPIDs.LocalPIDs); n != registryBuckets {
+		t.Fatalf("%d registry buckets, want %d", n, registryBuckets)
+	}
+	if got := sys.Config.DeadLetterThrottleCount; got != 7 {
+		t.Fatalf("DeadLetterThrottleCount %d, want the option's 7", got)
+	}
+}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +43,10 @@ import (
 // -bench.shard.ranges sets the group's range count (16).
 //
 //	go test ./bench -run '^$' -bench ShardedMembers -benchtime 1x -args -bench.full
-var shardRanges = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers: the group's number of ranges")
+var (
+	shardRanges   = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers: the group's number of ranges")
+	shardHeapDump = flag.String("bench.shard.heapprofiles", "", "BenchmarkShardedMembers: a directory each process's heap profile is written to after the stream drained")
+)
 
 func BenchmarkShardedMembers(b *testing.B) {
 	pods := 2000
@@ -189,6 +196,11 @@ func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 			if err != nil {
 				b.Fatal(err)
 			}
+			if *shardHeapDump != "" {
+				if err := saveHeapProfile(p.URL, filepath.Join(*shardHeapDump, p.Name+".heap")); err != nil {
+					b.Fatal(err)
+				}
+			}
 			r.syncBytes += synced[p.Name]
 			r.streamBytes += st.Bytes - synced[p.Name]
 			r.heapMax = max(r.heapMax, int64(st.HeapNow))
@@ -270,4 +282,25 @@ func wait(b testing.TB, timeout time.Duration, what string, cond func() string) 
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.Fatalf("%s: not within %v: %s", what, timeout, last)
+}
+
+// saveHeapProfile writes a process's heap profile (after a collection).
+func saveHeapProfile(url, path string) error {
+	resp, err := http.Get(url + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -106,7 +106,7 @@ func (i *Informers) ActorSystem() *actor.ActorSystem {
 	defer i.mu.Unlock()
 	if i.sys == nil {
 		discard := slog.New(slog.DiscardHandler)
-		i.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
+		i.sys = actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }))
 		i.ownSys = true
 	}
 	return i.sys

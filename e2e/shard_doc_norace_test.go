@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
@@ -23,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 	"github.com/actorinformer/actorinformer/shard"
 )
@@ -37,7 +37,7 @@ func withEtcd(etcdURL string, lw cache.ListerWatcher) (*cluster.Cluster, *shard.
 	if err != nil {
 		return nil, nil, err
 	}
-	c := cluster.New(actor.NewActorSystem(),
+	c := cluster.New(actors.NewActorSystem(),
 		cluster.Configure("my-controller", provider, disthash.New(), remote.Configure("127.0.0.1", 0)))
 	c.StartMember()
 	inf, err := shard.New(c, "configmaps", lw, &corev1.ConfigMap{})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
@@ -30,7 +29,7 @@ import (
 // provider: every member of the group shares agent.
 func startMember(agent *test.InMemAgent, lw cache.ListerWatcher) (*cluster.Cluster, *shard.Informer, error) {
 	// doc:begin docs/sharding.md
-	system := actor.NewActorSystem()
+	system := actors.NewActorSystem()
 	config := cluster.Configure("my-cluster", test.NewTestProvider(agent), disthash.New(),
 		remote.Configure("127.0.0.1", 0,
 			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)))
@@ -69,7 +68,7 @@ func onKubernetes(lw cache.ListerWatcher) (*shard.Informer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := cluster.New(actor.NewActorSystem(),
+	c := cluster.New(actors.NewActorSystem(),
 		cluster.Configure("my-controller", provider, disthash.New(), remote.Configure("0.0.0.0", 8090)))
 	c.StartMember()
 	return shard.New(c, "pods", lw, &corev1.Pod{})

@@ -26,11 +26,11 @@ import (
 )
 
 // A group of members in one process, each a protoactor cluster member of
-// its own (actor system, remote on loopback, the in-memory test provider),
-// over one source.
+// its own (actor system from actors.NewActorSystem, remote on loopback,
+// the in-memory test provider), over one source.
 
 func quietSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	return actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
 type member struct {

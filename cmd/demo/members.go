@@ -179,7 +179,7 @@ func (f *fleet) add() (*member, error) {
 	if f.cfg.logLevel == "debug" {
 		sysLogger = f.logger.With("member", name)
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLogger }))
+	sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLogger }))
 	// A group sends a few messages a second: queues of 4096 instead of
 	// protoactor's 1,000,000 (16 MB per peer, allocated at once).
 	remoteOpts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)},

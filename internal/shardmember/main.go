@@ -132,7 +132,7 @@ func run(log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		}))
 		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
