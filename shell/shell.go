@@ -96,7 +96,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.Peers = &Peers{}
 	}
 	c := &cfg
-	return actor.PropsFromProducer(func() actor.Actor { return &shell{cfg: c} })
+	return actor.PropsFromProducer(func() actor.Actor { return &shell{cfg: c} }, actor.WithMailbox(newMailbox))
 }
 
 // shell is one incarnation of a stage's actor.

@@ -1,0 +1,177 @@
+package shell
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// mailbox is protoactor's default mailbox (actor/mailbox.go: system
+// messages first, suspend/resume, Throughput messages per pass, a panic
+// escalated to the supervisor, a new goroutine from the dispatcher for each
+// pass) made cheaper for a stage's stream of small messages: the function a
+// wake-up schedules is made once, not per wake-up (the default allocates a
+// method value each time the mailbox goes from idle to running, about once
+// per watch event across an informer's stages), and both queues sit behind
+// one mutex with atomic counts.
+//
+// It takes no middlewares and does not unpack actor.MessageBatch: a stage
+// gets neither.
+type mailbox struct {
+	mu   sync.Mutex
+	user ring
+	sys  []any
+
+	status    atomic.Int32 // idle or running
+	userCount atomic.Int32
+	sysCount  atomic.Int32
+	suspended atomic.Bool
+
+	invoker    actor.MessageInvoker
+	dispatcher actor.Dispatcher
+	process    func()
+}
+
+const (
+	idle int32 = iota
+	running
+)
+
+func newMailbox() actor.Mailbox { return &mailbox{} }
+
+func (m *mailbox) PostUserMessage(msg any) {
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+	m.userCount.Add(1)
+	m.schedule()
+}
+
+func (m *mailbox) PostSystemMessage(msg any) {
+	m.mu.Lock()
+	m.sys = append(m.sys, msg)
+	m.mu.Unlock()
+	m.sysCount.Add(1)
+	m.schedule()
+}
+
+func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.invoker, m.dispatcher = invoker, dispatcher
+	m.process = m.processMessages
+}
+
+func (m *mailbox) Start() {}
+
+func (m *mailbox) UserMessageCount() int { return int(m.userCount.Load()) }
+
+func (m *mailbox) schedule() {
+	if m.status.CompareAndSwap(idle, running) {
+		m.dispatcher.Schedule(m.process)
+	}
+}
+
+// pending reports whether there is something this pass may process.
+func (m *mailbox) pending() bool {
+	return m.sysCount.Load() > 0 || (!m.suspended.Load() && m.userCount.Load() > 0)
+}
+
+func (m *mailbox) processMessages() {
+	for {
+		m.run()
+		m.status.Store(idle)
+		// A message posted after run's last look: run again, unless a
+		// sender's schedule already started another pass.
+		if m.pending() && m.status.CompareAndSwap(idle, running) {
+			continue
+		}
+		return
+	}
+}
+
+func (m *mailbox) popSys() any {
+	if m.sysCount.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	msg := m.sys[0]
+	m.sys[0] = nil
+	m.sys = m.sys[1:]
+	m.mu.Unlock()
+	m.sysCount.Add(-1)
+	return msg
+}
+
+func (m *mailbox) popUser() any {
+	if m.userCount.Load() == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	msg := m.user.pop()
+	m.mu.Unlock()
+	m.userCount.Add(-1)
+	return msg
+}
+
+// run processes messages until none is left or the mailbox is suspended.
+func (m *mailbox) run() {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	i, t := 0, m.dispatcher.Throughput()
+	for {
+		if i > t {
+			i = 0
+			runtime.Gosched()
+		}
+		i++
+		if msg = m.popSys(); msg != nil {
+			switch msg.(type) {
+			case *actor.SuspendMailbox:
+				m.suspended.Store(true)
+			case *actor.ResumeMailbox:
+				m.suspended.Store(false)
+			default:
+				m.invoker.InvokeSystemMessage(msg)
+			}
+			continue
+		}
+		if m.suspended.Load() {
+			return
+		}
+		if msg = m.popUser(); msg == nil {
+			return
+		}
+		m.invoker.InvokeUserMessage(msg)
+	}
+}
+
+// ring is a growable FIFO of messages.
+type ring struct {
+	buf        []any
+	head, size int
+}
+
+func (r *ring) push(v any) {
+	if r.size == len(r.buf) {
+		n := max(2*len(r.buf), 16)
+		buf := make([]any, n)
+		k := copy(buf, r.buf[r.head:])
+		copy(buf[k:], r.buf[:r.head])
+		r.buf, r.head = buf, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+func (r *ring) pop() any {
+	v := r.buf[r.head]
+	r.buf[r.head] = nil
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return v
+}
