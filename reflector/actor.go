@@ -48,11 +48,12 @@ func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 // with messages, calls the watch error handler and publishes the status.
 // Stop (the actor stopping or restarting) cancels the calls and waits for
 // the goroutines reading a watch (which never block on a send) to stop
-// their watcher and end. A goroutine still inside a List or Watch call is
-// not waited for, since the call may ignore its cancelled context
-// (client-go's Run does not wait for a list either): it is abandoned,
-// reports nothing when the call returns, and stops the watcher the call
-// returned, if any.
+// their watcher and end. It waits up to callGrace for a goroutine still
+// inside a List or Watch call: a call that honours its cancelled context
+// returns in that time, and nothing of the informer calls its source once
+// Run has returned. A call that ignores it is abandoned after callGrace:
+// it reports nothing when it returns, and stops the watcher it returned,
+// if any.
 type source struct {
 	r         *Reflector
 	root      *actor.RootContext
@@ -68,7 +69,15 @@ type source struct {
 	// reading counts the goroutines reading a watch; Stop waits for them,
 	// and so for their watcher's Stop.
 	reading sync.WaitGroup
+	// calls counts the goroutines inside a List or Watch call; Stop waits
+	// for them up to callGrace.
+	calls sync.WaitGroup
 }
+
+// callGrace bounds how long stopping the actor waits for a List or Watch
+// call to return after its context is cancelled: far below protoactor's
+// 10 s timeout for stopping an actor.
+const callGrace = time.Second
 
 func (r *Reflector) newSource(ctx actor.Context) *source {
 	parent := r.cfg.Context
@@ -114,6 +123,14 @@ func (s *source) Stop() {
 	s.stopOp()
 	s.cancelRun()
 	s.reading.Wait()
+	calls := make(chan struct{})
+	go func() { s.calls.Wait(); close(calls) }()
+	t := time.NewTimer(callGrace)
+	defer t.Stop()
+	select {
+	case <-calls:
+	case <-t.C:
+	}
 }
 
 // report sends msg to the actor unless it is stopping.
@@ -123,6 +140,18 @@ func (s *source) report(msg any) {
 	if !s.abandoned {
 		s.root.Send(s.self, msg)
 	}
+}
+
+// beginCall registers a goroutine about to make a List or Watch call,
+// unless the actor is stopping; it tells whether it did.
+func (s *source) beginCall() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.abandoned {
+		return false
+	}
+	s.calls.Add(1)
+	return true
 }
 
 // beginReading registers a goroutine about to read a watch, unless the
@@ -161,10 +190,11 @@ func (s *source) startWatch(req WatchRequest) {
 // runList lists all pages through tools/pager (which itself falls back to
 // a full list when a continue token expires) and reports the result.
 func (s *source) runList(ctx context.Context, req ListRequest) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !s.beginCall() {
 		return
 	}
 	res := s.list(ctx, req)
+	s.calls.Done()
 	if ctx.Err() != nil {
 		return // abandoned: nobody waits for it
 	}
@@ -207,10 +237,11 @@ func (s *source) list(ctx context.Context, req ListRequest) (res ListResult) {
 // sends the batch to the actor as one message. Once reading, it stops the
 // watcher before it ends, and the actor's Stop waits for that.
 func (s *source) runWatch(ctx context.Context, req WatchRequest) {
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !s.beginCall() {
 		return
 	}
 	w, err := s.openWatch(ctx, req)
+	s.calls.Done()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.report(&WatchFailed{Gen: req.Gen, Err: err})

@@ -494,6 +494,57 @@ func TestActorStopAbandonsCallsIgnoringContext(t *testing.T) {
 	}
 }
 
+// TestActorStopWaitsForCallsEndingSoon: a List or Watch call in progress
+// when the actor stops, which returns soon after its context is cancelled,
+// has returned by the time the actor has stopped. Otherwise the call goes
+// on after the informer's Run returned: a source torn down right after Run
+// (client-go's FakeControllerSource locks itself forever in Shutdown) then
+// holds the abandoned goroutine for good.
+func TestActorStopWaitsForCallsEndingSoon(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lw   func(entered chan struct{}, returned *atomic.Bool) cache.ListerWatcher
+	}{
+		{"list", func(entered chan struct{}, returned *atomic.Bool) cache.ListerWatcher {
+			return &cache.ListWatch{ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+				close(entered)
+				<-ctx.Done()
+				time.Sleep(50 * time.Millisecond) // the call's own cleanup
+				returned.Store(true)
+				return nil, ctx.Err()
+			}}
+		}},
+		{"watch", func(entered chan struct{}, returned *atomic.Bool) cache.ListerWatcher {
+			return &cache.ListWatch{
+				ListFunc: func(metav1.ListOptions) (runtime.Object, error) { return podList("1"), nil },
+				WatchFuncWithContext: func(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+					close(entered)
+					<-ctx.Done()
+					time.Sleep(50 * time.Millisecond)
+					returned.Store(true)
+					return nil, ctx.Err()
+				},
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, leakcheck.Options()...)
+			entered := make(chan struct{})
+			var returned atomic.Bool
+			e := startEnv(t, Config{ListerWatcher: tc.lw(entered, &returned), UseWatchList: ptr.To(false)})
+			select {
+			case <-entered:
+			case <-time.After(waitFor):
+				t.Fatal("call not made")
+			}
+			e.stop()
+			if !returned.Load() {
+				t.Fatal("the actor stopped while its call was still running")
+			}
+		})
+	}
+}
+
 // A stream full of malformed objects neither crashes nor restarts the
 // actor (a restart would list again), and the good objects get through.
 func TestActorMalformedStream(t *testing.T) {
