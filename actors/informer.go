@@ -515,6 +515,21 @@ type Stats struct {
 	Handlers []HandlerStats
 }
 
+// AddCounters adds o's counters to s: every field but the gauges
+// (QueueBacklog, CacheSize), Reflector and Handlers. It sums the stats of
+// several informers, such as a sharded informer's ranges.
+func (s *Stats) AddCounters(o Stats) {
+	s.ReflectorEvents += o.ReflectorEvents
+	s.QueueIn += o.QueueIn
+	s.QueueOut += o.QueueOut
+	s.QueueMerged += o.QueueMerged
+	s.IndexerEvents += o.IndexerEvents
+	s.Relists += o.Relists
+	s.WatchRestarts += o.WatchRestarts
+	s.WatchErrors += o.WatchErrors
+	s.Dropped += o.Dropped
+}
+
 // HandlerStats describes one handler's listener.
 type HandlerStats struct {
 	Name      string

@@ -142,27 +142,16 @@ func (s *source) report(msg any) {
 	}
 }
 
-// beginCall registers a goroutine about to make a List or Watch call,
-// unless the actor is stopping; it tells whether it did.
-func (s *source) beginCall() bool {
+// begin adds a goroutine to wg (calls: about to make a List or Watch
+// call; reading: about to read a watch), unless the actor is stopping; it
+// tells whether it did.
+func (s *source) begin(wg *sync.WaitGroup) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.abandoned {
 		return false
 	}
-	s.calls.Add(1)
-	return true
-}
-
-// beginReading registers a goroutine about to read a watch, unless the
-// actor is stopping; it tells whether it did.
-func (s *source) beginReading() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.abandoned {
-		return false
-	}
-	s.reading.Add(1)
+	wg.Add(1)
 	return true
 }
 
@@ -190,7 +179,7 @@ func (s *source) startWatch(req WatchRequest) {
 // runList lists all pages through tools/pager (which itself falls back to
 // a full list when a continue token expires) and reports the result.
 func (s *source) runList(ctx context.Context, req ListRequest) {
-	if ctx.Err() != nil || !s.beginCall() {
+	if ctx.Err() != nil || !s.begin(&s.calls) {
 		return
 	}
 	res := s.list(ctx, req)
@@ -237,7 +226,7 @@ func (s *source) list(ctx context.Context, req ListRequest) (res ListResult) {
 // sends the batch to the actor as one message. Once reading, it stops the
 // watcher before it ends, and the actor's Stop waits for that.
 func (s *source) runWatch(ctx context.Context, req WatchRequest) {
-	if ctx.Err() != nil || !s.beginCall() {
+	if ctx.Err() != nil || !s.begin(&s.calls) {
 		return
 	}
 	w, err := s.openWatch(ctx, req)
@@ -248,7 +237,7 @@ func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 		}
 		return
 	}
-	if !s.beginReading() {
+	if !s.begin(&s.reading) {
 		w.Stop() // the actor has stopped meanwhile
 		return
 	}

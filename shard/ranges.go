@@ -117,7 +117,7 @@ func (s *Informer) activateRange(e *handover.ActivateRange) {
 		s.attach(reg, ri)
 	}
 	s.tel.endHandover(ri.span, "acquire", string(e.From), took)
-	s.log.Info("acquired range", "range", ri.r.String(), "from", string(e.From), "epoch", e.Epoch, "took", took, "objects", len(ri.inf.GetIndexer().ListKeys()))
+	s.log.Info("acquired range", "range", ri.r.String(), "from", string(e.From), "epoch", e.Epoch, "took", took, "objects", cacheLen(ri.inf.GetIndexer()))
 	s.signals.poke(s)
 }
 

@@ -25,7 +25,7 @@ func (s *Informer) Stats() actors.Stats {
 			continue
 		}
 		rs := ri.inf.Stats()
-		addCounters(&st, rs)
+		st.AddCounters(rs)
 		st.QueueBacklog += rs.QueueBacklog
 		if ri.delivering {
 			st.CacheSize += rs.CacheSize
@@ -53,18 +53,6 @@ func (s *Informer) retire(ri *rangeInformer) {
 	rs := ri.inf.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	addCounters(&s.retired, rs)
+	s.retired.AddCounters(rs)
 	ri.retired = true
-}
-
-func addCounters(to *actors.Stats, from actors.Stats) {
-	to.ReflectorEvents += from.ReflectorEvents
-	to.QueueIn += from.QueueIn
-	to.QueueOut += from.QueueOut
-	to.QueueMerged += from.QueueMerged
-	to.IndexerEvents += from.IndexerEvents
-	to.Relists += from.Relists
-	to.WatchRestarts += from.WatchRestarts
-	to.WatchErrors += from.WatchErrors
-	to.Dropped += from.Dropped
 }

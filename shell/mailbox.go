@@ -20,9 +20,8 @@ import (
 // It takes no middlewares and does not unpack actor.MessageBatch: a stage
 // gets neither.
 type mailbox struct {
-	mu   sync.Mutex
-	user ring
-	sys  []any
+	mu        sync.Mutex
+	user, sys ring
 
 	status    atomic.Int32 // idle or running
 	userCount atomic.Int32
@@ -51,7 +50,7 @@ func (m *mailbox) PostUserMessage(msg any) {
 
 func (m *mailbox) PostSystemMessage(msg any) {
 	m.mu.Lock()
-	m.sys = append(m.sys, msg)
+	m.sys.push(msg)
 	m.mu.Unlock()
 	m.sysCount.Add(1)
 	m.schedule()
@@ -90,27 +89,16 @@ func (m *mailbox) processMessages() {
 	}
 }
 
-func (m *mailbox) popSys() any {
-	if m.sysCount.Load() == 0 {
+// pop takes the first message of q (the system or the user queue), whose
+// length is n; nil when it is empty.
+func (m *mailbox) pop(q *ring, n *atomic.Int32) any {
+	if n.Load() == 0 {
 		return nil
 	}
 	m.mu.Lock()
-	msg := m.sys[0]
-	m.sys[0] = nil
-	m.sys = m.sys[1:]
+	msg := q.pop()
 	m.mu.Unlock()
-	m.sysCount.Add(-1)
-	return msg
-}
-
-func (m *mailbox) popUser() any {
-	if m.userCount.Load() == 0 {
-		return nil
-	}
-	m.mu.Lock()
-	msg := m.user.pop()
-	m.mu.Unlock()
-	m.userCount.Add(-1)
+	n.Add(-1)
 	return msg
 }
 
@@ -129,7 +117,7 @@ func (m *mailbox) run() {
 			runtime.Gosched()
 		}
 		i++
-		if msg = m.popSys(); msg != nil {
+		if msg = m.pop(&m.sys, &m.sysCount); msg != nil {
 			switch msg.(type) {
 			case *actor.SuspendMailbox:
 				m.suspended.Store(true)
@@ -143,7 +131,7 @@ func (m *mailbox) run() {
 		if m.suspended.Load() {
 			return
 		}
-		if msg = m.popUser(); msg == nil {
+		if msg = m.pop(&m.user, &m.userCount); msg == nil {
 			return
 		}
 		m.invoker.InvokeUserMessage(msg)

@@ -556,16 +556,8 @@ func (f *fleet) Stats() actors.Stats {
 
 // sumStats adds from to st: counters, gauges, and the handlers by name.
 func sumStats(st *actors.Stats, from actors.Stats) {
-	st.ReflectorEvents += from.ReflectorEvents
-	st.QueueIn += from.QueueIn
-	st.QueueOut += from.QueueOut
-	st.QueueMerged += from.QueueMerged
+	st.AddCounters(from)
 	st.QueueBacklog += from.QueueBacklog
-	st.IndexerEvents += from.IndexerEvents
-	st.Relists += from.Relists
-	st.WatchRestarts += from.WatchRestarts
-	st.WatchErrors += from.WatchErrors
-	st.Dropped += from.Dropped
 	st.CacheSize += from.CacheSize
 	for _, h := range from.Handlers {
 		i := slices.IndexFunc(st.Handlers, func(x actors.HandlerStats) bool { return x.Name == h.Name })

@@ -282,22 +282,9 @@ func TestShardedWebAPI(t *testing.T) {
 		if telemetry.CompiledOut {
 			t.Skip("tracing compiled out (actorinformer_notrace)")
 		}
-		var found traceJSON
-		deadline := time.Now().Add(60 * time.Second)
-		for found.TraceID == "" {
-			var r struct{ Traces []traceJSON }
-			d.getJSON("/api/traces?view=recent&limit=200", http.StatusOK, &r)
-			for _, tr := range r.Traces {
-				if tr.Root == "reflector.receive" && (tr.Member == "m3" || tr.Member == "m4") && tr.Range != nil {
-					found = tr
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no delta trace of m3 or m4 with a range among %d", len(r.Traces))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		found := d.awaitTrace("recent", "delta trace of m3 or m4 with a range", func(tr traceJSON) bool {
+			return tr.Root == "reflector.receive" && (tr.Member == "m3" || tr.Member == "m4") && tr.Range != nil
+		})
 		var k keyJSON
 		d.getJSON("/api/key?key="+found.Key, http.StatusOK, &k)
 		ks := k.Shard

@@ -165,26 +165,7 @@ func run(ctx context.Context, cfg config, out, errOut io.Writer) (err error) {
 	waitForSync(ctx, out, factory, inf, handlers, start)
 	side.waitForSyncAndSay(ctx, out, start)
 
-	var wg sync.WaitGroup
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	if load != nil {
-		wg.Go(func() {
-			if err := load.run(loadCtx, cfg.rate); err != nil {
-				logger.Error("workload stopped", "err", err)
-			}
-		})
-	}
-	wg.Go(func() {
-		faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
-			logger.Warn(fmt.Sprintf(format, args...))
-		})
-	})
-	printEvery(ctx, cfg.interval, sum.line)
-
-	end := time.Now()
-	stopLoad()
-	faults.close()
-	wg.Wait()
+	end := drive(ctx, cfg, logger, load, faults, sum.line)
 	factory.Shutdown()
 	if ctl != nil {
 		ctl.stop() // after the informer: no handler adds a key any more
@@ -315,6 +296,33 @@ func handlerCount(cfg config) int {
 }
 
 // printEvery calls f every interval until ctx is done.
+// drive runs the workload (if any) and the --fault schedule, calls line
+// every interval until ctx ends, then stops both and returns when it
+// ended.
+func drive(ctx context.Context, cfg config, logger *slog.Logger, load *workload, faults *injector, line func(time.Time)) (end time.Time) {
+	var wg sync.WaitGroup
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	if load != nil {
+		wg.Go(func() {
+			if err := load.run(loadCtx, cfg.rate); err != nil {
+				logger.Error("workload stopped", "err", err)
+			}
+		})
+	}
+	wg.Go(func() {
+		faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
+			logger.Warn(fmt.Sprintf(format, args...))
+		})
+	})
+	printEvery(ctx, cfg.interval, line)
+
+	end = time.Now()
+	stopLoad()
+	faults.close()
+	wg.Wait()
+	return end
+}
+
 func printEvery(ctx context.Context, interval time.Duration, f func(time.Time)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -156,6 +156,26 @@ func (d *demoUnderTest) await(what string, ok func(snapshot) bool) snapshot {
 	}
 }
 
+// awaitTrace polls the page's traces of view ("recent" or "slowest") until
+// one matches, and returns it.
+func (d *demoUnderTest) awaitTrace(view, what string, match func(traceJSON) bool) traceJSON {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var r struct{ Traces []traceJSON }
+		d.getJSON("/api/traces?view="+view+"&limit=200", http.StatusOK, &r)
+		for _, tr := range r.Traces {
+			if match(tr) {
+				return tr
+			}
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("no %s among %d traces", what, len(r.Traces))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func handlerOf(s snapshot, name string) handlerSnapshot {
 	for _, h := range s.Handlers {
 		if h.Name == name {
@@ -263,22 +283,9 @@ func TestWebAPI(t *testing.T) {
 		if telemetry.CompiledOut {
 			t.Skip("tracing compiled out (actorinformer_notrace)")
 		}
-		var found traceJSON
-		deadline := time.Now().Add(60 * time.Second)
-		for found.TraceID == "" {
-			var r struct{ Traces []traceJSON }
-			d.getJSON("/api/traces?view=slowest&limit=200", http.StatusOK, &r)
-			for _, tr := range r.Traces {
-				if tr.Root == "reflector.receive" && tr.Stages >= 7 {
-					found = tr
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no complete delta trace among %d", len(r.Traces))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		found := d.awaitTrace("slowest", "complete delta trace", func(tr traceJSON) bool {
+			return tr.Root == "reflector.receive" && tr.Stages >= 7
+		})
 		var got traceJSON
 		d.getJSON("/api/trace?id="+found.TraceID, http.StatusOK, &got)
 		if got.TraceID != found.TraceID || got.Key == "" || got.DurationMs <= 0 {
@@ -315,26 +322,18 @@ func TestWebAPI(t *testing.T) {
 		if telemetry.CompiledOut {
 			t.Skip("tracing compiled out (actorinformer_notrace)")
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var r struct{ Traces []traceJSON }
-			d.getJSON("/api/traces?view=recent&limit=200", http.StatusOK, &r)
-			for _, tr := range r.Traces {
-				ids := map[string]bool{}
-				for _, s := range tr.Spans {
-					ids[s.SpanID] = true
-				}
-				for _, s := range tr.Spans {
-					if s.Name == "workqueue.process" && len(s.Links) > 0 && ids[s.Links[0].SpanID] && s.Links[0].TraceID == tr.TraceID {
-						return
-					}
+		d.awaitTrace("recent", "delta trace with the controller's processing linked in", func(tr traceJSON) bool {
+			ids := map[string]bool{}
+			for _, s := range tr.Spans {
+				ids[s.SpanID] = true
+			}
+			for _, s := range tr.Spans {
+				if s.Name == "workqueue.process" && len(s.Links) > 0 && ids[s.Links[0].SpanID] && s.Links[0].TraceID == tr.TraceID {
+					return true
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no delta trace with the controller's processing linked in")
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return false
+		})
 	})
 
 	t.Run("key", func(t *testing.T) {

@@ -55,26 +55,7 @@ func runSharded(ctx context.Context, cfg config, out io.Writer, logger *slog.Log
 	sum.fleet = fl
 	fl.waitForSyncAndSay(ctx, out, start)
 
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var runWG sync.WaitGroup
-	if load != nil {
-		runWG.Go(func() {
-			if err := load.run(loadCtx, cfg.rate); err != nil {
-				logger.Error("workload stopped", "err", err)
-			}
-		})
-	}
-	runWG.Go(func() {
-		faults.runScheduled(loadCtx, cfg.faults, func(format string, args ...any) {
-			logger.Warn(fmt.Sprintf(format, args...))
-		})
-	})
-	printEvery(ctx, cfg.interval, sum.line)
-
-	end := time.Now()
-	stopLoad()
-	faults.close()
-	runWG.Wait()
+	end := drive(ctx, cfg, logger, load, faults, sum.line)
 	atEnd := fl.atEnd()
 	fl.stop()
 	shutdown := time.Since(end)

@@ -3,11 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"github.com/actorinformer/actorinformer/actors"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
 )
 
