@@ -58,6 +58,9 @@ const (
 	Ranges
 )
 
+// Ext is the first of the kinds reserved for packages above stage.
+const Ext Kind = 128
+
 var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener", "handler", "timer", "source", "informer", "member", "ranges"}
 
 // String returns the stage's name as used in spans and logs.
