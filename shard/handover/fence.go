@@ -171,9 +171,7 @@ func (c *Core) leaseChecked(m *LeaseChecked) {
 	p.checking = false
 	switch {
 	case !m.Found:
-		if !p.inSnapshot {
-			p.void = true
-		}
+		p.void = true // a tombstone holds its lease's name
 	case !p.known || p.version != m.Version:
 		p.known, p.version, p.seenAt = true, m.Version, c.now
 		p.void, p.revoking = false, false
@@ -193,7 +191,8 @@ func (c *Core) leaseRevoked(m *LeaseRevoked) {
 
 // checkAbsentLeases reads the lease of each member this member waits for
 // that is not a current peer and whose lease it has never seen: if there
-// is none, the member calls no handler.
+// is none, a tombstone takes its name, and the member never calls a
+// handler.
 func (c *Core) checkAbsentLeases() {
 	if c.ticks%c.cfg.HelloTicks != 0 {
 		return

@@ -202,8 +202,9 @@ type LeaseRecord struct {
 	Version string
 }
 
-// LeaseChecked answers CheckLease: whether Member's lease exists on the
-// API server, and its resourceVersion.
+// LeaseChecked answers CheckLease: whether Member has a lease on the API
+// server, and its resourceVersion; not Found: it has none and never will
+// (a tombstone holds its name).
 type LeaseChecked struct {
 	Member  MemberID
 	Found   bool
@@ -306,8 +307,12 @@ type RenewLease struct {
 // before Until (0: none). The shell checks it before every call.
 type SetValidity struct{ Until time.Duration }
 
-// CheckLease asks whether Member's lease exists (a direct read, not the
-// watch): the shell answers LeaseChecked.
+// CheckLease reads Member's lease (a direct read, not the watch). If there
+// is none, the shell creates a tombstone in its place (a lease of that
+// name with no holder), so that the member can never create its lease, and
+// so never call a handler. It answers LeaseChecked: Found with the
+// version when the member has a lease (the tombstone's create can find
+// one made meanwhile), not Found once the tombstone is there.
 type CheckLease struct{ Member MemberID }
 
 // RevokeLease deletes Member's lease if it is still at Version (a

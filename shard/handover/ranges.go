@@ -145,7 +145,6 @@ func (c *Core) synced(m *RangeSynced) {
 		return
 	}
 	ri.state = &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
-	c.askNewMembers(m.Range)
 }
 
 func (c *Core) stopped(m *RangeStopped) {
@@ -197,9 +196,15 @@ func (c *Core) reconcile() {
 				c.stopRange(r)
 				break
 			}
+			if !c.lease.synced {
+				// Asks only once its lease exists and its watch shows it:
+				// a member that never gets a lease (a tombstone took its
+				// name) holds no answer.
+				break
+			}
 			c.askNewMembers(r)
 			c.dropVoid(st)
-			if len(st.pending) == 0 && c.lease.synced {
+			if len(st.pending) == 0 {
 				ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
 			}
 		case *active:

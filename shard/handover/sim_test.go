@@ -333,6 +333,10 @@ func (w *world) apply(op apiOp, answer bool) {
 	case *handover.CheckLease:
 		l := w.leases[e.Member]
 		if l == nil {
+			w.rv++
+			w.leases[e.Member] = &apiLease{version: w.rv} // a tombstone: no holder
+			reply = &handover.LeaseChecked{Member: e.Member}
+		} else if l.holder == "" {
 			reply = &handover.LeaseChecked{Member: e.Member}
 		} else {
 			reply = &handover.LeaseChecked{Member: e.Member, Found: true, Version: strconv.FormatInt(l.version, 10)}
@@ -350,7 +354,7 @@ func (w *world) apply(op apiOp, answer bool) {
 		}
 		reply = &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok && answer}
 	case *deleteOwn:
-		if w.leases[m.id] != nil {
+		if l := w.leases[m.id]; l != nil && l.holder == m.id { // never a tombstone
 			w.rv++
 			delete(w.leases, m.id)
 		}
@@ -484,6 +488,9 @@ func (w *world) exec(line string) {
 		if n := w.node(f[1]); n != nil && n.alive && n.member != nil {
 			snap := &handover.Leases{}
 			for _, id := range sortedMembers(w.leases) {
+				if w.leases[id].holder == "" {
+					continue // a tombstone: the shell leaves them out
+				}
 				snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: strconv.FormatInt(w.leases[id].version, 10)})
 			}
 			n.member.local = append(n.member.local, snap)
