@@ -224,7 +224,7 @@ func (s *shell) stop() {
 // It is not safe for concurrent use: fill it before the actor is spawned,
 // or from the actor's own goroutine (Config.Route).
 type Peers struct {
-	stages    [stage.Listener]*actor.PID // by Kind, listeners aside
+	stages    [stage.Listener + 1]*actor.PID // by Kind, listeners aside
 	listeners map[uint64]*actor.PID
 }
 
@@ -240,7 +240,7 @@ func (p *Peers) Set(a stage.Addr, pid *actor.PID) {
 			p.listeners = map[uint64]*actor.PID{}
 		}
 		p.listeners[a.ID] = pid
-	case a.Kind > 0 && a.Kind < stage.Listener && a.ID == 0:
+	case a.Kind.IsStage() && a.ID == 0:
 		p.stages[a.Kind] = pid
 	default:
 		panic(fmt.Sprintf("shell: %v is not a stage's address", a))
@@ -252,7 +252,7 @@ func (p *Peers) Get(a stage.Addr) *actor.PID {
 	switch {
 	case a.Kind == stage.Listener:
 		return p.listeners[a.ID]
-	case a.Kind > 0 && a.Kind < stage.Listener && a.ID == 0:
+	case a.Kind.IsStage() && a.ID == 0:
 		return p.stages[a.Kind]
 	}
 	return nil

@@ -33,8 +33,13 @@ const (
 	SpanHandler   = "handler"           // one handler's execution
 )
 
-// Attribute keys. k8s.namespace.name follows the OpenTelemetry semantic
-// conventions; the rest have no convention and live under actorinformer.*.
+// Attribute keys. The library's keys (these, package workqueue's and
+// package shard's) have one scheme, OpenTelemetry's naming conventions: a
+// semantic convention's key where one fits (k8s.namespace.name), otherwise
+// actorinformer.{object}.{property} (a package's own keys under its name:
+// actorinformer.workqueue.*, actorinformer.shard.*), lower case, words
+// joined by underscores. AttrAPIGroup, AttrAPIVersion and AttrAPIResource
+// are the informer's Kubernetes API group, version and resource.
 const (
 	AttrNamespace           = attribute.Key("k8s.namespace.name")
 	AttrObjectName          = attribute.Key("actorinformer.object.name")
@@ -42,9 +47,9 @@ const (
 	AttrResourceVersion     = attribute.Key("actorinformer.object.resource_version")
 	AttrDeltaType           = attribute.Key("actorinformer.delta.type")
 	AttrInformer            = attribute.Key("actorinformer.informer.name")
-	AttrGroup               = attribute.Key("actorinformer.resource.group")
-	AttrVersion             = attribute.Key("actorinformer.resource.version")
-	AttrResource            = attribute.Key("actorinformer.resource.resource")
+	AttrAPIGroup            = attribute.Key("actorinformer.api.group")
+	AttrAPIVersion          = attribute.Key("actorinformer.api.version")
+	AttrAPIResource         = attribute.Key("actorinformer.api.resource")
 	AttrHandler             = attribute.Key("actorinformer.handler.name")
 	AttrQueueDepth          = attribute.Key("actorinformer.queue.depth")
 	AttrBatchSize           = attribute.Key("actorinformer.batch.size")
@@ -174,9 +179,9 @@ func New(cfg Config) *T {
 	}
 	t.base = []attribute.KeyValue{
 		AttrInformer.String(cfg.Informer.Name),
-		AttrGroup.String(cfg.Informer.Group),
-		AttrVersion.String(cfg.Informer.Version),
-		AttrResource.String(cfg.Informer.Resource),
+		AttrAPIGroup.String(cfg.Informer.Group),
+		AttrAPIVersion.String(cfg.Informer.Version),
+		AttrAPIResource.String(cfg.Informer.Resource),
 	}
 	t.base = append(t.base, cfg.Attributes...)
 	t.baseSet = metric.WithAttributeSet(attribute.NewSet(t.base...))
