@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -29,7 +30,7 @@ import (
 
 // withEtcd is docs/sharding.md's member joined through protoactor's etcd
 // provider.
-func withEtcd(etcdURL string, lw cache.ListerWatcher) (*cluster.Cluster, *shard.Informer, error) {
+func withEtcd(etcdURL string, clientset kubernetes.Interface, lw cache.ListerWatcher) (*cluster.Cluster, *shard.Informer, error) {
 	// doc:begin docs/sharding.md
 	provider, err := etcd.NewWithConfig("/my-controller",
 		clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second},
@@ -40,7 +41,8 @@ func withEtcd(etcdURL string, lw cache.ListerWatcher) (*cluster.Cluster, *shard.
 	c := cluster.New(actors.NewActorSystem(),
 		cluster.Configure("my-controller", provider, disthash.New(), remote.Configure("127.0.0.1", 0)))
 	c.StartMember()
-	inf, err := shard.New(c, "configmaps", lw, &corev1.ConfigMap{})
+	inf, err := shard.New(c, "configmaps", lw, &corev1.ConfigMap{},
+		shard.WithLeases(clientset.CoordinationV1(), "default")) // each member's lease fences it
 	// doc:end
 	return c, inf, err
 }
@@ -60,7 +62,7 @@ func TestShardDocEtcd(t *testing.T) {
 		}
 	}
 	lw := listWatch(cs.CoreV1().ConfigMaps("default"))
-	pc, inf, err := withEtcd(c.EtcdURL(), lw)
+	pc, inf, err := withEtcd(c.EtcdURL(), cs, lw)
 	if err != nil {
 		t.Fatal(err)
 	}

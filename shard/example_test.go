@@ -15,11 +15,14 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/fakeleases"
 	"github.com/actorinformer/actorinformer/shard"
 )
 
@@ -27,7 +30,7 @@ import (
 
 // startMember is docs/sharding.md's member on protoactor's in-memory test
 // provider: every member of the group shares agent.
-func startMember(agent *test.InMemAgent, lw cache.ListerWatcher) (*cluster.Cluster, *shard.Informer, error) {
+func startMember(agent *test.InMemAgent, clientset kubernetes.Interface, lw cache.ListerWatcher) (*cluster.Cluster, *shard.Informer, error) {
 	// doc:begin docs/sharding.md
 	system := actors.NewActorSystem()
 	config := cluster.Configure("my-cluster", test.NewTestProvider(agent), disthash.New(),
@@ -37,6 +40,7 @@ func startMember(agent *test.InMemAgent, lw cache.ListerWatcher) (*cluster.Clust
 	c.StartMember()
 
 	inf, err := shard.New(c, "pods", lw, &corev1.Pod{},
+		shard.WithLeases(clientset.CoordinationV1(), "default"),
 		shard.WithRanges(16),
 		shard.WithIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
 	// doc:end
@@ -46,7 +50,9 @@ func startMember(agent *test.InMemAgent, lw cache.ListerWatcher) (*cluster.Clust
 func TestDocTestProvider(t *testing.T) {
 	src := newMemServer()
 	src.create("a")
-	c, inf, err := startMember(test.NewInMemAgent(), src)
+	cs := fake.NewClientset()
+	fakeleases.Install(cs)
+	c, inf, err := startMember(test.NewInMemAgent(), cs, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +68,7 @@ func TestDocTestProvider(t *testing.T) {
 
 // onKubernetes is docs/sharding.md's member on Kubernetes, found through
 // protoactor's k8s provider (pods labelled by the provider).
-func onKubernetes(lw cache.ListerWatcher) (*shard.Informer, error) {
+func onKubernetes(clientset kubernetes.Interface, lw cache.ListerWatcher) (*shard.Informer, error) {
 	// doc:begin docs/sharding.md
 	provider, err := k8s.New() // the pod's service account: get, list, watch and patch pods
 	if err != nil {
@@ -71,7 +77,7 @@ func onKubernetes(lw cache.ListerWatcher) (*shard.Informer, error) {
 	c := cluster.New(actors.NewActorSystem(),
 		cluster.Configure("my-controller", provider, disthash.New(), remote.Configure("0.0.0.0", 8090)))
 	c.StartMember()
-	return shard.New(c, "pods", lw, &corev1.Pod{})
+	return shard.New(c, "pods", lw, &corev1.Pod{}, shard.WithLeases(clientset.CoordinationV1(), "my-namespace"))
 	// doc:end
 }
 
@@ -79,7 +85,7 @@ func onKubernetes(lw cache.ListerWatcher) (*shard.Informer, error) {
 // snippet compiles and runs up to there.
 func TestDocKubernetesProviderOutsideAPod(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	if _, err := onKubernetes(newMemServer()); !errors.Is(err, rest.ErrNotInCluster) {
+	if _, err := onKubernetes(fake.NewClientset(), newMemServer()); !errors.Is(err, rest.ErrNotInCluster) {
 		t.Fatalf("err %v, want rest.ErrNotInCluster", err)
 	}
 }
@@ -95,7 +101,7 @@ func TestDocOwnershipHandler(t *testing.T) {
 	owned := map[int]bool{}
 	h := shard.OwnershipFuncs{
 		ResourceEventHandler: handler,
-		AcquireFunc:          func(r shard.Range) { mu.Lock(); owned[r.Index] = true; mu.Unlock() },
+		AcquireFunc:          func(r shard.Range, epoch uint64) { mu.Lock(); owned[r.Index] = true; mu.Unlock() },
 		ReleaseFunc:          func(r shard.Range) { mu.Lock(); delete(owned, r.Index); mu.Unlock() },
 	}
 	// doc:end

@@ -50,6 +50,9 @@ type Informer struct {
 	// handler calls' gate's.
 	clock0 time.Time
 	first  *cluster.Cluster
+	// current is the cluster member the running incarnation uses: first,
+	// or the last one WithRejoin made.
+	current atomic.Pointer[cluster.Cluster]
 
 	// validUntil: handler calls are allowed while the clock is before it
 	// (nanoseconds of the clock; 0: none). The running incarnation's core
@@ -156,6 +159,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
+	s.current.Store(c)
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
@@ -202,7 +206,7 @@ func probe(c *cluster.Cluster, group string, o options) error {
 			res, err := c.ActorSystem.Root.RequestFuture(actor.NewPID(m.Address(), actorName(group)), &shardpb.Probe{Group: group}, timeout).Result()
 			if h, ok := res.(*shardpb.Hello); ok && err == nil {
 				mu.Lock()
-				answers = append(answers, answer{m.Id, h})
+				answers = append(answers, answer{h.From, h})
 				mu.Unlock()
 			}
 		}(m)
@@ -300,9 +304,15 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 				shutdownCluster(c)
 			}
 			c = next
+			s.current.Store(c)
 		}
 	}
 }
+
+// Cluster returns the cluster member the informer uses now: the one given
+// to New, or, after a rejoin with WithRejoin, the last one made. Shut it
+// down once Run has returned.
+func (s *Informer) Cluster() *cluster.Cluster { return s.current.Load() }
 
 // shutdownCluster stops a cluster member that a rejoin replaced.
 func shutdownCluster(c *cluster.Cluster) {
@@ -342,11 +352,21 @@ func (s *Informer) HasSynced() bool {
 		return true
 	}
 	st := s.protocol.Load()
-	if st != nil && st.Settled && len(st.View) > 0 {
-		s.synced.Store(true)
-		return true
+	if st == nil || !st.Settled || len(st.View) == 0 {
+		return false
 	}
-	return false
+	// Settled in the protocol, and every active range's handlers have it.
+	act := 0
+	for _, r := range st.Ranges {
+		if r.State == "active" {
+			act++
+		}
+	}
+	if len(*s.delivered.Load()) != act {
+		return false
+	}
+	s.synced.Store(true)
+	return true
 }
 
 // HasSyncedChecker returns a checker whose Done channel closes when

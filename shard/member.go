@@ -17,7 +17,6 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -92,11 +91,10 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 		return nil, err
 	}
 	inc.ioPID = ioPID
-	corePID := sys.Root.Spawn(shell.Props(shell.Config[handover.Input]{
-		Stage:     handover.Ranges,
-		Core:      publishing{inc},
-		Env:       func(actor.Context) shell.Env { return coreEnv{inc} },
-		Telemetry: nil,
+	corePID := sys.Root.Spawn(shell.Props(shell.Config{
+		Stage: handover.Ranges,
+		Core:  publishing{inc},
+		Env:   func(actor.Context) shell.Env { return coreEnv{inc} },
 	}))
 	inc.corePID = corePID
 	s.mu.Lock()
@@ -149,7 +147,16 @@ func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (han
 // publishes the protocol's status for the public methods.
 type publishing struct{ inc *incarnation }
 
-func (p publishing) Step(in handover.Input) []stage.Msg {
+func (p publishing) Step(msg any) []stage.Msg {
+	in, ok := msg.(handover.Input)
+	switch msg.(type) {
+	case *stage.Started, *stage.Restarting, *stage.Stopping:
+		return nil // the core keeps no state of the actor's life
+	}
+	if !ok {
+		p.inc.log.Error("a message the protocol does not take (a bug of ours)", "type", fmt.Sprintf("%T", msg))
+		return nil
+	}
 	out := p.inc.core.Step(in)
 	st := p.inc.core.Status()
 	p.inc.s.protocol.Store(&st)
@@ -474,12 +481,11 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 		}
 	}
 	_, _ = io.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any, bool) { poke() },
+		AddFunc:    func(any) { poke() },
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	})
 	go io.leaseInf.RunWithContext(inc.ctx)
-	_ = fields.Everything
 }
 
 // snapshotLeases sends the core the group's leases as the watch has them.
@@ -607,5 +613,3 @@ func memberIDs(v []string) []handover.MemberID {
 	}
 	return out
 }
-
-var _ = fmt.Sprint

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"strconv"
 	"sync/atomic"
@@ -160,12 +159,8 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	inc := io.inc
 	s := inc.s
 	r := Range{Index: e.Range, Count: s.o.ranges}
-	opts := append(append([]actors.Option(nil), s.o.actorOpts...),
-		actors.WithActorSystem(inc.c.ActorSystem),
-		actors.WithName(fmt.Sprintf("shard.%s/%s", s.group, r)),
-		actors.WithAttributes(append(s.baseAttrs(), AttrRange.Int(r.Index))...),
-		actors.WithSpanAttributes(AttrEpoch.Int64(int64(e.Epoch))),
-	)
+	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
+	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	lw := newRangeLW(s.lw, r, s.filter)
 	s.mu.Lock()
 	inf := actors.NewSharedIndexInformer(lw, s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
@@ -353,7 +348,7 @@ func (s *Informer) detachAll(ri *rangeInformer) {
 	var chans []<-chan struct{}
 	for reg, a := range ri.attached {
 		_ = ri.inf.RemoveEventHandler(a.rreg)
-		if sc, ok := a.rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+		if sc, ok := a.rreg.(actors.Registration); ok {
 			chans = append(chans, sc.ShutdownChan())
 		}
 		waits = append(waits, reg)
@@ -402,7 +397,7 @@ func (s *Informer) tombstoneFor(o handover.ObjectRef) cache.DeletedFinalStateUnk
 // cacheLen is the number of objects in a range's cache, without listing
 // them.
 func cacheLen(ix cache.Indexer) int {
-	if l, ok := ix.(interface{ Len() int }); ok {
+	if l, ok := ix.(actors.Store); ok {
 		return l.Len()
 	}
 	return len(ix.ListKeys())

@@ -68,8 +68,8 @@ func ClaimFrom(ctx context.Context) (Claim, bool) {
 // delivered range's informer, with its calls serialised.
 type registration struct {
 	s       *Informer
-	h       any                // as the user gave it
-	own     OwnershipHandler   // nil when the handler does not implement it
+	h       any              // as the user gave it
+	own     OwnershipHandler // nil when the handler does not implement it
 	options cache.HandlerOptions
 	// acquired are the ranges OnAcquire was called for (guarded by mu).
 	acquired map[int]bool
@@ -130,7 +130,7 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 	if err != nil {
 		return nil, err
 	}
-	if n, ok := probe.(interface{ HandlerName() string }); ok {
+	if n, ok := probe.(actors.Named); ok {
 		reg.name = n.HandlerName()
 	}
 	s.mu.Lock()
@@ -249,7 +249,7 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 	for ri := range s.live {
 		if a, ok := ri.attached[reg]; ok {
 			_ = ri.inf.RemoveEventHandler(a.rreg)
-			if sc, ok := a.rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+			if sc, ok := a.rreg.(actors.Registration); ok {
 				waits = append(waits, sc.ShutdownChan())
 			}
 			delete(ri.attached, reg)

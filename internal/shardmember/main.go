@@ -68,6 +68,10 @@ var (
 	calls     = flag.String("calls", "", "sharded mode: the file handler calls are appended to")
 	addr      = flag.String("http", "127.0.0.1:0", "state page address")
 	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
+	leaseNS   = flag.String("lease-namespace", "default", "sharded mode: the namespace of the members' leases")
+	leaseDur  = flag.Duration("lease-duration", shard.DefaultLeaseDuration, "sharded mode: the leases' duration")
+	renewDL   = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
+	retryP    = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
 )
 
 func main() {
@@ -121,27 +125,34 @@ func run(log *slog.Logger) error {
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
 
 	var (
-		inf      cache.SharedIndexInformer
-		sharded  *shard.Informer
-		c        *cluster.Cluster
-		provider *etcd.Provider
+		inf     cache.SharedIndexInformer
+		sharded *shard.Informer
+		c       *cluster.Cluster
 	)
 	switch *mode {
 	case "sharded":
-		provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
-		if err != nil {
+		newCluster := func(context.Context) (*cluster.Cluster, error) {
+			provider, err := etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+			if err != nil {
+				return nil, err
+			}
+			sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+				return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			}))
+			c := cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
+				// protoactor's default endpoint queues (1,000,000 entries, 16 MB
+				// per peer) dwarf a member's cache; a group sends a few
+				// messages a second.
+				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
+			c.StartMember()
+			return c, nil
+		}
+		if c, err = newCluster(ctx); err != nil {
 			return err
 		}
-		sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}))
-		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
-			// protoactor's default endpoint queues (1,000,000 entries, 16 MB
-			// per peer) dwarf a member's cache; a group sends a few
-			// messages a second.
-			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
-		c.StartMember()
-		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...))
+		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...),
+			shard.WithLeases(client.CoordinationV1(), *leaseNS), shard.WithLeaseTimings(*leaseDur, *renewDL, *retryP),
+			shard.WithRejoin(newCluster))
 		if err != nil {
 			return err
 		}
@@ -228,6 +239,9 @@ func run(log *slog.Logger) error {
 	stopped := time.Now()
 	log.Info("informer stopped")
 	_ = srv.Close()
+	if sharded != nil {
+		c = sharded.Cluster() // after a rejoin, the last cluster member made
+	}
 	if c != nil {
 		c.Shutdown(true)
 		log.Info("cluster member shut down", "took", time.Since(stopped))
@@ -390,15 +404,18 @@ func (v *view) OnUpdate(_, obj any) {
 }
 
 func (v *view) OnDelete(obj any) {
+	_, handedOver := obj.(cache.DeletedFinalStateUnknown)
 	v.call("delete", obj, func(k, _ string) {
-		if _, ok := v.objs[k]; !ok {
+		// A tombstone for a key it does not hold is the previous deliverer's
+		// object, gone before this member gave the range to its handlers.
+		if _, ok := v.objs[k]; !ok && !handedOver {
 			v.errs = append(v.errs, "delete of "+k+" it does not hold")
 		}
 		delete(v.objs, k)
 	})
 }
 
-func (v *view) OnAcquire(shard.Range) {}
+func (v *view) OnAcquire(shard.Range, uint64) {}
 
 // OnRelease forgets the range's objects: they are the new owner's now.
 func (v *view) OnRelease(r shard.Range) {
