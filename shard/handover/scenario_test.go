@@ -528,3 +528,30 @@ func TestTokenComesFromAWriteAfterTheClaim(t *testing.T) {
 		t.Fatalf("activation %+v, want token 21", act)
 	}
 }
+
+// A member asks for ranges only once its lease watch has shown its own
+// lease: a member that never gets one (a tombstone took its name) holds no
+// answer it could use later.
+func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	self := ownerOfZero(peer)
+	c := handover.NewCore(testConfig(self, 1))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+	c.Step(&handover.Tick{Now: simTick})
+	c.Step(&handover.Tick{Now: 2 * simTick})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing", st.State)
+	}
+	out := c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+	out = append(out, c.Step(&handover.Tick{Now: 3 * simTick})...)
+	if a, ok := find[*handover.Acquire](out); ok {
+		t.Fatalf("asked %+v before its lease watch showed its lease", a)
+	}
+	out = c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	if _, ok := find[*handover.Acquire](out); !ok {
+		t.Fatalf("no ask once its lease was seen: %v", out)
+	}
+}
