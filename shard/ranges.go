@@ -137,7 +137,7 @@ func (s *Informer) deactivateRange(e *handover.DeactivateRange) {
 	for reg, rreg := range ri.regs {
 		_ = ri.inf.RemoveEventHandler(rreg)
 		var done <-chan struct{}
-		if sc, ok := rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+		if sc, ok := rreg.(actors.Registration); ok {
 			done = sc.ShutdownChan()
 		}
 		waits = append(waits, detached{reg, done})
@@ -213,7 +213,7 @@ func (s *Informer) recordHandoverLocked(h Handover) {
 // cacheLen is the number of objects in a range's cache, without listing
 // them.
 func cacheLen(ix cache.Indexer) int {
-	if l, ok := ix.(interface{ Len() int }); ok {
+	if l, ok := ix.(actors.Store); ok {
 		return l.Len()
 	}
 	return len(ix.ListKeys())
