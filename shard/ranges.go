@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -39,13 +38,8 @@ type rangeInformer struct {
 
 func (s *Informer) startRange(e *handover.StartRange) {
 	r := Range{Index: e.Range, Count: s.o.ranges}
-	name := fmt.Sprintf("%s/%s", s.informerName(), r)
-	opts := append(append([]actors.Option(nil), s.o.actorOpts...),
-		actors.WithActorSystem(s.c.ActorSystem),
-		actors.WithName(name),
-		actors.WithAttributes(append(s.baseAttrs(), AttrRange.Int(r.Index))...),
-		actors.WithSpanAttributes(AttrEpoch.Int64(int64(e.Epoch))),
-	)
+	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(s.c.ActorSystem))
+	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	s.mu.Lock()
 	inf := actors.NewSharedIndexInformer(newRangeLW(s.lw, r, s.filter), s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
 	if s.transform != nil {

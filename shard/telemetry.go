@@ -18,7 +18,8 @@ import (
 // actorinformer.shard.* as OpenTelemetry's naming conventions ask of keys
 // without a semantic convention. The range informers' root spans
 // (reflector.receive, the list span) carry group, member, range and epoch;
-// their metrics group, member and range.
+// their counters and histograms group and member, their gauges the range
+// too (see rangeTelemetry).
 const (
 	// AttrGroup is the group's name.
 	AttrGroup = attribute.Key("actorinformer.shard.group.name")
@@ -49,6 +50,13 @@ const (
 // spans and metrics.
 const ScopeName = "github.com/actorinformer/actorinformer/shard"
 
+// HandoverBuckets are the bucket boundaries, in seconds, of the handover
+// duration histogram: 5 ms to 2 minutes. An acquisition takes one list of
+// the range (milliseconds for a few objects, seconds for tens of
+// thousands); a release, the end of the handlers' calls on it, or up to
+// the leave timeout (30 s by default).
+var HandoverBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
 type shardTelemetry struct {
 	tracer    trace.Tracer
 	handovers metric.Int64Counter
@@ -71,6 +79,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	m := mp.Meter(ScopeName)
 	t.handovers, _ = m.Int64Counter("actorinformer.shard.handovers", metric.WithDescription("Ranges acquired and released by this member."))
 	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(HandoverBuckets...),
 		metric.WithDescription("How long a handover took on this member: from listing the range to delivering it (acquire), or from the ask to the end of the last handler call (release)."))
 	owned, _ := m.Int64ObservableGauge("actorinformer.shard.ranges", metric.WithDescription("Ranges this member delivers."))
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
@@ -88,6 +97,20 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		return nil
 	}, owned, objects, mode, dropped)
 	return t
+}
+
+// rangeTelemetry are a range informer's name and attributes: its spans
+// carry the group, member, range and epoch; its counters and histograms
+// the group and member only, so that a released range leaves no series
+// behind (they would stay for the life of the MeterProvider); its gauges,
+// which stop with it, the range too.
+func (s *Informer) rangeTelemetry(r Range, epoch uint64) []actors.Option {
+	return []actors.Option{
+		actors.WithName(s.informerName()),
+		actors.WithAttributes(s.baseAttrs()...),
+		actors.WithSpanAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
+		actors.WithGaugeAttributes(AttrRange.Int(r.Index)),
+	}
 }
 
 func (t *shardTelemetry) close() {

@@ -108,6 +108,13 @@ type Config struct {
 	// sharded informer's group, member and range); SpanAttributes to its
 	// root spans only (values that change too often for a metric stream).
 	Attributes, SpanAttributes []attribute.KeyValue
+	// GaugeAttributes are added to the informer's gauges only (queue and
+	// listener backlogs, cache size and resource version, WatchList wait):
+	// attributes of something that comes and goes with the informer (a
+	// sharded member's range). The gauges stop being observed when the
+	// informer stops, so their series go with it; the counters' and
+	// histograms' series stay for the life of the MeterProvider.
+	GaugeAttributes []attribute.KeyValue
 }
 
 // GaugeMetric is client-go's cache.GaugeMetric.
@@ -134,6 +141,9 @@ type T struct {
 	Info        InformerInfo
 	base        []attribute.KeyValue
 	baseSet     metric.MeasurementOption
+	// gauge: base plus the gauge-only attributes, on the gauges.
+	gauge    []attribute.KeyValue
+	gaugeSet metric.MeasurementOption
 	// spanBase: base plus the span-only attributes, on root spans.
 	spanBase []attribute.KeyValue
 
@@ -176,6 +186,8 @@ func New(cfg Config) *T {
 	t.base = append(t.base, cfg.Attributes...)
 	t.baseSet = metric.WithAttributeSet(attribute.NewSet(t.base...))
 	t.spanBase = append(slices.Clip(t.base), cfg.SpanAttributes...)
+	t.gauge = append(slices.Clip(t.base), cfg.GaugeAttributes...)
+	t.gaugeSet = metric.WithAttributeSet(attribute.NewSet(t.gauge...))
 	t.Metrics = newMetrics(mp.Meter(ScopeName), t)
 	return t
 }
