@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -91,7 +90,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 		return nil, err
 	}
 	inc.ioPID = ioPID
-	corePID := sys.Root.Spawn(shell.Props(shell.Config{
+	corePID := sys.Root.Spawn(shell.Props(shell.Config[handover.Input]{
 		Stage: handover.Ranges,
 		Core:  publishing{inc},
 		Env:   func(actor.Context) shell.Env { return coreEnv{inc} },
@@ -147,16 +146,7 @@ func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (han
 // publishes the protocol's status for the public methods.
 type publishing struct{ inc *incarnation }
 
-func (p publishing) Step(msg any) []stage.Msg {
-	in, ok := msg.(handover.Input)
-	switch msg.(type) {
-	case *stage.Started, *stage.Restarting, *stage.Stopping:
-		return nil // the core keeps no state of the actor's life
-	}
-	if !ok {
-		p.inc.log.Error("a message the protocol does not take (a bug of ours)", "type", fmt.Sprintf("%T", msg))
-		return nil
-	}
+func (p publishing) Step(in handover.Input) []stage.Msg {
 	out := p.inc.core.Step(in)
 	st := p.inc.core.Status()
 	p.inc.s.protocol.Store(&st)
