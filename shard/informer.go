@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/donesignal"
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 )
@@ -67,7 +68,7 @@ type Informer struct {
 	failed    atomic.Pointer[string]
 	rejoins   atomic.Int64
 	stoppedCh chan struct{}
-	signals   signals
+	signals   donesignal.Set
 
 	mu                sync.Mutex
 	started, stopped  bool
@@ -327,7 +328,7 @@ func (s *Informer) finishStop() {
 	groups.Delete(s.key)
 	s.tel.close()
 	close(s.stoppedCh)
-	s.signals.poke()
+	s.signals.Poke()
 }
 
 // Abandon stops this member at once, as a crash would, for fault drills
@@ -372,7 +373,7 @@ func (s *Informer) HasSynced() bool {
 // HasSyncedChecker returns a checker whose Done channel closes when
 // HasSynced becomes true.
 func (s *Informer) HasSyncedChecker() cache.DoneChecker {
-	return s.signals.add("shard "+s.group, s.HasSynced)
+	return s.signals.Add("shard "+s.group, s.HasSynced)
 }
 
 // IsStopped reports whether Run has returned.
@@ -562,7 +563,7 @@ func (s *Informer) publish(ranges []*rangeInformer) {
 		act = []*rangeInformer{}
 	}
 	s.delivered.Store(&act)
-	s.signals.poke()
+	s.signals.Poke()
 }
 
 // baseAttrs are the sharded informer's span and metric attributes.
@@ -577,50 +578,4 @@ func (s *Informer) Err() string {
 		return *p
 	}
 	return ""
-}
-
-// signals are the DoneCheckers handed out by HasSyncedChecker and the
-// registrations' ones, checked whenever the published state changes.
-type signals struct {
-	mu sync.Mutex
-	l  []*doneSignal
-}
-
-type doneSignal struct {
-	name string
-	ch   chan struct{}
-	done func() bool
-	once sync.Once
-}
-
-func (d *doneSignal) Name() string          { return d.name }
-func (d *doneSignal) Done() <-chan struct{} { return d.ch }
-func (d *doneSignal) close()                { d.once.Do(func() { close(d.ch) }) }
-
-func (g *signals) add(name string, done func() bool) cache.DoneChecker {
-	d := &doneSignal{name: name, ch: make(chan struct{}), done: done}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if done() {
-		d.close()
-		return d
-	}
-	g.l = append(g.l, d)
-	return d
-}
-
-// poke closes the channels whose condition holds.
-func (g *signals) poke() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	kept := g.l[:0]
-	for _, d := range g.l {
-		if d.done() {
-			d.close()
-		} else {
-			kept = append(kept, d)
-		}
-	}
-	clear(g.l[len(kept):])
-	g.l = kept
 }

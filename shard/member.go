@@ -150,7 +150,7 @@ func (p publishing) Step(in handover.Input) []stage.Msg {
 	out := p.inc.core.Step(in)
 	st := p.inc.core.Status()
 	p.inc.s.protocol.Store(&st)
-	p.inc.s.signals.poke()
+	p.inc.s.signals.Poke()
 	return out
 }
 

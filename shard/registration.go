@@ -292,7 +292,7 @@ func (reg *registration) HasSynced() bool {
 
 // HasSyncedChecker returns a checker of HasSynced.
 func (reg *registration) HasSyncedChecker() cache.DoneChecker {
-	return reg.s.signals.add("shard handler", reg.HasSynced)
+	return reg.s.signals.Add("shard handler", reg.HasSynced)
 }
 
 // rangeHandler is a handler on one range: a call goes through only while

@@ -525,16 +525,21 @@ func (f *fleet) foldLocked() {
 	}
 }
 
-// nameOf maps a member id (the cluster's) to the member's name, or returns
-// the id when no member has it.
+// nameOf maps a member id (a group member incarnation's: its cluster
+// node's id, '#', the incarnation) to the member's name, or returns the id
+// when no member has it.
 func (f *fleet) nameOf(id string) string {
 	if id == "" {
 		return ""
 	}
+	node := id
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		node = id[:i]
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range f.members {
-		if m.c.ActorSystem.ID == id {
+		if sys := m.c.ActorSystem.ID; sys == node || strings.HasSuffix(node, "@"+sys) {
 			return m.name
 		}
 	}
