@@ -23,10 +23,13 @@ var (
 	nemesisBin      = flag.String("nemesis.member-bin", "", "the member program to run (default: internal/shardmember, built now)")
 	nemesisArgs     = flag.String("nemesis.member-args", "", "flags added to every member's command line, space-separated")
 	nemesisMembers  = flag.Int("nemesis.members", 3, "members")
+	nemesisRanges   = flag.Int("nemesis.ranges", 16, "ranges")
+	nemesisRepeat   = flag.Int("nemesis.repeat", 1, "short run: how many times each fault is injected, each time in a group of its own")
 	nemesisTTL      = flag.Duration("nemesis.ttl", 2*time.Second, "the etcd provider's keep-alive TTL")
 	nemesisHold     = flag.Duration("nemesis.hold", 8*time.Second, "how long a pause, a partition, a cut from etcd and etcd's downtime last")
 	nemesisRecover  = flag.Duration("nemesis.recover", 30*time.Second, "how long to wait at most for the members to settle after a fault")
 	nemesisRate     = flag.Int("nemesis.rate", 100, "writes per second")
+	nemesisDelay    = flag.Duration("nemesis.handler-delay", time.Millisecond, "how long each handler call takes")
 	nemesisSeed     = flag.Int64("nemesis.seed", 0, "seed of the workload and of the long run's choices (0: the time)")
 	nemesisReport   = flag.String("nemesis.report", "", "a file to write the report to, as JSON")
 )
@@ -59,7 +62,8 @@ func kindList() string {
 //
 // The short run (the default) injects every fault once, each in a group of
 // its own (three members, a namespace and an etcd prefix of their own) on
-// one cluster: about five minutes on 2 cores. -nemesis.duration 10m is a
+// one cluster, a partition with a member joining during it: about four
+// minutes on 2 cores. -nemesis.duration 10m is a
 // long run: random faults, one after the other, in one group, for that
 // long.
 func TestNemesis(t *testing.T) {
@@ -88,19 +92,24 @@ func TestNemesis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := nemesis.Options{Bin: bin, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, TTL: *nemesisTTL,
-		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, Seed: seed}
-	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, member args %q", seed, kinds, o.Members, o.TTL, o.Hold, o.MemberArgs)
+	o := nemesis.Options{Bin: bin, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
+		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, HandlerDelay: *nemesisDelay, Seed: seed}
+	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, handler calls of %v, member args %q",
+		seed, kinds, o.Members, o.TTL, o.Hold, o.HandlerDelay, o.MemberArgs)
 	c := startCluster(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true", WatchCache: true})
 
 	var results []*nemesis.Result
 	if *nemesisDuration > 0 {
 		results = append(results, longNemesis(t, c, o, kinds, *nemesisDuration, rand.New(rand.NewSource(seed))))
 	} else {
-		for _, k := range kinds {
-			t.Run(string(k), func(t *testing.T) {
-				results = append(results, shortNemesis(t, c, o, k))
-			})
+		n := 0
+		for range max(*nemesisRepeat, 1) {
+			for _, k := range kinds {
+				n++
+				t.Run(string(k), func(t *testing.T) {
+					results = append(results, shortNemesis(t, c, o, k, fmt.Sprintf("nemesis-%d-%s", n, k)))
+				})
+			}
 		}
 	}
 	if *nemesisReport != "" {
@@ -115,8 +124,8 @@ func TestNemesis(t *testing.T) {
 }
 
 // shortNemesis injects one fault into a group of its own.
-func shortNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, k nemesis.Kind) *nemesis.Result {
-	r := nemesis.NewRun(t, c, "nemesis-"+string(k), o)
+func shortNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, k nemesis.Kind, ns string) *nemesis.Result {
+	r := nemesis.NewRun(t, c, ns, o)
 	for range o.Members {
 		r.Join()
 	}
@@ -127,7 +136,7 @@ func shortNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, k nem
 	if k != nemesis.EtcdRestart && k != nemesis.Join && k != nemesis.JoinDuringDeletes {
 		target = r.Live()[1]
 	}
-	r.Inject(k, target)
+	inject(r, o, k, target, true)
 	r.Recover()
 	res := r.Check()
 	r.Stop()
@@ -155,7 +164,7 @@ func longNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, kinds 
 			target = live[rnd.Intn(len(live))]
 		}
 		t.Logf("nemesis: fault %d, %v left", n, time.Until(deadline).Round(time.Second))
-		r.Inject(k, target)
+		inject(r, o, k, target, len(live) <= o.Members && rnd.Intn(2) == 0)
 		r.Recover()
 		for len(r.Live()) < o.Members {
 			r.StartWorkload()
@@ -167,6 +176,19 @@ func longNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, kinds 
 	r.Stop()
 	report(t, res)
 	return res
+}
+
+// inject injects fault k; a partition, with join, has a member join a
+// quarter into it, so that ranges move while the target is cut off.
+func inject(r *nemesis.Run, o nemesis.Options, k nemesis.Kind, target *nemesis.Member, join bool) {
+	if !join || (k != nemesis.Partition && k != nemesis.PartitionReject) {
+		r.Inject(k, target)
+		return
+	}
+	f := r.Start(k, target)
+	time.Sleep(o.Hold / 4)
+	r.Inject(nemesis.Join, nil)
+	f.Wait()
 }
 
 func report(t *testing.T, res *nemesis.Result) {

@@ -181,8 +181,11 @@ type FaultReport struct {
 	// ServingAgain: from the fault's end until its target served again
 	// (-1: not seen serving again).
 	ServingAgain time.Duration
-	Violations   map[string]int
-	Exemptions   map[string]int
+	// Deletes counts the workload's deletes from the fault's start to the
+	// next fault's (or the end): those the fault could cost.
+	Deletes    int
+	Violations map[string]int
+	Exemptions map[string]int
 }
 
 // Result is the checker's verdict.
@@ -714,6 +717,15 @@ func (res *Result) report(in Input, delivery map[int]map[int][]Interval) {
 		}
 		if pi, ok := procIndex[f.Target]; ok && (f.Kind == Pause || f.Kind == Kill) {
 			fr.Takeover, fr.Moved = takeover(delivery, pi, f.Start, in.End)
+		}
+		next := in.End
+		if i+1 < len(in.Faults) {
+			next = in.Faults[i+1].Start
+		}
+		for _, d := range in.Deletes {
+			if d.OK && d.Start >= f.Start && d.Start < next {
+				fr.Deletes++
+			}
 		}
 		res.Faults[i] = fr
 	}

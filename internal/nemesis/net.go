@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,16 +50,26 @@ type pair struct{ from, to string }
 // loopback address of its own, so a link knows who calls; a member reaches
 // etcd only through its own etcd link.
 type Net struct {
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced at every change of cuts
-	sources map[string]string
-	cuts    map[pair]Mode
-	links   map[*Link]struct{}
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced at every change of cuts
+	sources  map[string]string
+	cuts     map[pair]Mode
+	isolated map[string]Mode
+	links    map[*Link]struct{}
+
+	// held counts the chunks a Drop held, reset the connections a Reject
+	// reset or refused.
+	held, reset atomic.Int64
 }
+
+// Counts returns how many chunks of bytes Drop cuts have held and how many
+// connections Reject cuts have reset or refused so far.
+func (n *Net) Counts() (held, reset int64) { return n.held.Load(), n.reset.Load() }
 
 // NewNet returns a network with no cut.
 func NewNet() *Net {
-	return &Net{changed: make(chan struct{}), sources: map[string]string{}, cuts: map[pair]Mode{}, links: map[*Link]struct{}{}}
+	return &Net{changed: make(chan struct{}), sources: map[string]string{}, cuts: map[pair]Mode{}, isolated: map[string]Mode{},
+		links: map[*Link]struct{}{}}
 }
 
 // Source declares that connections from ip are member's.
@@ -88,7 +99,22 @@ func (n *Net) Cut(mode Mode, a string, others ...string) {
 	}
 }
 
-// Heal removes every cut that involves a.
+// Isolate cuts a from every other member, both ways, with mode (Drop or
+// Reject), members that join later included; not from etcd.
+func (n *Net) Isolate(mode Mode, a string) {
+	n.mu.Lock()
+	n.isolated[a] = mode
+	n.changedLocked()
+	links := n.linksLocked()
+	n.mu.Unlock()
+	if mode == Reject {
+		for _, l := range links {
+			l.resetCut()
+		}
+	}
+}
+
+// Heal removes every cut that involves a, and its isolation.
 func (n *Net) Heal(a string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -97,6 +123,7 @@ func (n *Net) Heal(a string) {
 			delete(n.cuts, p)
 		}
 	}
+	delete(n.isolated, a)
 	n.changedLocked()
 }
 
@@ -118,7 +145,11 @@ func (n *Net) linksLocked() []*Link {
 func (n *Net) mode(from, to string) (Mode, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.cuts[pair{from, to}], n.changed
+	m := n.cuts[pair{from, to}]
+	if from != to && from != "" && to != EtcdEndpoint {
+		m = max(m, n.isolated[from], n.isolated[to])
+	}
+	return m, n.changed
 }
 
 func (n *Net) source(addr net.Addr) string {
@@ -134,13 +165,18 @@ func (n *Net) source(addr net.Addr) string {
 // waitOpen blocks while from and to are cut with Drop; it reports false
 // if they are cut with Reject or done is closed first.
 func (n *Net) waitOpen(from, to string, done <-chan struct{}) bool {
-	for {
+	for waited := false; ; {
 		m, changed := n.mode(from, to)
 		switch m {
 		case Open:
 			return true
 		case Reject:
+			n.reset.Add(1)
 			return false
+		}
+		if !waited {
+			waited = true
+			n.held.Add(1)
 		}
 		select {
 		case <-changed:
@@ -326,6 +362,7 @@ func (l *Link) resetCut() {
 	for _, c := range cut {
 		c.cut()
 	}
+	l.net.reset.Add(int64(len(cut)))
 }
 
 // Close closes the listener and every connection and waits for the

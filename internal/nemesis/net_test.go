@@ -137,6 +137,26 @@ func TestNetCuts(t *testing.T) {
 		t.Fatalf("a after the heal: %v", err)
 	}
 
+	// Isolation cuts a from every member, one known only later included,
+	// not from etcd (below).
+	n.Isolate(Drop, "a")
+	if err := roundTrip(dialFrom(t, "127.0.1.1", link.Addr()), 200*time.Millisecond); !timeout(err) {
+		t.Fatalf("isolated a to b: %v, want a timeout", err)
+	}
+	n.Source("127.0.1.4", "d")
+	linkA, err := n.MemberLink("a", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer linkA.Close()
+	if err := roundTrip(dialFrom(t, "127.0.1.4", linkA.Addr()), 200*time.Millisecond); !timeout(err) {
+		t.Fatalf("d to isolated a: %v, want a timeout", err)
+	}
+	if err := roundTrip(dialFrom(t, "127.0.1.4", link.Addr()), time.Second); err != nil {
+		t.Fatalf("d to b while a is isolated: %v", err)
+	}
+	n.Heal("a")
+
 	// An etcd link belongs to one member.
 	etcd, err := n.EtcdLink("a", target)
 	if err != nil {
@@ -144,6 +164,11 @@ func TestNetCuts(t *testing.T) {
 	}
 	defer etcd.Close()
 	toEtcd := dialFrom(t, "127.0.0.1", etcd.Addr())
+	n.Isolate(Reject, "a")
+	if err := roundTrip(toEtcd, time.Second); err != nil {
+		t.Fatalf("isolated a to etcd: %v", err)
+	}
+	n.Heal("a")
 	n.Cut(Drop, "a", EtcdEndpoint)
 	if err := roundTrip(toEtcd, 200*time.Millisecond); !timeout(err) {
 		t.Fatalf("a to etcd through a drop: %v, want a timeout", err)

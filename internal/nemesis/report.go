@@ -21,15 +21,15 @@ func (res *Result) Table() string {
 	begin := res.Begin
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
-	head := []string{"#", "fault", "target", "at", "held", "takeover", "moved", "unserved max", "sum", "ranges", "serving again"}
+	head := []string{"#", "fault", "target", "at", "held", "takeover", "moved", "unserved max", "sum", "ranges", "serving again", "deletes"}
 	head = append(head, violationKinds...)
 	for _, e := range exemptionKinds {
 		head = append(head, "exempt "+e)
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
-	row := func(idx, kind, target, at, held, takeover, moved string, fr FaultReport, serving string) {
+	row := func(idx, kind, target, at, held, takeover, moved string, fr FaultReport, serving, deletes string) {
 		mx, sum, n := unserved(fr.Unserved)
-		cells := []string{idx, kind, target, at, held, takeover, moved, dur(mx), dur(sum), fmt.Sprint(n), serving}
+		cells := []string{idx, kind, target, at, held, takeover, moved, dur(mx), dur(sum), fmt.Sprint(n), serving, deletes}
 		for _, k := range violationKinds {
 			cells = append(cells, fmt.Sprint(fr.Violations[k]))
 		}
@@ -38,7 +38,7 @@ func (res *Result) Table() string {
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	row("-", "(none)", "", "", "", "", "", res.None, "")
+	row("-", "(none)", "", "", "", "", "", res.None, "", "")
 	for i, fr := range res.Faults {
 		f := fr.Fault
 		takeover, moved := "", ""
@@ -55,7 +55,7 @@ func (res *Result) Table() string {
 				serving = "never"
 			}
 		}
-		row(fmt.Sprint(i+1), string(f.Kind), f.Target, dur(time.Duration(f.Start-begin)), dur(time.Duration(f.End-f.Start)), takeover, moved, fr, serving)
+		row(fmt.Sprint(i+1), string(f.Kind), f.Target, dur(time.Duration(f.Start-begin)), dur(time.Duration(f.End-f.Start)), takeover, moved, fr, serving, fmt.Sprint(fr.Deletes))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "%d handler calls, %d deliverer switches, %d records torn by kills; %d violations, %d exemptions\n",

@@ -58,6 +58,10 @@ type Options struct {
 	After, Recover time.Duration
 	// InFlight: see Input.InFlight (1 s).
 	InFlight time.Duration
+	// HandlerDelay is how long each member's handler call takes
+	// (-handler-delay): a handler with work to do has a queue, which a
+	// handover must not lose.
+	HandlerDelay time.Duration
 	// Seed seeds the workload and the choices of a long run.
 	Seed int64
 }
@@ -197,7 +201,7 @@ func (r *Run) Join() *Member {
 	args := []string{"-host", r.c.Host(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
 		"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
 		"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
-		"-dial-source", m.src}
+		"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
 	m.proc = shardproc.Start(r.t, r.o.Bin, name, append(args, r.o.MemberArgs...)...)
 	r.mu.Lock()
 	r.members = append(r.members, m)
@@ -230,16 +234,6 @@ func (r *Run) Live() []*Member {
 	return out
 }
 
-func (r *Run) others(m *Member) []string {
-	var out []string
-	for _, o := range r.Live() {
-		if o != m {
-			out = append(out, o.Name)
-		}
-	}
-	return out
-}
-
 func (r *Run) record(f Fault) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -254,83 +248,131 @@ func (r *Run) ended(i int) {
 	r.faults[i].End = time.Now().UnixNano()
 }
 
-// Inject injects a fault of kind k on target (ignored by an etcd restart;
-// for a join, nil) and returns once it has healed (a pause, a partition or
-// a cut lasts Hold) or, for a kill, a leave or a join, once it was done.
-func (r *Run) Inject(k Kind, target *Member) {
+// Ongoing is a fault in progress.
+type Ongoing struct {
+	r      *Run
+	i      int
+	kind   Kind
+	target string
+	start  time.Time
+	// until is when Inject heals it.
+	until time.Time
+	heal  func()
+	done  bool
+	// the network's counts at the start
+	held, reset int64
+}
+
+// Start injects a fault of kind k on target (ignored by an etcd restart
+// and a join, which starts a member) and returns it in progress: a pause,
+// a partition, a cut from etcd or etcd's downtime lasts until Heal; a
+// join during deletes goes on for Burst. A kill, a leave or a join is done
+// when Start returns. Faults may overlap: a join during a partition moves
+// ranges while a member is cut off.
+func (r *Run) Start(k Kind, target *Member) *Ongoing {
 	r.t.Helper()
-	now := time.Now().UnixNano()
-	name := ""
+	now := time.Now()
+	o := &Ongoing{r: r, kind: k, start: now, until: now, heal: func() {}}
+	o.held, o.reset = r.net.Counts()
 	if target != nil {
-		name = target.Name
+		o.target = target.Name
 	}
+	f := Fault{Kind: k, Target: o.target, Start: now.UnixNano()}
 	switch k {
 	case Pause:
-		i := r.record(Fault{Kind: k, Target: name, Start: now})
+		o.i = r.record(f)
 		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
 			r.t.Fatal(err)
 		}
-		time.Sleep(r.o.Hold)
-		if err := target.proc.Signal(syscall.SIGCONT); err != nil {
-			r.t.Fatal(err)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() {
+			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
+				r.t.Fatal(err)
+			}
+			target.mu.Lock()
+			target.frozen = append(target.frozen, Interval{f.Start, time.Now().UnixNano()})
+			target.mu.Unlock()
 		}
-		r.ended(i)
-		target.mu.Lock()
-		target.frozen = append(target.frozen, Interval{now, time.Now().UnixNano()})
-		target.mu.Unlock()
 	case Partition, PartitionReject:
 		mode := Drop
 		if k == PartitionReject {
 			mode = Reject
 		}
-		i := r.record(Fault{Kind: k, Target: name, Start: now})
-		r.net.Cut(mode, name, r.others(target)...)
-		time.Sleep(r.o.Hold)
-		r.net.Heal(name)
-		r.ended(i)
+		o.i = r.record(f)
+		r.net.Isolate(mode, o.target)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(o.target) }
 	case EtcdCut:
-		i := r.record(Fault{Kind: k, Target: name, Start: now})
-		r.net.Cut(Drop, name, EtcdEndpoint)
-		time.Sleep(r.o.Hold)
-		r.net.Heal(name)
-		r.ended(i)
+		o.i = r.record(f)
+		r.net.Cut(Drop, o.target, EtcdEndpoint)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(o.target) }
 	case EtcdRestart:
-		i := r.record(Fault{Kind: k, Start: now})
+		o.i = r.record(f)
 		r.c.StopEtcd(r.t)
-		time.Sleep(r.o.Hold)
-		r.c.StartEtcd(r.t)
-		r.ended(i)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.c.StartEtcd(r.t) }
 	case Kill:
-		r.record(Fault{Kind: k, Target: name, Start: now, End: now})
+		f.End = f.Start
+		o.i = r.record(f)
 		target.mu.Lock()
-		target.gone, target.killed = true, now
+		target.gone, target.killed = true, f.Start
 		target.mu.Unlock()
 		target.proc.Kill()
 	case Leave:
-		r.record(Fault{Kind: k, Target: name, Start: now, End: now})
+		f.End = f.Start
+		o.i = r.record(f)
 		target.mu.Lock()
 		target.gone = true
 		target.mu.Unlock()
 		target.proc.Terminate()
-	case Join:
-		i := r.record(Fault{Kind: k, Start: now})
+	case Join, JoinDuringDeletes:
+		o.i = r.record(f)
+		if k == JoinDuringDeletes {
+			r.wl.burst(r.o.Burst, r.o.Objects/4)
+			o.until = now.Add(r.o.Burst)
+		}
 		m := r.Join()
+		o.target = m.Name
 		r.mu.Lock()
-		r.faults[i].Target, r.faults[i].End = m.Name, time.Now().UnixNano()
+		r.faults[o.i].Target = m.Name
 		r.mu.Unlock()
-	case JoinDuringDeletes:
-		i := r.record(Fault{Kind: k, Start: now})
-		r.wl.burst(r.o.Burst, r.o.Objects/4)
-		m := r.Join()
-		r.mu.Lock()
-		r.faults[i].Target = m.Name
-		r.mu.Unlock()
-		time.Sleep(time.Until(time.Unix(0, now).Add(r.o.Burst)))
-		r.ended(i)
 	default:
 		r.t.Fatalf("nemesis: unknown fault %q", k)
 	}
-	r.logf("nemesis: %s %s at %s, for %v", k, name, fmtTime(now), time.Since(time.Unix(0, now)).Round(time.Millisecond))
+	if o.until.Equal(now) {
+		o.Heal()
+	}
+	return o
+}
+
+// Heal ends the fault (at once, whatever its duration).
+func (o *Ongoing) Heal() {
+	o.r.t.Helper()
+	if o.done {
+		return
+	}
+	o.done = true
+	o.heal()
+	o.r.ended(o.i)
+	cut := ""
+	if held, reset := o.r.net.Counts(); held != o.held || reset != o.reset {
+		cut = fmt.Sprintf(" (the network held %d chunks, reset or refused %d connections)", held-o.held, reset-o.reset)
+	}
+	o.r.logf("nemesis: %s %s at %s, for %v%s", o.kind, o.target, fmtTime(o.start.UnixNano()), time.Since(o.start).Round(time.Millisecond), cut)
+}
+
+// Wait heals the fault once it has lasted as long as it should.
+func (o *Ongoing) Wait() {
+	o.r.t.Helper()
+	time.Sleep(time.Until(o.until))
+	o.Heal()
+}
+
+// Inject injects a fault and returns once it has healed: Start, then Wait.
+func (r *Run) Inject(k Kind, target *Member) {
+	r.t.Helper()
+	r.Start(k, target).Wait()
 }
 
 // StartWorkload starts (or resumes) the writes.

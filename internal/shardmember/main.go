@@ -79,6 +79,8 @@ var (
 	addr      = flag.String("http", "127.0.0.1:0", "state page address")
 	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
 
+	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
+
 	// The member's network, for fault tests (sharded mode).
 	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on, on 127.0.0.1 (0: any free port)")
 	advertise  = flag.String("advertise", "", "sharded mode: the host:port the other members reach this one at (a proxy in front of -remote-port); \"\": the one it listens on")
@@ -415,6 +417,9 @@ func (v *view) call(op calllog.Op, obj any, f func(key, rv string)) {
 		if rg, err := v.inf.RangeOf(obj); err == nil {
 			r = rg.Index
 		}
+	}
+	if *handlerDelay > 0 {
+		time.Sleep(*handlerDelay)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
