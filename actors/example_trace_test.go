@@ -95,7 +95,7 @@ func Example_tracingAndMetrics() {
 
 	for _, s := range rec.Ended() {
 		if s.Name() == "reflector.receive" {
-			fmt.Println(s.Name(), attr(s, "actorinformer.informer.name"), attr(s, "actorinformer.resource.resource"))
+			fmt.Println(s.Name(), attr(s, "actorinformer.informer.name"), attr(s, "actorinformer.api.resource"))
 		}
 	}
 	fmt.Println("cache size metric:", gauge)

@@ -94,7 +94,7 @@ func (n namedContextHandler) HandlerName() string { return n.name }
 // client-go's own naming: the handler's type, or where its functions live.
 func handlerName(h any) string {
 	switch f := h.(type) {
-	case interface{ HandlerName() string }:
+	case Named:
 		return f.HandlerName()
 	case cache.ResourceEventHandlerFuncs:
 		return funcsName(f.AddFunc, f.UpdateFunc, f.DeleteFunc)

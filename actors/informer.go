@@ -119,6 +119,7 @@ func NewSharedIndexInformerWithOptions(lw cache.ListerWatcher, exampleObject run
 		TraceparentAnnotation: o.traceparent(),
 		Attributes:            o.attrs,
 		SpanAttributes:        o.spanAttrs,
+		GaugeAttributes:       o.gaugeAttrs,
 	}
 	store := indexer.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, options.Indexers)
 	if p := options.InformerMetricsProvider; p != nil && id.Reserved() {

@@ -63,7 +63,7 @@ type options struct {
 	histogramEvery        int     // 0: DefaultHandlerHistogramEvery
 	traceparentAnnotation *string // nil: DefaultTraceparentAnnotation
 
-	attrs, spanAttrs []attribute.KeyValue
+	attrs, spanAttrs, gaugeAttrs []attribute.KeyValue
 
 	namespace string
 	tweak     func(*metav1.ListOptions)
@@ -139,6 +139,16 @@ func WithName(name string) Option {
 // Keep their values few: each set of values is a metric stream.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return informerOption(func(o *options) { o.attrs = append(o.attrs, attrs...) })
+}
+
+// WithGaugeAttributes adds attributes to the informer's gauges only (queue
+// and listener backlogs, cache size and resource version): for something
+// that comes and goes with the informer, as a sharded member's range does.
+// The gauges stop being observed when the informer stops, so their series
+// go with it, while a counter's or histogram's series stay for the life of
+// the MeterProvider.
+func WithGaugeAttributes(attrs ...attribute.KeyValue) Option {
+	return informerOption(func(o *options) { o.gaugeAttrs = append(o.gaugeAttrs, attrs...) })
 }
 
 // WithSpanAttributes adds attributes to the informer's root spans only.

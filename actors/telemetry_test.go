@@ -518,8 +518,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	base := []attribute.KeyValue{
-		telemetry.AttrInformer.String("pods-metrics"), telemetry.AttrGroup.String(""),
-		telemetry.AttrVersion.String("v1"), telemetry.AttrResource.String("pods"),
+		telemetry.AttrInformer.String("pods-metrics"), telemetry.AttrAPIGroup.String(""),
+		telemetry.AttrAPIVersion.String("v1"), telemetry.AttrAPIResource.String("pods"),
 	}
 	counting, panicky := handlerTypeName("countingHandler"), handlerTypeName("panickyHandler")
 	counters := []struct {

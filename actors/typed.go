@@ -84,7 +84,7 @@ func (h typedHandler[T]) OnDelete(obj any) {
 // HandlerName names the handler after the typed one: its HandlerName, the
 // functions of a Typed...Funcs struct, or its type.
 func (h typedHandler[T]) HandlerName() string {
-	if n, ok := h.h.(interface{ HandlerName() string }); ok {
+	if n, ok := h.h.(Named); ok {
 		return n.HandlerName()
 	}
 	v := reflect.ValueOf(h.h)

@@ -43,7 +43,7 @@ go test -race -count=1 -timeout 45m ./...
 # or one beside another gRPC client, in one process (protoactor's
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).
 # Their files say //go:build !race; they run here in the normal build.
-go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestShardDoc' ./shard/ ./e2e/
+go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestShardDoc|TestShardFilterMode' ./shard/ ./e2e/
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
@@ -52,7 +52,7 @@ go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
 # Jaeger test needs spans, and the rest repeats the real-cluster runs; nor
 # usercheck, which checks the docs and the API, whatever the build.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
-	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /internal/usercheck)
+	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /internal/usercheck)
 # The controller-runtime module (its own go.mod, so ./... above skips it):
 # vetted in both builds, its tests (a manager on the real cluster) with -race.
 (cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&

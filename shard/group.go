@@ -147,7 +147,7 @@ func (g *groupActor) topology(members []*cluster.Member) *handover.Topology {
 func (g *groupActor) deliver(ctx actor.Context, msg stage.Msg) {
 	s := g.s
 	switch msg.To.Kind {
-	case stage.Member:
+	case handover.Member:
 		addr, ok := g.addrs[s.core.Member(msg.To.ID)]
 		if !ok {
 			return // no longer in the topology
@@ -159,7 +159,7 @@ func (g *groupActor) deliver(ctx actor.Context, msg stage.Msg) {
 		// A request, so that an undeliverable message comes back as a
 		// DeadLetterResponse.
 		ctx.Request(actor.NewPID(addr, actorName(s.group)), body)
-	case stage.Ranges:
+	case handover.Ranges:
 		switch e := msg.Body.(type) {
 		case *handover.StartRange:
 			s.startRange(e)

@@ -301,7 +301,7 @@ func (s *Informer) Abandon() {
 		ri.delivering = false
 		for _, rreg := range ri.regs {
 			_ = ri.inf.RemoveEventHandler(rreg)
-			if sc, ok := rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+			if sc, ok := rreg.(actors.Registration); ok {
 				waits = append(waits, sc.ShutdownChan())
 			}
 		}

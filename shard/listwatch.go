@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
@@ -43,6 +45,31 @@ func (m FilterMode) String() string {
 	return "pending"
 }
 
+// MarshalText encodes the mode as its name (server, client, pending), so
+// that a Status encodes it as text in JSON.
+func (m FilterMode) MarshalText() ([]byte, error) {
+	switch m {
+	case FilterPending, FilterServer, FilterClient:
+		return []byte(m.String()), nil
+	}
+	return nil, fmt.Errorf("shard: unknown filter mode %d", int32(m))
+}
+
+// UnmarshalText decodes a mode's name.
+func (m *FilterMode) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "pending":
+		*m = FilterPending
+	case "server":
+		*m = FilterServer
+	case "client":
+		*m = FilterClient
+	default:
+		return fmt.Errorf("shard: unknown filter mode %q; want server, client or pending", b)
+	}
+	return nil
+}
+
 // filter is what a member's range informers share about filtering: the
 // mode in effect, whether the server rejects selectors, and counts.
 type filter struct {
@@ -55,6 +82,8 @@ type filter struct {
 	log     *slog.Logger
 	once    sync.Once // the "client" log line
 	server  sync.Once // the "server" log line
+	// probing serialises the range informers' probes (see rangeLW.probe).
+	probing sync.Mutex
 }
 
 func (f *filter) Mode() FilterMode { return FilterMode(f.mode.Load()) }
@@ -132,14 +161,68 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	}
 	if len(kept) < len(items) {
 		clear(items[len(kept):])
-		lw.f.toClient("a list returned objects outside the requested ranges")
-	} else if len(items) > 0 {
-		lw.f.listed()
 	}
+	lw.judge(list, len(items), len(kept))
 	if err := meta.SetList(list, kept); err != nil {
 		return nil, err
 	}
 	return list, nil
+}
+
+// judge sets the filter mode from a list response of n objects, kept of
+// them in range: a list that says the server applied the selector
+// (shardInfo, empty lists included) is server-side filtering, one that
+// does not is client-side.
+func (lw *rangeLW) judge(list runtime.Object, n, kept int) {
+	switch applied, known := shardInfo(list); {
+	case kept < n:
+		lw.f.toClient("a list returned objects outside the requested ranges")
+	case lw.f.reject.Load():
+		// Listed without a selector: the mode is client already.
+	case known && applied:
+		lw.f.listed()
+	case known:
+		lw.f.toClient("the list response has no shardInfo: the API server ignored the shard selector")
+	case n > 0:
+		// A list type that cannot say (no list metadata): every object of
+		// a non-empty list was in range.
+		lw.f.listed()
+	}
+}
+
+// probe lists one object of the range while the filter mode is pending,
+// before a WatchList stream: the stream (client-go v0.37's default) says
+// nothing of whether the server applied the selector, and on an empty
+// range it sends no object that could tell; a list response's shardInfo
+// does. One probe at a time for the member's range informers: once one
+// has answered, the others find the mode known. An error leaves the mode
+// pending (the stream's objects, or the next watch's probe, tell).
+func (lw *rangeLW) probe(ctx context.Context) {
+	lw.f.probing.Lock()
+	defer lw.f.probing.Unlock()
+	if lw.f.Mode() != FilterPending || lw.f.reject.Load() {
+		return
+	}
+	list, err := listWith(ctx, lw.inner, lw.options(metav1.ListOptions{Limit: 1}))
+	if lw.rejected(err) {
+		lw.f.reject.Store(true)
+		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		return
+	}
+	if err != nil {
+		return
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return
+	}
+	kept := 0
+	for _, it := range items {
+		if ok, err := lw.selector.Matches(it); ok || err != nil {
+			kept++
+		}
+	}
+	lw.judge(list, len(items), kept)
 }
 
 func (lw *rangeLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
@@ -147,6 +230,9 @@ func (lw *rangeLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && lw.f.Mode() == FilterPending {
+		lw.probe(ctx)
+	}
 	w, err := watchWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
 		lw.f.reject.Store(true)
@@ -233,6 +319,25 @@ func (lw *rangeLW) in(obj runtime.Object) bool {
 // (client-go's fake clientset cannot stream a WatchList).
 func (lw *rangeLW) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(lw.inner)
+}
+
+// shardInfo reports whether a list response says the server applied a
+// shard selector (ListMeta.ShardInfo, set by a server with the
+// ShardedListAndWatch feature, empty lists included), and whether the list
+// type can say at all.
+func shardInfo(list runtime.Object) (applied, known bool) {
+	if u, ok := list.(*unstructured.UnstructuredList); ok {
+		_, found, err := unstructured.NestedFieldNoCopy(u.Object, "metadata", "shardInfo")
+		return found && err == nil, true
+	}
+	m, err := meta.ListAccessor(list)
+	if err != nil {
+		return false, false
+	}
+	if si, ok := m.(metav1.ShardedListInterface); ok {
+		return si.GetShardInfo() != nil, true
+	}
+	return false, false
 }
 
 func listWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (runtime.Object, error) {

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -39,13 +38,8 @@ type rangeInformer struct {
 
 func (s *Informer) startRange(e *handover.StartRange) {
 	r := Range{Index: e.Range, Count: s.o.ranges}
-	name := fmt.Sprintf("%s/%s", s.informerName(), r)
-	opts := append(append([]actors.Option(nil), s.o.actorOpts...),
-		actors.WithActorSystem(s.c.ActorSystem),
-		actors.WithName(name),
-		actors.WithAttributes(append(s.baseAttrs(), AttrRange.Int(r.Index))...),
-		actors.WithSpanAttributes(AttrEpoch.Int64(int64(e.Epoch))),
-	)
+	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(s.c.ActorSystem))
+	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	s.mu.Lock()
 	inf := actors.NewSharedIndexInformer(newRangeLW(s.lw, r, s.filter), s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
 	if s.transform != nil {
@@ -143,7 +137,7 @@ func (s *Informer) deactivateRange(e *handover.DeactivateRange) {
 	for reg, rreg := range ri.regs {
 		_ = ri.inf.RemoveEventHandler(rreg)
 		var done <-chan struct{}
-		if sc, ok := rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+		if sc, ok := rreg.(actors.Registration); ok {
 			done = sc.ShutdownChan()
 		}
 		waits = append(waits, detached{reg, done})
@@ -219,7 +213,7 @@ func (s *Informer) recordHandoverLocked(h Handover) {
 // cacheLen is the number of objects in a range's cache, without listing
 // them.
 func cacheLen(ix cache.Indexer) int {
-	if l, ok := ix.(interface{ Len() int }); ok {
+	if l, ok := ix.(actors.Store); ok {
 		return l.Len()
 	}
 	return len(ix.ListKeys())

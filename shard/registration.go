@@ -112,7 +112,7 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 		return nil, err
 	}
 	reg.h = wrapped
-	if n, ok := wrapped.(interface{ HandlerName() string }); ok {
+	if n, ok := wrapped.(actors.Named); ok {
 		reg.name = n.HandlerName()
 	}
 	s.mu.Lock()
@@ -212,7 +212,7 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 	for _, ri := range s.ranges {
 		if rreg, ok := ri.regs[reg]; ok {
 			_ = ri.inf.RemoveEventHandler(rreg)
-			if sc, ok := rreg.(interface{ ShutdownChan() <-chan struct{} }); ok {
+			if sc, ok := rreg.(actors.Registration); ok {
 				waits = append(waits, sc.ShutdownChan())
 			}
 			delete(ri.regs, reg)

@@ -32,6 +32,9 @@ type memServer struct {
 
 	filter          bool
 	rejectSelectors bool
+	// watchList: it streams lists (WatchList: initial events, then the
+	// initial-events-end bookmark), as kube-apiserver does.
+	watchList bool
 	// listDelay, when set, delays every list (a slow API server).
 	listDelay atomic.Int64
 	// sent counts the objects sent in lists and watch events.
@@ -148,6 +151,10 @@ func (s *memServer) List(opts metav1.ListOptions) (runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(s.rv, 10)}}
+	if s.filter && opts.ShardSelector != "" {
+		// As kube-apiserver 1.37 with the feature: the selector it applied.
+		list.ShardInfo = &metav1.ShardInfo{Selector: opts.ShardSelector}
+	}
 	for _, o := range s.objs {
 		if in(o) {
 			list.Items = append(list.Items, *o)
@@ -166,6 +173,14 @@ func (s *memServer) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := &memWatch{s: s, in: in, ch: make(chan watch.Event, 64), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if s.watchList && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		for _, o := range s.objs {
+			w.push(watch.Event{Type: watch.Added, Object: o})
+		}
+		w.pushBookmark(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.FormatInt(s.rv, 10),
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+		from = s.rv
+	}
 	for _, e := range s.history {
 		if rv, _ := strconv.ParseInt(e.Object.(*corev1.ConfigMap).ResourceVersion, 10, 64); rv > from {
 			w.push(e)
@@ -176,8 +191,8 @@ func (s *memServer) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return w, nil
 }
 
-// IsWatchListSemanticsUnSupported: lists, then watches.
-func (s *memServer) IsWatchListSemanticsUnSupported() bool { return true }
+// IsWatchListSemanticsUnSupported: lists, then watches, unless watchList.
+func (s *memServer) IsWatchListSemanticsUnSupported() bool { return !s.watchList }
 
 // memWatch buffers without bound, so the server never blocks on a watcher.
 type memWatch struct {
@@ -198,6 +213,17 @@ func (w *memWatch) push(e watch.Event) { // with s.mu held
 	w.s.sent++
 	w.mu.Lock()
 	w.pending = append(w.pending, e)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pushBookmark queues a bookmark, which no selector filters.
+func (w *memWatch) pushBookmark(obj runtime.Object) { // with s.mu held
+	w.mu.Lock()
+	w.pending = append(w.pending, watch.Event{Type: watch.Bookmark, Object: obj})
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:

@@ -14,21 +14,28 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 )
 
-// Span and metric attributes of a sharded informer. The range informers'
-// root spans (reflector.receive, the list span) carry group, member, range
-// and epoch; their metrics group, member and range.
+// Span and metric attributes of a sharded informer, under
+// actorinformer.shard.* as OpenTelemetry's naming conventions ask of keys
+// without a semantic convention. The range informers' root spans
+// (reflector.receive, the list span) carry group, member, range and epoch;
+// their counters and histograms group and member, their gauges the range
+// too (see rangeTelemetry).
 const (
-	AttrGroup  = attribute.Key("shard.group")
-	AttrMember = attribute.Key("shard.member")
-	AttrRange  = attribute.Key("shard.range")
-	AttrEpoch  = attribute.Key("shard.epoch")
+	// AttrGroup is the group's name.
+	AttrGroup = attribute.Key("actorinformer.shard.group.name")
+	// AttrMember is the member's id (its cluster member id).
+	AttrMember = attribute.Key("actorinformer.shard.member.id")
+	// AttrRange is the range's index.
+	AttrRange = attribute.Key("actorinformer.shard.range.index")
+	// AttrEpoch is the epoch of the handover that gave the member the range.
+	AttrEpoch = attribute.Key("actorinformer.shard.epoch")
 	// AttrPeer is the other member of a handover span: where the range came
 	// from (shard.acquire) or went to (shard.release).
-	AttrPeer = attribute.Key("shard.peer")
+	AttrPeer = attribute.Key("actorinformer.shard.peer.id")
 	// AttrFilterMode is the filter mode (server, client, pending).
-	AttrFilterMode = attribute.Key("shard.filter.mode")
-	// AttrDirection is acquire or release.
-	AttrDirection = attribute.Key("shard.direction")
+	AttrFilterMode = attribute.Key("actorinformer.shard.filter.mode")
+	// AttrDirection is a handover's direction: acquire or release.
+	AttrDirection = attribute.Key("actorinformer.shard.handover.direction")
 )
 
 // The handover spans: a range listed until its handlers get it
@@ -42,6 +49,13 @@ const (
 // ScopeName is the instrumentation scope of the sharded informer's own
 // spans and metrics.
 const ScopeName = "github.com/actorinformer/actorinformer/shard"
+
+// HandoverBuckets are the bucket boundaries, in seconds, of the handover
+// duration histogram: 5 ms to 2 minutes. An acquisition takes one list of
+// the range (milliseconds for a few objects, seconds for tens of
+// thousands); a release, the end of the handlers' calls on it, or up to
+// the leave timeout (30 s by default).
+var HandoverBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
 type shardTelemetry struct {
 	tracer    trace.Tracer
@@ -65,10 +79,11 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	m := mp.Meter(ScopeName)
 	t.handovers, _ = m.Int64Counter("actorinformer.shard.handovers", metric.WithDescription("Ranges acquired and released by this member."))
 	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(HandoverBuckets...),
 		metric.WithDescription("How long a handover took on this member: from listing the range to delivering it (acquire), or from the ask to the end of the last handler call (release)."))
 	owned, _ := m.Int64ObservableGauge("actorinformer.shard.ranges", metric.WithDescription("Ranges this member delivers."))
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
-	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (shard.filter.mode: server, client or pending)."))
+	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (actorinformer.shard.filter.mode: server, client or pending)."))
 	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		base := s.baseAttrs()
@@ -82,6 +97,20 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		return nil
 	}, owned, objects, mode, dropped)
 	return t
+}
+
+// rangeTelemetry are a range informer's name and attributes: its spans
+// carry the group, member, range and epoch; its counters and histograms
+// the group and member only, so that a released range leaves no series
+// behind (they would stay for the life of the MeterProvider); its gauges,
+// which stop with it, the range too.
+func (s *Informer) rangeTelemetry(r Range, epoch uint64) []actors.Option {
+	return []actors.Option{
+		actors.WithName(s.informerName()),
+		actors.WithAttributes(s.baseAttrs()...),
+		actors.WithSpanAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
+		actors.WithGaugeAttributes(AttrRange.Int(r.Index)),
+	}
 }
 
 func (t *shardTelemetry) close() {

@@ -1,47 +1,27 @@
-// Package stage is the contract between each pipeline stage's plain core and
-// its actor shell.
-//
-// A core (fifo.Queue, the indexer's Core, the reflector's Machine, a
-// listener's Core) is a plain struct that imports no actor library and
-// does no I/O. It has one input, Step: it takes one message and returns
-// the messages that must be sent because of it, as a []Msg: whom to (an
-// Addr), how (Send, or Request when the recipient must be able to answer
-// the sender) and what. Its decoding switch lives in Step, in its own
-// package; the shell (package shell) and the simulator (internal/sim) both
-// call Step and deliver what it returned, in order.
-//
-// An Addr names either a stage (ToReflector, ToQueue, ToIndexer,
-// ToListener(id)), whose mailbox the shell resolves, or an effect that the
-// sending stage's shell performs at once, before the next message is
-// delivered (in the simulator, a scripted environment): a handler's calls
-// (ToHandler), the stage's timers (TimerOf), the reflector's calls to the
-// API server (ToSource), and what the stage reports to the informer that
-// runs it (ToInformer: status, errors). A core learns of its actor's
-// lifecycle through the Started, Restarting and Stopping messages.
-//
-// The returned slice belongs to the core: it is valid until the core's next
-// Step (cores reuse one Outbox, so the per-event path does not allocate for
-// it). A shell clears it (clear(msgs)) once it has delivered the messages,
-// so that the outbox does not keep their bodies alive until the next input:
-// a quiet reflector would otherwise hold its last list.
 package stage
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
-// Kind is a pipeline stage.
+// Kind is what an address names: a pipeline stage (a mailbox), or an
+// effect that the sending stage's shell performs.
 type Kind uint8
 
-// The stages, in the order a delta travels through them, then the effects
-// their shells perform.
+// The stages, in the order a delta travels through them.
 const (
 	Reflector Kind = iota + 1
 	Queue
 	Indexer
 	Listener
+)
 
+// The effects the pipeline's shells perform.
+const (
 	// Handler is a listener's handler: a listener sends it the calls to
 	// make (ID: the listener's).
-	Handler
+	Handler Kind = iota + 16
 	// Timer is one of the sending stage's timers (see TimerOf, SetTimer).
 	Timer
 	// Source is the API server the reflector lists and watches.
@@ -49,33 +29,68 @@ const (
 	// Informer is the informer that runs the stages: what they report to
 	// it (status, errors).
 	Informer
-
-	// Member is another member of a sharded informer's group (package
-	// shard): Addr.ID is the member's number in the sending core.
-	Member
-	// Ranges is a sharded informer member's own range informers, which its
-	// shell starts, activates and stops.
-	Ranges
 )
 
-var kindNames = [...]string{"", "reflector", "fifo", "indexer", "listener", "handler", "timer", "source", "informer", "member", "ranges"}
+// Ext is the first of the kinds reserved for packages above stage
+// (Ext to 255): a package whose core runs in a shell defines its own
+// effects there, as constants Ext+0, Ext+1, …, with the address helpers
+// it needs, and its shell's Env performs them. Such a kind means what the
+// shell hosting the core says, so two packages may use the same value as
+// long as no one core sends both. Every kind of the block is an effect.
+const Ext Kind = 128
 
-// String returns the stage's name as used in spans and logs.
+// String returns the kind's name as used in spans and logs: "ext+N" for
+// kind Ext+N.
 func (k Kind) String() string {
-	if int(k) < len(kindNames) && k > 0 {
-		return kindNames[k]
+	switch k {
+	case Reflector:
+		return "reflector"
+	case Queue:
+		return "fifo"
+	case Indexer:
+		return "indexer"
+	case Listener:
+		return "listener"
+	case Handler:
+		return "handler"
+	case Timer:
+		return "timer"
+	case Source:
+		return "source"
+	case Informer:
+		return "informer"
+	}
+	if k >= Ext {
+		return "ext+" + strconv.Itoa(int(k-Ext))
 	}
 	return "unknown"
 }
 
-// IsEffect reports whether k names an effect (performed by the sending
-// stage's shell) rather than a stage (a mailbox).
-func (k Kind) IsEffect() bool { return k >= Handler }
+// IsStage reports whether k names a pipeline stage, whose address a shell
+// resolves to a mailbox.
+func (k Kind) IsStage() bool {
+	switch k {
+	case Reflector, Queue, Indexer, Listener:
+		return true
+	}
+	return false
+}
+
+// IsEffect reports whether k names an effect, which the sending stage's
+// shell performs: the pipeline's own (Handler, Timer, Source, Informer)
+// and every kind from Ext up.
+func (k Kind) IsEffect() bool {
+	switch k {
+	case Handler, Timer, Source, Informer:
+		return true
+	}
+	return k >= Ext
+}
 
 // Addr names a recipient: a stage or an effect and, for a listener and its
 // handler, the listener's identity (the indexer.ListenerID); for a timer,
-// its owner and number (see TimerOf); for a group member, the sending
-// core's number for it; ID is 0 for the others.
+// its owner and number (see TimerOf); for a kind from Ext up, what the
+// package defining it says; ID is 0 for the others.
 type Addr struct {
 	Kind Kind
 	ID   uint64
@@ -88,14 +103,10 @@ var (
 	ToIndexer   = Addr{Kind: Indexer}
 	ToSource    = Addr{Kind: Source}
 	ToInformer  = Addr{Kind: Informer}
-	ToRanges    = Addr{Kind: Ranges}
 )
 
 // ToListener returns the address of listener id.
 func ToListener(id uint64) Addr { return Addr{Kind: Listener, ID: id} }
-
-// ToMember returns the address of the group member a core numbered id.
-func ToMember(id uint64) Addr { return Addr{Kind: Member, ID: id} }
 
 // ToHandler returns the address of listener id's handler.
 func ToHandler(id uint64) Addr { return Addr{Kind: Handler, ID: id} }
@@ -121,25 +132,35 @@ type StopTimer struct{}
 // StopTimerMsg is the one StopTimer value cores send.
 var StopTimerMsg = &StopTimer{}
 
-// The lifecycle of a stage's actor, told to its core by the shell.
-type (
+// Lifecycle is an event of a stage actor's life, which its shell tells the
+// core. Each core's input type holds it as a type of its own package
+// (fifo.Lifecycle, indexer.Lifecycle, …), which the shell makes with its
+// Config.Lifecycle.
+type Lifecycle uint8
+
+const (
 	// Started: the actor started, or started again after a restart (its
 	// core kept its state).
-	Started struct{}
+	Started Lifecycle = iota + 1
 	// Restarting: the actor panicked (a bug of ours) and is about to be
 	// replaced by a new one over the same core, which then gets Started.
 	// Messages it sends are delivered before the new actor takes any.
-	Restarting struct{}
+	Restarting
 	// Stopping: the actor stops for good.
-	Stopping struct{}
+	Stopping
 )
 
-// The one value of each lifecycle message.
-var (
-	StartedMsg    = &Started{}
-	RestartingMsg = &Restarting{}
-	StoppingMsg   = &Stopping{}
-)
+func (l Lifecycle) String() string {
+	switch l {
+	case Started:
+		return "started"
+	case Restarting:
+		return "restarting"
+	case Stopping:
+		return "stopping"
+	}
+	return "unknown"
+}
 
 // Mode says how a message is delivered.
 type Mode uint8

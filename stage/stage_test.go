@@ -31,3 +31,29 @@ func TestOutbox(t *testing.T) {
 		t.Errorf("names: %q", s)
 	}
 }
+
+// TestKinds: every kind is a stage, an effect or neither, by an explicit
+// rule; the block from Ext up is for packages above stage, all effects.
+func TestKinds(t *testing.T) {
+	stages := map[Kind]bool{Reflector: true, Queue: true, Indexer: true, Listener: true}
+	effects := map[Kind]bool{Handler: true, Timer: true, Source: true, Informer: true}
+	for i := 0; i < 256; i++ {
+		k := Kind(i)
+		wantEffect := effects[k] || k >= Ext
+		if k.IsStage() != stages[k] || k.IsEffect() != wantEffect {
+			t.Errorf("kind %d (%v): stage %v effect %v", i, k, k.IsStage(), k.IsEffect())
+		}
+		if k.IsStage() && k.IsEffect() {
+			t.Errorf("kind %d is both a stage and an effect", i)
+		}
+	}
+	if s := (Ext + 1).String(); s != "ext+1" {
+		t.Errorf("Ext+1: %q", s)
+	}
+	if s := Kind(9).String(); s != "unknown" {
+		t.Errorf("Kind(9): %q", s)
+	}
+	if a := TimerOf(Ext+2, 3); a.Owner() != Ext+2 || a.Kind != Timer {
+		t.Errorf("TimerOf(Ext+2, 3) = %+v, owner %v", a, a.Owner())
+	}
+}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,25 +143,25 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 	ms.cacheRV, _ = m.Int64ObservableGauge(MetricCacheRV, metric.WithUnit("1"), metric.WithDescription("The cache's resource version, as client-go's store resource version metric (its last 15 digits)."))
 	ms.watchListWaiting, _ = m.Int64ObservableGauge(MetricWatchListWaiting, metric.WithUnit("{stream}"), metric.WithDescription("1 while a WatchList stream waits for its initial-events-end bookmark (the informer cannot sync before it), else 0."))
 	ms.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(ms.queueBacklog, ms.QueueBacklog.Load(), t.baseSet)
+		o.ObserveInt64(ms.queueBacklog, ms.QueueBacklog.Load(), t.gaugeSet)
 		var waiting int64
 		if ms.awaiting.Load() {
 			waiting = 1
 		}
-		o.ObserveInt64(ms.watchListWaiting, waiting, t.baseSet)
+		o.ObserveInt64(ms.watchListWaiting, waiting, t.gaugeSet)
 		ms.mu.Lock()
 		defer ms.mu.Unlock()
 		for b := range ms.backlogs {
 			o.ObserveInt64(ms.listenerBacklog, b.N.Load(), b.attrs)
 		}
 		if ms.cache.Len != nil {
-			o.ObserveInt64(ms.cacheSize, int64(ms.cache.Len()), t.baseSet)
+			o.ObserveInt64(ms.cacheSize, int64(ms.cache.Len()), t.gaugeSet)
 		}
 		if ms.cache.ResourceVersion != nil {
 			if rv, ok := ms.cache.ResourceVersion(); ok {
 				ms.lastRV = rv
 			}
-			o.ObserveInt64(ms.cacheRV, ms.lastRV, t.baseSet)
+			o.ObserveInt64(ms.cacheRV, ms.lastRV, t.gaugeSet)
 		}
 		return nil
 	}, ms.queueBacklog, ms.listenerBacklog, ms.cacheSize, ms.cacheRV, ms.watchListWaiting)
@@ -191,7 +192,7 @@ func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
 
 // NewBacklog registers a listener backlog gauge for handler.
 func (m *Metrics) NewBacklog(handler string) *Backlog {
-	b := &Backlog{Handler: handler, attrs: m.with(AttrHandler.String(handler))}
+	b := &Backlog{Handler: handler, attrs: metric.WithAttributes(append(slices.Clip(m.t.gauge), AttrHandler.String(handler))...)}
 	m.mu.Lock()
 	m.backlogs[b] = struct{}{}
 	m.mu.Unlock()

@@ -33,8 +33,13 @@ const (
 	SpanHandler   = "handler"           // one handler's execution
 )
 
-// Attribute keys. k8s.namespace.name follows the OpenTelemetry semantic
-// conventions; the rest have no convention and live under actorinformer.*.
+// Attribute keys. The library's keys (these, package workqueue's and
+// package shard's) have one scheme, OpenTelemetry's naming conventions: a
+// semantic convention's key where one fits (k8s.namespace.name), otherwise
+// actorinformer.{object}.{property} (a package's own keys under its name:
+// actorinformer.workqueue.*, actorinformer.shard.*), lower case, words
+// joined by underscores. AttrAPIGroup, AttrAPIVersion and AttrAPIResource
+// are the informer's Kubernetes API group, version and resource.
 const (
 	AttrNamespace           = attribute.Key("k8s.namespace.name")
 	AttrObjectName          = attribute.Key("actorinformer.object.name")
@@ -42,9 +47,9 @@ const (
 	AttrResourceVersion     = attribute.Key("actorinformer.object.resource_version")
 	AttrDeltaType           = attribute.Key("actorinformer.delta.type")
 	AttrInformer            = attribute.Key("actorinformer.informer.name")
-	AttrGroup               = attribute.Key("actorinformer.resource.group")
-	AttrVersion             = attribute.Key("actorinformer.resource.version")
-	AttrResource            = attribute.Key("actorinformer.resource.resource")
+	AttrAPIGroup            = attribute.Key("actorinformer.api.group")
+	AttrAPIVersion          = attribute.Key("actorinformer.api.version")
+	AttrAPIResource         = attribute.Key("actorinformer.api.resource")
 	AttrHandler             = attribute.Key("actorinformer.handler.name")
 	AttrQueueDepth          = attribute.Key("actorinformer.queue.depth")
 	AttrBatchSize           = attribute.Key("actorinformer.batch.size")
@@ -103,6 +108,13 @@ type Config struct {
 	// sharded informer's group, member and range); SpanAttributes to its
 	// root spans only (values that change too often for a metric stream).
 	Attributes, SpanAttributes []attribute.KeyValue
+	// GaugeAttributes are added to the informer's gauges only (queue and
+	// listener backlogs, cache size and resource version, WatchList wait):
+	// attributes of something that comes and goes with the informer (a
+	// sharded member's range). The gauges stop being observed when the
+	// informer stops, so their series go with it; the counters' and
+	// histograms' series stay for the life of the MeterProvider.
+	GaugeAttributes []attribute.KeyValue
 }
 
 // GaugeMetric is client-go's cache.GaugeMetric.
@@ -129,6 +141,9 @@ type T struct {
 	Info        InformerInfo
 	base        []attribute.KeyValue
 	baseSet     metric.MeasurementOption
+	// gauge: base plus the gauge-only attributes, on the gauges.
+	gauge    []attribute.KeyValue
+	gaugeSet metric.MeasurementOption
 	// spanBase: base plus the span-only attributes, on root spans.
 	spanBase []attribute.KeyValue
 
@@ -164,13 +179,15 @@ func New(cfg Config) *T {
 	}
 	t.base = []attribute.KeyValue{
 		AttrInformer.String(cfg.Informer.Name),
-		AttrGroup.String(cfg.Informer.Group),
-		AttrVersion.String(cfg.Informer.Version),
-		AttrResource.String(cfg.Informer.Resource),
+		AttrAPIGroup.String(cfg.Informer.Group),
+		AttrAPIVersion.String(cfg.Informer.Version),
+		AttrAPIResource.String(cfg.Informer.Resource),
 	}
 	t.base = append(t.base, cfg.Attributes...)
 	t.baseSet = metric.WithAttributeSet(attribute.NewSet(t.base...))
 	t.spanBase = append(slices.Clip(t.base), cfg.SpanAttributes...)
+	t.gauge = append(slices.Clip(t.base), cfg.GaugeAttributes...)
+	t.gaugeSet = metric.WithAttributeSet(attribute.NewSet(t.gauge...))
 	t.Metrics = newMetrics(mp.Meter(ScopeName), t)
 	return t
 }

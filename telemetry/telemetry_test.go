@@ -62,7 +62,7 @@ func TestStartDelta(t *testing.T) {
 		t.Fatalf("%d spans", len(spans))
 	}
 	want := map[attribute.Key]string{
-		AttrInformer: "pods", AttrGroup: "", AttrVersion: "v1", AttrResource: "pods", AttrDeltaType: "Replaced",
+		AttrInformer: "pods", AttrAPIGroup: "", AttrAPIVersion: "v1", AttrAPIResource: "pods", AttrDeltaType: "Replaced",
 		AttrNamespace: "ns", AttrObjectName: "a", AttrObjectUID: "u", AttrResourceVersion: "7",
 	}
 	for i, s := range spans {

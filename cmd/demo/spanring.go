@@ -128,7 +128,7 @@ func hasIntAttr(s sdktrace.ReadOnlySpan, k attribute.Key, v int64) bool {
 // The page's traces: GET /api/traces, /api/trace and the traces of
 // /api/key. With a sharded group, MemberID, Member and Range say which
 // member's informer of which range recorded the trace (the root span's
-// shard.member and shard.range); Member is the demo's name for the member.
+// shard.AttrMember and shard.AttrRange); Member is the demo's name for the member.
 type traceJSON struct {
 	TraceID    string     `json:"trace_id"`
 	Root       string     `json:"root"` // the root span's name

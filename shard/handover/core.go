@@ -3,8 +3,8 @@
 // under the stage contract. One Core runs in each member; its Step takes one
 // input (a message from another member, the cluster's topology, a report of
 // its own range informers, a tick) and returns what to send: messages to
-// other members (stage.ToMember) and effects on its own range informers
-// (stage.ToRanges). The shell in package shard delivers them; the tests
+// other members (ToMember) and effects on its own range informers
+// (ToRanges). The shell in package shard delivers them; the tests
 // drive many cores in one goroutine.
 //
 // The rules:
@@ -129,7 +129,7 @@ type Core struct {
 	ranges []rangeInfo
 	peers  map[MemberID]*peer
 	topo   map[MemberID]struct{}
-	// ids numbers members for addresses (stage.ToMember).
+	// ids numbers members for addresses (ToMember).
 	ids   []MemberID
 	index map[MemberID]uint64
 
@@ -191,7 +191,7 @@ func NewCore(cfg Config) *Core {
 	return c
 }
 
-// Member returns the member that stage.ToMember(id) addresses.
+// Member returns the member that ToMember(id) addresses.
 func (c *Core) Member(id uint64) MemberID { return c.ids[id] }
 
 func (c *Core) addr(m MemberID) stage.Addr {
@@ -201,7 +201,7 @@ func (c *Core) addr(m MemberID) stage.Addr {
 		c.ids = append(c.ids, m)
 		c.index[m] = id
 	}
-	return stage.ToMember(id)
+	return ToMember(id)
 }
 
 // Step takes one input and returns what to send (valid until the next
@@ -385,7 +385,7 @@ func (c *Core) fail(reason string) {
 		return
 	}
 	c.failed = reason
-	c.out.Send(stage.ToRanges, &Failed{Reason: reason})
+	c.out.Send(ToRanges, &Failed{Reason: reason})
 	c.broadcastHello()
 }
 
@@ -527,7 +527,7 @@ func (c *Core) leave() {
 	c.leftAt = c.ticks
 	if !c.started {
 		c.done = true
-		c.out.Send(stage.ToRanges, &Left{})
+		c.out.Send(ToRanges, &Left{})
 		return
 	}
 	c.broadcastHello()
@@ -595,18 +595,18 @@ func (c *Core) reconcile() {
 				ri.state = syncing
 				ri.epoch = c.nextEpoch()
 				ri.releasedFor = ""
-				c.out.Send(stage.ToRanges, &StartRange{Range: r, Epoch: ri.epoch})
+				c.out.Send(ToRanges, &StartRange{Range: r, Epoch: ri.epoch})
 			}
 		case syncing, acquiring:
 			if !mine {
 				ri.state = stopping
 				ri.pending, ri.asked, ri.holders = nil, nil, nil
-				c.out.Send(stage.ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
+				c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
 			} else if ri.state == acquiring {
 				c.askNewMembers(r)
 				if len(ri.pending) == 0 {
 					ri.state = active
-					c.out.Send(stage.ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, From: ri.prev})
+					c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, From: ri.prev})
 				}
 			}
 		case active:
@@ -633,7 +633,7 @@ func (c *Core) finish() {
 	if c.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() {
 		c.done = true
 		c.broadcastHello() // says Gone
-		c.out.Send(stage.ToRanges, &Left{})
+		c.out.Send(ToRanges, &Left{})
 	}
 }
 
@@ -702,7 +702,7 @@ func (c *Core) deactivate(r int, to MemberID) {
 	ri := &c.ranges[r]
 	ri.state = deactivating
 	ri.releasedFor = to
-	c.out.Send(stage.ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
+	c.out.Send(ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
 }
 
 func (c *Core) answerDeferred(r int) {

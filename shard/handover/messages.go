@@ -109,7 +109,7 @@ type Tick struct{}
 // Leave starts a graceful leave.
 type Leave struct{}
 
-// Effects, sent to stage.ToRanges: the shell performs them.
+// Effects, sent to ToRanges: the shell performs them.
 
 // StartRange starts the range's informer, listing and watching it, without
 // handlers; the shell answers RangeSynced once it has synced.

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
-	"github.com/actorinformer/actorinformer/stage"
 )
 
 // The simulator runs several members' cores in one goroutine: a network
@@ -122,9 +121,9 @@ func (w *world) step(m *simMember, in any) {
 	}
 	for _, msg := range out {
 		switch msg.To.Kind {
-		case stage.Member:
+		case handover.Member:
 			w.net = append(w.net, netMsg{from: m.id, to: m.core.Member(msg.To.ID), body: msg.Body})
-		case stage.Ranges:
+		case handover.Ranges:
 			w.effect(m, msg.Body)
 		default:
 			w.failf("%s sent to %v", m.id, msg.To)

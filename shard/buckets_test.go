@@ -1,0 +1,58 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/informertest"
+	"github.com/actorinformer/actorinformer/shard"
+)
+
+// Handovers of a few objects take milliseconds: the duration histogram's
+// buckets tell them apart (the SDK's default ones, 0, 5, 10, … 10000 s,
+// put every one in the first bucket).
+func TestHandoverDurationBuckets(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	src := newMemServer()
+	for i := range 20 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	inf, stop := runOne(t, src, nil, shard.WithRanges(4), shard.WithInformerOptions(actors.WithMeterProvider(mp)))
+	defer stop()
+	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	m := informertest.CollectMetrics(t, reader)
+	h, ok := m["actorinformer.shard.handover.duration"].Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 {
+		t.Fatalf("handover.duration: %+v", m["actorinformer.shard.handover.duration"].Data)
+	}
+	p := h.DataPoints[0]
+	if len(p.Bounds) != len(shard.HandoverBuckets) {
+		t.Errorf("bounds %v, want %v", p.Bounds, shard.HandoverBuckets)
+	}
+	if p.Count != 4 {
+		t.Fatalf("%d handovers recorded, want the 4 acquisitions", p.Count)
+	}
+	// An acquisition lists 5 objects from memory: milliseconds, far under
+	// 2.5 s even on a loaded machine. The buckets up to 2.5 s hold them.
+	if max, ok := p.Max.Value(); !ok || max >= 2.5 {
+		t.Fatalf("the slowest acquisition took %v s (recorded: %v)", max, ok)
+	}
+	var under uint64
+	for i, b := range p.Bounds {
+		if b <= 2.5 {
+			under += p.BucketCounts[i]
+		}
+	}
+	if under != p.Count {
+		t.Errorf("%d of %d handovers in buckets of at most 2.5 s (bounds %v, counts %v)", under, p.Count, p.Bounds, p.BucketCounts)
+	}
+}
