@@ -294,15 +294,15 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		s.rejoins.Add(1)
 		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
 		if s.o.rejoin != nil {
+			// The old cluster member goes first: the new one may listen on
+			// its address.
+			c.Shutdown(false)
 			next, err := s.o.rejoin(ctx)
 			if err != nil {
 				s.log.Error("cannot make a new cluster member to rejoin with; staying out of the group", "err", err)
 				reason := "fenced, and the new cluster member failed: " + err.Error()
 				s.failed.Store(&reason)
 				return
-			}
-			if c != s.first || next != c {
-				shutdownCluster(c)
 			}
 			c = next
 			s.current.Store(c)
@@ -315,10 +315,6 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 // down once Run has returned.
 func (s *Informer) Cluster() *cluster.Cluster { return s.current.Load() }
 
-// shutdownCluster stops a cluster member that a rejoin replaced.
-func shutdownCluster(c *cluster.Cluster) {
-	go c.Shutdown(false)
-}
 
 func (s *Informer) finishStop() {
 	s.mu.Lock()
