@@ -315,7 +315,6 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 // down once Run has returned.
 func (s *Informer) Cluster() *cluster.Cluster { return s.current.Load() }
 
-
 func (s *Informer) finishStop() {
 	s.mu.Lock()
 	s.stopped = true
