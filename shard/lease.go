@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -67,6 +68,9 @@ func leaseName(group string, m handover.MemberID) string {
 // leases is a member's client of the group's leases: its own, written with
 // a resourcelock.LeaseLock, and the others', read and revoked.
 type leases struct {
+	// mu serialises the writes of this member's lease (a renewal may still
+	// run when the member leaves).
+	mu        sync.Mutex
 	client    coordinationv1client.LeasesGetter
 	namespace string
 	group     string
@@ -112,6 +116,8 @@ var errLost = errors.New("the lease was revoked, or its name is taken")
 // write creates or renews this member's lease and returns the fencing
 // token: the resourceVersion after the write.
 func (l *leases) write(ctx context.Context, create bool) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	now := time.Now()
@@ -203,6 +209,8 @@ func (l *leases) revoke(ctx context.Context, m handover.MemberID, version string
 // release deletes this member's lease, if it is still at the version it
 // wrote last: the member calls no handler any more.
 func (l *leases) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.version == "" {
 		return nil
 	}
