@@ -7,8 +7,9 @@
 //
 // It prints "listening http://ADDR" once its state page serves, and leaves
 // gracefully on SIGTERM. GET /state answers JSON: whether it synced, the
-// ranges it delivers, the bytes received from the API server, the heap
-// after sync and the CPU time used; with ?gc=1 the heap now, after a
+// ranges it delivers, the bytes of the objects received from the API
+// server (and apart those of the members' leases), the heap after sync and
+// the CPU time used; with ?gc=1 the heap now, after a
 // collection; with ?objects=1 also its cache and its handler's view
 // (key → resource version). In sharded mode, every handler
 // call is appended to -calls once it has returned, in internal/calllog's
@@ -136,6 +137,7 @@ type state struct {
 	Ranges        []int             `json:"ranges"`
 	Objects       int               `json:"objects"`
 	Bytes         int64             `json:"bytes"`
+	LeaseBytes    int64             `json:"leaseBytes,omitempty"`
 	HeapAfterSync uint64            `json:"heapAfterSync"`
 	HeapNow       uint64            `json:"heapNow,omitempty"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
@@ -151,10 +153,20 @@ type state struct {
 }
 
 func run(log *slog.Logger) error {
-	var received atomic.Int64
+	// received counts the bytes of the watched objects' lists and watches;
+	// leaseBytes those of the members' leases (their writes and watch),
+	// apart, so that the objects' bytes compare with an unsharded
+	// informer's.
+	var received, leaseBytes atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
 	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &leaseBytes} }
+	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		return err
 	}
@@ -196,7 +208,7 @@ func run(log *slog.Logger) error {
 			return err
 		}
 		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...),
-			shard.WithLeases(client.CoordinationV1(), *leaseNS), shard.WithLeaseTimings(*leaseDur, *renewDL, *retryP),
+			shard.WithLeases(leaseClient.CoordinationV1(), *leaseNS), shard.WithLeaseTimings(*leaseDur, *renewDL, *retryP),
 			shard.WithRejoin(newCluster))
 		if err != nil {
 			return err
@@ -240,7 +252,7 @@ func run(log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
-		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
+		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
