@@ -49,9 +49,9 @@ type handlerListener struct {
 	// the middle of a large batch drops the rest instead of delaying the
 	// stop (client-go's listeners drop what they hold when stopped, too).
 	halted *atomic.Bool
-	// synced is told when the listener has delivered initial-list
-	// notifications or its initial batch: registrations' done signals
-	// depend on that. nil in tests that build a bare listener.
+	// synced is told when the listener has delivered its last pending
+	// initial notification or its initial batch: registrations' done
+	// signals depend on that. nil in tests that build a bare listener.
 	synced func()
 	// logger reports handler panics, as client-go's processorListener
 	// does: HandlerOptions.Logger, else klog.Background().

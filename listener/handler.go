@@ -50,8 +50,8 @@ type HandlerConfig struct {
 	// what they hold when stopped) instead of delaying the stop.
 	Removed, Halted *atomic.Bool
 	// Synced is told when the handler's registration may have synced:
-	// initial-list notifications were done, or the initial batch. Nil:
-	// nobody.
+	// the last pending initial-list notification was done, or the initial
+	// batch. Nil: nobody.
 	Synced func()
 	// Exited is told once the listener actor has stopped (after its
 	// handler runner, if any): no call is running or to come. Nil: nobody.
