@@ -695,11 +695,11 @@ func (f *fleet) mode() string {
 func (f *fleet) modeNote(mode string) string {
 	switch {
 	case f.sim != nil:
-		return "on the client: the simulated cluster (client-go's fake clientset) ignores shard selectors, so each member receives every pod and keeps its ranges' own"
+		return "on the client: the simulated cluster (client-go's fake clientset) ignores shard selectors, so each range's informer receives every pod and keeps its range's own"
 	case mode == "server":
 		return "on the server: the API server applies the shard selectors (ShardedListAndWatch), so each member receives only its ranges' pods"
 	case mode == "client":
-		return "on the client: the API server ignores or rejects shard selectors (no ShardedListAndWatch feature gate), so each member receives every pod and keeps its ranges' own"
+		return "on the client: the API server ignores or rejects shard selectors (no ShardedListAndWatch feature gate), so each range's informer receives every pod and keeps its range's own"
 	}
 	return "not known until the first list answers"
 }

@@ -390,7 +390,7 @@ func TestShardedTerminal(t *testing.T) {
 		"filter:  client, on the client: the simulated cluster (client-go's fake clientset) ignores shard selectors",
 		"\n         members ", // m1 goes once the provider drops it
 		" | m3 ",
-		"members of group pods (8 ranges, filter client):",
+		"members of group pods (8 ranges, filter client, ",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the output lacks %q", want)
@@ -438,18 +438,21 @@ func atoi(s string) int {
 // a kubeconfig, with and without the ShardedListAndWatch feature gate, and
 // checks that the terminal says where they filter (on the server with the
 // gate, on the client without) and that the members' caches together hold
-// every pod once.
+// every pod once. In a namespace without pods, the mode is known as soon
+// (what cmd/localcluster with no --pods shows).
 func TestShardedOnARealCluster(t *testing.T) {
 	for _, tc := range []struct {
 		gates, mode, note string
+		pods              int
 	}{
-		{"ShardedListAndWatch=true", "server", "on the server: the API server applies the shard selectors"},
-		{"", "client", "on the client: the API server ignores or rejects shard selectors"},
+		{"ShardedListAndWatch=true", "server", "on the server: the API server applies the shard selectors", 40},
+		{"", "client", "on the client: the API server ignores or rejects shard selectors", 40},
+		{"ShardedListAndWatch=true", "server", "on the server: the API server applies the shard selectors", 0},
 	} {
-		t.Run("mode "+tc.mode, func(t *testing.T) {
+		t.Run(fmt.Sprintf("mode %s, %d pods", tc.mode, tc.pods), func(t *testing.T) {
 			c := testcluster.Start(t, testcluster.Options{FeatureGates: tc.gates})
 			client := kubernetes.NewForConfigOrDie(c.Config())
-			const pods = 40
+			pods := tc.pods
 			for i := range pods {
 				if _, err := client.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
@@ -470,11 +473,17 @@ func TestShardedOnARealCluster(t *testing.T) {
 				fmt.Sprintf("synced %d pods in ", pods),
 				"filter:  " + tc.mode + ", " + tc.note,
 				fmt.Sprintf(" | cached %d (%d keys) | filter %s\n", pods, pods, tc.mode),
-				"members of group pods (8 ranges, filter " + tc.mode + "):",
+				"members of group pods (8 ranges, filter " + tc.mode + ", ",
 			} {
 				if !strings.Contains(s, want) {
 					t.Errorf("the output lacks %q", want)
 				}
+			}
+			// The server filters: nothing dropped; otherwise each range's
+			// informer receives every pod and drops the others' (with pods).
+			none := strings.Contains(s, " 0 objects received outside their ranges and dropped")
+			if want := tc.mode == "server" || pods == 0; none != want {
+				t.Errorf("no object dropped: %v, want %v", none, want)
 			}
 			if t.Failed() {
 				t.Logf("output:\n%s", s)

@@ -172,7 +172,12 @@ func (f *fleet) atEnd() map[string]memberEnd {
 // handovers.
 func (f *fleet) writeTotals(w io.Writer, start time.Time, atEnd map[string]memberEnd) {
 	members := f.all()
-	fmt.Fprintf(w, "members of group %s (%d ranges, filter %s):\n", shardGroup, f.cfg.ranges, f.finalMode(members))
+	var filtered int64
+	for _, m := range members {
+		filtered += m.status().Filtered
+	}
+	fmt.Fprintf(w, "members of group %s (%d ranges, filter %s, %d objects received outside their ranges and dropped):\n",
+		shardGroup, f.cfg.ranges, f.finalMode(members), filtered)
 	fmt.Fprintf(w, "  %-6s %-7s %8s %7s %9s %9s %10s %10s %9s\n", "member", "state", "up", "ranges", "acquired", "released", "handled", "reconciles", "released")
 	fmt.Fprintf(w, "  %-6s %-7s %8s %7s %9s %9s %10s %10s %9s\n", "", "at end", "", "at end", "ranges", "ranges", "events", "", "keys")
 	for _, m := range members {

@@ -68,6 +68,8 @@ type Cluster struct {
 
 	etcd *process
 
+	etcdTook, apiTook time.Duration // how long each took to be ready
+
 	mu  sync.Mutex
 	api *process // nil while stopped
 }
@@ -87,35 +89,109 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		skipOrFatal(t, err)
 	}
+	c := newCluster(t.TempDir(), opts, apiBin, etcdBin)
+	// Registered right after TempDir, so it runs before the directory is
+	// removed (cleanups run last-in first-out) and even if Start fails below.
+	t.Cleanup(c.kill)
+	if err := c.start(); err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	t.Logf("testcluster: etcd %s ready in %v, kube-apiserver %s ready in %v (dir %s)",
+		c.EtcdURL(), c.etcdTook.Round(time.Millisecond), c.Host(), c.apiTook.Round(time.Millisecond), c.dir)
+	return c
+}
+
+// Launch starts etcd and kube-apiserver as Start does, outside a test:
+// their data, keys and logs go to dir, which must exist and which Launch
+// and Stop leave in place. A missing binary is an error. The caller must
+// call Stop; should it die without, the processes get SIGKILL (Linux).
+func Launch(dir string, opts Options) (*Cluster, error) {
+	apiBin, err := binPath(KubeAPIServerBinary)
+	if err != nil {
+		return nil, err
+	}
+	etcdBin, err := binPath(EtcdBinary)
+	if err != nil {
+		return nil, err
+	}
+	c := newCluster(dir, opts, apiBin, etcdBin)
+	if err := c.start(); err != nil {
+		c.kill()
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	return c, nil
+}
+
+func newCluster(dir string, opts Options, apiBin, etcdBin string) *Cluster {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = DefaultReadyTimeout
 	}
-	c := &Cluster{
+	return &Cluster{
 		opts:       opts,
-		dir:        t.TempDir(),
+		dir:        dir,
 		etcdBin:    etcdBin,
 		apiBin:     apiBin,
 		adminToken: randomToken(),
 		userToken:  randomToken(),
 	}
-	// Registered right after TempDir, so it runs before the directory is
-	// removed (cleanups run last-in first-out) and even if Start fails below.
-	t.Cleanup(c.kill)
+}
 
+// start writes the keys and starts etcd, then kube-apiserver.
+func (c *Cluster) start() error {
 	if err := c.writeFiles(); err != nil {
-		t.Fatalf("testcluster: %v", err)
+		return err
 	}
 	start := time.Now()
 	if err := c.startEtcd(); err != nil {
-		t.Fatalf("testcluster: %v", err)
+		return err
 	}
 	etcdReady := time.Now()
 	if err := c.startAPIServer(true); err != nil {
-		t.Fatalf("testcluster: %v", err)
+		return err
 	}
-	t.Logf("testcluster: etcd %s ready in %v, kube-apiserver %s ready in %v (dir %s)",
-		c.EtcdURL(), etcdReady.Sub(start).Round(time.Millisecond), c.Host(), time.Since(etcdReady).Round(time.Millisecond), c.dir)
-	return c
+	c.etcdTook, c.apiTook = etcdReady.Sub(start), time.Since(etcdReady)
+	return nil
+}
+
+// ReadyAfter returns how long etcd, then kube-apiserver, took to be ready.
+func (c *Cluster) ReadyAfter() (etcd, apiserver time.Duration) { return c.etcdTook, c.apiTook }
+
+// StopTimeout bounds how long Stop waits for each process to exit after
+// SIGTERM before it sends SIGKILL.
+const StopTimeout = 15 * time.Second
+
+// Stop stops kube-apiserver, then etcd: SIGTERM to each one's process
+// group, then SIGKILL if it has not exited within StopTimeout. It returns
+// once both have exited, with an error naming any that needed SIGKILL.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	api := c.api
+	c.api = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, p := range []*process{api, c.etcd} {
+		if p == nil {
+			continue
+		}
+		if !p.stop(StopTimeout) {
+			errs = append(errs, fmt.Errorf("%s (pid %d) did not exit within %v of SIGTERM: killed", p.name, p.cmd.Process.Pid, StopTimeout))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PIDs returns the process ids of kube-apiserver (0 while it is stopped)
+// and etcd.
+func (c *Cluster) PIDs() (apiserver, etcd int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.api != nil {
+		apiserver = c.api.cmd.Process.Pid
+	}
+	if c.etcd != nil {
+		etcd = c.etcd.cmd.Process.Pid
+	}
+	return apiserver, etcd
 }
 
 func (c *Cluster) writeFiles() error {

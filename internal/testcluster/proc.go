@@ -84,6 +84,25 @@ func (p *process) kill() {
 	}
 }
 
+// stop sends SIGTERM to the process group and waits up to timeout for the
+// process to exit; then it kills the group (SIGKILL) and waits. It reports
+// whether the process exited on SIGTERM.
+func (p *process) stop(timeout time.Duration) bool {
+	if p.cmd.Process == nil {
+		return true
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(timeout):
+	}
+	p.kill()
+	return false
+}
+
 // logTail returns about the last n lines of the process log.
 func (p *process) logTail(n int) string { return fileTail(p.logPath, n) }
 
