@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -33,7 +32,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
@@ -47,6 +45,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
@@ -71,12 +70,17 @@ var (
 )
 
 func main() {
+	// Logs at the library's defaults: klog for the informers and for
+	// protoactor (actors.NewActorSystem's logger factory); -v raises
+	// klog's verbosity.
+	klog.InitFlags(nil)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log); err != nil {
-		log.Error("shardmember", "err", err)
+	if err := run(); err != nil {
+		klog.ErrorS(err, "shardmember")
+		klog.Flush()
 		os.Exit(1)
 	}
+	klog.Flush()
 }
 
 type state struct {
@@ -101,7 +105,7 @@ type state struct {
 	HandlerErrors []string          `json:"handlerErrors,omitempty"`
 }
 
-func run(log *slog.Logger) error {
+func run() error {
 	var received atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
@@ -118,7 +122,7 @@ func run(log *slog.Logger) error {
 	defer cancel()
 	start := time.Now()
 	view := newView()
-	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
+	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
 		inf      cache.SharedIndexInformer
@@ -132,9 +136,7 @@ func run(log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}))
+		sys := actors.NewActorSystem()
 		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
 			// protoactor's default endpoint queues (1,000,000 entries, 16 MB
 			// per peer) dwarf a member's cache; a group sends a few
@@ -226,11 +228,11 @@ func run(log *slog.Logger) error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	log.Info("informer stopped")
+	klog.InfoS("informer stopped")
 	_ = srv.Close()
 	if c != nil {
 		c.Shutdown(true)
-		log.Info("cluster member shut down", "took", time.Since(stopped))
+		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
 	}
 	return nil
 }
