@@ -107,7 +107,7 @@ func newListener(id indexer.ListenerID, h ContextEventHandler, name string, resy
 // newCore makes the listener's core, once its options are final (Run, or
 // AddEventHandler on a running informer).
 func (l *handlerListener) newCore() *listener.Core {
-	l.core = listener.NewCore(listener.Config{ID: l.id, Coalesce: l.coalesce, Counters: &l.counters, Telemetry: l.tel})
+	l.core = listener.NewCore(listener.Config{ID: l.id, Coalesce: l.coalesce, Counters: &l.counters})
 	return l.core
 }
 

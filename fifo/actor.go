@@ -17,5 +17,6 @@ import (
 func Props(q *Queue, indexer *actor.PID, report func(body any)) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToIndexer, indexer)
-	return shell.Props(shell.Config{Stage: stage.Queue, Core: q, Peers: peers, Telemetry: q.t, Env: shell.Reports(report)})
+	return shell.Props(shell.Config[Input]{Stage: stage.Queue, Core: q, Peers: peers, Telemetry: q.t, Env: shell.Reports(report),
+		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) }})
 }

@@ -1,12 +1,26 @@
 package fifo
 
 import (
-	"fmt"
-
 	"github.com/actorinformer/actorinformer/stage"
 )
 
-// Step is the queue's one input (see package stage): it takes one message
+// Input is what the queue takes, in Step: *Deltas, *Replace, *Resync,
+// *Processed, and its actor's Lifecycle. It is sealed: no other package's
+// type is one, so that sending the queue anything else does not compile
+// where the sender is typed.
+type Input interface{ queueInput() }
+
+// Lifecycle tells the queue of an event of its actor's life (see
+// stage.Lifecycle).
+type Lifecycle stage.Lifecycle
+
+func (*Deltas) queueInput()    {}
+func (*Replace) queueInput()   {}
+func (*Resync) queueInput()    {}
+func (*Processed) queueInput() {}
+func (Lifecycle) queueInput()  {}
+
+// Step is the queue's one input (see package stage): it takes one Input
 // and returns what must be sent because of it, valid until the next Step.
 //
 //   - *Deltas: queues the watch deltas it carries (see add) and recycles
@@ -19,17 +33,17 @@ import (
 //     pending (see resync).
 //   - *Processed: acknowledges the in-flight batch (see done), whoever
 //     sends it.
-//   - *stage.Started: the queue may hold deltas with nothing in flight (its
-//     actor restarted after a panic), and no other message may come to move
-//     them on.
+//   - Lifecycle(stage.Started): the queue may hold deltas with nothing in
+//     flight (its actor restarted after a panic), and no other message may
+//     come to move them on. The other events do nothing.
 //
 // After each, the next *Batch, if deltas are queued and none is in flight,
 // goes to stage.ToIndexer with Request, so that the indexer can answer with
 // *Processed. When HasSynced turns true, a *Synced goes to
 // stage.ToInformer.
-func (q *Queue) Step(msg any) []stage.Msg {
+func (q *Queue) Step(in Input) []stage.Msg {
 	q.out.Reset()
-	switch m := msg.(type) {
+	switch m := in.(type) {
 	case *Deltas:
 		q.add(m.Items)
 		recycle(m)
@@ -40,12 +54,10 @@ func (q *Queue) Step(msg any) []stage.Msg {
 		q.resync()
 	case *Processed:
 		q.done(m.Count)
-	case *stage.Started:
-	case *stage.Restarting, *stage.Stopping:
-		return nil
-	default:
-		q.t.Logger.Warn("fifo: unexpected message", "type", fmt.Sprintf("%T", m))
-		return nil
+	case Lifecycle:
+		if stage.Lifecycle(m) != stage.Started {
+			return nil
+		}
 	}
 	if b := q.pop(); b != nil {
 		q.out.Request(stage.ToIndexer, b)

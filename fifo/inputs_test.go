@@ -77,11 +77,11 @@ func TestQueueMsgs(t *testing.T) {
 			// Logged and ignored, but what is queued goes out.
 			func(q *Queue) []stage.Msg { return q.Step(&Processed{Count: 1}) }, batch(1)},
 		{"started, queued", nil, func(q *Queue) { q.add([]Delta{added("a", 1), added("b", 1)}) },
-			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, batch(2)},
+			func(q *Queue) []stage.Msg { return q.Step(Lifecycle(stage.Started)) }, batch(2)},
 		{"started, batch in flight", nil, func(q *Queue) { inFlight(q); q.add([]Delta{added("b", 1)}) },
-			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(Lifecycle(stage.Started)) }, ""},
 		{"started, empty", nil, nil,
-			func(q *Queue) []stage.Msg { return q.Step(stage.StartedMsg) }, ""},
+			func(q *Queue) []stage.Msg { return q.Step(Lifecycle(stage.Started)) }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{}
@@ -96,7 +96,7 @@ func TestQueueMsgs(t *testing.T) {
 				t.Fatalf("messages %q, want %q", got, tc.want)
 			}
 			// The next input starts from an empty outbox.
-			if got := msgsString(q.Step(stage.StartedMsg)); got != "" {
+			if got := msgsString(q.Step(Lifecycle(stage.Started))); got != "" {
 				t.Fatalf("then Started returned %q", got)
 			}
 		})

@@ -80,6 +80,11 @@ type Replace struct {
 	ListTrace *telemetry.DeltaTrace
 }
 
+// IndexerInput makes Batch and Listed inputs of the queue's consumer, the
+// indexer (indexer.Input).
+func (*Batch) IndexerInput()  {}
+func (*Listed) IndexerInput() {}
+
 // Listed is sent by the queue actor, with Request, to its consumer (the
 // indexer) each time it gets a Replace: a list or relist is done and the
 // reflector watches from it. client-go's reflector (re)starts its resync

@@ -34,14 +34,15 @@ const AddIndexersTimeout = time.Minute
 func Props(core *Core, queue *actor.PID) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToQueue, queue)
-	return shell.Props(shell.Config{
+	return shell.Props(shell.Config[Input]{
 		Stage:     stage.Indexer,
 		Core:      core,
+		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) },
 		Peers:     peers,
 		Clock:     core.clock,
 		Telemetry: core.t,
-		Route: func(msg any) {
-			switch m := msg.(type) {
+		Route: func(in Input) {
+			switch m := in.(type) {
 			case *Subscribe:
 				peers.Set(stage.ToListener(uint64(m.ID)), m.Target)
 			case *Unsubscribe:

@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -180,13 +179,14 @@ var checkTimer = stage.TimerOf(stage.Indexer, 0)
 //   - *ResyncTick: when a listener's resync is due, sends *fifo.Resync to
 //     the queue. The check timer (stage.TimerOf(stage.Indexer, 0)) sends
 //     these, one check period after the previous check.
-//   - *stage.Started: re-arms the check timer if checks had started, and
-//     finishes a batch whose apply panicked (see recoverBatch).
-//   - *stage.Restarting: the actor panicked: sends what recoverBatch
-//     returns, and stops the timer. *stage.Stopping stops the timer.
-func (c *Core) Step(msg any) []stage.Msg {
+//   - Lifecycle(stage.Started): re-arms the check timer if checks had
+//     started, and finishes a batch whose apply panicked (see
+//     recoverBatch).
+//   - Lifecycle(stage.Restarting): the actor panicked: sends what
+//     recoverBatch returns, and stops the timer. Stopping stops the timer.
+func (c *Core) Step(in Input) []stage.Msg {
 	c.out.Reset()
-	switch m := msg.(type) {
+	switch m := in.(type) {
 	case *fifo.Batch:
 		c.applyBatch(m)
 	case *Subscribe:
@@ -202,15 +202,16 @@ func (c *Core) Step(msg any) []stage.Msg {
 		c.armCheck()
 	case *ResyncTick:
 		c.resyncTick(m)
-	case *stage.Started:
-		c.started()
-	case *stage.Restarting:
-		c.recoverBatch()
-		c.stopChecks()
-	case *stage.Stopping:
-		c.stopChecks()
-	default:
-		c.t.Logger.Warn("indexer: unexpected message", "informer", c.t.Info.Name, "type", fmt.Sprintf("%T", m))
+	case Lifecycle:
+		switch stage.Lifecycle(m) {
+		case stage.Started:
+			c.started()
+		case stage.Restarting:
+			c.recoverBatch()
+			c.stopChecks()
+		case stage.Stopping:
+			c.stopChecks()
+		}
 	}
 	return c.out.Msgs()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
@@ -16,6 +17,26 @@ import (
 
 // ListenerID identifies one registered handler's listener.
 type ListenerID uint64
+
+// Input is what the indexer's core takes, in Step: the queue's
+// *fifo.Batch and *fifo.Listed, the informer's *Subscribe, *Unsubscribe
+// and *AddIndexers, a listener's *Drained, its timer's *ResyncTick, and
+// its actor's Lifecycle. Its method is exported only because two of those
+// types are package fifo's (the queue's messages, in the package the
+// indexer imports); no other type implements it.
+type Input interface{ IndexerInput() }
+
+// Lifecycle tells the core of an event of its actor's life (see
+// stage.Lifecycle).
+type Lifecycle stage.Lifecycle
+
+// IndexerInput marks the indexer's inputs (see Input).
+func (*Subscribe) IndexerInput()   {}
+func (*Unsubscribe) IndexerInput() {}
+func (*AddIndexers) IndexerInput() {}
+func (*Drained) IndexerInput()     {}
+func (*ResyncTick) IndexerInput()  {}
+func (Lifecycle) IndexerInput()    {}
 
 // Subscribe registers a listener. When Initial is set (a handler added to a
 // running informer), the listener first receives a Notifications batch with
@@ -51,6 +72,11 @@ type Unsubscribe struct {
 // then the indexer keeps that listener's notifications in one compact
 // array instead of sending it a batch message per small batch.
 type DrainMarker struct{}
+
+// ListenerInput makes Notifications and DrainMarker inputs of a
+// listener (listener.Input), which they are sent to.
+func (*Notifications) ListenerInput() {}
+func (*DrainMarker) ListenerInput()   {}
 
 // Drained answers a DrainMarker: the listener has delivered every
 // notification sent to it before the marker.

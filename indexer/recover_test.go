@@ -46,7 +46,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	s := NewStore(nil, nil)
 	det := &panicAt{}
 	c := NewCore(s.Writer(), Config{Clock: newFakeClock(), Telemetry: tel, MutationDetector: det})
-	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
+	if msgs := c.Step(Lifecycle(stage.Restarting)); len(msgs) != 0 {
 		t.Fatalf("Recover with no batch in progress sent %v", msgs)
 	}
 	p1, b1 := counters()
@@ -66,7 +66,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 		t.Fatal("ApplyBatch did not panic")
 	}
 
-	got, processed := split(t, c.Step(stage.RestartingMsg))
+	got, processed := split(t, c.Step(Lifecycle(stage.Restarting)))
 	if processed != nil {
 		t.Fatalf("Recover acknowledged the batch (%v): the rest is still to apply", processed)
 	}
@@ -96,7 +96,7 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	}
 
 	// The new actor's Started applies the rest and acknowledges the batch.
-	got, processed = split(t, c.Step(stage.StartedMsg))
+	got, processed = split(t, c.Step(Lifecycle(stage.Started)))
 	if processed == nil || processed.Count != len(deltas) {
 		t.Fatalf("acknowledgement %v, want Processed{Count: %d}", processed, len(deltas))
 	}
@@ -124,10 +124,10 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 
 	// The batch is done: Recover and Started do nothing more, and the next
 	// batch is applied as usual.
-	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
+	if msgs := c.Step(Lifecycle(stage.Restarting)); len(msgs) != 0 {
 		t.Fatalf("second Recover sent %v", msgs)
 	}
-	if msgs := c.Step(stage.StartedMsg); len(msgs) != 0 {
+	if msgs := c.Step(Lifecycle(stage.Started)); len(msgs) != 0 {
 		t.Fatalf("second Started sent %v", msgs)
 	}
 	msgs := c.Step(&fifo.Batch{Deltas: []fifo.Delta{delta(fifo.Updated, pod("ns", "p1", "2000"))}})
@@ -175,10 +175,10 @@ func TestCoreRecoverNoSubscriber(t *testing.T) {
 	if !applyPanics(c, &fifo.Batch{Deltas: deltas}) {
 		t.Fatal("ApplyBatch did not panic")
 	}
-	if msgs := c.Step(stage.RestartingMsg); len(msgs) != 0 {
+	if msgs := c.Step(Lifecycle(stage.Restarting)); len(msgs) != 0 {
 		t.Fatalf("Recover sent %v, want nothing", msgs)
 	}
-	msgs := c.Step(stage.StartedMsg)
+	msgs := c.Step(Lifecycle(stage.Started))
 	if len(msgs) != 1 {
 		t.Fatalf("Started sent %v, want the acknowledgement only", msgs)
 	}
@@ -212,16 +212,16 @@ func TestCoreRecoverTwice(t *testing.T) {
 		}
 		return processed != nil && processed.Count == 3
 	}
-	collect(c.Step(stage.RestartingMsg))
+	collect(c.Step(Lifecycle(stage.Restarting)))
 	det.calls, det.at = 0, 1 // b panics too
 	started := func() (acked, panicked bool) {
 		defer func() { panicked = recover() != nil }()
-		return collect(c.Step(stage.StartedMsg)), false
+		return collect(c.Step(Lifecycle(stage.Started))), false
 	}
 	if _, panicked := started(); !panicked {
 		t.Fatal("Started did not panic on b")
 	}
-	collect(c.Step(stage.RestartingMsg))
+	collect(c.Step(Lifecycle(stage.Restarting)))
 	if acked, panicked := started(); panicked || !acked {
 		t.Fatalf("second Started: acked %v, panicked %v", acked, panicked)
 	}

@@ -27,7 +27,7 @@ type resyncRig struct {
 
 // step hands msg to the core, performs what it sends to its timer, and
 // returns the rest.
-func (r *resyncRig) step(msg any) []stage.Msg {
+func (r *resyncRig) step(msg Input) []stage.Msg {
 	var rest []stage.Msg
 	for _, m := range r.c.Step(msg) {
 		if m.To != checkTimer {
@@ -173,7 +173,7 @@ func TestResyncChecksWithoutResyncingListeners(t *testing.T) {
 // it only if checks had started.
 func TestResyncChecksRestartAndStop(t *testing.T) {
 	r := newResyncRig(t, time.Second)
-	r.step(stage.StartedMsg)
+	r.step(Lifecycle(stage.Started))
 	if r.clk.HasWaiters() {
 		t.Fatal("resumed checks that never started")
 	}
@@ -195,11 +195,11 @@ func TestResyncChecksRestartAndStop(t *testing.T) {
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after the restart, want [1]", got)
 	}
-	r.step(stage.StoppingMsg)
+	r.step(Lifecycle(stage.Stopping))
 	if r.clk.HasWaiters() {
 		t.Fatal("a timer is armed after StopResyncChecks")
 	}
-	r.step(stage.StartedMsg)
+	r.step(Lifecycle(stage.Started))
 	if got := r.check(0); !slices.Equal(got, []ListenerID{1}) {
 		t.Fatalf("due %v after resuming, want [1]", got)
 	}

@@ -31,9 +31,10 @@ type Handler interface {
 func Props(core *Core, indexer *actor.PID, h Handler, t *telemetry.T) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToIndexer, indexer)
-	return shell.Props(shell.Config{
+	return shell.Props(shell.Config[Input]{
 		Stage:     stage.Listener,
 		Core:      core,
+		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) },
 		Peers:     peers,
 		Telemetry: t,
 		Env: func(ctx actor.Context) shell.Env {

@@ -387,8 +387,8 @@ func TestCoalesceRunnerRestart(t *testing.T) {
 			if want := map[bool]int{false: 2, true: 1}[taken]; held != want {
 				t.Errorf("Held: %d keys, want %d", held, want)
 			}
-			c.Step(stage.RestartingMsg)
-			msgs = c.Step(stage.StartedMsg)
+			c.Step(Lifecycle(stage.Restarting))
+			msgs = c.Step(Lifecycle(stage.Started))
 			if taken {
 				if msgs != nil {
 					t.Fatalf("Started sent %v while a's CallsDone is on its way", msgs)

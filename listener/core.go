@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
@@ -65,8 +64,6 @@ type Config struct {
 	Coalesce bool
 	// Counters are the listener's; nil: counted nowhere.
 	Counters *Counters
-	// Telemetry logs unexpected messages; nil: telemetry.Nop().
-	Telemetry *telemetry.T
 }
 
 // Core is a listener's plain core: it decides which handler calls to make
@@ -78,7 +75,6 @@ type Core struct {
 	id       indexer.ListenerID
 	out      stage.Outbox
 	counters *Counters
-	t        *telemetry.T
 	// calls is the one Calls value of a listener that does not coalesce:
 	// its handler's calls are made at once, before the next Step.
 	calls Calls
@@ -92,12 +88,9 @@ type Core struct {
 
 // NewCore returns a listener's core.
 func NewCore(cfg Config) *Core {
-	c := &Core{id: cfg.ID, counters: cfg.Counters, t: cfg.Telemetry}
+	c := &Core{id: cfg.ID, counters: cfg.Counters}
 	if c.counters == nil {
 		c.counters = &Counters{}
-	}
-	if c.t == nil {
-		c.t = telemetry.Nop()
 	}
 	if cfg.Coalesce {
 		c.pending = NewCoalescer(cache.DeletionHandlingMetaNamespaceKeyFunc)
@@ -123,14 +116,14 @@ func (c *Core) Coalesced() bool { return c.pending != nil }
 //     are bounded by the number of keys).
 //   - *CallsDone: the handler runner made the calls it was given; the next
 //     pending key goes to it.
-//   - *stage.Started: the listener actor (re)started with a new handler
-//     runner (see started).
+//   - Lifecycle(stage.Started): the listener actor (re)started with a new
+//     handler runner (see started). The other events do nothing.
 //
 // A *Synced goes to stage.ToInformer when the listener has taken in its
 // initial batch, or brought its Pending count to zero, itself.
-func (c *Core) Step(msg any) []stage.Msg {
+func (c *Core) Step(in Input) []stage.Msg {
 	c.out.Reset()
-	switch m := msg.(type) {
+	switch m := in.(type) {
 	case *indexer.Notifications:
 		if c.pending == nil {
 			c.calls = Calls{Items: m.Items, Syncs: m.SyncsTo(c.id), Owned: m.Owned, InitialBatch: m.Initial}
@@ -144,11 +137,10 @@ func (c *Core) Step(msg any) []stage.Msg {
 	case *CallsDone:
 		c.inflight = nil
 		c.schedule()
-	case *stage.Started:
-		c.started()
-	case *stage.Restarting, *stage.Stopping:
-	default:
-		c.t.Logger.Warn("listener: unexpected message", "informer", c.t.Info.Name, "type", fmt.Sprintf("%T", m))
+	case Lifecycle:
+		if stage.Lifecycle(m) == stage.Started {
+			c.started()
+		}
 	}
 	return c.out.Msgs()
 }

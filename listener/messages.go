@@ -4,11 +4,24 @@ import (
 	"sync/atomic"
 
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
-// The listener actor accepts *indexer.Notifications and *indexer.DrainMarker
-// from the indexer, and, for a Coalesced handler, *CallsDone from its
-// handler runner.
+// Input is what a listener's core takes, in Step: the indexer's
+// *indexer.Notifications and *indexer.DrainMarker, a Coalesced handler's
+// runner's *CallsDone, and its actor's Lifecycle. Its method is exported
+// only because two of those types are package indexer's (the indexer's
+// messages, in the package the listener imports); no other type
+// implements it.
+type Input interface{ ListenerInput() }
+
+// Lifecycle tells the core of an event of its actor's life (see
+// stage.Lifecycle).
+type Lifecycle stage.Lifecycle
+
+// ListenerInput marks the listener's inputs (see Input).
+func (*CallsDone) ListenerInput() {}
+func (Lifecycle) ListenerInput()  {}
 
 // Calls asks a listener's handler (stage.ToHandler) to make calls: one
 // per notification of Items, in order, skipping the Sync ones unless Syncs
@@ -35,7 +48,7 @@ type Calls struct {
 
 // Take is what a Coalesced handler's runner calls before it makes the
 // calls: should the listener restart meanwhile, its core then knows that
-// the old runner made them (see Core.Step on *stage.Started).
+// the old runner made them (see Core.Step on Lifecycle(stage.Started)).
 func (c *Calls) Take() { c.taken.Store(true) }
 
 // CallsDone tells a Coalesced handler's listener that its runner made the

@@ -33,9 +33,10 @@ func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 	}
 	peers := &shell.Peers{}
 	peers.Set(stage.ToQueue, queue)
-	return shell.Props(shell.Config{
+	return shell.Props(shell.Config[Input]{
 		Stage:     stage.Reflector,
 		Core:      r.NewMachine(),
+		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) },
 		Peers:     peers,
 		Clock:     r.clock,
 		Telemetry: r.tel,

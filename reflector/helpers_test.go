@@ -330,8 +330,8 @@ func decode(msgs []stage.Msg) Effects {
 }
 
 // The Machine's inputs, through Step, decoded.
-func (m *Machine) Start() Effects { return m.decode(m.Step(stage.StartedMsg)) }
-func (m *Machine) Stop() Effects  { return m.decode(m.Step(stage.StoppingMsg)) }
+func (m *Machine) Start() Effects { return m.decode(m.Step(Lifecycle(stage.Started))) }
+func (m *Machine) Stop() Effects  { return m.decode(m.Step(Lifecycle(stage.Stopping))) }
 func (m *Machine) ListDone(gen uint64, res ListResult) Effects {
 	return m.decode(m.Step(&ListDone{Gen: gen, Result: res}))
 }

@@ -1,7 +1,6 @@
 package reflector
 
 import (
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -149,14 +148,14 @@ var (
 // Step is the Machine's one input (see package stage): it takes one
 // message and returns what must be sent because of it, valid until the
 // next Step: the *fifo.Replace and *fifo.Deltas for the queue, then the
-// effects (see messages.go), in order. *stage.Started begins a
-// ListAndWatch; *stage.Restarting stops everything, and the Started after
-// it begins again from the last synced resource version; *stage.Stopping
-// stops for good.
-func (m *Machine) Step(msg any) []stage.Msg {
+// effects (see messages.go), in order. Lifecycle(stage.Started) begins a
+// ListAndWatch; Restarting stops everything, and the Started after it
+// begins again from the last synced resource version; Stopping stops for
+// good.
+func (m *Machine) Step(in Input) []stage.Msg {
 	m.out.Reset()
 	var e effects
-	switch x := msg.(type) {
+	switch x := in.(type) {
 	case *WatchEvents:
 		if x.Gen == m.gen {
 			m.watchEventsIn(&e, x.Events, x.At)
@@ -186,17 +185,18 @@ func (m *Machine) Step(msg any) []stage.Msg {
 		if b, ok := m.state.(*backingOff); ok && x.Gen == m.gen {
 			m.backoffElapsed(&e, b)
 		}
-	case *stage.Started:
-		if _, ok := m.state.(idle); ok {
-			m.listAndWatch(&e)
+	case Lifecycle:
+		switch stage.Lifecycle(x) {
+		case stage.Started:
+			if _, ok := m.state.(idle); ok {
+				m.listAndWatch(&e)
+			}
+		case stage.Restarting:
+			m.stop(&e, idle{}) // the Started after it begins again
+			m.loop.restartReason = ""
+		case stage.Stopping:
+			m.stop(&e, stopped{})
 		}
-	case *stage.Restarting:
-		m.stop(&e, idle{}) // the Started after it begins again
-		m.loop.restartReason = ""
-	case *stage.Stopping:
-		m.stop(&e, stopped{})
-	default:
-		m.s.log.Warn("reflector: unexpected message", "reflector", m.s.name, "type", fmt.Sprintf("%T", x))
 	}
 	return m.emit(e)
 }

@@ -705,7 +705,7 @@ func TestMachineResumesFromHandleRV(t *testing.T) {
 func TestMachineRestart(t *testing.T) {
 	h := newHarness(t, nil)
 	w := h.startWatching("10")
-	e := decode(h.m.Step(stage.RestartingMsg))
+	e := decode(h.m.Step(Lifecycle(stage.Restarting)))
 	if !e.StopWatch || e.StopTimers != 2 || e.List != nil || e.Watch != nil || h.m.State() != StateIdle {
 		t.Fatalf("Restarting: %s, %d timers stopped, state %v", describe(e), e.StopTimers, h.m.State())
 	}

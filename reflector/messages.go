@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // The reflector sends *fifo.Replace and *fifo.Deltas to its queue. The
@@ -23,6 +25,25 @@ import (
 //
 // Each report carries the Gen of the request it answers: the Machine
 // ignores a report of an older one.
+
+// Input is what the reflector's Machine takes, in Step: the reports of its
+// shell's calls (*ListDone, *WatchFailed, *WatchOpened, *WatchEvents,
+// *WatchEnded), its timers' *BackoffElapsed and *WatchListCheck, and its
+// actor's Lifecycle. It is sealed: no other package's type is one.
+type Input interface{ reflectorInput() }
+
+// Lifecycle tells the Machine of an event of its actor's life (see
+// stage.Lifecycle).
+type Lifecycle stage.Lifecycle
+
+func (*ListDone) reflectorInput()       {}
+func (*WatchFailed) reflectorInput()    {}
+func (*WatchOpened) reflectorInput()    {}
+func (*WatchEvents) reflectorInput()    {}
+func (*WatchEnded) reflectorInput()     {}
+func (*BackoffElapsed) reflectorInput() {}
+func (*WatchListCheck) reflectorInput() {}
+func (Lifecycle) reflectorInput()       {}
 
 // ListRequest asks the shell to list through tools/pager.
 type ListRequest struct {

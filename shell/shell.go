@@ -1,6 +1,8 @@
 // Package shell runs a stage's core as a protoactor actor. Every stage's
-// actor is this one shell, configured: its Receive hands each message to
-// the core's Step (the actor's lifecycle as stage.Started, Restarting and
+// actor is this one shell, configured for the core's input type In: its
+// Receive makes each message an In, with the one type assertion at the
+// actor's boundary, hands it to the core's Step (the actor's lifecycle as
+// the In that Config.Lifecycle makes of stage.Started, Restarting and
 // Stopping) and delivers what Step returned, in order, in one loop:
 //
 //   - to a stage (stage.ToQueue, ToIndexer, ToListener(id), …): a Send or
@@ -13,11 +15,16 @@
 //   - to another effect (stage.ToHandler, ToSource, ToInformer): the Env
 //     performs it at once, before the next message.
 //
-// A message the shell cannot deliver (no mailbox for that stage, or no Env
-// for that effect) is a bug of ours. The one policy for it, in every
-// stage: it is logged at error level, with the stage, the address and the
-// message's type, counted as a drop (reason "undeliverable") and dropped;
-// the actor goes on with the next message.
+// A message the actor receives that is not an In, and a message the shell
+// cannot deliver (no mailbox for that stage, or no Env for that effect),
+// are bugs of ours. The one policy for them, in every stage: logged at
+// error level, with the stage, the message's type (and the address it was
+// for), counted as a drop (reason "unexpected" or "undeliverable") and
+// dropped; the actor goes on with the next message. protoactor's own
+// messages are not the core's: its system messages, and the
+// DeadLetterResponse that answers a Request whose recipient had stopped
+// (the stages stop together; a listener's removal is the indexer's
+// Unsubscribe), are left to protoactor.
 //
 // The core and the Peers live outside the actor value: the actor a
 // restart makes (after a panic of Receive, a bug of ours) carries on over
@@ -36,9 +43,10 @@ import (
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
-// Core is what a shell runs: a stage's plain core (see package stage).
-type Core interface {
-	Step(msg any) []stage.Msg
+// Core is what a shell runs: a stage's plain core (see package stage),
+// whose Step takes its input type In.
+type Core[In any] interface {
+	Step(in In) []stage.Msg
 }
 
 // Env performs the effects of one actor incarnation (what the core sends
@@ -62,22 +70,27 @@ type Exiter interface {
 	Exited()
 }
 
-// Config configures a shell.
-type Config struct {
+// Config configures a shell for a core whose input type is In (in
+// practice a sealed interface of the core's package, such as fifo.Input).
+type Config[In any] struct {
 	// Stage is the stage the actor runs: it names it in logs and owns its
-	// timers.
+	// timers. A core defined above package stage runs as one of the kinds
+	// reserved for it (stage.Ext and up).
 	Stage stage.Kind
 	// Core is the stage's core.
-	Core Core
+	Core Core[In]
+	// Lifecycle makes the core's input for an event of the actor's life;
+	// nil: the core is not told of them.
+	Lifecycle func(stage.Lifecycle) In
 	// Peers resolves the stages the core sends to. Nil: none.
 	Peers *Peers
 	// Env, when set, makes the Env of each incarnation of the actor, when
 	// it starts (also after a restart), before the core is told Started.
 	Env func(ctx actor.Context) Env
-	// Route, when set, is called with each message before the core takes
+	// Route, when set, is called with each input before the core takes
 	// it: the indexer's shell learns a listener's mailbox from its
 	// Subscribe there.
-	Route func(msg any)
+	Route func(in In)
 	// Clock runs the stage's timers; nil means clock.RealClock{}.
 	Clock clock.WithDelayedExecution
 	// Telemetry logs and counts undeliverable messages; nil: telemetry.Nop().
@@ -85,7 +98,7 @@ type Config struct {
 }
 
 // Props returns the props of the actor running cfg.Core.
-func Props(cfg Config) *actor.Props {
+func Props[In any](cfg Config[In]) *actor.Props {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -96,12 +109,12 @@ func Props(cfg Config) *actor.Props {
 		cfg.Peers = &Peers{}
 	}
 	c := &cfg
-	return actor.PropsFromProducer(func() actor.Actor { return &shell{cfg: c} }, actor.WithMailbox(newMailbox))
+	return actor.PropsFromProducer(func() actor.Actor { return &shell[In]{cfg: c} }, actor.WithMailbox(newMailbox))
 }
 
 // shell is one incarnation of a stage's actor.
-type shell struct {
-	cfg    *Config
+type shell[In any] struct {
+	cfg    *Config[In]
 	env    Env
 	root   *actor.RootContext
 	self   *actor.PID
@@ -109,37 +122,46 @@ type shell struct {
 }
 
 // Receive implements actor.Actor.
-func (s *shell) Receive(ctx actor.Context) {
+func (s *shell[In]) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.root, s.self = ctx.ActorSystem().Root, ctx.Self()
 		if s.cfg.Env != nil {
 			s.env = s.cfg.Env(ctx)
 		}
-		s.step(ctx, stage.StartedMsg)
+		s.life(ctx, stage.Started)
 	case *actor.Restarting:
-		s.step(ctx, stage.RestartingMsg)
+		s.life(ctx, stage.Restarting)
 		s.stop()
 	case *actor.Stopping:
-		s.step(ctx, stage.StoppingMsg)
+		s.life(ctx, stage.Stopping)
 		s.stop()
 	case *actor.Stopped:
 		if e, ok := s.env.(Exiter); ok {
 			e.Exited()
 		}
-	case actor.AutoReceiveMessage, actor.SystemMessage, *actor.ReceiveTimeout:
+	case actor.AutoReceiveMessage, actor.SystemMessage, *actor.ReceiveTimeout, *actor.DeadLetterResponse:
 		// protoactor's own (PoisonPill, Terminated, …): nothing for the core.
-	default:
+	case In:
 		if s.cfg.Route != nil {
 			s.cfg.Route(msg)
 		}
 		s.step(ctx, msg)
+	default:
+		s.unexpected(msg)
 	}
 }
 
-// step hands msg to the core and delivers what it returns.
-func (s *shell) step(ctx actor.Context, msg any) {
-	msgs := s.cfg.Core.Step(msg)
+// life tells the core of an event of the actor's life, if it asked to be.
+func (s *shell[In]) life(ctx actor.Context, l stage.Lifecycle) {
+	if s.cfg.Lifecycle != nil {
+		s.step(ctx, s.cfg.Lifecycle(l))
+	}
+}
+
+// step hands in to the core and delivers what it returns.
+func (s *shell[In]) step(ctx actor.Context, in In) {
+	msgs := s.cfg.Core.Step(in)
 	for i := range msgs {
 		s.deliver(ctx, &msgs[i])
 	}
@@ -147,7 +169,7 @@ func (s *shell) step(ctx actor.Context, msg any) {
 }
 
 // deliver delivers one message: the one delivery loop of every stage.
-func (s *shell) deliver(ctx actor.Context, m *stage.Msg) {
+func (s *shell[In]) deliver(ctx actor.Context, m *stage.Msg) {
 	switch k := m.To.Kind; {
 	case k == stage.Timer:
 		if s.timer(m) {
@@ -171,19 +193,32 @@ func (s *shell) deliver(ctx actor.Context, m *stage.Msg) {
 }
 
 // undeliverable applies the policy for a message with nowhere to go.
-func (s *shell) undeliverable(m *stage.Msg) {
+func (s *shell[In]) undeliverable(m *stage.Msg) {
 	t := s.cfg.Telemetry
 	t.Metrics.Drop(DropUndeliverable)
 	t.Logger.Error("undeliverable message dropped (a bug of ours)", "informer", t.Info.Name,
 		"stage", s.cfg.Stage.String(), "to", m.To.Kind.String(), "id", m.To.ID, "type", fmt.Sprintf("%T", m.Body))
 }
 
-// DropUndeliverable is the drop reason of an undeliverable message.
-const DropUndeliverable = "undeliverable"
+// unexpected applies the policy for a message that is not the core's
+// input.
+func (s *shell[In]) unexpected(msg any) {
+	t := s.cfg.Telemetry
+	t.Metrics.Drop(DropUnexpected)
+	t.Logger.Error("unexpected message dropped: not an input of the stage (a bug of ours)", "informer", t.Info.Name,
+		"stage", s.cfg.Stage.String(), "type", fmt.Sprintf("%T", msg))
+}
+
+// The drop reasons of the shell's policy: a message with nowhere to go, a
+// message that is not the core's input.
+const (
+	DropUndeliverable = "undeliverable"
+	DropUnexpected    = "unexpected"
+)
 
 // timer sets or stops one of the stage's timers; false if m is neither
 // or not the stage's.
-func (s *shell) timer(m *stage.Msg) bool {
+func (s *shell[In]) timer(m *stage.Msg) bool {
 	if m.To.Owner() != s.cfg.Stage {
 		return false
 	}
@@ -203,7 +238,7 @@ func (s *shell) timer(m *stage.Msg) bool {
 	return true
 }
 
-func (s *shell) stopTimer(a stage.Addr) {
+func (s *shell[In]) stopTimer(a stage.Addr) {
 	if t := s.timers[a]; t != nil {
 		t.Stop()
 		delete(s.timers, a)
@@ -211,7 +246,7 @@ func (s *shell) stopTimer(a stage.Addr) {
 }
 
 // stop releases what the incarnation holds: its timers and its Env's I/O.
-func (s *shell) stop() {
+func (s *shell[In]) stop() {
 	for a := range s.timers {
 		s.stopTimer(a)
 	}

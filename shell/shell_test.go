@@ -17,25 +17,35 @@ import (
 	"github.com/actorinformer/actorinformer/telemetry"
 )
 
-// scriptCore answers each message with the messages script gives for it,
+// input is the test core's input type: a ping, or its actor's lifecycle.
+type input interface{ testInput() }
+
+type ping struct{ n int }
+
+type life stage.Lifecycle
+
+func (*ping) testInput() {}
+func (life) testInput()  {}
+
+// scriptCore answers each input with the messages script gives for it,
 // and records what it took.
 type scriptCore struct {
 	mu     sync.Mutex
-	took   []any
-	script func(msg any) []stage.Msg
+	took   []input
+	script func(in input) []stage.Msg
 }
 
-func (c *scriptCore) Step(msg any) []stage.Msg {
+func (c *scriptCore) Step(in input) []stage.Msg {
 	c.mu.Lock()
-	c.took = append(c.took, msg)
+	c.took = append(c.took, in)
 	c.mu.Unlock()
-	return c.script(msg)
+	return c.script(in)
 }
 
-func (c *scriptCore) taken() []any {
+func (c *scriptCore) taken() []input {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]any(nil), c.took...)
+	return append([]input(nil), c.took...)
 }
 
 // sink is an actor forwarding what it gets to a channel.
@@ -71,8 +81,6 @@ func (e *envLog) Stop() {
 	e.stopped++
 }
 
-type ping struct{ n int }
-
 func recv(t *testing.T, ch chan any) any {
 	t.Helper()
 	select {
@@ -86,9 +94,10 @@ func recv(t *testing.T, ch chan any) any {
 
 // TestShell: the shell tells its core the actor's lifecycle, delivers what
 // the core returns in order (to the peers, to its Env, to its timers),
-// drops an undeliverable message by the one policy (logged, counted), and
-// carries on over the same core after a restart, with a new Env and its
-// timers stopped.
+// drops an undeliverable message and a message that is not the core's
+// input by the one policy (logged, counted), leaves protoactor's
+// DeadLetterResponse alone, and carries on over the same core after a
+// restart, with a new Env and its timers stopped.
 func TestShell(t *testing.T) {
 	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
@@ -100,8 +109,8 @@ func TestShell(t *testing.T) {
 	queue := make(sink, 10)
 	qpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return queue }))
 	timer := stage.TimerOf(stage.Indexer, 0)
-	core := &scriptCore{script: func(msg any) []stage.Msg {
-		switch m := msg.(type) {
+	core := &scriptCore{script: func(in input) []stage.Msg {
+		switch m := in.(type) {
 		case *ping:
 			switch m.n {
 			case 1:
@@ -127,17 +136,20 @@ func TestShell(t *testing.T) {
 	var envMu sync.Mutex
 	peers := &Peers{}
 	peers.Set(stage.ToQueue, qpid)
-	var routed []any
-	pid := sys.Root.Spawn(Props(Config{
+	var routed []input
+	pid := sys.Root.Spawn(Props(Config[input]{
 		Stage: stage.Indexer, Core: core, Peers: peers, Clock: clk, Telemetry: tel,
+		Lifecycle: func(l stage.Lifecycle) input { return life(l) },
 		Env: func(actor.Context) Env {
 			envMu.Lock()
 			defer envMu.Unlock()
 			envs = append(envs, &envLog{})
 			return envs[len(envs)-1]
 		},
-		Route: func(msg any) { routed = append(routed, msg) },
+		Route: func(in input) { routed = append(routed, in) },
 	}))
+	sys.Root.Send(pid, "stray")                     // not an input: dropped
+	sys.Root.Send(pid, &actor.DeadLetterResponse{}) // protoactor's: ignored
 	sys.Root.Send(pid, &ping{n: 1})
 	if m := recv(t, queue); m != "a" {
 		t.Fatalf("first to the queue: %v", m)
@@ -168,17 +180,11 @@ func TestShell(t *testing.T) {
 		switch m.(type) {
 		case *ping:
 			kinds = append(kinds, "ping")
-		case *stage.Started:
-			kinds = append(kinds, "Started")
-		case *stage.Restarting:
-			kinds = append(kinds, "Restarting")
-		case *stage.Stopping:
-			kinds = append(kinds, "Stopping")
-		default:
-			kinds = append(kinds, "?")
+		case life:
+			kinds = append(kinds, stage.Lifecycle(m.(life)).String())
 		}
 	}
-	want := "Started ping ping ping ping Restarting Started ping Stopping"
+	want := "started ping ping ping ping restarting started ping stopping"
 	if got := strings.Join(kinds, " "); got != want {
 		t.Fatalf("the core took %s, want %s", got, want)
 	}
@@ -197,11 +203,15 @@ func TestShell(t *testing.T) {
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
-	if l := logs.String(); strings.Count(l, "undeliverable message dropped") != 2 || !strings.Contains(l, "to=listener") || !strings.Contains(l, "id=9") || !strings.Contains(l, "type=string") {
+	l := logs.String()
+	if strings.Count(l, "undeliverable message dropped") != 2 || !strings.Contains(l, "to=listener") || !strings.Contains(l, "id=9") || !strings.Contains(l, "type=string") {
 		t.Fatalf("logged %q, want the undeliverable message to listener 9 twice", l)
 	}
-	if n := tel.Metrics.Counters.Dropped.Load(); n != 2 {
-		t.Fatalf("%d drops counted, want 2", n)
+	if strings.Count(l, "unexpected message dropped") != 1 || !strings.Contains(l, "type=string") || strings.Contains(l, "DeadLetterResponse") {
+		t.Fatalf("logged %q, want the stray string once as unexpected, and no DeadLetterResponse", l)
+	}
+	if n := tel.Metrics.Counters.Dropped.Load(); n != 3 {
+		t.Fatalf("%d drops counted, want 3", n)
 	}
 }
 
@@ -229,5 +239,64 @@ func TestPeers(t *testing.T) {
 	p.Set(stage.ToListener(3), nil)
 	if p.Get(stage.ToListener(3)) != nil {
 		t.Fatal("listener not removed")
+	}
+}
+
+// extEnv performs the effects of kind stage.Ext+1 that a core defined
+// above package stage sends.
+type extEnv struct{ got chan any }
+
+func (e extEnv) Perform(_ actor.Context, m stage.Msg) bool {
+	if m.To.Kind != stage.Ext+1 {
+		return false
+	}
+	e.got <- m.Body
+	return true
+}
+
+// TestShell_aboveStage: a core of a package above stage, with an input
+// type of its own, runs in the shell as a kind of the reserved block: its
+// effects of that block go to its Env, its timers are its own, and a core
+// that does not ask for the lifecycle is not told of it.
+func TestShell_aboveStage(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	clk := testingclock.NewFakeClock(time.Unix(0, 0))
+	const self = stage.Ext
+	timer := stage.TimerOf(self, 0)
+	core := &scriptCore{script: func(in input) []stage.Msg {
+		switch m := in.(type) {
+		case *ping:
+			if m.n == 1 {
+				return []stage.Msg{{To: timer, Body: &stage.SetTimer{After: time.Second, Fire: &ping{n: 2}}}}
+			}
+			return []stage.Msg{{To: stage.Addr{Kind: stage.Ext + 1, ID: 7}, Body: m.n}}
+		}
+		return nil
+	}}
+	env := extEnv{got: make(chan any, 1)}
+	pid := sys.Root.Spawn(Props(Config[input]{Stage: self, Core: core, Clock: clk,
+		Env: func(actor.Context) Env { return env }}))
+	sys.Root.Send(pid, &ping{n: 1})
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Second)
+	select {
+	case got := <-env.got:
+		if got != 2 {
+			t.Fatalf("the effect carried %v, want the timer's ping 2", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the effect was not performed")
+	}
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range core.taken() {
+		if _, ok := in.(life); ok {
+			t.Fatalf("the core was told %v without a Config.Lifecycle", in)
+		}
 	}
 }

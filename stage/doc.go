@@ -3,12 +3,15 @@
 //
 // A core (fifo.Queue, the indexer's Core, the reflector's Machine, a
 // listener's Core) is a plain struct that imports no actor library and
-// does no I/O. It has one input, Step: it takes one message and returns
-// the messages that must be sent because of it, as a []Msg: whom to (an
-// Addr), how (Send, or Request when the recipient must be able to answer
-// the sender) and what. Its decoding switch lives in Step, in its own
-// package; the shell (package shell) and the simulator (internal/sim) both
-// call Step and deliver what it returned, in order.
+// does no I/O. It has one input, Step, whose parameter is the core's
+// input type: a sealed interface of its package (fifo.Input, …) that
+// exactly the messages it takes implement, its Lifecycle among them. Step
+// returns the messages that must be sent because of the input, as a
+// []Msg: whom to (an Addr), how (Send, or Request when the recipient must
+// be able to answer the sender) and what. Its decoding switch lives in
+// Step, in its own package; the shell (package shell), with the one type
+// assertion at the actor's boundary, and the simulator (internal/sim)
+// both call Step and deliver what it returned, in order.
 //
 // An Addr names either a stage (ToReflector, ToQueue, ToIndexer,
 // ToListener(id)), whose mailbox the shell resolves, or an effect that the
@@ -17,7 +20,8 @@
 // (ToHandler), the stage's timers (TimerOf), the reflector's calls to the
 // API server (ToSource), and what the stage reports to the informer that
 // runs it (ToInformer: status, errors). A core learns of its actor's
-// lifecycle through the Started, Restarting and Stopping messages.
+// lifecycle (Started, Restarting, Stopping: a Lifecycle) as an input of
+// its own type (fifo.Lifecycle, …), which the shell makes.
 //
 // Package stage knows only the pipeline. A package above it whose core
 // runs in a shell names its own

@@ -132,25 +132,35 @@ type StopTimer struct{}
 // StopTimerMsg is the one StopTimer value cores send.
 var StopTimerMsg = &StopTimer{}
 
-// The lifecycle of a stage's actor, told to its core by the shell.
-type (
+// Lifecycle is an event of a stage actor's life, which its shell tells the
+// core. Each core's input type holds it as a type of its own package
+// (fifo.Lifecycle, indexer.Lifecycle, …), which the shell makes with its
+// Config.Lifecycle.
+type Lifecycle uint8
+
+const (
 	// Started: the actor started, or started again after a restart (its
 	// core kept its state).
-	Started struct{}
+	Started Lifecycle = iota + 1
 	// Restarting: the actor panicked (a bug of ours) and is about to be
 	// replaced by a new one over the same core, which then gets Started.
 	// Messages it sends are delivered before the new actor takes any.
-	Restarting struct{}
+	Restarting
 	// Stopping: the actor stops for good.
-	Stopping struct{}
+	Stopping
 )
 
-// The one value of each lifecycle message.
-var (
-	StartedMsg    = &Started{}
-	RestartingMsg = &Restarting{}
-	StoppingMsg   = &Stopping{}
-)
+func (l Lifecycle) String() string {
+	switch l {
+	case Started:
+		return "started"
+	case Restarting:
+		return "restarting"
+	case Stopping:
+		return "stopping"
+	}
+	return "unknown"
+}
 
 // Mode says how a message is delivered.
 type Mode uint8

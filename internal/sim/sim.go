@@ -467,7 +467,7 @@ func (s *Sim) Exec(line string) error {
 		}
 		l := s.newListener(arg(1), d, coalesced)
 		s.push(l.st.subscribe(d, s.clk.Now(), true))
-		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
+		s.pushAll(s.life(stage.ToListener(l.st.id), stage.Started))
 	case "remove":
 		l := s.listenerByName(arg(1))
 		if l == nil {
@@ -525,17 +525,17 @@ func (s *Sim) start() {
 	s.q = newQueueStage(s.ix.store, s.maxBatch, s.clk, tel)
 	// The supervisor spawns the indexer and the queue, subscribes the
 	// handlers added before start, then spawns the reflector.
-	s.pushAll(s.step(stage.ToIndexer, stage.StartedMsg))
-	s.pushAll(s.step(stage.ToQueue, stage.StartedMsg))
+	s.pushAll(s.life(stage.ToIndexer, stage.Started))
+	s.pushAll(s.life(stage.ToQueue, stage.Started))
 	for _, l := range s.ls {
 		l.st.counters.InitialDone.Store(true) // handlers added before start
 		s.push(l.st.subscribe(l.resync, l.added, false))
-		s.pushAll(s.step(stage.ToListener(l.st.id), stage.StartedMsg))
+		s.pushAll(s.life(stage.ToListener(l.st.id), stage.Started))
 	}
 	if s.detect {
 		s.startDetector()
 	}
-	s.pushAll(s.step(stage.ToReflector, stage.StartedMsg))
+	s.pushAll(s.life(stage.ToReflector, stage.Started))
 }
 
 // flush moves up to n (0: all) events of the open watch to the reflector

@@ -180,9 +180,9 @@ func (s *indexerStage) cache() map[string]string {
 
 func (s *indexerStage) rv() string { return s.store.LastStoreSyncResourceVersion() }
 
-// note tracks the subscriptions a message makes, before the core takes it.
-func (s *indexerStage) note(body any) {
-	switch b := body.(type) {
+// note tracks the subscriptions an input makes, before the core takes it.
+func (s *indexerStage) note(in indexer.Input) {
+	switch b := in.(type) {
 	case *indexer.Subscribe:
 		s.subs[uint64(b.ID)] = true
 	case *indexer.Unsubscribe:
@@ -191,9 +191,9 @@ func (s *indexerStage) note(body any) {
 }
 
 // noted tracks the compaction the core's messages show, after it took
-// body.
-func (s *indexerStage) noted(body any, out []stage.Msg) {
-	if b, ok := body.(*indexer.Drained); ok && len(out) == 0 {
+// in.
+func (s *indexerStage) noted(in indexer.Input, out []stage.Msg) {
+	if b, ok := in.(*indexer.Drained); ok && len(out) == 0 {
 		delete(s.compacting, uint64(b.ID))
 	}
 	for _, o := range out {
@@ -282,8 +282,8 @@ func (l *listenerStage) coalesced() bool { return l.core.Coalesced() }
 // order; a coalesced handler's calls depend on it (the order of its
 // pending keys), so that a script would not replay. Any order is one the
 // indexer may send: take the keys'.
-func (l *listenerStage) note(body any) {
-	if b, ok := body.(*indexer.Notifications); ok && b.Initial && l.coalesced() {
+func (l *listenerStage) note(in listener.Input) {
+	if b, ok := in.(*indexer.Notifications); ok && b.Initial && l.coalesced() {
 		slices.SortFunc(b.Items, func(x, y indexer.Notification) int {
 			return strings.Compare(x.Key(), y.Key())
 		})
@@ -362,38 +362,69 @@ func (l *listenerStage) mailboxItems(msgs []stage.Msg, f func(it *indexer.Notifi
 
 // ---- the shells ----
 
-// core returns the core at stage address a.
-func (s *Sim) core(a stage.Addr) interface{ Step(any) []stage.Msg } {
-	switch a.Kind {
-	case stage.Reflector:
-		return s.refl
-	case stage.Queue:
-		return s.q.q
-	case stage.Indexer:
-		return s.ix.core
-	case stage.Listener:
-		return s.ls[a.ID-1].st.core
+// input is the shell's one type assertion (see package shell): body as
+// the input In of the core it is for. A body that is not one, which the
+// shell would drop as unexpected, is a violation.
+func input[In any](s *Sim, a stage.Addr, body any) (In, bool) {
+	in, ok := body.(In)
+	if !ok {
+		s.failf("%s was sent a %T, which is not one of its inputs", s.stageName(a), body)
 	}
-	panic("sim: no stage at " + a.Kind.String())
+	return in, ok
 }
 
-// step is a stage's shell taking body: its core's Step, and what the shell
-// does around it. It returns what the shell sends (the core's messages
-// belong to it: they are copied).
-func (s *Sim) step(a stage.Addr, body any) []stage.Msg {
+// life is the shell at a telling its core of an event of its actor's
+// life, as the core's own input (its Config.Lifecycle).
+func (s *Sim) life(a stage.Addr, l stage.Lifecycle) []stage.Msg {
+	var body any
 	switch a.Kind {
+	case stage.Reflector:
+		body = reflector.Lifecycle(l)
+	case stage.Queue:
+		body = fifo.Lifecycle(l)
+	case stage.Indexer:
+		body = indexer.Lifecycle(l)
+	case stage.Listener:
+		body = listener.Lifecycle(l)
+	default:
+		panic("sim: no stage at " + a.Kind.String())
+	}
+	return s.step(a, body)
+}
+
+// step is a stage's shell taking body: the one type assertion, its core's
+// Step, and what the shell does around it. It returns what the shell sends
+// (the core's messages belong to it: they are copied).
+func (s *Sim) step(a stage.Addr, body any) []stage.Msg {
+	var out []stage.Msg
+	switch a.Kind {
+	case stage.Reflector:
+		if in, ok := input[reflector.Input](s, a, body); ok {
+			out = s.refl.Step(in)
+		}
 	case stage.Queue:
 		s.q.note(body)
+		if in, ok := input[fifo.Input](s, a, body); ok {
+			out = s.q.q.Step(in)
+		}
 	case stage.Indexer:
-		s.ix.note(body)
-		out, ok := s.guard(func() []stage.Msg { return s.ix.core.Step(body) })
+		in, ok := input[indexer.Input](s, a, body)
+		if !ok {
+			return nil
+		}
+		s.ix.note(in)
+		sent, ok := s.guard(func() []stage.Msg { return s.ix.core.Step(in) })
 		if !ok {
 			return s.recoverIndexer()
 		}
-		s.ix.noted(body, out)
-		return out
+		s.ix.noted(in, sent)
+		return sent
 	case stage.Listener:
-		s.ls[a.ID-1].st.note(body)
+		l := s.ls[a.ID-1].st
+		if in, ok := input[listener.Input](s, a, body); ok {
+			l.note(in)
+			out = l.core.Step(in)
+		}
 	case stage.Handler:
 		// A Coalesced handler's runner: the calls of one key, then its
 		// answer.
@@ -402,8 +433,10 @@ func (s *Sim) step(a stage.Addr, body any) []stage.Msg {
 		c.Take()
 		l.perform(c)
 		return []stage.Msg{{To: stage.ToListener(l.id), Body: listener.CallsDoneMsg}}
+	default:
+		panic("sim: no stage at " + a.Kind.String())
 	}
-	return slices.Clone(s.core(a).Step(body))
+	return slices.Clone(out)
 }
 
 // guard runs a Step of the indexer's core; false if it panicked.
@@ -425,11 +458,11 @@ func (s *Sim) recoverIndexer() []stage.Msg {
 	for {
 		s.ix.panics++
 		s.ix.recovering = true
-		restarting, _ := s.guard(func() []stage.Msg { return s.ix.core.Step(stage.RestartingMsg) })
+		restarting, _ := s.guard(func() []stage.Msg { return s.ix.core.Step(indexer.Lifecycle(stage.Restarting)) })
 		s.ix.recovering = false
 		out = append(out, restarting...)
 		s.stopTimers(stage.Indexer)
-		started, ok := s.guard(func() []stage.Msg { return s.ix.core.Step(stage.StartedMsg) })
+		started, ok := s.guard(func() []stage.Msg { return s.ix.core.Step(indexer.Lifecycle(stage.Started)) })
 		out = append(out, started...)
 		if ok {
 			s.ix.noted(nil, out)
@@ -448,7 +481,7 @@ func (s *Sim) restart(a stage.Addr) {
 	if a.Kind == stage.Handler {
 		return // a runner restarts only with its listener; alone, it keeps its mailbox
 	}
-	s.pushAll(s.step(a, stage.RestartingMsg))
+	s.pushAll(s.life(a, stage.Restarting))
 	if a.Kind == stage.Listener {
 		if l := s.ls[a.ID-1]; l.st.coalesced() {
 			s.boxes[stage.ToHandler(a.ID)] = nil
@@ -458,7 +491,7 @@ func (s *Sim) restart(a stage.Addr) {
 	if a.Kind == stage.Reflector {
 		s.srv.call, s.srv.stream = nil, nil
 	}
-	s.pushAll(s.step(a, stage.StartedMsg))
+	s.pushAll(s.life(a, stage.Started))
 }
 
 // stopTimers stops the timers of stage k (its shell's, as it stops).
