@@ -28,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -40,7 +39,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
@@ -56,6 +54,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/calllog"
@@ -116,12 +115,17 @@ func remoteConfig() (*remote.Config, error) {
 }
 
 func main() {
+	// Logs at the library's defaults: klog for the informers and for
+	// protoactor (actors.NewActorSystem's logger factory); -v raises
+	// klog's verbosity.
+	klog.InitFlags(nil)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log); err != nil {
-		log.Error("shardmember", "err", err)
+	if err := run(); err != nil {
+		klog.ErrorS(err, "shardmember")
+		klog.Flush()
 		os.Exit(1)
 	}
+	klog.Flush()
 }
 
 type state struct {
@@ -146,7 +150,7 @@ type state struct {
 	HandlerErrors []string          `json:"handlerErrors,omitempty"`
 }
 
-func run(log *slog.Logger) error {
+func run() error {
 	var received atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
@@ -163,7 +167,7 @@ func run(log *slog.Logger) error {
 	defer cancel()
 	start := time.Now()
 	view := newView()
-	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
+	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
 		inf      cache.SharedIndexInformer
@@ -177,9 +181,7 @@ func run(log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}))
+		sys := actors.NewActorSystem()
 		rc, err := remoteConfig()
 		if err != nil {
 			return err
@@ -271,11 +273,11 @@ func run(log *slog.Logger) error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	log.Info("informer stopped")
+	klog.InfoS("informer stopped")
 	_ = srv.Close()
 	if c != nil {
 		c.Shutdown(true)
-		log.Info("cluster member shut down", "took", time.Since(stopped))
+		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
 	}
 	return nil
 }
