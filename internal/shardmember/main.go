@@ -11,8 +11,15 @@
 // after sync and the CPU time used; with ?gc=1 the heap now, after a
 // collection; with ?objects=1 also its cache and its handler's view
 // (key → resource version). In sharded mode, every handler
-// call is appended to -calls as "START_NS END_NS RANGE OP KEY" once it has
-// returned.
+// call is appended to -calls once it has returned, in internal/calllog's
+// format: "START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN".
+//
+// For fault tests, the member's protoactor remote can listen on a chosen
+// port (-remote-port) and advertise another address (-advertise: a proxy in
+// front of it, which a test can cut), and its connections to the other
+// members can leave from a chosen local address (-dial-source, e.g.
+// 127.0.1.N), so that such a proxy knows which member is calling. All of
+// them are optional; -etcd may name a proxy in front of etcd too.
 package main
 
 import (
@@ -21,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -33,12 +39,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +54,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/calllog"
 	"github.com/actorinformer/actorinformer/shard"
 )
 
@@ -65,18 +74,58 @@ var (
 	ttl       = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
 	group     = flag.String("group", "objects", "sharded mode: the group")
 	ranges    = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
-	calls     = flag.String("calls", "", "sharded mode: the file handler calls are appended to")
+	calls     = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
 	addr      = flag.String("http", "127.0.0.1:0", "state page address")
 	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
+
+	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
+
+	// The member's network, for fault tests (sharded mode).
+	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on, on 127.0.0.1 (0: any free port)")
+	advertise  = flag.String("advertise", "", "sharded mode: the host:port the other members reach this one at (a proxy in front of -remote-port); \"\": the one it listens on")
+	dialSource = flag.String("dial-source", "", "sharded mode: the local IP address this member's connections to the other members leave from (\"\": any)")
 )
 
+// remoteConfig is protoactor's remote configuration of a sharded member.
+func remoteConfig() (*remote.Config, error) {
+	opts := []remote.ConfigOption{
+		// protoactor's default endpoint queues (1,000,000 entries, 16 MB
+		// per peer) dwarf a member's cache; a group sends a few messages
+		// a second.
+		remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096),
+	}
+	if *advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(*advertise))
+	}
+	if *dialSource != "" {
+		ip := net.ParseIP(*dialSource)
+		if ip == nil {
+			return nil, fmt.Errorf("-dial-source %q: not an IP address", *dialSource)
+		}
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		// WithDialOptions replaces protoactor's defaults, insecure
+		// credentials among them.
+		opts = append(opts, remote.WithDialOptions(
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				return dialer.DialContext(ctx, "tcp", addr)
+			})))
+	}
+	return remote.Configure("127.0.0.1", *remotePort, opts...), nil
+}
+
 func main() {
+	// Logs at the library's defaults: klog for the informers and for
+	// protoactor (actors.NewActorSystem's logger factory); -v raises
+	// klog's verbosity.
+	klog.InitFlags(nil)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log); err != nil {
-		log.Error("shardmember", "err", err)
+	if err := run(); err != nil {
+		klog.ErrorS(err, "shardmember")
+		klog.Flush()
 		os.Exit(1)
 	}
+	klog.Flush()
 }
 
 type state struct {
@@ -101,7 +150,7 @@ type state struct {
 	HandlerErrors []string          `json:"handlerErrors,omitempty"`
 }
 
-func run(log *slog.Logger) error {
+func run() error {
 	var received atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
@@ -118,7 +167,7 @@ func run(log *slog.Logger) error {
 	defer cancel()
 	start := time.Now()
 	view := newView()
-	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
+	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
 		inf      cache.SharedIndexInformer
@@ -132,14 +181,12 @@ func run(log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		}))
-		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), remote.Configure("127.0.0.1", 0,
-			// protoactor's default endpoint queues (1,000,000 entries, 16 MB
-			// per peer) dwarf a member's cache; a group sends a few
-			// messages a second.
-			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
+		sys := actors.NewActorSystem()
+		rc, err := remoteConfig()
+		if err != nil {
+			return err
+		}
+		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), rc))
 		c.StartMember()
 		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...))
 		if err != nil {
@@ -148,12 +195,12 @@ func run(log *slog.Logger) error {
 		view.inf = sharded
 		inf = sharded
 		if *calls != "" {
-			f, err := os.OpenFile(*calls, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			w, err := calllog.Create(*calls)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			view.calls = f
+			defer w.Close()
+			view.calls = w
 		}
 	case "unsharded", "client":
 		inf = actors.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}, informerOpts...)
@@ -226,11 +273,11 @@ func run(log *slog.Logger) error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	log.Info("informer stopped")
+	klog.InfoS("informer stopped")
 	_ = srv.Close()
 	if c != nil {
 		c.Shutdown(true)
-		log.Info("cluster member shut down", "took", time.Since(stopped))
+		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
 	}
 	return nil
 }
@@ -334,10 +381,10 @@ func (f *modFilter) Watch(o metav1.ListOptions) (watch.Interface, error) {
 }
 
 // view is the handler: what it was given, key → resource version; in
-// sharded mode, every call is also appended to a file.
+// sharded mode, every call is also logged (internal/calllog).
 type view struct {
 	inf   *shard.Informer
-	calls *os.File
+	calls *calllog.Writer
 	mu    sync.Mutex
 	objs  map[string]string
 	rng   map[string]int
@@ -346,7 +393,18 @@ type view struct {
 
 func newView() *view { return &view{objs: map[string]string{}, rng: map[string]int{}} }
 
-func (v *view) call(op string, obj any, f func(key, rv string)) {
+// token is the fencing token of range r for the call log: 0 while the
+// shard package has none to give.
+func (v *view) token(r int) uint64 { return 0 }
+
+func (v *view) member() string {
+	if v.inf == nil {
+		return ""
+	}
+	return v.inf.Member()
+}
+
+func (v *view) call(op calllog.Op, obj any, f func(key, rv string)) {
 	start := time.Now().UnixNano()
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -362,17 +420,25 @@ func (v *view) call(op string, obj any, f func(key, rv string)) {
 			r = rg.Index
 		}
 	}
+	if *handlerDelay > 0 {
+		time.Sleep(*handlerDelay)
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f(key, m.GetResourceVersion())
 	v.rng[key] = r
 	if v.calls != nil {
-		fmt.Fprintf(v.calls, "%d %d %d %s %s\n", start, time.Now().UnixNano(), r, op, key)
+		_ = v.calls.Write(calllog.Record{Start: start, End: time.Now().UnixNano(), Range: r, Op: op, Key: key,
+			UID: string(m.GetUID()), RV: m.GetResourceVersion(), Member: v.member(), Token: v.token(r)})
 	}
 }
 
-func (v *view) OnAdd(obj any, _ bool) {
-	v.call("add", obj, func(k, rv string) {
+func (v *view) OnAdd(obj any, initial bool) {
+	op := calllog.OpAdd
+	if initial {
+		op = calllog.OpInitial
+	}
+	v.call(op, obj, func(k, rv string) {
 		if _, dup := v.objs[k]; dup {
 			v.errs = append(v.errs, "add of "+k+" it holds")
 		}
@@ -381,7 +447,7 @@ func (v *view) OnAdd(obj any, _ bool) {
 }
 
 func (v *view) OnUpdate(_, obj any) {
-	v.call("update", obj, func(k, rv string) {
+	v.call(calllog.OpUpdate, obj, func(k, rv string) {
 		if _, ok := v.objs[k]; !ok {
 			v.errs = append(v.errs, "update of "+k+" it does not hold")
 		}
@@ -390,7 +456,11 @@ func (v *view) OnUpdate(_, obj any) {
 }
 
 func (v *view) OnDelete(obj any) {
-	v.call("delete", obj, func(k, _ string) {
+	op := calllog.OpDelete
+	if _, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		op = calllog.OpTombstone
+	}
+	v.call(op, obj, func(k, _ string) {
 		if _, ok := v.objs[k]; !ok {
 			v.errs = append(v.errs, "delete of "+k+" it does not hold")
 		}
@@ -398,18 +468,30 @@ func (v *view) OnDelete(obj any) {
 	})
 }
 
-func (v *view) OnAcquire(shard.Range) {}
+// ownership logs OnAcquire and OnRelease.
+func (v *view) ownership(op calllog.Op, r shard.Range, f func()) {
+	start := time.Now().UnixNano()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f()
+	if v.calls != nil {
+		_ = v.calls.Write(calllog.Record{Start: start, End: time.Now().UnixNano(), Range: r.Index, Op: op,
+			Member: v.member(), Token: v.token(r.Index)})
+	}
+}
+
+func (v *view) OnAcquire(r shard.Range) { v.ownership(calllog.OpAcquire, r, func() {}) }
 
 // OnRelease forgets the range's objects: they are the new owner's now.
 func (v *view) OnRelease(r shard.Range) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for k, idx := range v.rng {
-		if idx == r.Index {
-			delete(v.objs, k)
-			delete(v.rng, k)
+	v.ownership(calllog.OpRelease, r, func() {
+		for k, idx := range v.rng {
+			if idx == r.Index {
+				delete(v.objs, k)
+				delete(v.rng, k)
+			}
 		}
-	}
+	})
 }
 
 func (v *view) snapshot() (map[string]string, []string) {

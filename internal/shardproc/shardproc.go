@@ -147,6 +147,9 @@ func Tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// stateClient bounds a state read: a frozen member (SIGSTOP) never answers.
+var stateClient = &http.Client{Timeout: 5 * time.Second}
+
 // State reads the member's state page; with objects, its cache and
 // handler view too.
 func (p *Proc) State(objects bool) (State, error) {
@@ -165,7 +168,7 @@ func (p *Proc) StateQuery(query string) (State, error) {
 	if query != "" {
 		u += "?" + query
 	}
-	resp, err := http.Get(u)
+	resp, err := stateClient.Get(u)
 	if err != nil {
 		return st, err
 	}
@@ -193,3 +196,13 @@ func (p *Proc) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 }
+
+// Signal sends sig to the process (SIGSTOP and SIGCONT freeze and resume
+// it).
+func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }

@@ -58,20 +58,19 @@ type Cluster struct {
 	opts Options
 	dir  string
 
-	etcdBin, apiBin string
-	etcdPort        int
-	apiPort         int
+	etcdBin, apiBin        string
+	etcdPort, etcdPeerPort int // fixed after the first start
+	apiPort                int
 
 	adminToken, userToken string
 	certPEM               []byte
 	apiArgs               []string // without the port, which is fixed after the first start
 
-	etcd *process
-
 	etcdTook, apiTook time.Duration // how long each took to be ready
 
-	mu  sync.Mutex
-	api *process // nil while stopped
+	mu   sync.Mutex
+	etcd *process // nil while stopped
+	api  *process // nil while stopped
 }
 
 // Start starts etcd and kube-apiserver on free loopback ports with their
@@ -142,7 +141,7 @@ func (c *Cluster) start() error {
 		return err
 	}
 	start := time.Now()
-	if err := c.startEtcd(); err != nil {
+	if err := c.startEtcd(true); err != nil {
 		return err
 	}
 	etcdReady := time.Now()
@@ -165,11 +164,11 @@ const StopTimeout = 15 * time.Second
 // once both have exited, with an error naming any that needed SIGKILL.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
-	api := c.api
-	c.api = nil
+	api, etcd := c.api, c.etcd
+	c.api, c.etcd = nil, nil
 	c.mu.Unlock()
 	var errs []error
-	for _, p := range []*process{api, c.etcd} {
+	for _, p := range []*process{api, etcd} {
 		if p == nil {
 			continue
 		}
@@ -243,14 +242,29 @@ func (c *Cluster) writeFiles() error {
 	return nil
 }
 
-func (c *Cluster) startEtcd() error {
+// startEtcd starts etcd and waits until it is healthy. The first start
+// picks free ports (and retries with others if they were taken meanwhile);
+// later starts reuse them and the data directory.
+func (c *Cluster) startEtcd(first bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.etcd != nil && !c.etcd.exited() {
+		return errors.New("etcd is already running")
+	}
+	deadline := time.Now().Add(c.opts.ReadyTimeout)
 	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		ports, err := freePorts(2)
-		if err != nil {
-			return err
+	for attempt := 0; attempt < 6; attempt++ {
+		if first {
+			if attempt >= 3 {
+				break
+			}
+			ports, err := freePorts(2)
+			if err != nil {
+				return err
+			}
+			c.etcdPort, c.etcdPeerPort = ports[0], ports[1]
 		}
-		client, peer := "http://"+hostPort(ports[0]), "http://"+hostPort(ports[1])
+		client, peer := "http://"+hostPort(c.etcdPort), "http://"+hostPort(c.etcdPeerPort)
 		args := append([]string{
 			"--name=default",
 			"--data-dir=" + filepath.Join(c.dir, "etcd"),
@@ -265,7 +279,7 @@ func (c *Cluster) startEtcd() error {
 		if err != nil {
 			return err
 		}
-		c.etcd, c.etcdPort = p, ports[0]
+		c.etcd = p
 		lastErr = c.waitReady(p, func(ctx context.Context) error {
 			body, err := httpGet(ctx, nil, client+"/health", "")
 			if err != nil {
@@ -280,10 +294,16 @@ func (c *Cluster) startEtcd() error {
 			return nil
 		}
 		p.kill()
-		if !portInUse(p.logTail(logTailLines)) {
+		// A port taken meanwhile: pick others on a first start; on a
+		// restart the old socket may linger a moment, so try again.
+		if !portInUse(p.logTail(logTailLines)) || time.Now().After(deadline) {
 			break
 		}
+		if !first {
+			time.Sleep(500 * time.Millisecond)
+		}
 	}
+	c.etcd = nil
 	return lastErr
 }
 
@@ -387,13 +407,13 @@ func waitProcessReady(p *process, timeout time.Duration, check func(context.Cont
 // kill stops every process of the cluster. It is the t.Cleanup of Start.
 func (c *Cluster) kill() {
 	c.mu.Lock()
-	api := c.api
+	api, etcd := c.api, c.etcd
 	c.mu.Unlock()
 	if api != nil {
 		api.kill()
 	}
-	if c.etcd != nil {
-		c.etcd.kill()
+	if etcd != nil {
+		etcd.kill()
 	}
 }
 
@@ -504,6 +524,52 @@ func (c *Cluster) RestartAPIServer(t testing.TB) {
 	t.Helper()
 	c.StopAPIServer(t)
 	c.StartAPIServer(t)
+}
+
+// EtcdRunning reports whether etcd is running.
+func (c *Cluster) EtcdRunning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.etcd != nil && !c.etcd.exited()
+}
+
+// StopEtcd kills etcd (SIGKILL, like a crash) and waits for it to exit.
+// kube-apiserver keeps running and fails its requests until etcd is back.
+// A no-op if etcd is stopped.
+func (c *Cluster) StopEtcd(t testing.TB) {
+	t.Helper()
+	c.mu.Lock()
+	etcd := c.etcd
+	c.etcd = nil
+	c.mu.Unlock()
+	if etcd == nil {
+		return
+	}
+	etcd.kill()
+	if !etcd.exited() {
+		t.Fatalf("testcluster: etcd (pid %d) did not exit after SIGKILL", etcd.cmd.Process.Pid)
+	}
+}
+
+// StartEtcd starts etcd again, on the same ports and data directory, and
+// waits until it is healthy. Its data survive (it writes without fsync,
+// which a process kill does not undo), leases included, with their time
+// to live renewed as at any etcd start.
+func (c *Cluster) StartEtcd(t testing.TB) {
+	t.Helper()
+	start := time.Now()
+	if err := c.startEtcd(false); err != nil {
+		t.Fatalf("testcluster: etcd restart: %v", err)
+	}
+	t.Logf("testcluster: etcd %s ready in %v", c.EtcdURL(), time.Since(start).Round(time.Millisecond))
+}
+
+// RestartEtcd is StopEtcd then StartEtcd: kube-apiserver and every etcd
+// client lose their connections and reconnect.
+func (c *Cluster) RestartEtcd(t testing.TB) {
+	t.Helper()
+	c.StopEtcd(t)
+	c.StartEtcd(t)
 }
 
 func (c *Cluster) insecureClient() *http.Client {

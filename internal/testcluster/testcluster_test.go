@@ -309,6 +309,39 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("EtcdRestartKeepsData", func(t *testing.T) {
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("etcd-survivor", map[string]string{"k": "v"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rev := c.EtcdRevision(t)
+		url := c.EtcdURL()
+		c.StopEtcd(t)
+		if c.EtcdRunning() {
+			t.Fatal("EtcdRunning after Stop")
+		}
+		shortCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cs.CoreV1().ConfigMaps("default").Get(shortCtx, "etcd-survivor", metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			t.Fatal("a read with etcd stopped succeeded")
+		}
+		c.StartEtcd(t)
+		if !c.EtcdRunning() || c.EtcdURL() != url {
+			t.Fatalf("after StartEtcd: running %v, URL %s (was %s)", c.EtcdRunning(), c.EtcdURL(), url)
+		}
+		if got := c.EtcdRevision(t); got < rev {
+			t.Fatalf("etcd revision %d after the restart, %d before", got, rev)
+		}
+		// The apiserver reconnects by itself.
+		waitFor(t, 30*time.Second, "the apiserver reads through the restarted etcd", func() bool {
+			got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "etcd-survivor", metav1.GetOptions{})
+			return err == nil && got.Data["k"] == "v"
+		})
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, configMap("after-etcd-restart", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestClusterWatchCache starts a server with the watch cache on and checks

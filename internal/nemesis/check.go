@@ -1,0 +1,804 @@
+package nemesis
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/actorinformer/actorinformer/internal/calllog"
+	"github.com/actorinformer/actorinformer/internal/shardproc"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+const (
+	// Pause freezes a member with SIGSTOP for longer than the provider's
+	// TTL, then resumes it with SIGCONT.
+	Pause Kind = "pause"
+	// Partition cuts a member from the other members, both ways, not from
+	// etcd nor from the API server: no byte flows, connections stay open.
+	Partition Kind = "partition"
+	// PartitionReject is a partition whose connections are reset and
+	// refused (protoactor answers with dead letters).
+	PartitionReject Kind = "partition-reject"
+	// EtcdCut cuts one member from etcd only (no byte flows).
+	EtcdCut Kind = "etcd-cut"
+	// APICut cuts one member from the API server only (no byte flows):
+	// its watches stall, and it cannot write (renew a Lease).
+	APICut Kind = "api-cut"
+	// EtcdRestart kills etcd (SIGKILL) and starts it again; the API server
+	// shares it.
+	EtcdRestart Kind = "etcd-restart"
+	// Kill kills a member with SIGKILL.
+	Kill Kind = "kill"
+	// Leave stops a member with SIGTERM: a graceful leave.
+	Leave Kind = "leave"
+	// Join starts a member.
+	Join Kind = "join"
+	// JoinDuringDeletes starts a member during a burst of deletes.
+	JoinDuringDeletes Kind = "join-deletes"
+)
+
+// Kinds are the faults a run can inject, in the order of the short run.
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes}
+
+// gapExempt: such a fault may stop its target (every member, for an etcd
+// restart) without a handover, as a crash does, or get it fenced; a delete
+// in the ownerless gap that follows on a range the target delivered may
+// reach no handler (the documented limit: the new owner's list no longer
+// has the object, as a relist in client-go would not). A graceful leave or
+// a join hands ranges over: a delete lost then is a violation.
+func (k Kind) gapExempt() bool { return k != Leave && k != Join && k != JoinDuringDeletes }
+
+// fences: the fault may cost its target its membership; it must be
+// serving again by the end.
+func (k Kind) fences() bool {
+	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart
+}
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind Kind
+	// Target is the member process (its name in the run); "" for an etcd
+	// restart. For a join, the member that joined.
+	Target string
+	// Start is when the fault began (the signal sent, the cut made);
+	// End when it was healed (the same as Start for a kill or a leave).
+	Start, End int64
+}
+
+// Interval is [Start, End) in Unix nanoseconds.
+type Interval struct{ Start, End int64 }
+
+// Proc is one member process of a run, as the checker sees it.
+type Proc struct {
+	Name  string
+	Calls []calllog.Record
+	// Torn counts records a kill cut short.
+	Torn int
+	// Exited is when the process exited, 0 if it ran to the end.
+	Exited int64
+	// Frozen are the intervals it spent stopped (SIGSTOP to SIGCONT).
+	Frozen []Interval
+}
+
+// Delete is one delete the workload made (with a UID precondition).
+type Delete struct {
+	Key, UID   string
+	Start, End int64
+	OK         bool
+}
+
+// Object is an object on the server at the end.
+type Object struct{ UID, RV string }
+
+// Final is a live member's state at the end.
+type Final struct {
+	Name  string
+	State shardproc.State
+	Err   string // the state could not be read
+}
+
+// Input is everything the checker needs of a run.
+type Input struct {
+	Ranges  int
+	Procs   []Proc
+	Faults  []Fault
+	Deletes []Delete
+	// Server are the objects on the server at the end, by key.
+	Server map[string]Object
+	// Final are the live members' states at the end.
+	Final []Final
+	// Begin is when every range was first delivered once (the run's
+	// first settle); End the end of the run.
+	Begin, End int64
+	// InFlight is how long before a range's ownerless gap a delete may
+	// have been committed and still not have reached the member that
+	// stopped delivering it (exempt too, counted apart).
+	InFlight time.Duration
+	// ServingAgain is, per fault, when its target (every member, for an
+	// etcd restart) was last seen not serving and then serving again (0:
+	// never seen serving again, or not measured).
+	ServingAgain []int64
+}
+
+// Violation is a broken promise.
+type Violation struct {
+	Kind   string
+	At     int64
+	Fault  int // index in Input.Faults of the last fault begun before At; -1: none
+	Detail string
+}
+
+// Violation kinds.
+const (
+	VOverlap      = "overlap"       // two members' calls on one range overlap
+	VInterleave   = "interleaved"   // a member's call on a range after another's, with no OnAcquire of the range in between
+	VRVBack       = "rv-back"       // a key's resourceVersion went back
+	VMissedDelete = "missed-delete" // a deleted object a handler had seen reached no OnDelete
+	VDeleteOfLive = "delete-of-live"
+	VTokenBack    = "token-back" // a call with an older fencing token after one with a newer had ended
+	VEndState     = "end-state"  // caches, views or ranges not as the server's at the end
+	VNotServing   = "not-serving"
+	VNoCalls      = "no-calls" // nothing to check
+)
+
+// Exemption kinds.
+const (
+	EGapDelete      = "gap-delete"      // a delete in an ownerless gap after a fault that may stop a member without a handover
+	EInFlightDelete = "inflight-delete" // a delete just before such a gap
+	EFrozenCall     = "frozen-call"     // an overlap by a call its process was frozen in
+)
+
+// Gap is a time when no member delivered a range.
+type Gap struct {
+	Range      int
+	Start, End int64
+	Fault      int
+	// Prev is the process whose delivery of the range ended when the gap
+	// began ("" if none).
+	Prev string
+	// Open: the range was still not delivered at the end.
+	Open bool
+}
+
+// Duration is the gap's length.
+func (g Gap) Duration() time.Duration { return time.Duration(g.End - g.Start) }
+
+// FaultReport is what one fault caused.
+type FaultReport struct {
+	Fault Fault
+	// Takeover: for a pause or a kill, from the fault until every range
+	// its target delivered was delivered again (-1 if one never was, 0
+	// for other kinds); Moved counts those ranges.
+	Takeover time.Duration
+	Moved    int
+	// Unserved sums, per range, the gaps begun during or after this
+	// fault (and before the next).
+	Unserved map[int]time.Duration
+	// ServingAgain: from the fault's end until its target served again
+	// (-1: not seen serving again).
+	ServingAgain time.Duration
+	// Deletes counts the workload's deletes from the fault's start to the
+	// next fault's (or the end): those the fault could cost.
+	Deletes    int
+	Violations map[string]int
+	Exemptions map[string]int
+}
+
+// Result is the checker's verdict.
+type Result struct {
+	Calls      int // object calls checked
+	Torn       int
+	Switches   int // times a range's deliverer changed
+	Violations []Violation
+	Exemptions []Violation
+	Gaps       []Gap
+	Faults     []FaultReport
+	// None are the violations and exemptions before any fault.
+	None FaultReport
+	// Begin is Input.Begin.
+	Begin int64
+}
+
+// Count returns the number of violations of kind k ("" for all).
+func (r *Result) Count(k string) int {
+	n := 0
+	for _, v := range r.Violations {
+		if k == "" || v.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+type call struct {
+	calllog.Record
+	proc int
+}
+
+// Check checks a run.
+func Check(in Input) *Result {
+	res := &Result{Begin: in.Begin}
+	var calls []call
+	for i, p := range in.Procs {
+		res.Torn += p.Torn
+		for _, r := range p.Calls {
+			calls = append(calls, call{r, i})
+		}
+	}
+	attribute := func(at int64) int {
+		f := -1
+		for i, ft := range in.Faults {
+			if ft.Start <= at {
+				f = i
+			}
+		}
+		return f
+	}
+	violate := func(kind string, at int64, format string, args ...any) {
+		res.Violations = append(res.Violations, Violation{kind, at, attribute(at), fmt.Sprintf(format, args...)})
+	}
+	exempt := func(kind string, at int64, fault int, format string, args ...any) {
+		res.Exemptions = append(res.Exemptions, Violation{kind, at, fault, fmt.Sprintf(format, args...)})
+	}
+
+	delivery := deliveryIntervals(in)
+	res.Gaps = gaps(in, delivery, attribute)
+
+	// Calls about objects, per range and per key, in the order they began.
+	byRange := map[int][]call{}
+	byKey := map[string][]call{}
+	for _, c := range calls {
+		if !c.Op.Object() {
+			continue
+		}
+		res.Calls++
+		byRange[c.Range] = append(byRange[c.Range], c)
+		byKey[c.Key] = append(byKey[c.Key], c)
+	}
+	if res.Calls == 0 {
+		violate(VNoCalls, in.End, "no handler call about an object was logged")
+	}
+	order := func(cs []call) {
+		sort.SliceStable(cs, func(i, j int) bool {
+			if cs[i].Start != cs[j].Start {
+				return cs[i].Start < cs[j].Start
+			}
+			return cs[i].End < cs[j].End
+		})
+	}
+	name := func(c call) string { return in.Procs[c.proc].Name }
+
+	// Exclusive: no two members' calls on a range overlap, and a member
+	// calls after another only once it has acquired the range since the
+	// other's last call (the old owner's last call ends before the new
+	// owner's first begins).
+	acquired := map[int]map[int][]int64{} // range → process → OnAcquire times
+	for _, c := range calls {
+		if c.Op == calllog.OpAcquire {
+			if acquired[c.Range] == nil {
+				acquired[c.Range] = map[int][]int64{}
+			}
+			acquired[c.Range][c.proc] = append(acquired[c.Range][c.proc], c.Start)
+		}
+	}
+	acquiredBetween := func(rg, proc int, from, to int64) bool {
+		for _, at := range acquired[rg][proc] {
+			if at >= from && at <= to {
+				return true
+			}
+		}
+		return false
+	}
+	for _, rg := range sortedKeys(byRange) {
+		cs := byRange[rg]
+		order(cs)
+		var last call
+		for i, c := range cs {
+			if i > 0 && last.proc != c.proc {
+				res.Switches++
+				fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
+				switch {
+				case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
+					exempt(EFrozenCall, c.Start, attribute(c.Start), "range %d: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
+						rg, name(last), last.Op, last.Key, fmtInterval(fz), name(c), c.Op, c.Key)
+				case c.Start < last.End:
+					violate(VOverlap, c.Start, "range %d: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.Key,
+						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.Key, fmtInterval(Interval{c.Start, c.End}))
+				case !acquiredBetween(rg, c.proc, last.End, c.Start):
+					violate(VInterleave, c.Start, "range %d: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire in between", rg,
+						name(c), c.Op, c.Key, fmtTime(c.Start), name(last), last.Op, last.Key, fmtTime(last.Start))
+				}
+			}
+			if i == 0 || c.End > last.End || c.proc != last.proc {
+				last = c
+			}
+		}
+		// Fencing tokens: once a call with token t has ended, no call
+		// that begins later has a lower one.
+		byEnd := slices.Clone(cs)
+		sort.SliceStable(byEnd, func(i, j int) bool { return byEnd[i].End < byEnd[j].End })
+		j := 0
+		var top call
+		for _, c := range cs {
+			for j < len(byEnd) && byEnd[j].End <= c.Start {
+				if byEnd[j].Token > top.Token {
+					top = byEnd[j]
+				}
+				j++
+			}
+			if c.Token < top.Token {
+				violate(VTokenBack, c.Start, "range %d: %s's %s %s with token %d after %s's with token %d", rg, name(c), c.Op, c.Key, c.Token, name(top), top.Token)
+			}
+		}
+	}
+
+	// Per key, resourceVersions never go back.
+	for _, key := range sortedKeys(byKey) {
+		cs := byKey[key]
+		order(cs)
+		var top call
+		have := false
+		for _, c := range cs {
+			if !have {
+				top, have = c, true
+				continue
+			}
+			cmp, err := resourceversion.CompareResourceVersion(c.RV, top.RV)
+			if err != nil {
+				violate(VRVBack, c.Start, "%s: %s's %s has resourceVersion %q, %s's had %q: %v", key, name(c), c.Op, c.RV, name(top), top.RV, err)
+				continue
+			}
+			if cmp < 0 {
+				across := "across members"
+				if c.proc == top.proc {
+					across = "in one member"
+				}
+				violate(VRVBack, c.Start, "%s: %s's %s at %s after %s's %s at %s (%s)", key, name(c), c.Op, c.RV, name(top), top.Op, top.RV, across)
+				continue
+			}
+			top = c
+		}
+	}
+
+	// Deletes: every deleted object a handler saw reaches some OnDelete,
+	// and no OnDelete is about an object that still exists.
+	type seenUID struct {
+		key   string
+		rng   int
+		first int64
+	}
+	seen := map[string]seenUID{}
+	deleted := map[string]bool{}
+	for _, c := range calls {
+		if !c.Op.Object() || c.UID == "" {
+			continue
+		}
+		if c.Op.Deletion() {
+			deleted[c.UID] = true
+			continue
+		}
+		if s, ok := seen[c.UID]; !ok || c.Start < s.first {
+			seen[c.UID] = seenUID{c.Key, c.Range, c.Start}
+		}
+	}
+	live := map[string]string{}
+	for key, o := range in.Server {
+		live[o.UID] = key
+	}
+	for _, c := range calls {
+		if c.Op.Deletion() && c.UID != "" {
+			if _, ok := live[c.UID]; ok {
+				violate(VDeleteOfLive, c.Start, "%s's %s of %s (uid %s), which still exists", name(c), c.Op, c.Key, c.UID)
+			}
+		}
+	}
+	deletes := map[string]Delete{}
+	for _, d := range in.Deletes {
+		if old, ok := deletes[d.UID]; !ok || (d.OK && !old.OK) {
+			deletes[d.UID] = d
+		}
+	}
+	for _, uid := range sortedKeys(seen) {
+		s := seen[uid]
+		if _, ok := live[uid]; ok || deleted[uid] {
+			continue
+		}
+		d, known := deletes[uid]
+		if !known {
+			violate(VMissedDelete, in.End, "%s (uid %s) is gone and reached no OnDelete; the workload has no delete of it", s.key, uid)
+			continue
+		}
+		g, inGap, ok := gapOf(res.Gaps, in, s.rng, d)
+		if ok {
+			kind := EGapDelete
+			if !inGap {
+				kind = EInFlightDelete
+			}
+			exempt(kind, d.Start, g.Fault, "%s (uid %s), deleted at %s, in range %d's gap %s after %s", s.key, uid, fmtTime(d.Start), s.rng,
+				fmtInterval(Interval{g.Start, g.End}), in.Faults[g.Fault].Kind)
+			continue
+		}
+		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete", s.key, uid, s.rng, fmtTime(d.Start))
+	}
+
+	// The end: caches equal the server's, every range delivered once, and
+	// every member that a fault may have fenced serves again.
+	if why := EndState(in.Ranges, in.Server, in.Final); why != "" {
+		violate(VEndState, in.End, "%s", why)
+	}
+	finals := map[string]Final{}
+	for _, f := range in.Final {
+		finals[f.Name] = f
+	}
+	// Each live process that the last fault aimed at it may have fenced.
+	lastFault := map[string]int{}
+	for i, f := range in.Faults {
+		if !f.Kind.fences() {
+			continue
+		}
+		for _, target := range targets(in, f) {
+			lastFault[target] = i
+		}
+	}
+	for _, target := range sortedKeys(lastFault) {
+		i := lastFault[target]
+		if why := notServing(in, finals, target); why != "" {
+			res.Violations = append(res.Violations, Violation{VNotServing, in.End, i, fmt.Sprintf("%s, %s's target: %s", target, in.Faults[i].Kind, why)})
+		}
+	}
+
+	res.report(in, delivery)
+	return res
+}
+
+// targets are the live processes at the end that fault f may have fenced.
+func targets(in Input, f Fault) []string {
+	var out []string
+	for _, p := range in.Procs {
+		if p.Exited != 0 {
+			continue
+		}
+		if f.Target == p.Name || (f.Target == "" && f.Kind == EtcdRestart) {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// notServing says why the live process name does not serve: "" if it is
+// in every live member's view and delivers a range (when there are as
+// many ranges as members).
+func notServing(in Input, finals map[string]Final, name string) string {
+	f, ok := finals[name]
+	if !ok {
+		return "no state at the end"
+	}
+	if f.Err != "" {
+		return "its state could not be read: " + f.Err
+	}
+	st := f.State
+	if st.Failed != "" {
+		return "failed: " + st.Failed
+	}
+	if st.Member == "" {
+		return "no member id"
+	}
+	for _, o := range in.Final {
+		if o.Err == "" && !slices.Contains(o.State.View, st.Member) {
+			return fmt.Sprintf("not in %s's view %v", o.Name, o.State.View)
+		}
+	}
+	if len(st.Ranges) == 0 && in.Ranges >= len(in.Final) {
+		return "delivers no range"
+	}
+	return ""
+}
+
+// EndState is "" once every live member has synced, they agree on the
+// view, each range is delivered by one member, each member's handler view
+// equals its cache, and the caches together equal the server's objects,
+// each key once; otherwise it says what is not so.
+func EndState(ranges int, server map[string]Object, finals []Final) string {
+	union := map[string]string{}
+	owner := map[int]string{}
+	var view []string
+	for i, f := range finals {
+		if f.Err != "" {
+			return f.Name + ": " + f.Err
+		}
+		st := f.State
+		if st.Failed != "" {
+			return f.Name + " failed: " + st.Failed
+		}
+		if !st.Synced {
+			return f.Name + " not synced"
+		}
+		if i == 0 {
+			view = st.View
+		} else if !slices.Equal(view, st.View) {
+			return fmt.Sprintf("views differ: %s's %v, %s's %v", finals[0].Name, view, f.Name, st.View)
+		}
+		for _, rg := range st.Ranges {
+			if o, dup := owner[rg]; dup {
+				return fmt.Sprintf("range %d delivered by %s and %s", rg, o, f.Name)
+			}
+			owner[rg] = f.Name
+		}
+		for k, rv := range st.Cache {
+			if _, dup := union[k]; dup {
+				return k + " cached twice"
+			}
+			union[k] = rv
+		}
+		if d := mapDiff(st.Cache, st.Handler); d != "" {
+			return f.Name + "'s handler view differs from its cache: " + d
+		}
+		if len(st.HandlerErrors) > 0 {
+			return fmt.Sprintf("%s's handler: %v", f.Name, st.HandlerErrors)
+		}
+	}
+	if len(owner) != ranges {
+		return fmt.Sprintf("%d of %d ranges delivered", len(owner), ranges)
+	}
+	want := make(map[string]string, len(server))
+	for k, o := range server {
+		want[k] = o.RV
+	}
+	if d := mapDiff(want, union); d != "" {
+		return "the caches differ from the server: " + d
+	}
+	return ""
+}
+
+func mapDiff(want, got map[string]string) string {
+	var out []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			out = append(out, "missing "+k)
+		} else if g != v {
+			out = append(out, fmt.Sprintf("%s at %s, want %s", k, g, v))
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			out = append(out, "extra "+k)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 5 {
+		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
+	}
+	return strings.Join(out, "; ")
+}
+
+// deliveryIntervals returns, per range and process, when the process
+// delivered the range: from OnAcquire (or its first call on the range) to
+// OnRelease, its exit or the end, without the times it was frozen.
+func deliveryIntervals(in Input) map[int]map[int][]Interval {
+	out := map[int]map[int][]Interval{}
+	for pi, p := range in.Procs {
+		end := in.End
+		if p.Exited != 0 && p.Exited < end {
+			end = p.Exited
+		}
+		cs := slices.Clone(p.Calls)
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].Start < cs[j].Start })
+		open := map[int]int64{}
+		add := func(rg int, s, e int64) {
+			if out[rg] == nil {
+				out[rg] = map[int][]Interval{}
+			}
+			for _, iv := range subtract(Interval{s, e}, p.Frozen) {
+				out[rg][pi] = append(out[rg][pi], iv)
+			}
+		}
+		for _, c := range cs {
+			s, isOpen := open[c.Range]
+			switch {
+			case c.Op == calllog.OpRelease:
+				if isOpen {
+					add(c.Range, s, c.End)
+					delete(open, c.Range)
+				}
+			case !isOpen:
+				open[c.Range] = c.Start
+			}
+		}
+		for rg, s := range open {
+			add(rg, s, end)
+		}
+	}
+	return out
+}
+
+// subtract returns iv without the frozen intervals.
+func subtract(iv Interval, frozen []Interval) []Interval {
+	out := []Interval{iv}
+	for _, f := range frozen {
+		var next []Interval
+		for _, o := range out {
+			if f.End <= o.Start || f.Start >= o.End {
+				next = append(next, o)
+				continue
+			}
+			if f.Start > o.Start {
+				next = append(next, Interval{o.Start, f.Start})
+			}
+			if f.End < o.End {
+				next = append(next, Interval{f.End, o.End})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// gaps returns the times after in.Begin when no process delivered a range.
+func gaps(in Input, delivery map[int]map[int][]Interval, attribute func(int64) int) []Gap {
+	var out []Gap
+	type owned struct {
+		Interval
+		proc int
+	}
+	for rg := 0; rg < in.Ranges; rg++ {
+		var ivs []owned
+		for p, l := range delivery[rg] {
+			for _, iv := range l {
+				ivs = append(ivs, owned{iv, p})
+			}
+		}
+		sort.Slice(ivs, func(i, j int) bool { return ivs[i].Start < ivs[j].Start })
+		at, prev := in.Begin, ""
+		for _, iv := range ivs {
+			if iv.Start > at {
+				out = append(out, Gap{Range: rg, Start: at, End: iv.Start, Fault: attribute(at), Prev: prev})
+			}
+			if iv.End > at {
+				at, prev = iv.End, in.Procs[iv.proc].Name
+			}
+		}
+		if at < in.End {
+			out = append(out, Gap{Range: rg, Start: at, End: in.End, Fault: attribute(at), Prev: prev, Open: true})
+		}
+	}
+	return out
+}
+
+// gapOf finds the gap of range rg that delete d falls in (inGap) or just
+// before (within in.InFlight), among the gaps that exempt deletes: those
+// after a fault of a kind that may stop its target without a handover, on
+// a range the target delivered until then.
+func gapOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool, bool) {
+	exempts := func(g Gap) bool {
+		if g.Range != rg || g.Fault < 0 {
+			return false
+		}
+		f := in.Faults[g.Fault]
+		return f.Kind.gapExempt() && (g.Prev == f.Target || f.Kind == EtcdRestart)
+	}
+	for _, g := range gs {
+		if exempts(g) && d.End >= g.Start && d.Start <= g.End {
+			return g, true, true
+		}
+	}
+	for _, g := range gs {
+		if exempts(g) && d.End >= g.Start-int64(in.InFlight) && d.Start <= g.End {
+			return g, false, true
+		}
+	}
+	return Gap{}, false, false
+}
+
+func frozenDuring(p Proc, start, end int64) (Interval, bool) {
+	for _, f := range p.Frozen {
+		if f.Start > start && f.Start < end {
+			return f, true
+		}
+	}
+	return Interval{}, false
+}
+
+// report fills the per-fault figures.
+func (res *Result) report(in Input, delivery map[int]map[int][]Interval) {
+	res.None = FaultReport{Violations: map[string]int{}, Exemptions: map[string]int{}, Unserved: map[int]time.Duration{}}
+	res.Faults = make([]FaultReport, len(in.Faults))
+	procIndex := map[string]int{}
+	for i, p := range in.Procs {
+		procIndex[p.Name] = i
+	}
+	for i, f := range in.Faults {
+		fr := FaultReport{Fault: f, Violations: map[string]int{}, Exemptions: map[string]int{}, Unserved: map[int]time.Duration{}, ServingAgain: -1}
+		if i < len(in.ServingAgain) && in.ServingAgain[i] != 0 {
+			fr.ServingAgain = time.Duration(in.ServingAgain[i] - f.End)
+		}
+		if pi, ok := procIndex[f.Target]; ok && (f.Kind == Pause || f.Kind == Kill) {
+			fr.Takeover, fr.Moved = takeover(delivery, pi, f.Start, in.End)
+		}
+		next := in.End
+		if i+1 < len(in.Faults) {
+			next = in.Faults[i+1].Start
+		}
+		for _, d := range in.Deletes {
+			if d.OK && d.Start >= f.Start && d.Start < next {
+				fr.Deletes++
+			}
+		}
+		res.Faults[i] = fr
+	}
+	at := func(i int) *FaultReport {
+		if i < 0 {
+			return &res.None
+		}
+		return &res.Faults[i]
+	}
+	for _, v := range res.Violations {
+		at(v.Fault).Violations[v.Kind]++
+	}
+	for _, e := range res.Exemptions {
+		at(e.Fault).Exemptions[e.Kind]++
+	}
+	for _, g := range res.Gaps {
+		at(g.Fault).Unserved[g.Range] += g.Duration()
+	}
+}
+
+// takeover returns how long after at every range that process pi
+// delivered just before at was delivered again (by any process), and how
+// many ranges that was; -1 if one never was.
+func takeover(delivery map[int]map[int][]Interval, pi int, at, end int64) (time.Duration, int) {
+	var worst time.Duration
+	moved := 0
+	for _, byProc := range delivery {
+		had := false
+		for _, iv := range byProc[pi] {
+			if iv.Start < at && iv.End >= at {
+				had = true
+			}
+		}
+		if !had {
+			continue
+		}
+		moved++
+		// The first time after at the range is delivered again: by
+		// another process, or by pi once it delivers it anew (after a
+		// pause).
+		again := int64(-1)
+		for p, ivs := range byProc {
+			for _, iv := range ivs {
+				if iv.End <= at || (p == pi && iv.Start < at) {
+					continue
+				}
+				if s := max(iv.Start, at); again < 0 || s < again {
+					again = s
+				}
+			}
+		}
+		if again < 0 || again > end {
+			return -1, moved
+		}
+		worst = max(worst, time.Duration(again-at))
+	}
+	return worst, moved
+}
+
+func sortedKeys[K interface{ ~int | ~string }, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func fmtTime(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000") }
+
+func fmtInterval(iv Interval) string {
+	return fmtTime(iv.Start) + "+" + time.Duration(iv.End-iv.Start).Round(time.Microsecond).String()
+}

@@ -1,0 +1,288 @@
+package nemesis
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorinformer/actorinformer/internal/calllog"
+	"github.com/actorinformer/actorinformer/internal/shardproc"
+)
+
+const ms = int64(time.Millisecond)
+
+func rec(start, end int64, rg int, op calllog.Op, key, uid, rv string) calllog.Record {
+	return calllog.Record{Start: start * ms, End: end * ms, Range: rg, Op: op, Key: key, UID: uid, RV: rv}
+}
+
+func own(at int64, rg int, op calllog.Op) calllog.Record {
+	return calllog.Record{Start: at * ms, End: at*ms + 1, Range: rg, Op: op}
+}
+
+// clean is a run of two members and one range: a hands range 0 over to b
+// at 20 ms (make-before-break), b ends it with the server's objects.
+func clean() Input {
+	return Input{
+		Ranges: 1,
+		Procs: []Proc{
+			{Name: "a", Calls: []calllog.Record{
+				own(1, 0, calllog.OpAcquire),
+				rec(2, 3, 0, calllog.OpInitial, "ns/x", "ux", "5"),
+				rec(4, 5, 0, calllog.OpInitial, "ns/y", "uy", "6"),
+				rec(10, 11, 0, calllog.OpUpdate, "ns/x", "ux", "7"),
+				rec(12, 13, 0, calllog.OpDelete, "ns/y", "uy", "8"),
+				own(20, 0, calllog.OpRelease),
+			}},
+			{Name: "b", Calls: []calllog.Record{
+				own(21, 0, calllog.OpAcquire),
+				rec(22, 23, 0, calllog.OpInitial, "ns/x", "ux", "7"),
+				rec(30, 31, 0, calllog.OpUpdate, "ns/x", "ux", "9"),
+			}},
+		},
+		Faults:  []Fault{{Kind: Leave, Target: "a", Start: 15 * ms, End: 15 * ms}},
+		Deletes: []Delete{{Key: "ns/y", UID: "uy", Start: 11 * ms, End: 12 * ms, OK: true}},
+		Server:  map[string]Object{"ns/x": {UID: "ux", RV: "9"}},
+		Final: []Final{{Name: "b", State: shardproc.State{Member: "B", Synced: true, View: []string{"B"}, Ranges: []int{0},
+			Cache: map[string]string{"ns/x": "9"}, Handler: map[string]string{"ns/x": "9"}}}},
+		Begin:    2 * ms,
+		End:      40 * ms,
+		InFlight: 5 * time.Millisecond,
+	}
+}
+
+func kinds(vs []Violation) string {
+	var s []string
+	for _, v := range vs {
+		s = append(s, v.Kind)
+	}
+	return strings.Join(s, ",")
+}
+
+func TestCheckClean(t *testing.T) {
+	res := Check(clean())
+	if len(res.Violations) != 0 || len(res.Exemptions) != 0 {
+		t.Fatalf("violations %v, exemptions %v; want none\n%s", res.Violations, res.Exemptions, res.Table())
+	}
+	if res.Calls != 6 || res.Switches != 1 {
+		t.Errorf("%d calls, %d switches; want 6, 1", res.Calls, res.Switches)
+	}
+	// The handover's gap, from a's release to b's acquire, is the leave's.
+	if len(res.Gaps) != 1 || res.Gaps[0].Fault != 0 || res.Gaps[0].Start != 20*ms+1 || res.Gaps[0].End != 21*ms {
+		t.Errorf("gaps %+v, want one of range 0 from 20 ms to 21 ms, the leave's", res.Gaps)
+	}
+}
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(in *Input)
+		want   string // the violation kinds found, in order
+	}{
+		{"overlap", func(in *Input) {
+			in.Procs[1].Calls = append(in.Procs[1].Calls, rec(10, 12, 0, calllog.OpUpdate, "ns/x", "ux", "7"))
+		}, VOverlap + "," + VInterleave},
+		{"a zombie's call between the new owner's", func(in *Input) {
+			in.Procs[0].Calls = append(in.Procs[0].Calls, rec(25, 26, 0, calllog.OpUpdate, "ns/x", "ux", "8"))
+		}, VInterleave + "," + VInterleave},
+		{"a member that calls before it acquires", func(in *Input) {
+			in.Procs[1].Calls[0] = own(24, 0, calllog.OpAcquire)
+		}, VInterleave},
+		{"version back across members", func(in *Input) {
+			in.Procs[1].Calls[1].RV = "6"
+		}, VRVBack},
+		{"version back in one member", func(in *Input) {
+			in.Procs[0].Calls[3].RV = "4"
+		}, VRVBack},
+		{"missed delete", func(in *Input) {
+			in.Procs[0].Calls = append(in.Procs[0].Calls[:4], in.Procs[0].Calls[5])
+		}, VMissedDelete},
+		{"missed delete the workload did not make", func(in *Input) {
+			in.Procs[0].Calls = append(in.Procs[0].Calls[:4], in.Procs[0].Calls[5])
+			in.Deletes = nil
+		}, VMissedDelete},
+		{"delete of a live object", func(in *Input) {
+			in.Procs[1].Calls = append(in.Procs[1].Calls, rec(32, 33, 0, calllog.OpTombstone, "ns/x", "ux", "9"))
+			in.Procs[1].Calls = append(in.Procs[1].Calls, rec(34, 35, 0, calllog.OpAdd, "ns/x", "ux", "9"))
+		}, VDeleteOfLive},
+		{"token back", func(in *Input) {
+			for i := range in.Procs[0].Calls {
+				in.Procs[0].Calls[i].Token = 2
+			}
+			for i := range in.Procs[1].Calls {
+				in.Procs[1].Calls[i].Token = 1
+			}
+		}, VTokenBack + "," + VTokenBack},
+		{"cache differs", func(in *Input) {
+			in.Server["ns/x"] = Object{UID: "ux", RV: "10"}
+		}, VEndState},
+		{"range delivered by none", func(in *Input) {
+			in.Final[0].State.Ranges = nil
+		}, VEndState},
+		{"no calls", func(in *Input) {
+			in.Procs = nil
+			in.Deletes = nil
+		}, VNoCalls},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := clean()
+			tc.change(&in)
+			res := Check(in)
+			got := kinds(res.Violations)
+			// Order-independent for the test's purpose.
+			if !sameKinds(got, tc.want) {
+				t.Errorf("violations %q, want %q:\n%s", got, tc.want, res.Examples(5))
+			}
+		})
+	}
+}
+
+func sameKinds(a, b string) bool {
+	as, bs := strings.Split(a, ","), strings.Split(b, ",")
+	if len(as) != len(bs) {
+		return false
+	}
+	count := map[string]int{}
+	for _, x := range as {
+		count[x]++
+	}
+	for _, x := range bs {
+		count[x]--
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// crash is a run where a, which delivered ranges 0 and 1, is killed at
+// 100 ms; b takes range 0 over at 130 ms and range 1 at 150 ms.
+func crash(kind Kind) Input {
+	in := Input{
+		Ranges: 2,
+		Procs: []Proc{
+			{Name: "a", Exited: 100 * ms, Calls: []calllog.Record{
+				own(1, 0, calllog.OpAcquire), own(1, 1, calllog.OpAcquire),
+				rec(2, 3, 0, calllog.OpInitial, "ns/x", "ux", "5"),
+				rec(4, 5, 1, calllog.OpInitial, "ns/y", "uy", "6"),
+			}},
+			{Name: "b", Calls: []calllog.Record{
+				own(130, 0, calllog.OpAcquire),
+				own(150, 1, calllog.OpAcquire),
+			}},
+		},
+		Faults: []Fault{{Kind: kind, Target: "a", Start: 100 * ms, End: 100 * ms}},
+		// x was deleted just before the kill, y in the gap.
+		Deletes: []Delete{
+			{Key: "ns/x", UID: "ux", Start: 97 * ms, End: 98 * ms, OK: true},
+			{Key: "ns/y", UID: "uy", Start: 120 * ms, End: 121 * ms, OK: true},
+		},
+		Server: map[string]Object{},
+		Final: []Final{{Name: "b", State: shardproc.State{Member: "B", Synced: true, View: []string{"B"}, Ranges: []int{0, 1},
+			Cache: map[string]string{}, Handler: map[string]string{}}}},
+		Begin:    10 * ms,
+		End:      200 * ms,
+		InFlight: 5 * time.Millisecond,
+	}
+	return in
+}
+
+func TestCheckCrashGap(t *testing.T) {
+	res := Check(crash(Kill))
+	if len(res.Violations) != 0 {
+		t.Fatalf("violations: %s", res.Examples(5))
+	}
+	if got := kinds(res.Exemptions); !sameKinds(got, EInFlightDelete+","+EGapDelete) {
+		t.Errorf("exemptions %q, want one in-flight delete and one in the gap", got)
+	}
+	fr := res.Faults[0]
+	if fr.Takeover != 50*time.Millisecond || fr.Moved != 2 {
+		t.Errorf("takeover %v of %d ranges, want 50ms of 2", fr.Takeover, fr.Moved)
+	}
+	if fr.Unserved[0] != 30*time.Millisecond || fr.Unserved[1] != 50*time.Millisecond {
+		t.Errorf("unserved %v, want range 0 30ms, range 1 50ms", fr.Unserved)
+	}
+	if fr.Exemptions[EGapDelete] != 1 || fr.Exemptions[EInFlightDelete] != 1 {
+		t.Errorf("the fault's exemptions %v", fr.Exemptions)
+	}
+
+	// The same gap after a graceful leave is no excuse.
+	res = Check(crash(Leave))
+	if got := kinds(res.Violations); got != VMissedDelete+","+VMissedDelete {
+		t.Errorf("after a leave: violations %q, want two missed deletes", got)
+	}
+
+	// Nor is a gap on a range another member delivered.
+	in := crash(Kill)
+	in.Faults[0].Target = "c"
+	if got := kinds(Check(in).Violations); got != VMissedDelete+","+VMissedDelete {
+		t.Errorf("a gap that is not the target's: violations %q, want two missed deletes", got)
+	}
+
+	// A delete long before the gap is no excuse either.
+	in = crash(Kill)
+	in.Deletes[0].Start, in.Deletes[0].End = 50*ms, 51*ms
+	if got := kinds(Check(in).Violations); got != VMissedDelete {
+		t.Errorf("a delete 49 ms before the kill: violations %q, want one missed delete", got)
+	}
+
+	// A range nobody takes over.
+	in = crash(Kill)
+	in.Procs[1].Calls = in.Procs[1].Calls[:1]
+	in.Final[0].State.Ranges = []int{0}
+	res = Check(in)
+	if res.Faults[0].Takeover != -1 || !strings.Contains(kinds(res.Violations), VEndState) {
+		t.Errorf("range 1 never taken over: takeover %v, violations %q", res.Faults[0].Takeover, kinds(res.Violations))
+	}
+	if g := res.Gaps[len(res.Gaps)-1]; !g.Open || g.Range != 1 {
+		t.Errorf("last gap %+v, want range 1's, open", g)
+	}
+}
+
+// TestCheckPause: a paused member's call that straddles its pause
+// overlaps the new owner's: exempt, counted apart; its calls after the
+// pause overlapping the new owner's are not.
+func TestCheckPause(t *testing.T) {
+	in := crash(Pause)
+	in.Procs[0].Exited = 0
+	in.Procs[0].Frozen = []Interval{{100 * ms, 180 * ms}}
+	in.Procs[0].Calls = append(in.Procs[0].Calls,
+		rec(99, 181, 0, calllog.OpUpdate, "ns/x", "ux", "7"), // frozen mid-call
+		rec(185, 186, 1, calllog.OpUpdate, "ns/y", "uy", "8"))
+	in.Procs[1].Calls = append(in.Procs[1].Calls,
+		rec(140, 141, 0, calllog.OpAdd, "ns/z", "uz", "9"),
+		rec(184, 187, 1, calllog.OpAdd, "ns/w", "uw", "10"))
+	in.Deletes = nil
+	in.Server = map[string]Object{"ns/x": {"ux", "7"}, "ns/y": {"uy", "8"}, "ns/z": {"uz", "9"}, "ns/w": {"uw", "10"}}
+	res := Check(in)
+	if got := kinds(res.Exemptions); got != EFrozenCall {
+		t.Errorf("exemptions %q, want one frozen call", got)
+	}
+	if res.Count(VOverlap) != 1 {
+		t.Errorf("%d overlaps, want 1: %s", res.Count(VOverlap), res.Examples(5))
+	}
+	// a is alive at the end but not in the final states: not serving.
+	if res.Count(VNotServing) != 1 {
+		t.Errorf("%d not serving, want 1", res.Count(VNotServing))
+	}
+	if fr := res.Faults[0]; fr.Takeover != 50*time.Millisecond || fr.Moved != 2 {
+		t.Errorf("takeover %v of %d, want 50ms of 2", fr.Takeover, fr.Moved)
+	}
+	in.Final = append(in.Final, Final{Name: "a", State: shardproc.State{Member: "A", View: []string{"A", "B"}}})
+	if why := notServing(in, map[string]Final{"a": in.Final[1], "b": in.Final[0]}, "a"); !strings.Contains(why, "not in b's view") {
+		t.Errorf("a not in b's view: %q", why)
+	}
+	in.Final[0].State.View = []string{"A", "B"}
+	if why := notServing(in, map[string]Final{"a": in.Final[1], "b": in.Final[0]}, "a"); why != "delivers no range" {
+		t.Errorf("a delivers nothing: %q", why)
+	}
+}
+
+func TestSubtract(t *testing.T) {
+	got := subtract(Interval{0, 100}, []Interval{{10, 20}, {50, 150}})
+	want := []Interval{{0, 10}, {20, 50}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("subtract: %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,583 @@
+// Package nemesis runs sharded informer members (internal/shardmember) as
+// processes on a real kube-apiserver, under a workload of creates, updates
+// and deletes, injects faults (pauses, partitions, a cut from etcd or from
+// the API server, an etcd restart, kills, graceful leaves, joins during
+// deletes) and checks the shard package's promises over the whole run from
+// every process's handler-call log (internal/calllog): see [Check].
+//
+// The members reach each other only through a [Net] of TCP proxies that
+// the run can cut, and etcd and the API server through proxies of their
+// own.
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/actorinformer/actorinformer/internal/calllog"
+	"github.com/actorinformer/actorinformer/internal/shardproc"
+	"github.com/actorinformer/actorinformer/internal/testcluster"
+)
+
+// Options configures a run.
+type Options struct {
+	// Bin is the member program (shardproc.Build's).
+	Bin string
+	// MemberArgs are added to every member's command line (after the
+	// run's own flags): the member program's own settings, such as its
+	// lease timings.
+	MemberArgs []string
+	// Members is how many members run (3); Ranges the group's range count
+	// (16).
+	Members, Ranges int
+	// TTL is the etcd provider's keep-alive TTL (2 s).
+	TTL time.Duration
+	// Objects is the population the workload starts with and steers
+	// towards (300); Rate its writes per second (100).
+	Objects, Rate int
+	// Hold is how long a pause, a partition or a cut from etcd lasts, and
+	// how long etcd stays down in a restart (8 s).
+	Hold time.Duration
+	// Burst is how long the deletes of a join during deletes last (4 s).
+	Burst time.Duration
+	// After is how long the workload goes on after a fault has healed
+	// (2 s); then it pauses while the members settle, for at most
+	// Recover (30 s).
+	After, Recover time.Duration
+	// InFlight: see Input.InFlight (1 s).
+	InFlight time.Duration
+	// HandlerDelay is how long each member's handler call takes
+	// (-handler-delay): a handler with work to do has a queue, which a
+	// handover must not lose.
+	HandlerDelay time.Duration
+	// Seed seeds the workload and the choices of a long run.
+	Seed int64
+}
+
+func (o *Options) defaults() {
+	if o.Members <= 0 {
+		o.Members = 3
+	}
+	if o.Ranges <= 0 {
+		o.Ranges = 16
+	}
+	if o.TTL <= 0 {
+		o.TTL = 2 * time.Second
+	}
+	if o.Objects <= 0 {
+		o.Objects = 300
+	}
+	if o.Rate <= 0 {
+		o.Rate = 100
+	}
+	if o.Hold <= 0 {
+		o.Hold = 8 * time.Second
+	}
+	if o.Burst <= 0 {
+		o.Burst = 4 * time.Second
+	}
+	if o.After <= 0 {
+		o.After = 2 * time.Second
+	}
+	if o.Recover <= 0 {
+		o.Recover = 30 * time.Second
+	}
+	if o.InFlight <= 0 {
+		o.InFlight = time.Second
+	}
+}
+
+// Member is one member process of a run.
+type Member struct {
+	Name string
+	proc *shardproc.Proc
+	src  string
+	link *Link // in front of its remote port
+	etcd *Link // its way to etcd
+	api  *Link // its way to the API server
+
+	mu     sync.Mutex
+	frozen []Interval
+	killed int64 // when it was killed
+	gone   bool  // killed or left
+}
+
+// Run is one nemesis run: a group of members in a namespace of their own.
+type Run struct {
+	t    testing.TB
+	c    *testcluster.Cluster
+	cs   kubernetes.Interface
+	o    Options
+	ns   string
+	pfx  string
+	net  *Net
+	wl   *workload
+	logf func(format string, args ...any)
+
+	mu      sync.Mutex
+	members []*Member
+	links   []*Link
+	faults  []Fault
+	serving []int64 // per fault: when its target served again
+	seq     int
+	begin   int64
+	last    []Final // the last states read
+	settled string  // the last settle check's verdict
+	written bool    // writes since the last settle check
+}
+
+// NewRun creates namespace ns with o.Objects ConfigMaps; members join with
+// Join.
+func NewRun(t testing.TB, c *testcluster.Cluster, ns string, o Options) *Run {
+	t.Helper()
+	o.defaults()
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{t: t, c: c, cs: cs, o: o, ns: ns, pfx: fmt.Sprintf("/actorinformer-nemesis/%s-%d", ns, time.Now().UnixNano()),
+		net: NewNet(), logf: t.Logf}
+	r.wl = newWorkload(cs, ns, o.Rate, o.Objects, o.Seed)
+	t.Cleanup(r.close)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wl.populate(ctx, o.Objects); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *Run) close() {
+	r.wl.halt()
+	r.mu.Lock()
+	links := slices.Clone(r.links)
+	r.mu.Unlock()
+	for _, l := range links {
+		l.Close()
+	}
+}
+
+func (r *Run) etcdAddr() string { return strings.TrimPrefix(r.c.EtcdURL(), "http://") }
+
+// Join starts a member.
+func (r *Run) Join() *Member {
+	r.t.Helper()
+	r.mu.Lock()
+	r.seq++
+	seq := r.seq
+	r.mu.Unlock()
+	name := fmt.Sprintf("m%d", seq)
+	m := &Member{Name: name, src: fmt.Sprintf("127.0.%d.%d", 1+seq/250, 1+seq%250)}
+	port, err := freePort()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if m.link, err = r.net.MemberLink(name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.links = append(r.links, m.link)
+	r.mu.Unlock()
+	if m.etcd, err = r.net.EtcdLink(name, r.etcdAddr()); err != nil {
+		r.t.Fatal(err)
+	}
+	if m.api, err = r.net.APILink(name, r.c.APIServerAddr()); err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.links = append(r.links, m.etcd, m.api)
+	r.mu.Unlock()
+	r.net.Source(m.src, name)
+	args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
+		"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
+		"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
+		"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
+	m.proc = shardproc.Start(r.t, r.o.Bin, name, append(args, r.o.MemberArgs...)...)
+	r.mu.Lock()
+	r.members = append(r.members, m)
+	r.mu.Unlock()
+	return m
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Live returns the members that were not killed and did not leave.
+func (r *Run) Live() []*Member {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Member
+	for _, m := range r.members {
+		m.mu.Lock()
+		gone := m.gone
+		m.mu.Unlock()
+		if !gone {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (r *Run) record(f Fault) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, f)
+	r.serving = append(r.serving, 0)
+	return len(r.faults) - 1
+}
+
+func (r *Run) ended(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults[i].End = time.Now().UnixNano()
+}
+
+// Ongoing is a fault in progress.
+type Ongoing struct {
+	r      *Run
+	i      int
+	kind   Kind
+	target string
+	start  time.Time
+	// until is when Inject heals it.
+	until time.Time
+	heal  func()
+	done  bool
+	// the network's counts at the start
+	held, reset int64
+}
+
+// Start injects a fault of kind k on target (ignored by an etcd restart
+// and a join, which starts a member) and returns it in progress: a pause,
+// a partition, a cut from etcd or etcd's downtime lasts until Heal; a
+// join during deletes goes on for Burst. A kill, a leave or a join is done
+// when Start returns. Faults may overlap: a join during a partition moves
+// ranges while a member is cut off.
+func (r *Run) Start(k Kind, target *Member) *Ongoing {
+	r.t.Helper()
+	now := time.Now()
+	o := &Ongoing{r: r, kind: k, start: now, until: now, heal: func() {}}
+	o.held, o.reset = r.net.Counts()
+	if target != nil {
+		o.target = target.Name
+	}
+	f := Fault{Kind: k, Target: o.target, Start: now.UnixNano()}
+	switch k {
+	case Pause:
+		o.i = r.record(f)
+		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
+			r.t.Fatal(err)
+		}
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() {
+			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
+				r.t.Fatal(err)
+			}
+			target.mu.Lock()
+			target.frozen = append(target.frozen, Interval{f.Start, time.Now().UnixNano()})
+			target.mu.Unlock()
+		}
+	case Partition, PartitionReject:
+		mode := Drop
+		if k == PartitionReject {
+			mode = Reject
+		}
+		o.i = r.record(f)
+		r.net.Isolate(mode, o.target)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(o.target) }
+	case EtcdCut, APICut:
+		o.i = r.record(f)
+		to := EtcdEndpoint
+		if k == APICut {
+			to = APIEndpoint
+		}
+		r.net.Cut(Drop, o.target, to)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(o.target) }
+	case EtcdRestart:
+		o.i = r.record(f)
+		r.c.StopEtcd(r.t)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.c.StartEtcd(r.t) }
+	case Kill:
+		f.End = f.Start
+		o.i = r.record(f)
+		target.mu.Lock()
+		target.gone, target.killed = true, f.Start
+		target.mu.Unlock()
+		target.proc.Kill()
+	case Leave:
+		f.End = f.Start
+		o.i = r.record(f)
+		target.mu.Lock()
+		target.gone = true
+		target.mu.Unlock()
+		target.proc.Terminate()
+	case Join, JoinDuringDeletes:
+		o.i = r.record(f)
+		if k == JoinDuringDeletes {
+			r.wl.burst(r.o.Burst, r.o.Objects/4)
+			o.until = now.Add(r.o.Burst)
+		}
+		m := r.Join()
+		o.target = m.Name
+		r.mu.Lock()
+		r.faults[o.i].Target = m.Name
+		r.mu.Unlock()
+	default:
+		r.t.Fatalf("nemesis: unknown fault %q", k)
+	}
+	if o.until.Equal(now) {
+		o.Heal()
+	}
+	return o
+}
+
+// Heal ends the fault (at once, whatever its duration).
+func (o *Ongoing) Heal() {
+	o.r.t.Helper()
+	if o.done {
+		return
+	}
+	o.done = true
+	o.heal()
+	o.r.ended(o.i)
+	cut := ""
+	if held, reset := o.r.net.Counts(); held != o.held || reset != o.reset {
+		cut = fmt.Sprintf(" (the network held %d chunks, reset or refused %d connections)", held-o.held, reset-o.reset)
+	}
+	o.r.logf("nemesis: %s %s at %s, for %v%s", o.kind, o.target, fmtTime(o.start.UnixNano()), time.Since(o.start).Round(time.Millisecond), cut)
+}
+
+// Wait heals the fault once it has lasted as long as it should.
+func (o *Ongoing) Wait() {
+	o.r.t.Helper()
+	time.Sleep(time.Until(o.until))
+	o.Heal()
+}
+
+// Inject injects a fault and returns once it has healed: Start, then Wait.
+func (r *Run) Inject(k Kind, target *Member) {
+	r.t.Helper()
+	r.Start(k, target).Wait()
+}
+
+// StartWorkload starts (or resumes) the writes.
+func (r *Run) StartWorkload() {
+	r.mu.Lock()
+	r.written = true
+	r.mu.Unlock()
+	r.wl.start()
+}
+
+// StopWorkload pauses the writes.
+func (r *Run) StopWorkload() { r.wl.halt() }
+
+// poll reads the server's objects and the live members' states, notes
+// which fenced targets serve again, and returns EndState's verdict.
+func (r *Run) poll() string {
+	server, err := r.serverObjects()
+	if err != nil {
+		return err.Error()
+	}
+	live := r.Live()
+	finals := make([]Final, len(live))
+	var wg sync.WaitGroup
+	for i, m := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			finals[i].Name = m.Name
+			st, err := m.proc.State(true)
+			if err != nil {
+				finals[i].Err = err.Error()
+			}
+			finals[i].State = st
+		}()
+	}
+	wg.Wait()
+	now := time.Now().UnixNano()
+	in := Input{Ranges: r.o.Ranges, Final: finals}
+	byName := map[string]Final{}
+	for _, f := range finals {
+		byName[f.Name] = f
+	}
+	r.mu.Lock()
+	for i, f := range r.faults {
+		if !f.Kind.fences() || f.End == 0 || r.serving[i] != 0 {
+			continue
+		}
+		names := []string{f.Target}
+		if f.Kind == EtcdRestart {
+			names = names[:0]
+			for _, m := range live {
+				names = append(names, m.Name)
+			}
+		}
+		ok := true
+		for _, n := range names {
+			if _, alive := byName[n]; alive && notServing(in, byName, n) != "" {
+				ok = false
+			}
+		}
+		if ok {
+			r.serving[i] = now
+		}
+	}
+	r.last = finals
+	r.mu.Unlock()
+	return EndState(r.o.Ranges, server, finals)
+}
+
+func (r *Run) serverObjects() (map[string]Object, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := r.cs.CoreV1().ConfigMaps(r.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Object, len(list.Items))
+	for _, cm := range list.Items {
+		out[cm.Namespace+"/"+cm.Name] = Object{UID: string(cm.UID), RV: cm.ResourceVersion}
+	}
+	return out, nil
+}
+
+// Settle waits up to timeout for the members to settle (EndState ""),
+// and returns how long it took and the last verdict ("" once settled).
+func (r *Run) Settle(timeout time.Duration) (time.Duration, string) {
+	start := time.Now()
+	why := ""
+	for {
+		if why = r.poll(); why == "" || time.Since(start) >= timeout {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.mu.Lock()
+	r.settled = why
+	r.written = r.wl.running
+	r.mu.Unlock()
+	return time.Since(start), why
+}
+
+// Begin waits for the first settle (every range delivered once); the
+// checker's gaps count from then. It fails the test if the members do not
+// settle within Recover.
+func (r *Run) Begin() {
+	r.t.Helper()
+	took, why := r.Settle(r.o.Recover)
+	if why != "" {
+		r.t.Fatalf("nemesis: the members did not settle at the start within %v: %s\n%s", r.o.Recover, why, r.logs())
+	}
+	r.begin = time.Now().UnixNano()
+	r.logf("nemesis: %d members settled in %v", len(r.Live()), took.Round(time.Millisecond))
+}
+
+// Recover lets the workload run for After, pauses it and waits for the
+// members to settle; it logs how long that took, or why they did not.
+func (r *Run) Recover() {
+	// Polled meanwhile: when a fenced member serves again.
+	for until := time.Now().Add(r.o.After); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+		r.poll()
+	}
+	r.StopWorkload()
+	took, why := r.Settle(r.o.Recover)
+	if why != "" {
+		r.logf("nemesis: not settled %v after the writes paused: %s", took.Round(time.Millisecond), why)
+	} else {
+		r.logf("nemesis: settled %v after the writes paused", took.Round(time.Millisecond))
+	}
+}
+
+// Check stops the writes, waits for the members to settle (at most
+// Recover), and checks the whole run.
+func (r *Run) Check() *Result {
+	r.StopWorkload()
+	r.mu.Lock()
+	again := r.written || r.last == nil
+	r.mu.Unlock()
+	if again {
+		r.Settle(r.o.Recover)
+	}
+	end := time.Now().UnixNano()
+	server, err := r.serverObjects()
+	if err != nil {
+		r.t.Fatalf("nemesis: listing the server's objects: %v", err)
+	}
+	in := Input{Ranges: r.o.Ranges, Server: server, Begin: r.begin, End: end, InFlight: r.o.InFlight,
+		Deletes: r.wl.recordedDeletes()}
+	r.mu.Lock()
+	in.Faults = slices.Clone(r.faults)
+	in.ServingAgain = slices.Clone(r.serving)
+	in.Final = slices.Clone(r.last)
+	members := slices.Clone(r.members)
+	r.mu.Unlock()
+	for _, m := range members {
+		recs, torn, err := calllog.Read(m.proc.Calls)
+		if err != nil && !os.IsNotExist(err) {
+			r.t.Errorf("nemesis: %s's call log: %v", m.Name, err)
+		}
+		p := Proc{Name: m.Name, Calls: recs, Torn: torn}
+		m.mu.Lock()
+		p.Frozen = slices.Clone(m.frozen)
+		p.Exited = m.killed
+		m.mu.Unlock()
+		if p.Exited == 0 {
+			if at := m.proc.Exited(); !at.IsZero() {
+				p.Exited = at.UnixNano()
+			}
+		}
+		in.Procs = append(in.Procs, p)
+	}
+	res := Check(in)
+	r.logf("nemesis: %d writes (%d failed), %d deletes recorded, %d handler calls checked", r.wl.ops.Load(), r.wl.failed.Load(), len(in.Deletes), res.Calls)
+	return res
+}
+
+// Stop kills the live members (after the check: their logs are read).
+func (r *Run) Stop() {
+	for _, m := range r.Live() {
+		m.mu.Lock()
+		m.gone = true
+		m.mu.Unlock()
+		m.proc.Kill()
+	}
+}
+
+// logs returns the last lines of every member's stderr.
+func (r *Run) logs() string {
+	r.mu.Lock()
+	ms := slices.Clone(r.members)
+	r.mu.Unlock()
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "--- %s:\n%s\n", m.Name, shardproc.Tail(m.proc.Log, 30))
+	}
+	return b.String()
+}
+
+// Logs returns the last lines of every member's stderr.
+func (r *Run) Logs() string { return r.logs() }
