@@ -21,7 +21,8 @@ import (
 // default verbosity, protoactor's logs through actors.NewActorSystem's
 // logger factory): a start, a peer's SIGKILL, a graceful leave. Lines per
 // minute of each phase are logged; a start must log no dead letter, a
-// graceful leave no error on either side, and no line may carry a colour.
+// graceful leave no error on either side, a start neither, and no line may
+// carry a colour.
 func TestShardMemberLogs(t *testing.T) {
 	c := startCluster(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
 	r := &shardRun{t: t, c: c, cs: clientFor(t, c.Config()), bin: buildMember(t), ns: "shards",
@@ -78,8 +79,8 @@ func TestShardMemberLogs(t *testing.T) {
 		c := start[m.Name]
 		window := startCounted.Sub(m.Start)
 		t.Logf("start, %s: %s in %v (%.0f lines/min)", m.Name, c, window.Round(time.Second), perMinute(c.lines, window))
-		if c.deadLetters > 0 {
-			t.Errorf("%s's start logged %d dead letters:\n%s", m.Name, c.deadLetters, c.sample)
+		if c.deadLetters > 0 || c.errors > 0 {
+			t.Errorf("%s's start logged %d dead letters and %d errors:\n%s", m.Name, c.deadLetters, c.errors, c.sample)
 		}
 	}
 	for _, m := range []*shardproc.Proc{m2, m3} {
@@ -106,14 +107,21 @@ func TestShardMemberLogs(t *testing.T) {
 		}
 	}
 	r.checkLogs()
-	// The members' logs, to read what they said.
-	if dir := os.Getenv("ACTORINFORMER_ARTIFACTS"); dir != "" {
-		for _, m := range []*shardproc.Proc{m1, m2, m3} {
-			b, _ := os.ReadFile(m.Log)
-			p := filepath.Join(dir, "shard-logs-"+m.Name+".log")
-			if err := os.MkdirAll(dir, 0o755); err == nil && os.WriteFile(p, b, 0o644) == nil {
-				t.Logf("%s's log: %s", m.Name, p)
-			}
+	saveLogs(t, "shard-logs", r.all)
+}
+
+// saveLogs copies the members' logs to $ACTORINFORMER_ARTIFACTS, if set,
+// as PREFIX-MEMBER.log.
+func saveLogs(t *testing.T, prefix string, members []*shardproc.Proc) {
+	dir := os.Getenv("ACTORINFORMER_ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	for _, m := range members {
+		b, _ := os.ReadFile(m.Log)
+		p := filepath.Join(dir, prefix+"-"+m.Name+".log")
+		if err := os.MkdirAll(dir, 0o755); err == nil && os.WriteFile(p, b, 0o644) == nil {
+			t.Logf("%s's log: %s", m.Name, p)
 		}
 	}
 }

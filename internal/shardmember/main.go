@@ -1,6 +1,8 @@
 // Command shardmember is one informer process for the real-cluster tests
 // and benchmarks of package shard: a member of a sharded group joined
-// through protoactor's etcd provider (-mode sharded), one unsharded
+// through protoactor's etcd provider (-mode sharded; with -provider k8s,
+// through its Kubernetes provider, in a pod: the in-cluster configuration
+// for the provider and, without -host, for the informer too), one unsharded
 // informer (-mode unsharded), or one of N informers that keep the objects
 // whose UID hash falls in their N-th, filtering on the client as
 // kube-state-metrics does (-mode client).
@@ -41,6 +43,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,26 +65,28 @@ import (
 )
 
 var (
-	host      = flag.String("host", "", "API server URL")
-	token     = flag.String("token", "", "bearer token")
-	resource  = flag.String("resource", "configmaps", "configmaps or pods")
-	namespace = flag.String("namespace", "", "namespace (\"\": all)")
-	mode      = flag.String("mode", "sharded", "sharded, unsharded or client")
-	index     = flag.Int("shard", 0, "client mode: this informer's shard")
-	total     = flag.Int("total", 1, "client mode: the number of shards")
-	etcdURL   = flag.String("etcd", "", "sharded mode: etcd endpoint of the cluster provider")
-	prefix    = flag.String("etcd-prefix", "/actorinformer-shard", "sharded mode: the provider's key prefix")
-	ttl       = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
-	group     = flag.String("group", "objects", "sharded mode: the group")
-	ranges    = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
-	calls     = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
-	addr      = flag.String("http", "127.0.0.1:0", "state page address")
-	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
+	host         = flag.String("host", "", "API server URL")
+	token        = flag.String("token", "", "bearer token")
+	resource     = flag.String("resource", "configmaps", "configmaps or pods")
+	namespace    = flag.String("namespace", "", "namespace (\"\": all)")
+	mode         = flag.String("mode", "sharded", "sharded, unsharded or client")
+	index        = flag.Int("shard", 0, "client mode: this informer's shard")
+	total        = flag.Int("total", 1, "client mode: the number of shards")
+	providerName = flag.String("provider", "etcd", "sharded mode: the cluster provider, etcd or k8s (protoactor's Kubernetes provider, in a pod)")
+	etcdURL      = flag.String("etcd", "", "sharded mode: etcd endpoint of the cluster provider")
+	prefix       = flag.String("etcd-prefix", "/actorinformer-shard", "sharded mode: the provider's key prefix")
+	ttl          = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
+	group        = flag.String("group", "objects", "sharded mode: the group")
+	ranges       = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
+	calls        = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
+	addr         = flag.String("http", "127.0.0.1:0", "state page address")
+	watchList    = flag.Bool("watchlist", false, "use WatchList streaming")
 
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
 
 	// The member's network, for fault tests (sharded mode).
-	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on, on 127.0.0.1 (0: any free port)")
+	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on (0: any free port)")
+	remoteHost = flag.String("remote-host", "127.0.0.1", "sharded mode: the address protoactor's remote listens on (a pod's IP)")
 	advertise  = flag.String("advertise", "", "sharded mode: the host:port the other members reach this one at (a proxy in front of -remote-port); \"\": the one it listens on")
 	dialSource = flag.String("dial-source", "", "sharded mode: the local IP address this member's connections to the other members leave from (\"\": any)")
 )
@@ -111,7 +116,7 @@ func remoteConfig() (*remote.Config, error) {
 				return dialer.DialContext(ctx, "tcp", addr)
 			})))
 	}
-	return remote.Configure("127.0.0.1", *remotePort, opts...), nil
+	return remote.Configure(*remoteHost, *remotePort, opts...), nil
 }
 
 func main() {
@@ -153,6 +158,15 @@ type state struct {
 func run() error {
 	var received atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
+	if *host == "" {
+		// In a pod: its service account, as the k8s provider's.
+		in, err := rest.InClusterConfig()
+		if err != nil {
+			return err
+		}
+		cfg = in
+		cfg.QPS = -1
+	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -170,14 +184,23 @@ func run() error {
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
-		inf      cache.SharedIndexInformer
-		sharded  *shard.Informer
-		c        *cluster.Cluster
-		provider *etcd.Provider
+		inf     cache.SharedIndexInformer
+		sharded *shard.Informer
+		c       *cluster.Cluster
 	)
 	switch *mode {
 	case "sharded":
-		provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+		var provider cluster.ClusterProvider
+		switch *providerName {
+		case "etcd":
+			provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+		case "k8s":
+			// Its pod's name from the hostname, its namespace and client
+			// configuration from the mounted service account.
+			provider, err = k8s.New()
+		default:
+			err = fmt.Errorf("unknown provider %q", *providerName)
+		}
 		if err != nil {
 			return err
 		}
