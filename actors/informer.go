@@ -456,18 +456,23 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 }
 
 func newActorSystem(l *slog.Logger) *actor.ActorSystem {
-	return NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return l }))
+	return NewActorSystem(SystemLogger(l))
 }
 
 // NewActorSystem is protoactor's actor.NewActorSystem with a process
 // registry sized for informers: registryBuckets buckets instead of 1,024,
-// which saves about 3 MB that a system holds for its whole life. It is the
-// system the informers create for themselves; use it for a system you give
-// them (WithActorSystem) or build a shard member's cluster on. A system
-// that will host very many actors at once (a grain per object, say) is
-// better served by protoactor's own constructor.
+// which saves about 3 MB that a system holds for its whole life, and with
+// its logs (and its remote's and cluster's) sent to klog, where the
+// informers' go, at the levels SystemLogger says: protoactor's own logger
+// writes coloured lines with minute timestamps to stderr, its whole life
+// at Info. SystemLogger(l) sends them to another logger, a
+// actor.WithLoggerFactory of yours wherever you like. It is the system
+// the informers create for themselves; use it for a system you give them
+// (WithActorSystem) or build a shard member's cluster on. A system that
+// will host very many actors at once (a grain per object, say) is better
+// served by protoactor's own constructor.
 func NewActorSystem(opts ...actor.ConfigOption) *actor.ActorSystem {
-	sys := actor.NewActorSystem(opts...)
+	sys := actor.NewActorSystem(append([]actor.ConfigOption{klogSystemLogger()}, opts...)...)
 	shrinkRegistry(sys)
 	return sys
 }

@@ -14,7 +14,7 @@ type registration struct {
 // of the initial list (or, for a handler added later, of the cache as it was
 // then) has been delivered to this handler.
 func (r *registration) HasSynced() bool {
-	return r.inf.HasSynced() && r.l.counters.InitialDone.Load() && r.l.counters.Pending.Load() == 0
+	return r.inf.HasSynced() && r.l.counters.InitialDone.Load() && r.l.counters.Pending() == 0
 }
 
 // HasSyncedChecker returns a DoneChecker for HasSynced.
@@ -32,7 +32,7 @@ func (r *registration) stats() HandlerStats {
 	return HandlerStats{
 		Name:      r.l.name,
 		Delivered: r.l.counters.Delivered.Load(),
-		Backlog:   r.l.backlog.N.Load(),
-		Panics:    r.l.panics.Load(),
+		Backlog:   r.l.counters.Backlog(),
+		Panics:    r.l.counters.Panics.Load(),
 	}
 }

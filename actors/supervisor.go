@@ -116,8 +116,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 		return
 	}
 	l := reg.l
-	l.ctx = s.ctx
-	pid := ctx.Spawn(listener.Props(l.newCore(), s.indexerPID, l, s.inf.tel))
+	pid := ctx.Spawn(listener.Props(l.newCore(), s.indexerPID, l.newHandler(s.ctx)))
 	s.listeners[l.id] = pid
 	ctx.Send(s.indexerPID, &indexer.Subscribe{
 		ID:           l.id,
@@ -125,7 +124,7 @@ func (s *supervisor) add(ctx actor.Context, reg *registration, initial bool) {
 		ResyncPeriod: l.resync,
 		Added:        l.added,
 		Initial:      initial,
-		Pending:      &l.counters.Pending,
-		Backlog:      &l.backlog.N,
+		Sent:         &l.sent,
+		Delivered:    &l.counters.Delivered,
 	})
 }

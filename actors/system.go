@@ -20,7 +20,7 @@ import (
 // Run returns, so once the informers stop the system holds no goroutine and
 // no actor.
 var sharedSystem = sync.OnceValue(func() *actor.ActorSystem {
-	return newActorSystem(slog.New(slog.DiscardHandler))
+	return NewActorSystem() // protoactor's logs to klog, as the informers'
 })
 
 // systemFor returns the actor system an informer or factory with options o

@@ -31,7 +31,7 @@ stages=(
 	"reflector ^BenchmarkMachineWatchEvents$ 100"
 	"fifo ^BenchmarkQueueAddPop100$ 100"
 	"indexer ^BenchmarkApply/noIndex$ 1"
-	"actors ^BenchmarkListenerDeliver$ 1"
+	"listener ^BenchmarkListenerDeliver$ 1"
 )
 
 # build BUILD PKG: the test binary of PKG for BUILD (traced or notrace).

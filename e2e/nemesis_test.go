@@ -26,7 +26,7 @@ var (
 	nemesisRanges   = flag.Int("nemesis.ranges", 16, "ranges")
 	nemesisRepeat   = flag.Int("nemesis.repeat", 1, "short run: how many times each fault is injected, each time in a group of its own")
 	nemesisTTL      = flag.Duration("nemesis.ttl", 2*time.Second, "the etcd provider's keep-alive TTL")
-	nemesisHold     = flag.Duration("nemesis.hold", 8*time.Second, "how long a pause, a partition, a cut from etcd and etcd's downtime last")
+	nemesisHold     = flag.Duration("nemesis.hold", 8*time.Second, "how long a pause, a partition, a cut from etcd or the API server and etcd's downtime last")
 	nemesisRecover  = flag.Duration("nemesis.recover", 30*time.Second, "how long to wait at most for the members to settle after a fault")
 	nemesisRate     = flag.Int("nemesis.rate", 100, "writes per second")
 	nemesisDelay    = flag.Duration("nemesis.handler-delay", time.Millisecond, "how long each handler call takes")
@@ -49,11 +49,12 @@ func kindList() string {
 // protoactor's etcd provider, under creates, updates and deletes, injects
 // faults and checks the shard package's promises from every process's
 // handler calls (package internal/nemesis): no two members' calls on a
-// range overlap, no key's resourceVersion goes back, every deleted object
-// a handler saw reaches an OnDelete (but for the deletes in the ownerless
-// gap after a crash, a pause or a cut from etcd, counted apart), the caches
-// equal the server's at the end, and a member a fault may have fenced
-// serves again.
+// range overlap or interleave without a handover, no key's resourceVersion
+// goes back, every deleted object a handler saw reaches an OnDelete (but
+// for the deletes in the ownerless gap after a fault that stopped the
+// range's deliverer without a handover, counted apart), the caches equal
+// the server's at the end, and a member a fault may have fenced serves
+// again.
 //
 // It is opt-in (-nemesis, or ACTORINFORMER_NEMESIS=1) and not in
 // hack/test.sh: the shard package does not fence yet, and the nemesis

@@ -58,13 +58,22 @@ type shardRun struct {
 	members []*shardproc.Proc
 	all     []*shardproc.Proc // the killed ones too
 	n       int
+	// start starts member name; nil: a member joined through the etcd
+	// provider on the test etcd.
+	start func(name string) *shardproc.Proc
 }
 
 func (r *shardRun) join() *shardproc.Proc {
 	r.n++
-	m := shardproc.Start(r.t, r.bin, fmt.Sprintf("m%d", r.n), "-host", r.c.Host(), "-token", r.c.AdminToken(),
-		"-namespace", r.ns, "-mode", "sharded", "-etcd", r.c.EtcdURL(), "-etcd-prefix", r.prefix,
-		"-etcd-ttl", "2s", "-ranges", strconv.Itoa(r.ranges))
+	name := fmt.Sprintf("m%d", r.n)
+	var m *shardproc.Proc
+	if r.start != nil {
+		m = r.start(name)
+	} else {
+		m = shardproc.Start(r.t, r.bin, name, "-host", r.c.Host(), "-token", r.c.AdminToken(),
+			"-namespace", r.ns, "-mode", "sharded", "-etcd", r.c.EtcdURL(), "-etcd-prefix", r.prefix,
+			"-etcd-ttl", "2s", "-ranges", strconv.Itoa(r.ranges))
+	}
 	r.members = append(r.members, m)
 	r.all = append(r.all, m)
 	return m
@@ -256,43 +265,7 @@ func testShardedMembers(t *testing.T, gate bool) {
 
 	// Churn: at least 2,000 writes, while one member is killed and another
 	// joins.
-	var ops atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rnd := rand.New(rand.NewSource(int64(w)))
-			n := 0
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				var err error
-				name := fmt.Sprintf("o%d", rnd.Intn(400))
-				switch k := rnd.Intn(10); {
-				case k < 3:
-					n++
-					_, err = r.cs.CoreV1().ConfigMaps(r.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%d-%d", w, n)}}, metav1.CreateOptions{})
-				case k < 8:
-					_, err = r.cs.CoreV1().ConfigMaps(r.ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": strconv.Itoa(n)}}, metav1.UpdateOptions{})
-				default:
-					err = r.cs.CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
-				}
-				if err == nil {
-					ops.Add(1)
-				}
-			}
-		}()
-	}
-	waitOps := func(n int64) {
-		for ops.Load() < n {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	ops, waitOps, stop, wg := r.churn()
 	waitOps(500)
 	victim := r.members[1]
 	killedAt := time.Now()
@@ -322,6 +295,49 @@ func testShardedMembers(t *testing.T, gate bool) {
 		}
 	}
 	r.checkLogs()
+}
+
+// churn starts 4 writers creating, updating and deleting the run's
+// ConfigMaps (o0 to o399, and new ones) until stop is closed; waitOps
+// waits until they have made n writes, wg until they have stopped.
+func (r *shardRun) churn() (ops *atomic.Int64, waitOps func(n int64), stop chan struct{}, wg *sync.WaitGroup) {
+	ops, stop, wg = &atomic.Int64{}, make(chan struct{}), &sync.WaitGroup{}
+	ctx := context.Background()
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(int64(w)))
+			n := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				name := fmt.Sprintf("o%d", rnd.Intn(400))
+				switch k := rnd.Intn(10); {
+				case k < 3:
+					n++
+					_, err = r.cs.CoreV1().ConfigMaps(r.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%d-%d", w, n)}}, metav1.CreateOptions{})
+				case k < 8:
+					_, err = r.cs.CoreV1().ConfigMaps(r.ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": strconv.Itoa(n)}}, metav1.UpdateOptions{})
+				default:
+					err = r.cs.CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
+				}
+				if err == nil {
+					ops.Add(1)
+				}
+			}
+		}()
+	}
+	waitOps = func(n int64) {
+		for ops.Load() < n {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return ops, waitOps, stop, wg
 }
 
 // checkLogs fails on a race report or a panic in any member's log.

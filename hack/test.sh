@@ -53,10 +53,11 @@ go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFiltere
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
-# Jaeger test needs spans, and the rest repeats the real-cluster runs; nor
+# Jaeger test needs spans, and the rest repeats the real-cluster runs (as
+# would cmd/localcluster's and examples/'s); nor
 # usercheck, which checks the docs and the API, whatever the build.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
-	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /internal/usercheck)
+	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /examples/ -e /internal/usercheck)
 # The controller-runtime module (its own go.mod, so ./... above skips it):
 # vetted in both builds, its tests (a manager on the real cluster) with -race.
 (cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&

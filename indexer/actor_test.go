@@ -175,9 +175,11 @@ func TestActorBatchesAndFanOut(t *testing.T) {
 	h := newHarness(t, store, nil)
 	p1, ch1 := h.listener()
 	p2, ch2 := h.listener()
-	b1, b2 := new(atomic.Int64), new(atomic.Int64)
-	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: p1, Backlog: b1})
-	h.sys.Root.Send(h.indexer, &Subscribe{ID: 2, Target: p2, Backlog: b2})
+	b1, b2 := new(counts), new(counts)
+	s1, s2 := b1.subscribe(1), b2.subscribe(2)
+	s1.Target, s2.Target = p1, p2
+	h.sys.Root.Send(h.indexer, s1)
+	h.sys.Root.Send(h.indexer, s2)
 
 	h.apply(delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1")))
 	h.apply(delta(fifo.Updated, pod("a", "x", "2")))
@@ -195,8 +197,8 @@ func TestActorBatchesAndFanOut(t *testing.T) {
 			t.Errorf("batch %d: got %+v, want %+v", batch, got, want)
 		}
 	}
-	if b1.Load() != 3 || b2.Load() != 3 {
-		t.Errorf("backlogs %d, %d; want 3, 3", b1.Load(), b2.Load())
+	if b1.backlog() != 3 || b2.backlog() != 3 {
+		t.Errorf("backlogs %d, %d; want 3, 3", b1.backlog(), b2.backlog())
 	}
 	if !store.Sealed() || !errors.Is(store.Add(pod("a", "z", "1")), ErrReadOnly) {
 		t.Error("the running indexer did not seal its store")
@@ -230,8 +232,10 @@ func TestActorSubscribeInitial(t *testing.T) {
 	}
 	h := newHarness(t, store, nil)
 	pid, ch := h.listener()
-	pending := new(atomic.Int64)
-	h.sys.Root.Send(h.indexer, &Subscribe{ID: 1, Target: pid, Initial: true, Pending: pending})
+	pending := new(counts)
+	sub := pending.subscribe(1)
+	sub.Target, sub.Initial = pid, true
+	h.sys.Root.Send(h.indexer, sub)
 	h.apply(delta(fifo.Updated, pod("a", "x", "2")))
 
 	initial := receive(t, ch, "initial batch")
@@ -243,8 +247,8 @@ func TestActorSubscribeInitial(t *testing.T) {
 			t.Fatalf("initial item %+v", it)
 		}
 	}
-	if pending.Load() != 2 {
-		t.Errorf("Pending = %d", pending.Load())
+	if pending.pending() != 2 {
+		t.Errorf("Pending = %d", pending.pending())
 	}
 	later := receive(t, ch, "later batch")
 	if later.Initial || len(later.Items) != 1 || later.Items[0].Type != NotifyUpdate {

@@ -2,7 +2,6 @@ package indexer
 
 import (
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
@@ -54,8 +53,8 @@ func BenchmarkApply(b *testing.B) {
 				b.Fatal(err)
 			}
 			c := NewCore(s.Writer(), Config{})
-			backlog := new(atomic.Int64)
-			c.Step(&Subscribe{ID: 1, Backlog: backlog})
+			ctr := new(counts)
+			c.Step(ctr.subscribe(1))
 			var batch fifo.Batch
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -66,7 +65,7 @@ func BenchmarkApply(b *testing.B) {
 				batch.Deltas = round[off : off+n]
 				// A listener that keeps up (no compaction) gets the batch,
 				// then the queue gets Processed.
-				backlog.Store(0)
+				ctr.setBacklog(0)
 				if msgs := c.Step(&batch); len(msgs) != 2 {
 					b.Fatalf("%d messages, want the batch and Processed", len(msgs))
 				}
@@ -98,5 +97,25 @@ func BenchmarkApply(b *testing.B) {
 				i += n
 			}
 		})
+	}
+}
+
+// BenchmarkStoreListKeys: the keys of a cache of 100,000 objects, read
+// under its read lock, per op: what the delta queue reads of the cache
+// (fifo.KnownObjects) for each relist, while the indexer may write.
+func BenchmarkStoreListKeys(b *testing.B) {
+	s := NewStore(nil, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	objs := make([]any, 100000)
+	for i := range objs {
+		objs[i] = pod("ns"+strconv.Itoa(i%100), "p"+strconv.Itoa(i), "1")
+	}
+	if err := s.Replace(objs, "1"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(s.ListKeys()) != len(objs) {
+			b.Fatal("keys")
+		}
 	}
 }

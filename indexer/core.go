@@ -77,10 +77,14 @@ type Core struct {
 }
 
 type subscriber struct {
-	id               ListenerID
-	period           time.Duration
-	next             time.Time
-	pending, backlog *atomic.Int64
+	id     ListenerID
+	period time.Duration
+	next   time.Time
+	// sent is the listener's count of what the core sent it, which only
+	// the core writes; delivered is the listener's own count of what it
+	// has done, which the core only reads (see behind).
+	sent      *Sent
+	delivered *atomic.Int64
 	// chunks (full, ready to send) then compact (being filled) hold the
 	// notifications kept back for a listener that is far behind; marked is
 	// set while a DrainMarker sent to it is unanswered. Compaction is on
@@ -248,8 +252,8 @@ func (c *Core) stopChecks() {
 // the object if its key is cached (an update notification, marked Sync when
 // the resource version did not change) and add it otherwise; Deleted removes
 // the key and notifies the deleted object; Bookmark notifies nothing. Every
-// subscriber gets the same batch value, with its Backlog and Pending
-// counters raised before it is sent; nothing is sent to listeners when there
+// subscriber gets the same batch value, counted in its Sent before it is
+// sent; nothing is sent to listeners when there
 // is no subscriber or no delta that notifies. applyBatch does not retain the
 // deltas.
 //
@@ -368,13 +372,7 @@ func (c *Core) notifications(items []Notification, initial int) *Notifications {
 		return nil
 	}
 	for i := range c.subs {
-		s := &c.subs[i]
-		if s.backlog != nil {
-			s.backlog.Add(int64(len(items)))
-		}
-		if s.pending != nil && initial > 0 {
-			s.pending.Add(int64(initial))
-		}
+		c.subs[i].count(len(items), initial)
 	}
 	return &Notifications{Items: items, Syncing: c.syncing}
 }
@@ -500,7 +498,7 @@ func sameResourceVersion(old, cur any) bool {
 // on. A listener subscribing again with the same ID replaces its former
 // subscription. When s.Initial is set it sends the listener the initial
 // batch first: an add (InitialList set) for every cached object, with the
-// listener's Pending and Backlog raised. The batch is sent even when the
+// listener's Sent counted. The batch is sent even when the
 // cache is empty, so that the listener learns it has the whole cache.
 func (c *Core) onSubscribe(s *Subscribe) {
 	if initial := c.subscribe(s); initial != nil {
@@ -510,7 +508,7 @@ func (c *Core) onSubscribe(s *Subscribe) {
 
 func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 	c.unsubscribe(s.ID)
-	sub := subscriber{id: s.ID, period: s.ResyncPeriod, pending: s.Pending, backlog: s.Backlog}
+	sub := subscriber{id: s.ID, period: s.ResyncPeriod, sent: s.Sent, delivered: s.Delivered}
 	if sub.period > 0 {
 		// client-go's listener counts its first period from when its
 		// handler was added.
@@ -535,12 +533,7 @@ func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 	})
 	// An empty initial batch is still sent: it tells the listener that it
 	// is subscribed and has everything the cache held.
-	if s.Pending != nil {
-		s.Pending.Add(int64(len(items)))
-	}
-	if s.Backlog != nil {
-		s.Backlog.Add(int64(len(items)))
-	}
+	sub.count(len(items), len(items))
 	return &Notifications{Items: items, Initial: true}
 }
 
@@ -552,11 +545,11 @@ func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 // DrainMarker is sent; once it answers (Drained), each array goes as one
 // batch. The items of later batches join the arrays while any are kept, so
 // that the listener gets everything in order. Resync items the listener is not due
-// for are left out of the array (and out of its backlog).
+// for are left out of the array (and out of its Sent).
 func (c *Core) route(n *Notifications) {
 	for i := range c.subs {
 		s := &c.subs[i]
-		if !s.marked && (len(n.Items) >= compactBelow || s.backlog == nil || s.backlog.Load() <= compactAbove) {
+		if !s.marked && (len(n.Items) >= compactBelow || s.behind() <= compactAbove) {
 			c.out.Send(s.addr(), n)
 			continue
 		}
@@ -575,9 +568,7 @@ func (c *Core) route(n *Notifications) {
 			}
 			s.compact = append(s.compact, it)
 		}
-		if skipped > 0 && s.backlog != nil {
-			s.backlog.Add(-int64(skipped))
-		}
+		s.count(-skipped, 0)
 		if !s.marked {
 			s.marked = true
 			c.out.Request(s.addr(), drainMarker)
@@ -618,21 +609,42 @@ func (c *Core) drained(id ListenerID) {
 // addr is the listener's address.
 func (s *subscriber) addr() stage.Addr { return stage.ToListener(uint64(s.id)) }
 
-// forget takes kept-back items that will not be delivered out of s's
-// counters.
+// count adds n notifications, initial of which are of the initial list,
+// to what the listener was sent; negative counts take back notifications
+// counted and kept back for it that it will not get.
+func (s *subscriber) count(n, initial int) {
+	if s.sent == nil {
+		return
+	}
+	if n != 0 {
+		s.sent.Notifications.Add(int64(n))
+	}
+	if initial != 0 {
+		s.sent.Initial.Add(int64(initial))
+	}
+}
+
+// behind returns how many notifications the listener has been sent (or has
+// kept back for it) and has not done: what it has done is read first, so
+// that the difference is never below what it was at that moment.
+func (s *subscriber) behind() int64 {
+	if s.sent == nil || s.delivered == nil {
+		return 0
+	}
+	d := s.delivered.Load()
+	return s.sent.Notifications.Load() - d
+}
+
+// forget takes kept-back items that will not be delivered out of what the
+// listener was sent.
 func (s *subscriber) forget(items []Notification) {
-	if s.backlog != nil {
-		s.backlog.Add(-int64(len(items)))
-	}
-	if s.pending != nil {
-		initial := 0
-		for _, it := range items {
-			if it.InitialList {
-				initial++
-			}
+	initial := 0
+	for _, it := range items {
+		if it.InitialList {
+			initial++
 		}
-		s.pending.Add(-int64(initial))
 	}
+	s.count(-len(items), -initial)
 }
 
 // batch wraps notifications kept back for s as a batch for it alone.

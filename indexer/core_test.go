@@ -24,7 +24,6 @@ import (
 func newFakeClock() *testingclock.FakeClock {
 	return testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-func counters() (p, b *atomic.Int64) { return new(atomic.Int64), new(atomic.Int64) }
 func newTestCore(s *Store) (*Core, *testingclock.FakeClock) {
 	c := newFakeClock()
 	return NewCore(s.Writer(), Config{Clock: c}), c
@@ -235,8 +234,8 @@ func TestCoreLastStoreSyncResourceVersion(t *testing.T) {
 func TestCoreResourceVersion(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
-	p, b := counters()
-	c.subscribe(&Subscribe{ID: 1, Pending: p, Backlog: b})
+	p := new(counts)
+	c.subscribe(p.subscribe(1))
 	rv := func(want string) {
 		t.Helper()
 		if got := s.LastStoreSyncResourceVersion(); got != want {
@@ -252,8 +251,8 @@ func TestCoreResourceVersion(t *testing.T) {
 		initial(fifo.NewBookmark("10")),
 	})
 	rv("10")
-	if len(n.Items) != 2 || p.Load() != 2 || b.Load() != 2 {
-		t.Fatalf("%d notifications, pending %d, backlog %d: a bookmark is no notification", len(n.Items), p.Load(), b.Load())
+	if len(n.Items) != 2 || p.pending() != 2 || p.backlog() != 2 {
+		t.Fatalf("%d notifications, pending %d, backlog %d: a bookmark is no notification", len(n.Items), p.pending(), p.backlog())
 	}
 	c.applyAll([]fifo.Delta{delta(fifo.Sync, pod("a", "x", "5"))})
 	rv("10")
@@ -367,11 +366,11 @@ func TestCoreCounters(t *testing.T) {
 	s := NewStore(nil, nil)
 	tel := telemetry.Nop()
 	c := NewCore(s.Writer(), Config{Telemetry: tel})
-	p1, b1 := counters()
-	c.subscribe(&Subscribe{ID: 1, Pending: p1, Backlog: b1})
+	p1 := new(counts)
+	c.subscribe(p1.subscribe(1))
 	c.subscribe(&Subscribe{ID: 2}) // nil counters are fine
-	p3, b3 := counters()
-	c.subscribe(&Subscribe{ID: 3, Pending: p3, Backlog: b3})
+	p3 := new(counts)
+	c.subscribe(p3.subscribe(3))
 
 	n := c.applyAll([]fifo.Delta{
 		{Type: fifo.Replaced, Key: "a/x", Object: pod("a", "x", "1"), InitialList: true},
@@ -382,19 +381,17 @@ func TestCoreCounters(t *testing.T) {
 	if len(n.Items) != 4 {
 		t.Fatalf("%d items", len(n.Items))
 	}
-	for i, ctr := range []*atomic.Int64{p1, p3} {
-		if got := ctr.Load(); got != 3 {
+	for i, ctr := range []*counts{p1, p3} {
+		if got := ctr.pending(); got != 3 {
 			t.Errorf("listener %d: Pending = %d, want 3", i, got)
 		}
-	}
-	for i, ctr := range []*atomic.Int64{b1, b3} {
-		if got := ctr.Load(); got != 4 {
+		if got := ctr.backlog(); got != 4 {
 			t.Errorf("listener %d: Backlog = %d, want 4", i, got)
 		}
 	}
 	c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("a", "x", "3"))})
-	if p1.Load() != 3 || b1.Load() != 5 {
-		t.Errorf("after a second batch Pending = %d, Backlog = %d; want 3, 5", p1.Load(), b1.Load())
+	if p1.pending() != 3 || p1.backlog() != 5 {
+		t.Errorf("after a second batch Pending = %d, Backlog = %d; want 3, 5", p1.pending(), p1.backlog())
 	}
 	if got := tel.Metrics.IndexerEvents.Load(); got != 5 {
 		t.Errorf("IndexerEvents = %d, want 5", got)
@@ -426,9 +423,11 @@ func TestCoreLateSubscribe(t *testing.T) {
 	c.subscribe(early)
 	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1")), delta(fifo.Added, pod("a", "y", "1"))})
 
-	pending, backlog := counters()
+	ctr := new(counts)
 	pid := actor.NewPID("nonhost", "late")
-	initial := c.subscribe(&Subscribe{ID: 2, Target: pid, Initial: true, Pending: pending, Backlog: backlog})
+	sub := ctr.subscribe(2)
+	sub.Target, sub.Initial = pid, true
+	initial := c.subscribe(sub)
 	if initial == nil || !initial.Initial {
 		t.Fatalf("initial batch = %+v", initial)
 	}
@@ -446,8 +445,8 @@ func TestCoreLateSubscribe(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("initial batch\n got %+v\nwant %+v", got, want)
 	}
-	if pending.Load() != 2 || backlog.Load() != 2 {
-		t.Fatalf("Pending = %d, Backlog = %d; want 2, 2", pending.Load(), backlog.Load())
+	if ctr.pending() != 2 || ctr.backlog() != 2 {
+		t.Fatalf("Pending = %d, Backlog = %d; want 2, 2", ctr.pending(), ctr.backlog())
 	}
 	if ids := c.subscribers(); !slices.Equal(ids, []ListenerID{1, 2}) {
 		t.Fatalf("Subscribers = %v", ids)
@@ -456,17 +455,19 @@ func TestCoreLateSubscribe(t *testing.T) {
 	if n == nil || len(n.Items) != 1 || n.Initial {
 		t.Fatalf("later batch = %+v", n)
 	}
-	if pending.Load() != 2 || backlog.Load() != 3 {
-		t.Fatalf("after the later batch Pending = %d, Backlog = %d; want 2, 3", pending.Load(), backlog.Load())
+	if ctr.pending() != 2 || ctr.backlog() != 3 {
+		t.Fatalf("after the later batch Pending = %d, Backlog = %d; want 2, 3", ctr.pending(), ctr.backlog())
 	}
 
 	// Initial on an empty cache: an empty initial batch, nothing pending.
 	c2, _ := newTestCore(NewStore(nil, nil))
-	p2, b2 := counters()
-	if n := c2.subscribe(&Subscribe{ID: 1, Initial: true, Pending: p2, Backlog: b2}); n == nil || !n.Initial || len(n.Items) != 0 {
+	p2 := new(counts)
+	sub2 := p2.subscribe(1)
+	sub2.Initial = true
+	if n := c2.subscribe(sub2); n == nil || !n.Initial || len(n.Items) != 0 {
 		t.Fatalf("initial batch for an empty cache: %+v", n)
 	}
-	if p2.Load() != 0 || b2.Load() != 0 {
+	if p2.pending() != 0 || p2.backlog() != 0 {
 		t.Fatal("counters raised for an empty initial batch")
 	}
 	// Without Initial nothing is sent, even with a populated cache.
@@ -479,10 +480,12 @@ func TestCoreUnsubscribe(t *testing.T) {
 	s := NewStore(nil, nil)
 	c, _ := newTestCore(s)
 	pids := []*actor.PID{actor.NewPID("h", "1"), actor.NewPID("h", "2"), actor.NewPID("h", "3")}
-	backlogs := make([]*atomic.Int64, 3)
+	backlogs := make([]*counts, 3)
 	for i, p := range pids {
-		backlogs[i] = new(atomic.Int64)
-		c.subscribe(&Subscribe{ID: ListenerID(i + 1), Target: p, Backlog: backlogs[i]})
+		backlogs[i] = new(counts)
+		sub := backlogs[i].subscribe(ListenerID(i + 1))
+		sub.Target = p
+		c.subscribe(sub)
 	}
 	c.Step(&Unsubscribe{ID: 2})
 	c.Step(&Unsubscribe{ID: 2})  // idempotent
@@ -491,8 +494,8 @@ func TestCoreUnsubscribe(t *testing.T) {
 		t.Fatalf("Subscribers = %v", ids)
 	}
 	c.applyAll([]fifo.Delta{delta(fifo.Added, pod("a", "x", "1"))})
-	if backlogs[1].Load() != 0 || backlogs[0].Load() != 1 || backlogs[2].Load() != 1 {
-		t.Fatalf("backlogs = %d %d %d", backlogs[0].Load(), backlogs[1].Load(), backlogs[2].Load())
+	if backlogs[1].backlog() != 0 || backlogs[0].backlog() != 1 || backlogs[2].backlog() != 1 {
+		t.Fatalf("backlogs = %d %d %d", backlogs[0].backlog(), backlogs[1].backlog(), backlogs[2].backlog())
 	}
 	// Subscribing again with a known ID replaces the subscription.
 	c.subscribe(&Subscribe{ID: 1, Target: pids[1]})
@@ -698,9 +701,9 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	s := NewStore(nil, nil)
 	c := NewCore(s.Writer(), Config{})
 	fast, slow := stage.ToListener(1), stage.ToListener(2)
-	var fastBacklog, slowBacklog, slowPending atomic.Int64
-	c.subscribe(&Subscribe{ID: 1, Backlog: &fastBacklog})
-	c.subscribe(&Subscribe{ID: 2, Backlog: &slowBacklog, Pending: &slowPending})
+	fastCounts, slowCounts := new(counts), new(counts)
+	c.subscribe(fastCounts.subscribe(1))
+	c.subscribe(slowCounts.subscribe(2))
 	var out sent
 
 	// Not behind: shared batches.
@@ -711,8 +714,8 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	}
 	out.take(fast)
 
-	slowBacklog.Add(compactAbove) // far behind now
-	c.resyncDue(time.Now())       // nobody due: the syncing set is empty
+	slowCounts.unseen(compactAbove) // far behind now
+	c.resyncDue(time.Now())         // nobody due: the syncing set is empty
 	var batches []*Notifications
 	for i := 2; i <= 4; i++ {
 		n := c.applyAll([]fifo.Delta{delta(fifo.Updated, pod("ns", "a", strconv.Itoa(i)))})
@@ -729,7 +732,7 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	if got := out.take(slow); len(got) != 1 || got[0] != drainMarker {
 		t.Fatalf("slow got %v, want one DrainMarker", got)
 	}
-	if got, want := slowBacklog.Load(), int64(1+compactAbove+3); got != want {
+	if got, want := slowCounts.backlog(), int64(1+compactAbove+3); got != want {
 		t.Fatalf("slow backlog %d, want %d (the resync item left out)", got, want)
 	}
 
@@ -770,7 +773,7 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	if got := out.take(slow); len(got) != 0 {
 		t.Fatalf("Drained with nothing kept back sent %v", got)
 	}
-	slowBacklog.Store(0)
+	slowCounts.setBacklog(0)
 	n = c.applyAll([]fifo.Delta{delta(fifo.Deleted, pod("ns", "a", "4"))})
 	out.add(c.routeMsgs(n))
 	if got := out.take(slow); len(got) != 1 || got[0] != n {
@@ -778,11 +781,11 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 	}
 
 	// Unsubscribing drops what is kept back, and its counts.
-	slowBacklog.Store(compactAbove + 1)
+	slowCounts.setBacklog(compactAbove + 1)
 	out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "z", "1"))})))
-	before := slowBacklog.Load()
+	before := slowCounts.backlog()
 	c.Step(&Unsubscribe{ID: 2})
-	if got := slowBacklog.Load(); got != before-1 {
+	if got := slowCounts.backlog(); got != before-1 {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, before-1)
 	}
 	out.add(c.Step(&Drained{ID: 2})) // unknown by now: ignored
@@ -797,9 +800,9 @@ func TestCoreRouteCompactsForALaggingListener(t *testing.T) {
 func TestCoreRouteCompactsInChunks(t *testing.T) {
 	c := NewCore(NewStore(nil, nil).Writer(), Config{})
 	slow := stage.ToListener(1)
-	var backlog, pending atomic.Int64
-	c.subscribe(&Subscribe{ID: 1, Backlog: &backlog, Pending: &pending})
-	backlog.Add(compactAbove + 1)
+	ctr := new(counts)
+	c.subscribe(ctr.subscribe(1))
+	ctr.unseen(compactAbove + 1)
 	var out sent
 	const n = 2*compactChunk + 88
 	for i := range n {
@@ -830,9 +833,9 @@ func TestCoreRouteCompactsInChunks(t *testing.T) {
 	for i := range compactChunk + 10 {
 		out.add(c.routeMsgs(c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "q"+strconv.Itoa(i), "1"))})))
 	}
-	before := backlog.Load()
+	before := ctr.backlog()
 	c.Step(&Unsubscribe{ID: 1})
-	if got, want := backlog.Load(), before-int64(compactChunk+10); got != want {
+	if got, want := ctr.backlog(), before-int64(compactChunk+10); got != want {
 		t.Fatalf("backlog %d after unsubscribing, want %d", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,3 +175,30 @@ func (c *Core) subscribers() []ListenerID {
 	}
 	return ids
 }
+
+// counts is a listener's progress as these tests keep it: the Sent the
+// core counts in, and the listener's Delivered, which the tests move as a
+// listener would.
+type counts struct {
+	sent      Sent
+	delivered atomic.Int64
+}
+
+// subscribe returns a Subscribe of listener id counting in c.
+func (c *counts) subscribe(id ListenerID) *Subscribe {
+	return &Subscribe{ID: id, Sent: &c.sent, Delivered: &c.delivered}
+}
+
+// pending is what was sent of the initial list: no listener delivers in
+// these tests.
+func (c *counts) pending() int64 { return c.sent.Initial.Load() }
+
+// backlog is what was sent and not done.
+func (c *counts) backlog() int64 { return c.sent.Notifications.Load() - c.delivered.Load() }
+
+// setBacklog makes the listener have done all it was sent but n.
+func (c *counts) setBacklog(n int64) { c.delivered.Store(c.sent.Notifications.Load() - n) }
+
+// unseen counts n notifications as sent before and not done: the listener
+// is that much further behind.
+func (c *counts) unseen(n int64) { c.sent.Notifications.Add(n) }

@@ -51,14 +51,32 @@ type Subscribe struct {
 	// period after it, as in client-go. Zero means the time of subscription.
 	Added   time.Time
 	Initial bool
-	// Pending is incremented by the number of initial-list notifications
-	// (InitialList set) the indexer sends this listener, before it sends
-	// them; the listener decrements it as it delivers them. The handler's
-	// registration HasSynced needs it back at zero.
-	Pending *atomic.Int64
-	// Backlog is incremented by the size of every batch sent to this
-	// listener, before it is sent; the listener decrements it as it works.
-	Backlog *atomic.Int64
+	// Sent is where the core counts what it sends this listener (see
+	// Sent); nil: not counted.
+	Sent *Sent
+	// Delivered is the listener's count of the notifications it has done
+	// (listener.Counters.Delivered), which the core reads, and never
+	// writes, to tell how far behind the listener is (see Core.route);
+	// nil: never behind.
+	Delivered *atomic.Int64
+}
+
+// Sent counts what the indexer has sent one listener, or keeps back for it
+// (see Core.route), before it sends it. Only the indexer's core writes it;
+// the informer reads it with what the listener has done
+// (listener.Counters): the handler's backlog is Notifications less the
+// notifications done, and its registration has synced once the listener
+// has done Initial initial-list ones. The core counts before it sends, so
+// that a reader who loads what was done first never finds more done than
+// sent.
+type Sent struct {
+	// Notifications is the number of notifications sent, less those kept
+	// back and then dropped (the listener removed) or left out (resyncs it
+	// is not due for).
+	Notifications atomic.Int64
+	// Initial is the number of them that belong to the initial list
+	// (InitialList set).
+	Initial atomic.Int64
 }
 
 // Unsubscribe removes a listener; it receives nothing more.

@@ -49,8 +49,8 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	if msgs := c.Step(Lifecycle(stage.Restarting)); len(msgs) != 0 {
 		t.Fatalf("Recover with no batch in progress sent %v", msgs)
 	}
-	p1, b1 := counters()
-	c.subscribe(&Subscribe{ID: 1, Pending: p1, Backlog: b1})
+	p1 := new(counts)
+	c.subscribe(p1.subscribe(1))
 	c.subscribe(&Subscribe{ID: 2})
 
 	const total, panicOn = applyChunk + 50, applyChunk + 20 // in the second chunk
@@ -82,8 +82,8 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 			t.Fatalf("notification %d: %v %v initial=%v", i, it.Type, key(it.New), it.InitialList)
 		}
 	}
-	if p1.Load() != panicOn || b1.Load() != panicOn {
-		t.Errorf("Pending = %d, Backlog = %d; want %d each", p1.Load(), b1.Load(), panicOn)
+	if p1.pending() != panicOn || p1.backlog() != panicOn {
+		t.Errorf("Pending = %d, Backlog = %d; want %d each", p1.pending(), p1.backlog(), panicOn)
 	}
 	if s.Len() != panicOn {
 		t.Errorf("cache holds %d objects, want %d", s.Len(), panicOn)
@@ -115,8 +115,8 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	if last := rest[len(rest)-1]; last.Type != NotifyDelete || key(last.New) != "ns/p0" {
 		t.Fatalf("last notification %v %v, want the delete of ns/p0", last.Type, key(last.New))
 	}
-	if p1.Load() != total || b1.Load() != total+1 {
-		t.Errorf("Pending = %d, Backlog = %d; want %d and %d", p1.Load(), b1.Load(), total, total+1)
+	if p1.pending() != total || p1.backlog() != total+1 {
+		t.Errorf("Pending = %d, Backlog = %d; want %d and %d", p1.pending(), p1.backlog(), total, total+1)
 	}
 	if s.Len() != total-1 || s.LastStoreSyncResourceVersion() != "999" {
 		t.Errorf("cache holds %d objects at %q, want %d at \"999\"", s.Len(), s.LastStoreSyncResourceVersion(), total-1)
@@ -137,8 +137,8 @@ func TestCoreRecoverSendsAppliedPart(t *testing.T) {
 	if n := msgs[0].Body.(*Notifications); len(n.Items) != 1 || n.Items[0].Type != NotifyUpdate {
 		t.Errorf("next batch: %+v", n.Items)
 	}
-	if b1.Load() != total+2 {
-		t.Errorf("Backlog = %d, want %d", b1.Load(), total+2)
+	if p1.backlog() != total+2 {
+		t.Errorf("Backlog = %d, want %d", p1.backlog(), total+2)
 	}
 }
 
@@ -196,8 +196,8 @@ func TestCoreRecoverTwice(t *testing.T) {
 	s := NewStore(nil, nil)
 	det := &panicAt{at: 1}
 	c := NewCore(s.Writer(), Config{Clock: newFakeClock(), MutationDetector: det})
-	p, b := counters()
-	c.subscribe(&Subscribe{ID: 1, Pending: p, Backlog: b})
+	b := new(counts)
+	c.subscribe(b.subscribe(1))
 	deltas := []fifo.Delta{delta(fifo.Added, pod("ns", "a", "1")), delta(fifo.Added, pod("ns", "b", "2")), delta(fifo.Added, pod("ns", "c", "3"))}
 	if !applyPanics(c, &fifo.Batch{Deltas: deltas}) {
 		t.Fatal("ApplyBatch did not panic")
@@ -225,7 +225,7 @@ func TestCoreRecoverTwice(t *testing.T) {
 	if acked, panicked := started(); panicked || !acked {
 		t.Fatalf("second Started: acked %v, panicked %v", acked, panicked)
 	}
-	if !slices.Equal(keys, []string{"ns/a", "ns/b", "ns/c"}) || b.Load() != 3 {
-		t.Fatalf("notified %v with backlog %d, want a, b, c and 3", keys, b.Load())
+	if !slices.Equal(keys, []string{"ns/a", "ns/b", "ns/c"}) || b.backlog() != 3 {
+		t.Fatalf("notified %v with backlog %d, want a, b, c and 3", keys, b.backlog())
 	}
 }

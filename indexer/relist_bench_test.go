@@ -2,7 +2,6 @@ package indexer
 
 import (
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
@@ -38,7 +37,7 @@ func BenchmarkRelist(b *testing.B) {
 	q := fifo.New(fifo.Config{Known: s})
 	c := NewCore(s.Writer(), Config{})
 	for id := range ListenerID(4) {
-		c.Step(&Subscribe{ID: id + 1, Backlog: new(atomic.Int64), Pending: new(atomic.Int64)})
+		c.Step(new(counts).subscribe(id + 1))
 	}
 	ack := &fifo.Processed{}
 	relist := func(items []fifo.Delta) {

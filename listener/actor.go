@@ -5,20 +5,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/shell"
 	"github.com/actorinformer/actorinformer/stage"
-	"github.com/actorinformer/actorinformer/telemetry"
 )
-
-// Handler is what makes a listener's handler calls: the informer's call
-// path (panic isolation, spans, metrics, the Counters).
-type Handler interface {
-	// Call makes the calls c asks for, in order, and accounts for them.
-	Call(c *Calls)
-	// Report takes what the core reports to the informer (*Synced).
-	Report(body any)
-	// Exited is told once the listener actor has stopped (after its
-	// handler runner, if any): no call is running or to come.
-	Exited()
-}
 
 // Props returns the props of the listener actor: core's shell (package
 // shell), one mailbox per handler, so that a slow handler only grows its
@@ -28,7 +15,9 @@ type Handler interface {
 // listener's goroutine, or, for a Coalesced handler, through its handler
 // runner, a child actor that makes the calls of one pending key at a time
 // and answers CallsDone, so that the listener goes on merging meanwhile.
-func Props(core *Core, indexer *actor.PID, h Handler, t *telemetry.T) *actor.Props {
+// What the core reports to the informer (*Synced) is h's Synced, and the
+// actor's end h's Exited.
+func Props(core *Core, indexer *actor.PID, h *Handler) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToIndexer, indexer)
 	return shell.Props(shell.Config[Input]{
@@ -36,7 +25,7 @@ func Props(core *Core, indexer *actor.PID, h Handler, t *telemetry.T) *actor.Pro
 		Core:      core,
 		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) },
 		Peers:     peers,
-		Telemetry: t,
+		Telemetry: h.tel,
 		Env: func(ctx actor.Context) shell.Env {
 			e := &handlerEnv{h: h, id: uint64(core.id)}
 			if core.Coalesced() {
@@ -51,7 +40,7 @@ func Props(core *Core, indexer *actor.PID, h Handler, t *telemetry.T) *actor.Pro
 // handlerEnv performs a listener's effects: its handler's calls, and what
 // it reports to the informer.
 type handlerEnv struct {
-	h      Handler
+	h      *Handler
 	id     uint64
 	runner *actor.PID // a Coalesced handler's; nil for the others
 }
@@ -69,18 +58,22 @@ func (e *handlerEnv) Perform(ctx actor.Context, m stage.Msg) bool {
 			e.h.Call(c)
 		}
 	case stage.ToInformer:
-		e.h.Report(m.Body)
+		e.h.tellSynced()
 	default:
 		return false
 	}
 	return true
 }
 
-func (e *handlerEnv) Exited() { e.h.Exited() }
+func (e *handlerEnv) Exited() {
+	if e.h.exited != nil {
+		e.h.exited()
+	}
+}
 
 // runner makes a Coalesced handler's calls, one pending key per Calls, and
 // answers its listener with CallsDone.
-type runner struct{ h Handler }
+type runner struct{ h *Handler }
 
 func (r *runner) Receive(ctx actor.Context) {
 	if c, ok := ctx.Message().(*Calls); ok {

@@ -414,7 +414,7 @@ func TestCoalesceRunnerRestart(t *testing.T) {
 // brings Pending to zero (an initial add cancelled by a delete).
 func TestCoalesceReportsSynced(t *testing.T) {
 	c, p := newCore(1, true)
-	p.ctr.Pending.Add(1)
+	p.ctr.Sent.Initial.Add(1)
 	msgs := c.Step(&indexer.Notifications{Initial: true, Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true}}})
 	if len(msgs) != 2 || msgs[0].To != stage.ToInformer || msgs[1].To != stage.ToHandler(1) || !p.ctr.InitialDone.Load() {
 		t.Fatalf("initial batch: sent %+v, InitialDone %v; want Synced, then the Calls", msgs, p.ctr.InitialDone.Load())
@@ -424,10 +424,10 @@ func TestCoalesceReportsSynced(t *testing.T) {
 	}
 	c, p = newCore(1, true)
 	c.inflight = &PendingKey{} // the runner is busy
-	p.ctr.Pending.Add(1)
+	p.ctr.Sent.Initial.Add(1)
 	c.Step(&indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyAdd, New: pod("a", "1"), InitialList: true}}})
 	msgs = c.Step(&indexer.Notifications{Items: []indexer.Notification{{Type: indexer.NotifyDelete, New: pod("a", "2")}}})
-	if len(msgs) != 1 || msgs[0].To != stage.ToInformer || p.ctr.Pending.Load() != 0 {
-		t.Fatalf("add and delete merged away: sent %+v, Pending %d; want Synced, 0", msgs, p.ctr.Pending.Load())
+	if len(msgs) != 1 || msgs[0].To != stage.ToInformer || p.ctr.Pending() != 0 {
+		t.Fatalf("add and delete merged away: sent %+v, Pending %d; want Synced, 0", msgs, p.ctr.Pending())
 	}
 }

@@ -15,23 +15,27 @@ import (
 const CounterFlush = 256
 
 // Counters are a listener's progress, which other goroutines read (the
-// registration's HasSynced, Stats, the backlog gauge). The indexer raises
-// Pending and Backlog before it sends notifications; the listener lowers
-// them as the notifications are delivered (by the handler's calls) or
-// done without a call (skipped, merged into another).
+// registration's HasSynced, Stats, the backlog gauge). Only the listener
+// writes them, as it does notifications: delivers them (by the handler's
+// calls), skips them or merges them into others. What it was sent is the
+// indexer's count, Sent, which the listener only reads: the backlog is
+// what was sent less what was done.
 type Counters struct {
-	// Pending counts initial-list notifications sent and not yet
-	// delivered.
-	Pending atomic.Int64
-	// Backlog counts notifications sent and not yet delivered (the
-	// backlog gauge's value).
-	Backlog *atomic.Int64
-	// Delivered counts those delivered, skipped or merged.
+	// Sent is the indexer's count of what it sent this listener (see
+	// indexer.Sent), which Backlog and Pending read (the listener too, in
+	// Done); nil: nothing sent.
+	Sent *indexer.Sent
+	// Delivered counts the notifications done: delivered, skipped or
+	// merged. The indexer reads it to tell how far behind the listener is.
 	Delivered atomic.Int64
+	// DeliveredInitial counts those of them of the initial list.
+	DeliveredInitial atomic.Int64
 	// InitialDone is set once the listener has taken in every object the
 	// cache held when it subscribed: at once for a handler added before
 	// the informer ran, after the synthetic initial batch for the others.
 	InitialDone atomic.Bool
+	// Panics counts the handler's panics (see Handler).
+	Panics atomic.Int64
 	// Metrics and Attrs, when set, count the delivered notifications.
 	Metrics *telemetry.Metrics
 	Attrs   metric.MeasurementOption
@@ -42,15 +46,37 @@ type Counters struct {
 // registration may have synced.
 func (c *Counters) Done(done, initial int64) bool {
 	if done > 0 {
-		if c.Backlog != nil {
-			c.Backlog.Add(-done)
-		}
 		c.Delivered.Add(done)
 		if c.Metrics != nil {
 			c.Metrics.Delivered(int(done), c.Attrs)
 		}
 	}
-	return initial > 0 && c.Pending.Add(-initial) == 0
+	if initial > 0 {
+		c.DeliveredInitial.Add(initial)
+		return c.Pending() == 0
+	}
+	return false
+}
+
+// Backlog returns the number of notifications sent to the listener and
+// not yet done.
+func (c *Counters) Backlog() int64 {
+	d := c.Delivered.Load() // first: never more done than sent
+	if c.Sent == nil {
+		return 0
+	}
+	return c.Sent.Notifications.Load() - d
+}
+
+// Pending returns the number of initial-list notifications sent to the
+// listener and not yet done: its registration has synced once the
+// informer has, InitialDone is set, and Pending is zero.
+func (c *Counters) Pending() int64 {
+	d := c.DeliveredInitial.Load() // first: never more done than sent
+	if c.Sent == nil {
+		return 0
+	}
+	return c.Sent.Initial.Load() - d
 }
 
 // Config configures a Core.

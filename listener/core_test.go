@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -14,53 +15,39 @@ import (
 	"github.com/actorinformer/actorinformer/stage"
 )
 
-// pathLog makes a listener's handler calls as the informer's call path
-// does (listener.Handler's Call: Sync notifications only when the Calls
-// sync, nothing once inactive, owned items cleared, counted in ctr every
-// CounterFlush and at the end), recording them, or handing them to h.
+// pathLog is a listener's handler, called through the real call path
+// (Handler) over the core's counters: it records the calls, or hands them
+// to h.
 type pathLog struct {
-	inactive bool
-	calls    []string
-	h        cache.ResourceEventHandler
-	ctr      *Counters
-	flushes  int
+	calls []string
+	h     cache.ResourceEventHandler
+	ctr   *Counters
+	path  *Handler
 }
 
 // newCore returns a core counting in the pathLog's counters.
 func newCore(id indexer.ListenerID, coalesce bool) (*Core, *pathLog) {
-	p := &pathLog{ctr: &Counters{}}
+	p := &pathLog{ctr: &Counters{Sent: &indexer.Sent{}}}
+	p.path = NewHandler(HandlerConfig{Handler: p, Counters: p.ctr})
 	return NewCore(Config{ID: id, Coalesce: coalesce, Counters: p.ctr}), p
 }
 
 // done is how many notifications were done (delivered, skipped, merged);
-// initial how many initial-list ones (Pending is never raised here).
+// initial how many initial-list ones.
 func (p *pathLog) done() int64    { return p.ctr.Delivered.Load() }
-func (p *pathLog) initial() int64 { return -p.ctr.Pending.Load() }
+func (p *pathLog) initial() int64 { return p.ctr.DeliveredInitial.Load() }
 
-func (p *pathLog) run(c *Calls) {
-	var done, initial int64
-	for i := range c.Items {
-		it := &c.Items[i]
-		if it.InitialList {
-			initial++
-		}
-		if (!it.Sync || c.Syncs) && !p.inactive {
-			p.call(it)
-		}
-		if c.Owned {
-			*it = indexer.Notification{}
-		}
-		if done++; done >= CounterFlush {
-			p.ctr.Done(done, initial)
-			p.flushes++
-			done, initial = 0, 0
-		}
-	}
-	p.ctr.Done(done, initial)
-	p.flushes++
-	if c.InitialBatch {
-		p.ctr.InitialDone.Store(true)
-	}
+// run makes the calls c asks for, as the listener's Env does.
+func (p *pathLog) run(c *Calls) { p.path.Call(c) }
+
+func (p *pathLog) OnAdd(_ context.Context, obj any, initial bool) {
+	p.call(&indexer.Notification{Type: indexer.NotifyAdd, New: obj, InitialList: initial})
+}
+func (p *pathLog) OnUpdate(_ context.Context, old, obj any) {
+	p.call(&indexer.Notification{Type: indexer.NotifyUpdate, Old: old, New: obj})
+}
+func (p *pathLog) OnDelete(_ context.Context, obj any) {
+	p.call(&indexer.Notification{Type: indexer.NotifyDelete, New: obj})
 }
 
 func (p *pathLog) call(it *indexer.Notification) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -70,12 +72,16 @@ func TestDocTestProvider(t *testing.T) {
 // protoactor's k8s provider (pods labelled by the provider).
 func onKubernetes(clientset kubernetes.Interface, lw cache.ListerWatcher) (*shard.Informer, error) {
 	// doc:begin docs/sharding.md
-	provider, err := k8s.New() // the pod's service account: get, list, watch and patch pods
+	provider, err := k8s.New() // in a pod: see "On Kubernetes" below
 	if err != nil {
 		return nil, err
 	}
+	// The provider gives the other members the pod's IP: advertise it
+	// (POD_IP from the downward API), or this member never finds itself.
+	advertised := net.JoinHostPort(os.Getenv("POD_IP"), "8090")
 	c := cluster.New(actors.NewActorSystem(),
-		cluster.Configure("my-controller", provider, disthash.New(), remote.Configure("0.0.0.0", 8090)))
+		cluster.Configure("my-controller", provider, disthash.New(),
+			remote.Configure("0.0.0.0", 8090, remote.WithAdvertisedHost(advertised))))
 	c.StartMember()
 	return shard.New(c, "pods", lw, &corev1.Pod{}, shard.WithLeases(clientset.CoordinationV1(), "my-namespace"))
 	// doc:end

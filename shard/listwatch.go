@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+	"k8s.io/klog/v2"
 )
 
 // FilterMode says where a sharded informer's objects are filtered.
@@ -204,6 +206,7 @@ func (lw *rangeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 }
 
 func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	ctx = quietOnCancel(ctx)
 	list, err := listWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
 		lw.f.reject.Store(true)
@@ -278,6 +281,7 @@ func (lw *rangeLW) probe(ctx context.Context) {
 	if lw.f.Mode() != FilterPending || lw.f.reject.Load() {
 		return
 	}
+	ctx = quietOnCancel(ctx)
 	list, err := listWith(ctx, lw.inner, lw.options(metav1.ListOptions{Limit: 1}))
 	if lw.rejected(err) {
 		lw.f.reject.Store(true)
@@ -442,6 +446,54 @@ func shardInfo(list runtime.Object) (applied, known bool) {
 		return si.GetShardInfo() != nil, true
 	}
 	return false, false
+}
+
+// quietOnCancel gives ctx a logger (klog's contextual one, which client-go
+// logs to) that drops the errors logged once ctx is done: a range's list
+// is cancelled when the range moves away while it is read, and client-go
+// then logs "Unexpected error when reading response body" at error level
+// for what is no error.
+func quietOnCancel(ctx context.Context) context.Context {
+	sink := klog.FromContext(ctx).GetSink()
+	if sink == nil {
+		return ctx
+	}
+	if cd, ok := sink.(logr.CallDepthLogSink); ok {
+		sink = cd.WithCallDepth(1) // quietSink's own frame
+	}
+	return klog.NewContext(ctx, logr.New(quietSink{LogSink: sink, ctx: ctx}))
+}
+
+// quietSink drops errors once ctx is done.
+type quietSink struct {
+	logr.LogSink
+	ctx context.Context
+}
+
+// Init does nothing: the wrapped sink is initialised already, and klog's
+// would add the call depth again.
+func (s quietSink) Init(logr.RuntimeInfo) {}
+
+func (s quietSink) Error(err error, msg string, kv ...any) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s quietSink) WithValues(kv ...any) logr.LogSink {
+	return quietSink{LogSink: s.LogSink.WithValues(kv...), ctx: s.ctx}
+}
+
+func (s quietSink) WithName(name string) logr.LogSink {
+	return quietSink{LogSink: s.LogSink.WithName(name), ctx: s.ctx}
+}
+
+func (s quietSink) WithCallDepth(depth int) logr.LogSink {
+	if cd, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return quietSink{LogSink: cd.WithCallDepth(depth), ctx: s.ctx}
+	}
+	return s
 }
 
 func listWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (runtime.Object, error) {

@@ -93,7 +93,8 @@ type Config[In any] struct {
 	Route func(in In)
 	// Clock runs the stage's timers; nil means clock.RealClock{}.
 	Clock clock.WithDelayedExecution
-	// Telemetry logs and counts undeliverable messages; nil: telemetry.Nop().
+	// Telemetry logs and counts the messages the shell drops (unexpected,
+	// undeliverable); nil: telemetry.Nop().
 	Telemetry *telemetry.T
 }
 

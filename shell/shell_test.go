@@ -300,3 +300,36 @@ func TestShell_aboveStage(t *testing.T) {
 		}
 	}
 }
+
+// countCore counts its inputs and closes done at the n-th.
+type countCore struct {
+	n, want int
+	done    chan struct{}
+}
+
+func (c *countCore) Step(input) []stage.Msg {
+	if c.n++; c.n == c.want {
+		close(c.done)
+	}
+	return nil
+}
+
+// BenchmarkShellSend: one message sent to a stage's actor and taken by its
+// core, per op: what the pipeline pays for a message between two stages
+// (the enqueue, the mailbox's wake-up, the type assertion, the Step). The
+// contract's exceptions (package stage) weigh shared reads against it.
+func BenchmarkShellSend(b *testing.B) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	core := &countCore{want: b.N, done: make(chan struct{})}
+	pid := sys.Root.Spawn(Props(Config[input]{Stage: stage.Indexer, Core: core}))
+	msg := &ping{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		sys.Root.Send(pid, msg)
+	}
+	<-core.done
+	b.StopTimer()
+	_ = sys.Root.PoisonFuture(pid).Wait()
+}

@@ -98,12 +98,12 @@ type CacheSource struct {
 // histograms: 50 µs to one minute.
 var SecondsBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-// Backlog is one listener's pending-notification count, observed by the
-// listener backlog gauge.
+// Backlog is one listener's backlog gauge: value returns its count of
+// notifications sent and not yet done, read at each collection.
 type Backlog struct {
 	Handler string
 	attrs   metric.MeasurementOption
-	N       atomic.Int64
+	value   func() int64
 }
 
 func isNoopMeter(m metric.Meter) bool {
@@ -152,7 +152,7 @@ func newMetrics(m metric.Meter, t *T) *Metrics {
 		ms.mu.Lock()
 		defer ms.mu.Unlock()
 		for b := range ms.backlogs {
-			o.ObserveInt64(ms.listenerBacklog, b.N.Load(), b.attrs)
+			o.ObserveInt64(ms.listenerBacklog, b.value(), b.attrs)
 		}
 		if ms.cache.Len != nil {
 			o.ObserveInt64(ms.cacheSize, int64(ms.cache.Len()), t.gaugeSet)
@@ -190,9 +190,10 @@ func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
 	return metric.WithAttributes(append(append([]attribute.KeyValue(nil), m.t.base...), kv...)...)
 }
 
-// NewBacklog registers a listener backlog gauge for handler.
-func (m *Metrics) NewBacklog(handler string) *Backlog {
-	b := &Backlog{Handler: handler, attrs: metric.WithAttributes(append(slices.Clip(m.t.gauge), AttrHandler.String(handler))...)}
+// NewBacklog registers a listener backlog gauge for handler, observing
+// value.
+func (m *Metrics) NewBacklog(handler string, value func() int64) *Backlog {
+	b := &Backlog{Handler: handler, value: value, attrs: metric.WithAttributes(append(slices.Clip(m.t.gauge), AttrHandler.String(handler))...)}
 	m.mu.Lock()
 	m.backlogs[b] = struct{}{}
 	m.mu.Unlock()

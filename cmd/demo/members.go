@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
@@ -175,11 +174,10 @@ func (f *fleet) add() (*member, error) {
 
 	m := &member{name: name, seq: seq, part: &partition{}, done: make(chan struct{}), state: memberLive, started: time.Now()}
 	m.prov = test.NewTestProvider(f.agent, test.WithTestProviderRefreshTTL(providerRefresh))
-	sysLogger := slog.New(slog.DiscardHandler)
-	if f.cfg.logLevel == "debug" {
-		sysLogger = f.logger.With("member", name)
-	}
-	sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return sysLogger }))
+	// protoactor's logs go to the demo's logger, as the informer's, at
+	// actors.SystemLogger's levels: its life at debug, a peer's departure
+	// below warn (the default --log-level).
+	sys := actors.NewActorSystem(actors.SystemLogger(f.logger.With("member", name)))
 	// A group sends a few messages a second: queues of 4096 instead of
 	// protoactor's 1,000,000 (16 MB per peer, allocated at once).
 	remoteOpts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)},

@@ -28,6 +28,9 @@ const (
 	PartitionReject Kind = "partition-reject"
 	// EtcdCut cuts one member from etcd only (no byte flows).
 	EtcdCut Kind = "etcd-cut"
+	// APICut cuts one member from the API server only (no byte flows):
+	// its watches stall, and it cannot write (renew a Lease).
+	APICut Kind = "api-cut"
 	// EtcdRestart kills etcd (SIGKILL) and starts it again; the API server
 	// shares it.
 	EtcdRestart Kind = "etcd-restart"
@@ -42,7 +45,7 @@ const (
 )
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, EtcdRestart, Kill, Leave, JoinDuringDeletes}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes}
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
 // restart) without a handover, as a crash does, or get it fenced; a delete
@@ -55,7 +58,7 @@ func (k Kind) gapExempt() bool { return k != Leave && k != Join && k != JoinDuri
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
 func (k Kind) fences() bool {
-	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == EtcdRestart
+	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart
 }
 
 // Fault is one injected fault.

@@ -38,8 +38,11 @@ func (m Mode) String() string {
 }
 
 // EtcdEndpoint names etcd in cuts: Cut(Drop, "m2", EtcdEndpoint) cuts
-// member m2 from etcd.
-const EtcdEndpoint = "etcd"
+// member m2 from etcd; APIEndpoint names the API server.
+const (
+	EtcdEndpoint = "etcd"
+	APIEndpoint  = "apiserver"
+)
 
 type pair struct{ from, to string }
 
@@ -100,7 +103,8 @@ func (n *Net) Cut(mode Mode, a string, others ...string) {
 }
 
 // Isolate cuts a from every other member, both ways, with mode (Drop or
-// Reject), members that join later included; not from etcd.
+// Reject), members that join later included; not from etcd nor the API
+// server.
 func (n *Net) Isolate(mode Mode, a string) {
 	n.mu.Lock()
 	n.isolated[a] = mode
@@ -146,7 +150,7 @@ func (n *Net) mode(from, to string) (Mode, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := n.cuts[pair{from, to}]
-	if from != to && from != "" && to != EtcdEndpoint {
+	if from != to && from != "" && to != EtcdEndpoint && to != APIEndpoint {
 		m = max(m, n.isolated[from], n.isolated[to])
 	}
 	return m, n.changed
@@ -254,6 +258,12 @@ func (n *Net) MemberLink(member, target string) (*Link, error) {
 // (target) for member.
 func (n *Net) EtcdLink(member, target string) (*Link, error) {
 	return n.link(target, EtcdEndpoint, member)
+}
+
+// APILink starts a link on a free loopback port in front of the API
+// server (target) for member. TLS passes through.
+func (n *Net) APILink(member, target string) (*Link, error) {
+	return n.link(target, APIEndpoint, member)
 }
 
 func (n *Net) link(target, to, from string) (*Link, error) {

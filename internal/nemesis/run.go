@@ -1,12 +1,13 @@
 // Package nemesis runs sharded informer members (internal/shardmember) as
 // processes on a real kube-apiserver, under a workload of creates, updates
-// and deletes, injects faults (pauses, partitions, a cut from etcd, an etcd
-// restart, kills, graceful leaves, joins during deletes) and checks the
-// shard package's promises over the whole run from every process's
-// handler-call log (internal/calllog): see [Check].
+// and deletes, injects faults (pauses, partitions, a cut from etcd or from
+// the API server, an etcd restart, kills, graceful leaves, joins during
+// deletes) and checks the shard package's promises over the whole run from
+// every process's handler-call log (internal/calllog): see [Check].
 //
 // The members reach each other only through a [Net] of TCP proxies that
-// the run can cut, and etcd through a proxy of their own.
+// the run can cut, and etcd and the API server through proxies of their
+// own.
 package nemesis
 
 import (
@@ -106,6 +107,7 @@ type Member struct {
 	src  string
 	link *Link // in front of its remote port
 	etcd *Link // its way to etcd
+	api  *Link // its way to the API server
 
 	mu     sync.Mutex
 	frozen []Interval
@@ -194,11 +196,14 @@ func (r *Run) Join() *Member {
 	if m.etcd, err = r.net.EtcdLink(name, r.etcdAddr()); err != nil {
 		r.t.Fatal(err)
 	}
+	if m.api, err = r.net.APILink(name, r.c.APIServerAddr()); err != nil {
+		r.t.Fatal(err)
+	}
 	r.mu.Lock()
-	r.links = append(r.links, m.etcd)
+	r.links = append(r.links, m.etcd, m.api)
 	r.mu.Unlock()
 	r.net.Source(m.src, name)
-	args := []string{"-host", r.c.Host(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
+	args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
 		"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
 		"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
 		"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
@@ -302,9 +307,13 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		r.net.Isolate(mode, o.target)
 		o.until = now.Add(r.o.Hold)
 		o.heal = func() { r.net.Heal(o.target) }
-	case EtcdCut:
+	case EtcdCut, APICut:
 		o.i = r.record(f)
-		r.net.Cut(Drop, o.target, EtcdEndpoint)
+		to := EtcdEndpoint
+		if k == APICut {
+			to = APIEndpoint
+		}
+		r.net.Cut(Drop, o.target, to)
 		o.until = now.Add(r.o.Hold)
 		o.heal = func() { r.net.Heal(o.target) }
 	case EtcdRestart:

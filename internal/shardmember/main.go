@@ -1,6 +1,8 @@
 // Command shardmember is one informer process for the real-cluster tests
 // and benchmarks of package shard: a member of a sharded group joined
-// through protoactor's etcd provider (-mode sharded), one unsharded
+// through protoactor's etcd provider (-mode sharded; with -provider k8s,
+// through its Kubernetes provider, in a pod: the in-cluster configuration
+// for the provider and, without -host, for the informer too), one unsharded
 // informer (-mode unsharded), or one of N informers that keep the objects
 // whose UID hash falls in their N-th, filtering on the client as
 // kube-state-metrics does (-mode client).
@@ -29,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -41,9 +42,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,6 +58,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/calllog"
@@ -64,30 +66,32 @@ import (
 )
 
 var (
-	host      = flag.String("host", "", "API server URL")
-	token     = flag.String("token", "", "bearer token")
-	resource  = flag.String("resource", "configmaps", "configmaps or pods")
-	namespace = flag.String("namespace", "", "namespace (\"\": all)")
-	mode      = flag.String("mode", "sharded", "sharded, unsharded or client")
-	index     = flag.Int("shard", 0, "client mode: this informer's shard")
-	total     = flag.Int("total", 1, "client mode: the number of shards")
-	etcdURL   = flag.String("etcd", "", "sharded mode: etcd endpoint of the cluster provider")
-	prefix    = flag.String("etcd-prefix", "/actorinformer-shard", "sharded mode: the provider's key prefix")
-	ttl       = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
-	group     = flag.String("group", "objects", "sharded mode: the group")
-	ranges    = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
-	calls     = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
-	addr      = flag.String("http", "127.0.0.1:0", "state page address")
-	watchList = flag.Bool("watchlist", false, "use WatchList streaming")
-	leaseNS   = flag.String("lease-namespace", "default", "sharded mode: the namespace of the members' leases")
-	leaseDur  = flag.Duration("lease-duration", shard.DefaultLeaseDuration, "sharded mode: the leases' duration")
-	renewDL   = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
-	retryP    = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
+	host         = flag.String("host", "", "API server URL")
+	token        = flag.String("token", "", "bearer token")
+	resource     = flag.String("resource", "configmaps", "configmaps or pods")
+	namespace    = flag.String("namespace", "", "namespace (\"\": all)")
+	mode         = flag.String("mode", "sharded", "sharded, unsharded or client")
+	index        = flag.Int("shard", 0, "client mode: this informer's shard")
+	total        = flag.Int("total", 1, "client mode: the number of shards")
+	providerName = flag.String("provider", "etcd", "sharded mode: the cluster provider, etcd or k8s (protoactor's Kubernetes provider, in a pod)")
+	etcdURL      = flag.String("etcd", "", "sharded mode: etcd endpoint of the cluster provider")
+	prefix       = flag.String("etcd-prefix", "/actorinformer-shard", "sharded mode: the provider's key prefix")
+	ttl          = flag.Duration("etcd-ttl", 3*time.Second, "sharded mode: the provider's keep-alive TTL")
+	group        = flag.String("group", "objects", "sharded mode: the group")
+	ranges       = flag.Int("ranges", shard.DefaultRanges, "sharded mode: the number of ranges")
+	calls        = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
+	addr         = flag.String("http", "127.0.0.1:0", "state page address")
+	watchList    = flag.Bool("watchlist", false, "use WatchList streaming")
+	leaseNS      = flag.String("lease-namespace", "default", "sharded mode: the namespace of the members' leases")
+	leaseDur     = flag.Duration("lease-duration", shard.DefaultLeaseDuration, "sharded mode: the leases' duration")
+	renewDL      = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
+	retryP       = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
 
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
 
 	// The member's network, for fault tests (sharded mode).
-	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on, on 127.0.0.1 (0: any free port)")
+	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on (0: any free port)")
+	remoteHost = flag.String("remote-host", "127.0.0.1", "sharded mode: the address protoactor's remote listens on (a pod's IP)")
 	advertise  = flag.String("advertise", "", "sharded mode: the host:port the other members reach this one at (a proxy in front of -remote-port); \"\": the one it listens on")
 	dialSource = flag.String("dial-source", "", "sharded mode: the local IP address this member's connections to the other members leave from (\"\": any)")
 )
@@ -117,16 +121,21 @@ func remoteConfig() (*remote.Config, error) {
 				return dialer.DialContext(ctx, "tcp", addr)
 			})))
 	}
-	return remote.Configure("127.0.0.1", *remotePort, opts...), nil
+	return remote.Configure(*remoteHost, *remotePort, opts...), nil
 }
 
 func main() {
+	// Logs at the library's defaults: klog for the informers and for
+	// protoactor (actors.NewActorSystem's logger factory); -v raises
+	// klog's verbosity.
+	klog.InitFlags(nil)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(log); err != nil {
-		log.Error("shardmember", "err", err)
+	if err := run(); err != nil {
+		klog.ErrorS(err, "shardmember")
+		klog.Flush()
 		os.Exit(1)
 	}
+	klog.Flush()
 }
 
 type state struct {
@@ -152,13 +161,22 @@ type state struct {
 	HandlerErrors []string          `json:"handlerErrors,omitempty"`
 }
 
-func run(log *slog.Logger) error {
+func run() error {
 	// received counts the bytes of the watched objects' lists and watches;
 	// leaseBytes those of the members' leases (their writes and watch),
 	// apart, so that the objects' bytes compare with an unsharded
 	// informer's.
 	var received, leaseBytes atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
+	if *host == "" {
+		// In a pod: its service account, as the k8s provider's.
+		in, err := rest.InClusterConfig()
+		if err != nil {
+			return err
+		}
+		cfg = in
+		cfg.QPS = -1
+	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -179,7 +197,7 @@ func run(log *slog.Logger) error {
 	defer cancel()
 	start := time.Now()
 	view := newView()
-	informerOpts := []actors.Option{actors.WithWatchList(*watchList), actors.WithLogger(log)}
+	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
 		inf     cache.SharedIndexInformer
@@ -189,18 +207,26 @@ func run(log *slog.Logger) error {
 	switch *mode {
 	case "sharded":
 		newCluster := func(context.Context) (*cluster.Cluster, error) {
-			provider, err := etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+			var provider cluster.ClusterProvider
+			var err error
+			switch *providerName {
+			case "etcd":
+				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+			case "k8s":
+				// Its pod's name from the hostname, its namespace and client
+				// configuration from the mounted service account.
+				provider, err = k8s.New()
+			default:
+				err = fmt.Errorf("unknown provider %q", *providerName)
+			}
 			if err != nil {
 				return nil, err
 			}
-			sys := actors.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-				return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			}))
 			rc, err := remoteConfig()
 			if err != nil {
 				return nil, err
 			}
-			c := cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), rc))
+			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc))
 			c.StartMember()
 			return c, nil
 		}
@@ -294,14 +320,14 @@ func run(log *slog.Logger) error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	log.Info("informer stopped")
+	klog.InfoS("informer stopped")
 	_ = srv.Close()
 	if sharded != nil {
 		c = sharded.Cluster() // after a rejoin, the last cluster member made
 	}
 	if c != nil {
 		c.Shutdown(true)
-		log.Info("cluster member shut down", "took", time.Since(stopped))
+		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
 	}
 	return nil
 }

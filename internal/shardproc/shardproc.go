@@ -97,13 +97,22 @@ type State struct {
 // for its state page. The process is killed at the test's end.
 func Start(t testing.TB, bin, name string, args ...string) *Proc {
 	t.Helper()
+	return StartCmd(t, name, func(calls string) *exec.Cmd {
+		return exec.Command(bin, append(args, "-calls", calls)...)
+	})
+}
+
+// StartCmd is Start with the command built by cmd, given the call log's
+// path (for a member run in a wrapper: internal/kubeletsim's pods).
+func StartCmd(t testing.TB, name string, cmd func(calls string) *exec.Cmd) *Proc {
+	t.Helper()
 	dir := t.TempDir()
 	p := &Proc{Name: name, Calls: filepath.Join(dir, "calls"), Log: filepath.Join(dir, "stderr"), done: make(chan struct{}), Start: time.Now()}
 	stderr, err := os.Create(p.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, append(args, "-calls", p.Calls)...)
+	p.cmd = cmd(p.Calls)
 	p.cmd.Stderr = stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {

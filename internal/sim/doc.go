@@ -7,11 +7,13 @@
 // each mailbox is FIFO, as protoactor's are), or changes the world: the
 // source, the API server's answers, time, or a fault. stages.go is the only
 // file that calls the cores (their Step) and models their shell (package
-// shell): the actor's lifecycle around a Step, a panic, a restart, and the
-// effects the shell performs (timers on the fake clock, the reflector's
-// calls to the scripted server, the handler calls, a Coalesced handler's
-// runner as the mailbox at its stage.ToHandler address). The rest speaks
-// stage.Msg.
+// shell): the one type assertion that makes a message the core's input (a
+// message that is not one is a violation), the actor's lifecycle around a
+// Step, a panic, a restart, and the effects the shell performs (timers on
+// the fake clock, the reflector's calls to the scripted server, the
+// handler calls through the listener's real call path, listener.Handler,
+// a Coalesced handler's runner as the mailbox at its stage.ToHandler
+// address). The rest speaks stage.Msg.
 //
 // A script is a list of lines (newline or ';' separated, '#' comments).
 // Before "start": "watchlist" (sync with WatchList), "nobookmark" (the

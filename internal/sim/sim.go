@@ -473,8 +473,8 @@ func (s *Sim) Exec(line string) error {
 		if l == nil {
 			return fmt.Errorf("no handler %q", arg(1))
 		}
-		if !l.st.removed {
-			l.st.removed = true
+		if !l.st.removed.Load() {
+			l.st.removed.Store(true)
 			s.push(stage.Msg{To: stage.ToIndexer, Body: &indexer.Unsubscribe{ID: indexer.ListenerID(l.st.id)}})
 		}
 	case "panic":
@@ -615,12 +615,12 @@ func (s *Sim) check() {
 	// Each handler's view, with the notifications waiting in its mailbox,
 	// is the cache.
 	for _, l := range s.ls {
-		if l.st.removed || !s.ix.subscribed(l.st.id) || s.ix.compacting[l.st.id] {
+		if l.st.removed.Load() || !s.ix.subscribed(l.st.id) || s.ix.compacting[l.st.id] {
 			continue
 		}
 		objs := l.projected
 		items, initial := s.held(l)
-		if b, p := l.st.backlog.Load(), l.st.counters.Pending.Load(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
+		if b, p := l.st.counters.Backlog(), l.st.counters.Pending(); b != int64(l.queuedItems+items) || p != int64(l.queuedInitialItems)+initial {
 			s.failf("%s: backlog %d and pending %d, mailbox holds %d notifications, %d of an initial list; %d held, %d for initial ones", l.name, b, p, l.queuedItems, l.queuedInitialItems, items, initial)
 		}
 		if d := informertest.Diff(cache, objs); d != "" {
@@ -664,7 +664,7 @@ func (s *Sim) check() {
 	}
 	for _, l := range s.ls {
 		_, heldInitial := s.held(l)
-		if !l.st.removed && l.st.regSynced(informerSynced) && (l.queuedInitial > 0 || heldInitial > 0) {
+		if !l.st.removed.Load() && l.st.regSynced(informerSynced) && (l.queuedInitial > 0 || heldInitial > 0) {
 			s.failf("%s: registration HasSynced with initial notifications still queued", l.name)
 		}
 	}
@@ -724,7 +724,7 @@ func (s *Sim) checkFinal() {
 		s.failf("quiescent: not synced")
 	}
 	for _, l := range s.ls {
-		if l.st.removed {
+		if l.st.removed.Load() {
 			continue
 		}
 		if d := informertest.Diff(src, l.view.objs); d != "" {
@@ -763,7 +763,7 @@ type view struct {
 
 func (v *view) removed() bool {
 	l := v.s.listenerByName(v.name)
-	return l != nil && l.st.removed
+	return l != nil && l.st.removed.Load()
 }
 
 func newView(s *Sim, name string) *view {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -241,28 +242,23 @@ func (s *Sim) advance(d time.Duration) {
 // ---- listener ----
 
 // listenerStage is a listener: the real listener.Core, and its handler
-// side as the informer's call path makes it (see perform): calls the
-// handler (recovering a panic) and keeps the counters.
+// side, the real call path (listener.Handler: calls the handler,
+// recovering a panic, and keeps the counters).
 type listenerStage struct {
 	id       uint64
 	core     *listener.Core
-	h        handler
-	removed  bool
+	path     *listener.Handler
+	removed  atomic.Bool
+	sent     indexer.Sent
 	counters listener.Counters
-	backlog  atomic.Int64
 }
 
-// handler is what a listener calls.
-type handler interface {
-	OnAdd(ctx context.Context, obj any, initial bool)
-	OnUpdate(ctx context.Context, old, obj any)
-	OnDelete(ctx context.Context, obj any)
-}
-
-func newListenerStage(id uint64, h handler, coalesced bool) *listenerStage {
-	l := &listenerStage{id: id, h: h}
-	l.counters.Backlog = &l.backlog
+func newListenerStage(id uint64, h listener.EventHandler, coalesced bool) *listenerStage {
+	l := &listenerStage{id: id}
+	l.counters.Sent = &l.sent
 	l.core = listener.NewCore(listener.Config{ID: indexer.ListenerID(id), Coalesce: coalesced, Counters: &l.counters})
+	quiet := logr.Discard() // the handlers' panics are the scripts'
+	l.path = listener.NewHandler(listener.HandlerConfig{Handler: h, Counters: &l.counters, Removed: &l.removed, Logger: &quiet})
 	return l
 }
 
@@ -290,41 +286,8 @@ func (l *listenerStage) note(in listener.Input) {
 	}
 }
 
-// perform makes the calls c asks for, as the informer's call path does
-// (actors' handlerListener.Call): a Sync one only if c.Syncs, none once the
-// handler is removed, each accounted for, an owned item cleared.
-func (l *listenerStage) perform(c *listener.Calls) {
-	var done, initial int64
-	for i := range c.Items {
-		it := &c.Items[i]
-		if it.InitialList {
-			initial++
-		}
-		if (!it.Sync || c.Syncs) && !l.removed {
-			l.call(it)
-		}
-		if c.Owned {
-			*it = indexer.Notification{}
-		}
-		done++
-	}
-	l.counters.Done(done, initial)
-	if c.InitialBatch {
-		l.counters.InitialDone.Store(true)
-	}
-}
-
-func (l *listenerStage) call(it *indexer.Notification) {
-	defer func() { _ = recover() }()
-	switch it.Type {
-	case indexer.NotifyAdd:
-		l.h.OnAdd(context.Background(), it.New, it.InitialList)
-	case indexer.NotifyUpdate:
-		l.h.OnUpdate(context.Background(), it.Old, it.New)
-	case indexer.NotifyDelete:
-		l.h.OnDelete(context.Background(), it.New)
-	}
-}
+// perform makes the calls c asks for, as the listener's shell does.
+func (l *listenerStage) perform(c *listener.Calls) { l.path.Call(c) }
 
 // subscribe is the message the informer's supervisor sends the indexer
 // for this listener.
@@ -334,14 +297,14 @@ func (l *listenerStage) subscribe(resync time.Duration, added time.Time, initial
 		ResyncPeriod: resync,
 		Added:        added,
 		Initial:      initial,
-		Pending:      &l.counters.Pending,
-		Backlog:      &l.backlog,
+		Sent:         &l.sent,
+		Delivered:    &l.counters.Delivered,
 	}}
 }
 
 // regSynced is the handler registration's HasSynced.
 func (l *listenerStage) regSynced(informerSynced bool) bool {
-	return informerSynced && l.counters.InitialDone.Load() && l.counters.Pending.Load() == 0
+	return informerSynced && l.counters.InitialDone.Load() && l.counters.Pending() == 0
 }
 
 // mailboxItems calls f for each notification in msgs that this listener

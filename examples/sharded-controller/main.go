@@ -1,0 +1,247 @@
+// Command sharded-controller is a small controller sharded over the pods
+// of a Deployment (deploy/): every replica is a member of one shard group,
+// found through protoactor's k8s provider, and caches and reconciles only
+// the ConfigMaps of its namespace whose ranges it owns.
+//
+// Each replica runs the informer of package shard on ConfigMaps, a
+// workqueue fed by its handler, and workers that reconcile the keys
+// (here: log them at klog -v=2) and drop those of ranges that moved to
+// another replica (Released). /healthz and /readyz on -probe-address serve
+// the pod's probes. SIGTERM leaves the group gracefully: the other
+// replicas list and take its ranges before it stops delivering them.
+//
+// It needs, from the pod (deploy/deployment.yaml): its service account's
+// token and namespace (the k8s provider reads them, with the in-cluster
+// configuration), POD_IP (the address the other replicas reach it at:
+// protoactor's remote listens on every interface, so it must be told which
+// address to give its actors), and RBAC: deploy/rbac.yaml.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard"
+)
+
+type config struct {
+	namespace    string
+	group        string
+	ranges       int
+	podIP        string
+	remoteBind   string
+	remotePort   int
+	probeAddress string
+	workers      int
+}
+
+func main() {
+	klog.InitFlags(nil)
+	var cfg config
+	flag.StringVar(&cfg.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the namespace whose ConfigMaps are reconciled (default $POD_NAMESPACE)")
+	flag.StringVar(&cfg.group, "group", "configmaps", "the shard group: every replica of the controller gives the same")
+	flag.IntVar(&cfg.ranges, "ranges", 24, "ranges the ConfigMaps' UID hash is split into: the same on every replica")
+	flag.StringVar(&cfg.podIP, "pod-ip", os.Getenv("POD_IP"), "the pod's IP, where the other replicas reach this one (default $POD_IP)")
+	flag.StringVar(&cfg.remoteBind, "remote-bind", "0.0.0.0", "the address protoactor's remote listens on")
+	flag.IntVar(&cfg.remotePort, "remote-port", 8090, "the port protoactor's remote listens on")
+	flag.StringVar(&cfg.probeAddress, "probe-address", ":8081", "the address of /healthz and /readyz")
+	flag.IntVar(&cfg.workers, "workers", 2, "workers reconciling keys")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		klog.ErrorS(err, "sharded-controller")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, cfg config) error {
+	if cfg.namespace == "" || cfg.podIP == "" {
+		return errors.New("-namespace (or $POD_NAMESPACE) and -pod-ip (or $POD_IP) are needed: see deploy/deployment.yaml")
+	}
+	restConfig, err := rest.InClusterConfig()
+	if err != nil {
+		return err
+	}
+	// Each range has an informer: at a start, one list and one watch
+	// each. client-go's default, 5 requests a second, would hold a
+	// replica's start up by seconds.
+	restConfig.QPS, restConfig.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+
+	// The cluster member: protoactor's k8s provider finds the other
+	// replicas by the labels it puts on their pods. A member fenced after
+	// the provider dropped it rejoins on a new one (shard.WithRejoin).
+	port := strconv.Itoa(cfg.remotePort)
+	newCluster := func(context.Context) (*cluster.Cluster, error) {
+		provider, err := k8s.NewWithConfig(restConfig)
+		if err != nil {
+			return nil, err
+		}
+		c := cluster.New(actors.NewActorSystem(), cluster.Configure("sharded-controller", provider, disthash.New(),
+			remote.Configure(cfg.remoteBind, cfg.remotePort,
+				// The address in this member's actor addresses, which the
+				// provider gives the others (the pod's IP).
+				remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
+				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
+		c.StartMember()
+		return c, nil
+	}
+	c, err := newCluster(context.Background())
+	if err != nil {
+		return err
+	}
+
+	configMaps := client.CoreV1().ConfigMaps(cfg.namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return configMaps.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return configMaps.Watch(ctx, o)
+		},
+	}
+	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, shard.WithRanges(cfg.ranges),
+		// Each replica's Lease in its namespace fences it.
+		shard.WithLeases(client.CoordinationV1(), cfg.namespace),
+		shard.WithRejoin(newCluster))
+	if err != nil {
+		c.Shutdown(true)
+		return err
+	}
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			queue.Add(key)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		c.Shutdown(true)
+		return err
+	}
+
+	probes := &http.Server{Addr: cfg.probeAddress, Handler: probeHandler(inf), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", cfg.probeAddress)
+	if err != nil {
+		c.Shutdown(true)
+		return err
+	}
+	go func() { _ = probes.Serve(ln) }()
+	klog.InfoS("sharded-controller started", "namespace", cfg.namespace, "group", cfg.group, "ranges", cfg.ranges,
+		"address", c.ActorSystem.Address(), "probes", ln.Addr().String())
+
+	var wg sync.WaitGroup
+	for range cfg.workers {
+		wg.Go(func() { work(inf, queue, reconciler(inf)) })
+	}
+	inf.RunWithContext(ctx) // until SIGTERM: then it leaves the group gracefully
+	queue.ShutDown()
+	wg.Wait()
+	stopping := time.Now()
+	// The cluster member in use: after a rejoin, the one newCluster made.
+	inf.Cluster().Shutdown(true) // the provider takes the member's labels off its pod
+	klog.InfoS("sharded-controller stopped", "clusterShutdown", time.Since(stopping))
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return probes.Shutdown(shutdownCtx)
+}
+
+// work takes keys from the queue until it shuts down: those of ranges
+// this replica released are another's now.
+func work(inf *shard.Informer, queue workqueue.TypedRateLimitingInterface[string], reconcile func(string) error) {
+	for {
+		key, shutdown := queue.Get()
+		if shutdown {
+			return
+		}
+		if inf.Released(key) {
+			queue.Forget(key)
+			queue.Done(key)
+			continue
+		}
+		if err := reconcile(key); err != nil {
+			klog.ErrorS(err, "reconcile failed", "key", key)
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+// reconciler is the controller's work on one key: here, it reads the
+// object from this replica's cache and logs what it found.
+func reconciler(inf *shard.Informer) func(string) error {
+	return func(key string) error {
+		obj, exists, err := inf.GetIndexer().GetByKey(key)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			klog.V(2).InfoS("reconciled a deleted ConfigMap", "key", key)
+			return nil
+		}
+		cm := obj.(*corev1.ConfigMap)
+		klog.V(2).InfoS("reconciled", "key", key, "entries", len(cm.Data), "resourceVersion", cm.ResourceVersion)
+		return nil
+	}
+}
+
+// probeHandler serves the pod's probes. Both fail once the member gave
+// up on its group (its settings differ from the group's: Err): the
+// kubelet then restarts it, and the provider stops counting it.
+//
+// Neither waits for the member's ranges: protoactor's k8s provider counts
+// a pod as a member only while all its containers are ready, so a
+// readiness that waited for ranges (which a member gets once it is a
+// member) would never come, and one that failed during a graceful leave
+// would drop the leaving member from the group before it handed its
+// ranges over. The shard health check of package shard belongs in
+// /healthz (see docs/sharding.md).
+func probeHandler(inf *shard.Informer) http.Handler {
+	check := func(w http.ResponseWriter, _ *http.Request) {
+		if reason := inf.Err(); reason != "" {
+			http.Error(w, "the member left its group: "+reason, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", check)
+	mux.HandleFunc("/readyz", check)
+	return mux
+}
