@@ -113,6 +113,15 @@ func run(ctx context.Context, cfg config) error {
 			remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
 			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
 	c.StartMember()
+	// The provider first (it takes the member's labels off its pod: the
+	// others stop counting it at once), then the rest, without the 2 s
+	// that cluster.Shutdown(true) waits for grains (a shard member has
+	// none) and its graceful remote stop (which waits for connection
+	// retries to a peer that died).
+	shutdown := func() {
+		_ = provider.Shutdown(true)
+		c.Shutdown(false)
+	}
 
 	configMaps := client.CoreV1().ConfigMaps(cfg.namespace)
 	lw := &cache.ListWatch{
@@ -125,7 +134,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, shard.WithRanges(cfg.ranges))
 	if err != nil {
-		c.Shutdown(true)
+		shutdown()
 		return err
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -139,14 +148,14 @@ func run(ctx context.Context, cfg config) error {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}); err != nil {
-		c.Shutdown(true)
+		shutdown()
 		return err
 	}
 
 	probes := &http.Server{Addr: cfg.probeAddress, Handler: probeHandler(inf), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.probeAddress)
 	if err != nil {
-		c.Shutdown(true)
+		shutdown()
 		return err
 	}
 	go func() { _ = probes.Serve(ln) }()
@@ -161,7 +170,7 @@ func run(ctx context.Context, cfg config) error {
 	queue.ShutDown()
 	wg.Wait()
 	stopping := time.Now()
-	c.Shutdown(true) // the provider takes the member's labels off its pod
+	shutdown()
 	klog.InfoS("sharded-controller stopped", "clusterShutdown", time.Since(stopping))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -82,6 +82,8 @@ var (
 	addr         = flag.String("http", "127.0.0.1:0", "state page address")
 	watchList    = flag.Bool("watchlist", false, "use WatchList streaming")
 
+	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
+
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
 
 	// The member's network, for fault tests (sharded mode).
@@ -179,18 +181,23 @@ func run() error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	var leaving atomic.Int64 // UnixNano of the signal
+	context.AfterFunc(ctx, func() {
+		leaving.Store(time.Now().UnixNano())
+		klog.InfoS("leaving the group")
+	})
 	start := time.Now()
 	view := newView()
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
-		inf     cache.SharedIndexInformer
-		sharded *shard.Informer
-		c       *cluster.Cluster
+		inf      cache.SharedIndexInformer
+		sharded  *shard.Informer
+		c        *cluster.Cluster
+		provider cluster.ClusterProvider
 	)
 	switch *mode {
 	case "sharded":
-		var provider cluster.ClusterProvider
 		switch *providerName {
 		case "etcd":
 			provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
@@ -296,11 +303,22 @@ func run() error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	klog.InfoS("informer stopped")
+	klog.InfoS("informer stopped", "sinceSignal", stopped.Sub(time.Unix(0, leaving.Load())))
 	_ = srv.Close()
 	if c != nil {
-		c.Shutdown(true)
-		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
+		switch *clusterShutdown {
+		case "graceful":
+			c.Shutdown(true)
+		case "provider-first":
+			_ = provider.Shutdown(true)
+			c.Shutdown(false)
+		case "fast":
+			c.Shutdown(false) // the provider keeps this member until its TTL
+
+		default:
+			return fmt.Errorf("unknown -cluster-shutdown %q", *clusterShutdown)
+		}
+		klog.InfoS("cluster member shut down", "how", *clusterShutdown, "took", time.Since(stopped))
 	}
 	return nil
 }
