@@ -1,8 +1,8 @@
 //go:build !race
 
-// A protoactor cluster member in the test process: not under -race (see
-// shard_doc_norace_test.go). hack/test.sh runs TestShardFilterMode without
-// it.
+// A protoactor cluster member in the test process: not under -race
+// (remote.Start sets gRPC's global logger while other gRPC goroutines of
+// the process read it). hack/test.sh runs TestShardFilterMode without it.
 
 package e2e
 
@@ -60,4 +60,10 @@ func TestShardFilterModeOfAnEmptyNamespace(t *testing.T) {
 			}
 		})
 	}
+}
+
+func timeoutAfter(d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(d, func() { close(ch) })
+	return ch
 }

@@ -59,8 +59,9 @@ type shardRun struct {
 	all     []*shardproc.Proc // the killed ones too
 	n       int
 	// start starts member name; nil: a member joined through the etcd
-	// provider on the test etcd.
+	// provider on the test etcd, with extra flags.
 	start func(name string) *shardproc.Proc
+	extra []string
 }
 
 func (r *shardRun) join() *shardproc.Proc {
@@ -70,9 +71,9 @@ func (r *shardRun) join() *shardproc.Proc {
 	if r.start != nil {
 		m = r.start(name)
 	} else {
-		m = shardproc.Start(r.t, r.bin, name, "-host", r.c.Host(), "-token", r.c.AdminToken(),
+		m = shardproc.Start(r.t, r.bin, name, append([]string{"-host", r.c.Host(), "-token", r.c.AdminToken(),
 			"-namespace", r.ns, "-mode", "sharded", "-etcd", r.c.EtcdURL(), "-etcd-prefix", r.prefix,
-			"-etcd-ttl", "2s", "-ranges", strconv.Itoa(r.ranges))
+			"-etcd-ttl", "2s", "-ranges", strconv.Itoa(r.ranges)}, r.extra...)...)
 	}
 	r.members = append(r.members, m)
 	r.all = append(r.all, m)

@@ -5,15 +5,15 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/actorinformer/actorinformer/internal/fakeleases"
 	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 // testLeases keeps a group's leases in a fake clientset of its own, with
 // the API server's resourceVersion checks, and short lease timings.
 func testLeases() []shard.Option {
 	cs := fake.NewClientset()
-	fakeleases.Install(cs)
+	shardtest.InstallLeases(cs)
 	return []shard.Option{shard.WithLeases(cs.CoordinationV1(), "default"),
 		shard.WithLeaseTimings(2*time.Second, 1500*time.Millisecond, 300*time.Millisecond)}
 }

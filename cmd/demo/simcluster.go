@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	ktesting "k8s.io/client-go/testing"
 
-	"github.com/actorinformer/actorinformer/internal/fakeleases"
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
@@ -74,7 +74,7 @@ func newSimCluster() *simCluster {
 		rv:       1, // like the tracker: 1 is an empty cluster
 		watchers: map[*simWatcher]struct{}{},
 	}
-	fakeleases.Install(c.client) // the members' leases, as the API server keeps them
+	shardtest.InstallLeases(c.client) // the members' leases, as the API server keeps them
 	c.client.PrependReactor("list", "pods", c.list)
 	c.client.PrependWatchReactor("pods", c.watch)
 	return c

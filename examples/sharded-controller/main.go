@@ -121,6 +121,16 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	// The provider first (it takes the member's labels off its pod: the
+	// others stop counting it at once), then the rest, without the 2 s
+	// that cluster.Shutdown(true) waits for grains (a shard member has
+	// none) and its graceful remote stop (which waits for connection
+	// retries to a peer that died). After a rejoin, the cluster member in
+	// use is the one newCluster made last (inf.Cluster()).
+	shutdown := func(c *cluster.Cluster) {
+		_ = c.Config.ClusterProvider.Shutdown(true)
+		c.Shutdown(false)
+	}
 
 	configMaps := client.CoreV1().ConfigMaps(cfg.namespace)
 	lw := &cache.ListWatch{
@@ -136,7 +146,7 @@ func run(ctx context.Context, cfg config) error {
 		shard.WithLeases(client.CoordinationV1(), cfg.namespace),
 		shard.WithRejoin(newCluster))
 	if err != nil {
-		c.Shutdown(true)
+		shutdown(c)
 		return err
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -150,14 +160,14 @@ func run(ctx context.Context, cfg config) error {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}); err != nil {
-		c.Shutdown(true)
+		shutdown(c)
 		return err
 	}
 
 	probes := &http.Server{Addr: cfg.probeAddress, Handler: probeHandler(inf), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.probeAddress)
 	if err != nil {
-		c.Shutdown(true)
+		shutdown(c)
 		return err
 	}
 	go func() { _ = probes.Serve(ln) }()
@@ -172,8 +182,7 @@ func run(ctx context.Context, cfg config) error {
 	queue.ShutDown()
 	wg.Wait()
 	stopping := time.Now()
-	// The cluster member in use: after a rejoin, the one newCluster made.
-	inf.Cluster().Shutdown(true) // the provider takes the member's labels off its pod
+	shutdown(inf.Cluster())
 	klog.InfoS("sharded-controller stopped", "clusterShutdown", time.Since(stopping))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

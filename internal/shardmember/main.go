@@ -87,6 +87,8 @@ var (
 	renewDL      = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
 	retryP       = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
 
+	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
+
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
 
 	// The member's network, for fault tests (sharded mode).
@@ -195,6 +197,11 @@ func run() error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
+	var leaving atomic.Int64 // UnixNano of the signal
+	context.AfterFunc(ctx, func() {
+		leaving.Store(time.Now().UnixNano())
+		klog.InfoS("leaving the group")
+	})
 	start := time.Now()
 	view := newView()
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
@@ -320,14 +327,25 @@ func run() error {
 
 	inf.RunWithContext(ctx)
 	stopped := time.Now()
-	klog.InfoS("informer stopped")
+	klog.InfoS("informer stopped", "sinceSignal", stopped.Sub(time.Unix(0, leaving.Load())))
 	_ = srv.Close()
 	if sharded != nil {
 		c = sharded.Cluster() // after a rejoin, the last cluster member made
 	}
 	if c != nil {
-		c.Shutdown(true)
-		klog.InfoS("cluster member shut down", "took", time.Since(stopped))
+		switch *clusterShutdown {
+		case "graceful":
+			c.Shutdown(true)
+		case "provider-first":
+			_ = c.Config.ClusterProvider.Shutdown(true)
+			c.Shutdown(false)
+		case "fast":
+			c.Shutdown(false) // the provider keeps this member until its TTL
+
+		default:
+			return fmt.Errorf("unknown -cluster-shutdown %q", *clusterShutdown)
+		}
+		klog.InfoS("cluster member shut down", "how", *clusterShutdown, "took", time.Since(stopped))
 	}
 	return nil
 }

@@ -1,10 +1,6 @@
-// Package fakeleases makes client-go's fake clientset keep Leases as the
-// API server does for the writes a sharded informer's fencing relies on:
-// resourceVersions that grow, updates refused (409 Conflict) when the
-// object changed since the version they carry, and deletes refused when
-// their resourceVersion precondition no longer holds. The fake clientset's
-// tracker checks none of this. For tests and the demo's simulated cluster.
-package fakeleases
+// Package shardtest helps test sharded informers (package shard) without
+// an API server.
+package shardtest
 
 import (
 	"strconv"
@@ -20,9 +16,15 @@ import (
 
 var leases = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 
-// Install adds the reactors to cs. The fake's lock is held while they
-// run, so a check and its write are one step, as on the server.
-func Install(cs *fake.Clientset) {
+// InstallLeases makes client-go's fake clientset keep Leases as the API
+// server does for the writes a sharded informer's fencing relies on:
+// resourceVersions that grow, updates refused (409 Conflict) when the
+// object changed since the version they carry, and deletes refused when
+// their resourceVersion precondition no longer holds; the fake's tracker
+// checks none of this. Then cs.CoordinationV1() can be given to
+// shard.WithLeases. The fake's lock is held while the checks run, so a
+// check and its write are one step, as on the server.
+func InstallLeases(cs *fake.Clientset) {
 	var rv atomic.Int64
 	rv.Store(1000)
 	tracker := cs.Tracker()
