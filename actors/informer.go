@@ -21,6 +21,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/indexer"
+	"github.com/actorinformer/actorinformer/internal/donesignal"
 	"github.com/actorinformer/actorinformer/reflector"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -66,7 +67,7 @@ type SharedIndexInformer struct {
 	// signals are the DoneCheckers handed out by HasSyncedChecker, re-checked
 	// when the queue syncs and when a listener delivers its initial
 	// notifications.
-	signals syncSignals
+	signals donesignal.Set
 }
 
 // NewSharedIndexInformer creates an informer for the objects lw lists and
@@ -244,7 +245,7 @@ func (s *SharedIndexInformer) addHandler(h ContextEventHandler, name string, coa
 	l.coalesce = coalesce
 	l.histEvery = s.opts.handlerHistogramEvery()
 	l.added = time.Now()
-	l.synced = s.signals.poke
+	l.synced = s.signals.Poke
 	if logger != nil {
 		l.logger = *logger
 	}
@@ -331,7 +332,7 @@ func (s *SharedIndexInformer) HasSynced() bool {
 
 // HasSyncedChecker returns a DoneChecker for HasSynced.
 func (s *SharedIndexInformer) HasSyncedChecker() cache.DoneChecker {
-	return s.signals.add("informer "+s.opts.name, s.HasSynced)
+	return s.signals.Add("informer "+s.opts.name, s.HasSynced)
 }
 
 // LastSyncResourceVersion is the resource version of the last list or watch

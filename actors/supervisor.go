@@ -96,7 +96,7 @@ func (s *supervisor) start(ctx actor.Context) {
 	queueName := "queue" + sys.ProcessRegistry.NextID()
 	queuePID := actor.NewPID(sys.Address(), ctx.Self().Id+"/"+queueName)
 	s.indexerPID = ctx.Spawn(indexer.Props(core, queuePID))
-	pid, err := ctx.SpawnNamed(fifo.Props(s.queue, s.indexerPID, func(any) { inf.signals.poke() }), queueName)
+	pid, err := ctx.SpawnNamed(fifo.Props(s.queue, s.indexerPID, func(any) { inf.signals.Poke() }), queueName)
 	if err != nil || !pid.Equal(queuePID) {
 		panic(fmt.Sprintf("actors: spawning the delta queue as %s: got %v, %v", queuePID, pid, err))
 	}

@@ -67,7 +67,7 @@ func TestShardK8sProvider(t *testing.T) {
 		pods[name] = pod
 		p := shardproc.StartCmd(t, name, func(calls string) *exec.Cmd {
 			// No -host: the informer uses the in-cluster configuration too.
-			return pod.Command(r.bin, "-mode", "sharded", "-provider", "k8s", "-namespace", ns,
+			return pod.Command(r.bin, "-mode", "sharded", "-provider", "k8s", "-namespace", ns, "-lease-namespace", ns,
 				"-remote-host", ip, "-remote-port", strconv.Itoa(port), "-ranges", strconv.Itoa(r.ranges), "-calls", calls)
 		})
 		// Ready once its process serves, as a container without a

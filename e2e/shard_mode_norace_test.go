@@ -43,7 +43,8 @@ func TestShardFilterModeOfAnEmptyNamespace(t *testing.T) {
 				test.NewTestProvider(test.NewInMemAgent()), disthash.New(), remote.Configure("127.0.0.1", 0)))
 			pc.StartMember()
 			defer pc.Shutdown(false)
-			inf, err := shard.New(pc, "configmaps", listWatch(cs.CoreV1().ConfigMaps("empty")), &corev1.ConfigMap{}, shard.WithRanges(4))
+			inf, err := shard.New(pc, "configmaps", listWatch(cs.CoreV1().ConfigMaps("empty")), &corev1.ConfigMap{}, shard.WithRanges(4),
+				shard.WithLeases(cs.CoordinationV1(), "empty"))
 			if err != nil {
 				t.Fatal(err)
 			}

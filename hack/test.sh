@@ -39,6 +39,10 @@ go vet -tags actorinformer_notrace ./...
 # do not compile, and the ctrlruntime module builds from a module outside
 # the repository with the go.mod lines of docs/integration.md.
 go test -race -count=1 -timeout 45m ./...
+# The handover protocol's mutation check: each mutant of shard/handover's
+# core (a rule broken on purpose, applied with go's -overlay) must make the
+# package's tests fail.
+go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutants
 # Tests the race detector cannot take: several protoactor cluster members,
 # or one beside another gRPC client, in one process (protoactor's
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).

@@ -295,6 +295,14 @@ func (s *Store) LastStoreSyncResourceVersion() string {
 	return s.rv
 }
 
+// AppliedResourceVersion is LastStoreSyncResourceVersion whatever client-go's
+// AtomicFIFO feature says: the version the cache has applied.
+func (s *Store) AppliedResourceVersion() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
 // ---- cache.Indexer reads ----
 
 // Index returns the cached objects that share at least one value of the

@@ -116,7 +116,7 @@ func TestMemberWithOtherSettingsIsRefused(t *testing.T) {
 	before := len(g.rec.calls)
 	for _, opts := range [][]shard.Option{{shard.WithRanges(8)}, {shard.WithHashField(shard.Namespace)}} {
 		c, prov := startCluster(g.agent)
-		_, err := shard.New(c, g.name, src, &corev1.ConfigMap{}, opts...)
+		_, err := shard.New(c, g.name, src, &corev1.ConfigMap{}, append(testLeases(), opts...)...)
 		stopCluster(c, prov)
 		if err == nil || !strings.Contains(err.Error(), "same settings") || !strings.Contains(err.Error(), m1.inf.Member()) {
 			t.Errorf("New with other settings: %v; want an error naming the member and the settings", err)

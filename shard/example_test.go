@@ -26,7 +26,7 @@ func TestDocOwnershipHandler(t *testing.T) {
 	owned := map[int]bool{}
 	h := shard.OwnershipFuncs{
 		ResourceEventHandler: handler,
-		AcquireFunc:          func(r shard.Range) { mu.Lock(); owned[r.Index] = true; mu.Unlock() },
+		AcquireFunc:          func(r shard.Range, epoch uint64) { mu.Lock(); owned[r.Index] = true; mu.Unlock() },
 		ReleaseFunc:          func(r shard.Range) { mu.Lock(); delete(owned, r.Index); mu.Unlock() },
 	}
 	inf, stop := runOne(t, src, h, shard.WithRanges(4))

@@ -23,7 +23,7 @@ import (
 func runLW(t *testing.T, lw cache.ListerWatcher, example runtime.Object, opts ...shard.Option) (*shard.Informer, func()) {
 	t.Helper()
 	c, prov := startCluster(newGroup(t, nil).agent)
-	opts = append([]shard.Option{shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))}, opts...)
+	opts = append(append(testLeases(), shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))), opts...)
 	inf, err := shard.New(c, "configmaps", lw, example, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ type indexerView struct{ s *Informer }
 
 var _ cache.Indexer = indexerView{}
 
-func (v indexerView) stores() []*rangeInformer { return *v.s.active.Load() }
+func (v indexerView) stores() []*rangeInformer { return *v.s.delivered.Load() }
 
 func (v indexerView) Add(any) error                       { return ErrReadOnly }
 func (v indexerView) Update(any) error                    { return ErrReadOnly }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,10 +16,12 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/donesignal"
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 )
@@ -29,53 +30,59 @@ var _ cache.SharedIndexInformer = (*Informer)(nil)
 
 // Informer is one member's part of a sharded informer group: a
 // cache.SharedIndexInformer whose handlers, cache and listers see only the
-// objects of the ranges this member owns. Each owned range is listed and
-// watched by an informer of its own (actors.SharedIndexInformer) with the
-// range's shard selector; the group's members agree on who owns what
-// through package handover's protocol, over the protoactor cluster.
+// objects of the ranges this member delivers. Each owned range is listed
+// and watched by an informer of its own (actors.SharedIndexInformer) with
+// the range's shard selector; the group's members agree on who delivers
+// what through package handover's protocol, over the protoactor cluster,
+// fenced by a Lease per member on the API server.
 //
 // All methods may be called by multiple goroutines simultaneously. A
 // handler's calls never overlap, whatever range they come from.
 type Informer struct {
-	c       *cluster.Cluster
+	// Set by New, then read-only.
 	group   string
 	lw      cache.ListerWatcher
 	example runtime.Object
 	o       options
-	// selfID is this member's id in the cluster's topology (the provider's:
-	// the etcd provider's is not the actor system's id), found by address
-	// in the first topology that holds this member.
-	selfID atomic.Pointer[handover.MemberID]
-	log    *slog.Logger
-	filter *filter
-	tel    *shardTelemetry
-	core   *handover.Core // used by the group actor only
-	key    string         // in the process's registry of groups
-	joined time.Time
+	log     *slog.Logger
+	filter  *filter
+	tel     *shardTelemetry
+	// clock0 starts the member's monotonic clock: the protocol's and the
+	// handler calls' gate's.
+	clock0 time.Time
+	first  *cluster.Cluster
+	// current is the cluster member the running incarnation uses: first,
+	// or the last one WithRejoin made.
+	current atomic.Pointer[cluster.Cluster]
+
+	// validUntil: handler calls are allowed while the clock is before it
+	// (nanoseconds of the clock; 0: none). The running incarnation's core
+	// sets it.
+	validUntil atomic.Int64
+	// delivered is what the public methods read: the delivered ranges,
+	// published by the running incarnation's actor.
+	delivered atomic.Pointer[[]*rangeInformer]
+	protocol  atomic.Pointer[handover.Status]
+	self      atomic.Pointer[handover.MemberID]
+	synced    atomic.Bool
+	failed    atomic.Pointer[string]
+	rejoins   atomic.Int64
+	stoppedCh chan struct{}
+	signals   donesignal.Set
 
 	mu                sync.Mutex
 	started, stopped  bool
 	regs              map[*registration]struct{}
 	regSeq            int
-	retired           actors.Stats           // counters of the range informers that stopped
-	ranges            map[int]*rangeInformer // running, by range
 	transform         cache.TransformFunc
 	watchErrorHandler cache.WatchErrorHandlerWithContext
 	indexers          cache.Indexers
 	released          map[string]time.Time // keys of released ranges
 	handovers         []Handover           // the last maxHandovers
-	runCtx            context.Context
-	pid               *actor.PID
-
-	active    atomic.Pointer[[]*rangeInformer] // delivered ranges, by index
-	protocol  atomic.Pointer[handover.Status]
-	synced    atomic.Bool
-	abandoned atomic.Bool
-	failed    atomic.Pointer[string]
-	left      chan struct{}
-	leftOnce  sync.Once
-	stoppedCh chan struct{}
-	signals   signals
+	retired           actors.Stats         // counters of the range informers that stopped
+	live              map[*rangeInformer]struct{}
+	inc               *incarnation // the running one
+	key               string       // in the process's registry of groups
 }
 
 const maxHandovers = 64
@@ -90,9 +97,10 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // that lw lists and watches, split into ranges among the members of the
 // cluster c that run the same group. c is a protoactor cluster member the
 // caller configured and started, with any provider; nothing needs to be
-// registered in its config. New checks the group's settings with the
-// members already in it: a different range count or hash field is an
-// error, and changes nothing on them. One informer per group runs on a
+// registered in its config. WithLeases is required: each member keeps a
+// Lease on the API server, which fences it. New checks the group's settings
+// with the members already in it: a different range count or hash field is
+// an error, and changes nothing on them. One informer per group runs on a
 // member: New reserves the group's name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
 	if c == nil || c.ActorSystem == nil {
@@ -117,6 +125,15 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	if o.tick <= 0 {
 		return nil, fmt.Errorf("shard: tick interval %v; want more than 0", o.tick)
 	}
+	if o.leases == nil || o.namespace == "" {
+		return nil, errors.New("shard: no leases: pass shard.WithLeases(clientset.CoordinationV1(), namespace); members fence each other with them")
+	}
+	if err := (handover.Config{Ranges: o.ranges, LeaseDuration: o.leaseDur, RenewDeadline: o.renewDL, RetryPeriod: o.retry}).Validate(); err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	if o.retry < o.tick {
+		return nil, fmt.Errorf("shard: the lease's retry period %v is below the tick interval %v", o.retry, o.tick)
+	}
 	key := c.ActorSystem.ID + "/" + group
 	if _, dup := groups.LoadOrStore(key, struct{}{}); dup {
 		return nil, fmt.Errorf("shard: group %q already has an informer on this member", group)
@@ -125,29 +142,45 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	if log == nil {
 		log = slog.New(logr.ToSlogHandler(klog.Background()))
 	}
-	log = log.With("group", group, "address", c.ActorSystem.Address())
+	log = log.With("group", group)
 	if err := probe(c, group, o); err != nil {
 		groups.Delete(key)
 		return nil, err
 	}
 	s := &Informer{
-		c: c, group: group, lw: lw, example: exampleObject, o: o, log: log, key: key,
+		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
 		filter:    &filter{field: o.field, log: log},
 		regs:      map[*registration]struct{}{},
-		ranges:    map[int]*rangeInformer{},
 		indexers:  cache.Indexers{},
 		released:  map[string]time.Time{},
-		left:      make(chan struct{}),
+		live:      map[*rangeInformer]struct{}{},
 		stoppedCh: make(chan struct{}),
+		clock0:    time.Now(),
 	}
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
+	s.current.Store(c)
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
-	s.active.Store(&empty)
+	s.delivered.Store(&empty)
 	return s, nil
 }
+
+// now is the member's monotonic clock.
+func (s *Informer) now() time.Duration { return time.Since(s.clock0) }
+
+// callable reports whether handler calls are allowed now: the member's
+// claim is valid.
+func (s *Informer) callable() bool { return int64(s.now()) < s.validUntil.Load() }
+
+// protocolVersion is the handover protocol's version: members of other
+// versions refuse each other.
+const protocolVersion = 2
+
+// settings is what members of a group must agree on, as the core compares
+// it.
+func (o options) settings() string { return fmt.Sprintf("%s;protocol=%d", o.field, protocolVersion) }
 
 // probe asks the members of c that run group for their settings.
 func probe(c *cluster.Cluster, group string, o options) error {
@@ -174,29 +207,28 @@ func probe(c *cluster.Cluster, group string, o options) error {
 			res, err := c.ActorSystem.Root.RequestFuture(actor.NewPID(m.Address(), actorName(group)), &shardpb.Probe{Group: group}, timeout).Result()
 			if h, ok := res.(*shardpb.Hello); ok && err == nil {
 				mu.Lock()
-				answers = append(answers, answer{m.Id, h})
+				answers = append(answers, answer{h.From, h})
 				mu.Unlock()
 			}
 		}(m)
 	}
 	wg.Wait()
 	for _, a := range answers {
-		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) {
-			return fmt.Errorf("shard: group %q: member %s has %d ranges hashed on %s, this one %d on %s: every member of a group needs the same settings",
-				group, a.member, a.hello.Ranges, a.hello.HashField, o.ranges, o.field)
+		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) || a.hello.Protocol != protocolVersion {
+			return fmt.Errorf("shard: group %q: member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d): every member of a group needs the same settings",
+				group, a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
 		}
 	}
 	return nil
 }
 
-// Group returns the group's name; Member this member's id.
+// Group returns the group's name; Member this member's id (its current
+// incarnation's, "" before Run has joined).
 func (s *Informer) Group() string  { return s.group }
-func (s *Informer) Member() string { return string(s.self()) }
+func (s *Informer) Member() string { return string(s.member()) }
 
-// self is this member's id, "" until the group actor has seen it in a
-// topology.
-func (s *Informer) self() handover.MemberID {
-	if p := s.selfID.Load(); p != nil {
+func (s *Informer) member() handover.MemberID {
+	if p := s.self.Load(); p != nil {
 		return *p
 	}
 	return ""
@@ -220,7 +252,10 @@ func (s *Informer) Run(stopCh <-chan struct{}) {
 // RunWithContext joins the group and serves this member's ranges until ctx
 // is cancelled. Then it leaves gracefully: the members that take its ranges
 // over list them first, and it delivers them until they ask, for at most
-// the leave timeout (WithLeaveTimeout). It returns once it has left and
+// the leave timeout (WithLeaveTimeout). A member that is fenced (its lease
+// lapsed or was revoked, or the group left it out) stops every handler
+// call at once, drops its ranges and rejoins as a new incarnation (on a
+// new cluster member with WithRejoin). It returns once it has left and
 // every range informer has stopped.
 func (s *Informer) RunWithContext(ctx context.Context) {
 	s.mu.Lock()
@@ -229,91 +264,80 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		return
 	}
 	s.started = true
-	s.runCtx = ctx
-	s.joined = time.Now()
-	pid, err := s.c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &groupActor{s: s} }), actorName(s.group))
-	if err != nil {
-		s.stopped = true
-		s.mu.Unlock()
-		s.log.Error("cannot start the group's actor", "err", err)
-		s.finishStop()
-		return
-	}
-	s.pid = pid
 	s.mu.Unlock()
-	s.log.Info("joining sharded informer group", "ranges", s.o.ranges, "hashField", string(s.o.field))
-
-	select {
-	case <-ctx.Done():
-		s.c.ActorSystem.Root.Send(pid, &handover.Leave{})
-		select {
-		case <-s.left:
-		case <-time.After(s.o.leaveTimeout + 10*s.o.tick + 5*time.Second):
-			s.log.Error("the graceful leave did not end in time; stopping", "timeout", s.o.leaveTimeout)
+	defer s.finishStop()
+	c := s.first
+	for {
+		inc, err := s.startIncarnation(ctx, c)
+		if err != nil {
+			s.log.Error("cannot start the group's actors", "err", err)
+			return
 		}
-	case <-s.left: // failed
+		leaving := false
+		select {
+		case <-ctx.Done():
+			leaving = true
+			inc.leave()
+			select {
+			case <-inc.done:
+			case <-time.After(s.o.leaveTimeout + 10*s.o.tick + 5*time.Second):
+				s.log.Error("the graceful leave did not end in time; stopping", "timeout", s.o.leaveTimeout)
+			}
+		case <-inc.done:
+		}
+		inc.stop()
+		end := inc.end.Load()
+		if leaving || end == nil || end.fenced == "" || ctx.Err() != nil {
+			return
+		}
+		// Fenced: rejoin as a new incarnation.
+		s.rejoins.Add(1)
+		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
+		if s.o.rejoin != nil {
+			// The old cluster member goes first: the new one may listen on
+			// its address.
+			c.Shutdown(false)
+			next, err := s.o.rejoin(ctx)
+			if err != nil {
+				s.log.Error("cannot make a new cluster member to rejoin with; staying out of the group", "err", err)
+				reason := "fenced, and the new cluster member failed: " + err.Error()
+				s.failed.Store(&reason)
+				return
+			}
+			c = next
+			s.current.Store(c)
+		}
 	}
-	if !s.abandoned.Load() {
-		_ = s.c.ActorSystem.Root.PoisonFuture(pid).Wait()
-	}
-	s.mu.Lock()
-	s.stopped = true
-	running := make([]*rangeInformer, 0, len(s.ranges))
-	for _, ri := range s.ranges {
-		running = append(running, ri)
-	}
-	s.mu.Unlock()
-	for _, ri := range running {
-		ri.cancel()
-		<-ri.done
-	}
-	s.setActive()
-	s.finishStop()
 }
 
+// Cluster returns the cluster member the informer uses now: the one given
+// to New, or, after a rejoin with WithRejoin, the last one made. Shut it
+// down once Run has returned.
+func (s *Informer) Cluster() *cluster.Cluster { return s.current.Load() }
+
 func (s *Informer) finishStop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.publish(nil)
 	groups.Delete(s.key)
 	s.tel.close()
 	close(s.stoppedCh)
-	s.signals.poke(s)
+	s.signals.Poke()
 }
 
 // Abandon stops this member at once, as a crash would, for fault drills
-// and tests: its group actor stops (it answers nothing and says no
-// goodbye), its handlers get no further call (calls in flight finish
-// first), and Run returns. The other members take its ranges over once the
-// cluster's provider drops the member from the topology.
+// and tests: its actors stop (it answers nothing and says no goodbye), its
+// handlers get no further call (calls in flight finish first), its lease
+// stays until the others revoke it, and Run returns. The other members take
+// its ranges over once its lease has lapsed.
 func (s *Informer) Abandon() {
 	s.mu.Lock()
-	if !s.started || s.stopped || s.pid == nil {
-		s.mu.Unlock()
-		return
-	}
-	pid := s.pid
+	inc := s.inc
 	s.mu.Unlock()
-	if !s.abandoned.CompareAndSwap(false, true) {
-		return
+	if inc != nil {
+		inc.abandon()
 	}
-	_ = s.c.ActorSystem.Root.StopFuture(pid).Wait()
-	s.mu.Lock()
-	var waits []<-chan struct{}
-	for _, ri := range s.ranges {
-		ri.delivering = false
-		for _, rreg := range ri.regs {
-			_ = ri.inf.RemoveEventHandler(rreg)
-			if sc, ok := rreg.(actors.Registration); ok {
-				waits = append(waits, sc.ShutdownChan())
-			}
-		}
-		clear(ri.regs)
-	}
-	s.setActiveLocked()
-	s.mu.Unlock()
-	for _, w := range waits {
-		<-w
-	}
-	s.log.Info("abandoned the group")
-	s.leftOnce.Do(func() { close(s.left) })
 }
 
 // HasSynced is true once this member delivers every range it owns (each
@@ -324,17 +348,27 @@ func (s *Informer) HasSynced() bool {
 		return true
 	}
 	st := s.protocol.Load()
-	if st != nil && st.Settled && len(st.View) > 0 {
-		s.synced.Store(true)
-		return true
+	if st == nil || !st.Settled || len(st.View) == 0 {
+		return false
 	}
-	return false
+	// Settled in the protocol, and every active range's handlers have it.
+	act := 0
+	for _, r := range st.Ranges {
+		if r.State == "active" {
+			act++
+		}
+	}
+	if len(*s.delivered.Load()) != act {
+		return false
+	}
+	s.synced.Store(true)
+	return true
 }
 
 // HasSyncedChecker returns a checker whose Done channel closes when
 // HasSynced becomes true.
 func (s *Informer) HasSyncedChecker() cache.DoneChecker {
-	return s.signals.add("shard "+s.group, s.HasSynced)
+	return s.signals.Add("shard "+s.group, s.HasSynced)
 }
 
 // IsStopped reports whether Run has returned.
@@ -350,19 +384,23 @@ func (s *Informer) IsStopped() bool {
 // Stopped is closed once Run has returned.
 func (s *Informer) Stopped() <-chan struct{} { return s.stoppedCh }
 
-// LastSyncResourceVersion returns the highest resource version among the
-// delivered ranges' informers ("" when none has synced).
+// LastSyncResourceVersion returns the lowest resource version among the
+// delivered ranges' informers: every delivered range has caught up with
+// it ("" when none has synced).
 func (s *Informer) LastSyncResourceVersion() string {
-	best, bestN := "", int64(-1)
-	for _, ri := range *s.active.Load() {
+	low := ""
+	for _, ri := range *s.delivered.Load() {
 		rv := ri.inf.LastSyncResourceVersion()
-		if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > bestN {
-			best, bestN = rv, n
-		} else if err != nil && best == "" {
-			best = rv
+		if rv == "" {
+			return ""
+		}
+		if low == "" {
+			low = rv
+		} else if n, err := resourceversion.CompareResourceVersion(rv, low); err == nil && n < 0 {
+			low = rv
 		}
 	}
-	return best
+	return low
 }
 
 // SetTransform sets the transform of every range's informer; before Run.
@@ -410,7 +448,7 @@ func (s *Informer) AddIndexers(ix cache.Indexers) error {
 			return fmt.Errorf("shard: indexer %q already exists", name)
 		}
 	}
-	for _, ri := range s.ranges {
+	for ri := range s.live {
 		if err := ri.inf.AddIndexers(ix); err != nil {
 			return err
 		}
@@ -434,7 +472,7 @@ func (c controllerView) LastSyncResourceVersion() string     { return c.s.LastSy
 
 // Ranges returns the ranges this member delivers now.
 func (s *Informer) Ranges() []Range {
-	act := *s.active.Load()
+	act := *s.delivered.Load()
 	out := make([]Range, len(act))
 	for i, ri := range act {
 		out[i] = ri.r
@@ -454,16 +492,27 @@ func (s *Informer) RangeOf(obj any) (Range, error) {
 
 // Owns reports whether obj belongs to a range this member delivers now.
 func (s *Informer) Owns(obj any) bool {
+	_, ok := s.Epoch(obj)
+	return ok
+}
+
+// Epoch returns the fencing token of the range obj belongs to, if this
+// member delivers it now: the resourceVersion of the lease write that
+// claimed it, higher than that of every earlier deliverer of the range.
+// Downstream writes made for obj can carry it, and a store that refuses a
+// token below the highest it has seen for the range refuses the writes of
+// a deliverer that lost the range (docs/sharding.md).
+func (s *Informer) Epoch(obj any) (uint64, bool) {
 	r, err := s.RangeOf(obj)
 	if err != nil {
-		return false
+		return 0, false
 	}
-	for _, ri := range *s.active.Load() {
+	for _, ri := range *s.delivered.Load() {
 		if ri.r.Index == r.Index {
-			return true
+			return ri.token, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // Released reports whether key (namespace/name) was the key of an object in
@@ -472,7 +521,7 @@ func (s *Informer) Owns(obj any) bool {
 // new owner has it, and its handlers get the object. Keys are remembered for
 // WithReleasedKeyTTL.
 func (s *Informer) Released(key string) bool {
-	for _, ri := range *s.active.Load() {
+	for _, ri := range *s.delivered.Load() {
 		if _, ok, _ := ri.inf.GetIndexer().GetByKey(key); ok {
 			return false
 		}
@@ -501,83 +550,27 @@ func (s *Informer) rememberReleased(keys []string) {
 	}
 }
 
-// setActive publishes the delivered ranges, sorted.
-func (s *Informer) setActive() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setActiveLocked()
-}
-
-func (s *Informer) setActiveLocked() {
-	act := make([]*rangeInformer, 0, len(s.ranges))
-	if !s.stopped {
-		for _, ri := range s.ranges {
-			if ri.delivering {
-				act = append(act, ri)
-			}
-		}
-	}
+// publish makes ranges the delivered ones that the public methods read.
+func (s *Informer) publish(ranges []*rangeInformer) {
+	act := slices.Clone(ranges)
 	slices.SortFunc(act, func(a, b *rangeInformer) int { return a.r.Index - b.r.Index })
-	s.active.Store(&act)
+	if act == nil {
+		act = []*rangeInformer{}
+	}
+	s.delivered.Store(&act)
+	s.signals.Poke()
 }
 
 // baseAttrs are the sharded informer's span and metric attributes.
 func (s *Informer) baseAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.self()))}
+	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.member()))}
 }
 
 // Err returns why the member left the group on its own (settings that
-// differ from the group's), "" if it did not.
+// differ from the group's, or a rejoin that failed), "" if it did not.
 func (s *Informer) Err() string {
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
 	return ""
-}
-
-// signals are the DoneCheckers handed out by HasSyncedChecker and the
-// registrations' ones, checked whenever the protocol's state changes.
-type signals struct {
-	mu sync.Mutex
-	l  []*doneSignal
-}
-
-type doneSignal struct {
-	name string
-	ch   chan struct{}
-	done func() bool
-	once sync.Once
-}
-
-func (d *doneSignal) Name() string            { return d.name }
-func (d *doneSignal) Done() <-chan struct{}   { return d.ch }
-func (d *doneSignal) check()                  { d.once.Do(func() { close(d.ch) }) }
-func (d *doneSignal) ready(stopped bool) bool { return d.done() || stopped }
-
-func (g *signals) add(name string, done func() bool) cache.DoneChecker {
-	d := &doneSignal{name: name, ch: make(chan struct{}), done: done}
-	if done() {
-		d.check()
-		return d
-	}
-	g.mu.Lock()
-	g.l = append(g.l, d)
-	g.mu.Unlock()
-	return d
-}
-
-// poke closes the channels whose condition holds.
-func (g *signals) poke(s *Informer) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	kept := g.l[:0]
-	for _, d := range g.l {
-		if d.done() {
-			d.check()
-		} else {
-			kept = append(kept, d)
-		}
-	}
-	clear(g.l[len(kept):])
-	g.l = kept
 }

@@ -2,8 +2,10 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,12 +111,74 @@ func (f *filter) listed() {
 
 // rangeLW lists and watches one range: with the range's shard selector, so
 // that a server with the feature filters, and filtering on the client too.
+// Its intake can be paused: the range's informer then gets nothing more
+// from the API server, so that what it has can be drained to the handlers
+// (a release) or given to them whole (an activation).
 type rangeLW struct {
 	inner    cache.ListerWatcher
 	rng      Range
 	selector sharding.Selector
 	query    string
 	f        *filter
+
+	mu sync.Mutex
+	// paused: events wait (and lists fail) until resumed is closed.
+	paused  bool
+	resumed chan struct{}
+	// forwarded is the newest resourceVersion handed to the informer (a
+	// list's, an event object's, a bookmark's): the cache's once it has
+	// applied all. object is the newest of an object's (list items and
+	// events): the newest version its handlers can have been given.
+	forwarded, object int64
+}
+
+// errPaused fails the lists of a paused range.
+var errPaused = errors.New("shard: the range's intake is paused")
+
+// pause stops the intake; once it returns nothing more reaches the
+// informer, and forwarded and object are final until resume.
+func (lw *rangeLW) pause() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if !lw.paused {
+		lw.paused = true
+		lw.resumed = make(chan struct{})
+	}
+}
+
+func (lw *rangeLW) resume() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.paused {
+		lw.paused = false
+		close(lw.resumed)
+	}
+}
+
+// versions returns forwarded and object.
+func (lw *rangeLW) versions() (forwarded, object int64) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.forwarded, lw.object
+}
+
+// note records versions handed on; lw.mu is held.
+func (lw *rangeLW) note(rv string, isObject bool) {
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	lw.forwarded = max(lw.forwarded, n)
+	if isObject {
+		lw.object = max(lw.object, n)
+	}
+}
+
+func objectRV(obj runtime.Object) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
 }
 
 func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
@@ -168,6 +232,17 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	lw.judge(list, len(items), len(kept))
 	if err := meta.SetList(list, kept); err != nil {
 		return nil, err
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.paused {
+		return nil, errPaused
+	}
+	for _, it := range kept {
+		lw.note(objectRV(it), true)
+	}
+	if lm, err := meta.ListAccessor(list); err == nil {
+		lw.note(lm.GetResourceVersion(), false)
 	}
 	return list, nil
 }
@@ -246,7 +321,7 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	if err != nil {
 		return nil, err
 	}
-	return newFilteredWatch(w, func(e watch.Event) bool {
+	return newFilteredWatch(w, lw, func(e watch.Event) bool {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			if !lw.in(e.Object) {
@@ -271,7 +346,7 @@ type filteredWatch struct {
 	once sync.Once
 }
 
-func newFilteredWatch(in watch.Interface, keep func(watch.Event) bool) watch.Interface {
+func newFilteredWatch(in watch.Interface, lw *rangeLW, keep func(watch.Event) bool) watch.Interface {
 	w := &filteredWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
 	go func() {
 		defer close(w.out)
@@ -284,9 +359,7 @@ func newFilteredWatch(in watch.Interface, keep func(watch.Event) bool) watch.Int
 				if !keep(e) {
 					continue
 				}
-				select {
-				case w.out <- e:
-				case <-w.stop:
+				if !w.forward(lw, e) {
 					return
 				}
 			case <-w.stop:
@@ -295,6 +368,37 @@ func newFilteredWatch(in watch.Interface, keep func(watch.Event) bool) watch.Int
 		}
 	}()
 	return w
+}
+
+// forward hands e on, once the range's intake is not paused, noting its
+// version; false when the watch stopped meanwhile.
+func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
+	lw.mu.Lock()
+	for lw.paused {
+		ch := lw.resumed
+		lw.mu.Unlock()
+		select {
+		case <-ch:
+		case <-w.stop:
+			return false
+		}
+		lw.mu.Lock()
+	}
+	defer lw.mu.Unlock()
+	if e.Object != nil {
+		switch e.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			lw.note(objectRV(e.Object), true)
+		case watch.Bookmark:
+			lw.note(objectRV(e.Object), false)
+		}
+	}
+	select {
+	case w.out <- e:
+		return true
+	case <-w.stop:
+		return false
+	}
 }
 
 func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }

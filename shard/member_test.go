@@ -51,18 +51,25 @@ func TestBadInput(t *testing.T) {
 	if _, err := shard.New(c, "g", nil, &corev1.ConfigMap{}); err == nil {
 		t.Error("nil ListerWatcher accepted")
 	}
-	inf, err := shard.New(c, "dup", src, &corev1.ConfigMap{})
+	if _, err := shard.New(c, "g", src, &corev1.ConfigMap{}); err == nil || !strings.Contains(err.Error(), "WithLeases") {
+		t.Errorf("no leases: %v; want an error saying to pass WithLeases", err)
+	}
+	lease := testLeases()
+	if _, err := shard.New(c, "g", src, &corev1.ConfigMap{}, append(lease, shard.WithLeaseTimings(time.Second, 2*time.Second, 100*time.Millisecond))...); err == nil || !strings.Contains(err.Error(), "renew deadline") {
+		t.Errorf("renew deadline above the lease duration: %v", err)
+	}
+	inf, err := shard.New(c, "dup", src, &corev1.ConfigMap{}, lease...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := shard.New(c, "dup", src, &corev1.ConfigMap{}); err == nil || !strings.Contains(err.Error(), "already has an informer") {
+	if _, err := shard.New(c, "dup", src, &corev1.ConfigMap{}, lease...); err == nil || !strings.Contains(err.Error(), "already has an informer") {
 		t.Errorf("duplicate group: %v", err)
 	}
 	// Once the first one has run and stopped, the name is free again.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	inf.RunWithContext(ctx)
-	if _, err := shard.New(c, "dup", src, &corev1.ConfigMap{}); err != nil {
+	if _, err := shard.New(c, "dup", src, &corev1.ConfigMap{}, lease...); err != nil {
 		t.Errorf("after the first stopped: %v", err)
 	}
 }
@@ -72,7 +79,7 @@ func TestBadInput(t *testing.T) {
 func runOne(t *testing.T, src *memServer, h cache.ResourceEventHandler, opts ...shard.Option) (*shard.Informer, func()) {
 	t.Helper()
 	c, prov := startCluster(newGroup(t, nil).agent)
-	opts = append([]shard.Option{shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))}, opts...)
+	opts = append(append(testLeases(), shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))), opts...)
 	inf, err := shard.New(c, "configmaps", src, &corev1.ConfigMap{}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +193,7 @@ func (o *orderCheck) errors() []string {
 	return o.errs
 }
 
-func (o *orderCheck) OnAcquire(r shard.Range) {
+func (o *orderCheck) OnAcquire(r shard.Range, _ uint64) {
 	defer o.enter()()
 	o.mu.Lock()
 	o.acquired[r.Index] = true
@@ -255,8 +262,8 @@ func TestServerRejectingSelectorsFallsBack(t *testing.T) {
 	var logs syncBuffer
 	c, prov := startCluster(newGroup(t, nil).agent)
 	defer stopCluster(c, prov)
-	inf, err := shard.New(c, "configmaps", src, &corev1.ConfigMap{},
-		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	inf, err := shard.New(c, "configmaps", src, &corev1.ConfigMap{}, append(testLeases(),
+		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,8 +310,8 @@ func TestFakeClientset(t *testing.T) {
 	}
 	c, prov := startCluster(newGroup(t, nil).agent)
 	defer stopCluster(c, prov)
-	inf, err := shard.New(c, "configmaps", lw, &corev1.ConfigMap{}, shard.WithRanges(4),
-		shard.WithInformerOptions(actors.WithWatchList(false), actors.WithLogger(slog.New(slog.DiscardHandler))))
+	inf, err := shard.New(c, "configmaps", lw, &corev1.ConfigMap{}, append(testLeases(), shard.WithRanges(4),
+		shard.WithInformerOptions(actors.WithWatchList(false), actors.WithLogger(slog.New(slog.DiscardHandler))))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,14 +378,14 @@ func TestHandlerCallsTheInformer(t *testing.T) {
 	}
 	h := shard.OwnershipFuncs{
 		ResourceEventHandler: cache.ResourceEventHandlerFuncs{AddFunc: func(any) { use() }},
-		AcquireFunc:          func(shard.Range) { use() },
+		AcquireFunc:          func(shard.Range, uint64) { use() },
 		ReleaseFunc:          func(shard.Range) { use() },
 	}
 	c, prov := startCluster(newGroup(t, nil).agent)
 	defer stopCluster(c, prov)
 	var err error
-	inf, err = shard.New(c, "configmaps", src, &corev1.ConfigMap{}, shard.WithRanges(8),
-		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler))))
+	inf, err = shard.New(c, "configmaps", src, &corev1.ConfigMap{}, append(testLeases(), shard.WithRanges(8),
+		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler))))...)
 	if err != nil {
 		t.Fatal(err)
 	}

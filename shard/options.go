@@ -1,8 +1,11 @@
 package shard
 
 import (
+	"context"
 	"time"
 
+	"github.com/asynkron/protoactor-go/cluster"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -20,6 +23,14 @@ type options struct {
 	tick         time.Duration
 	leaveTimeout time.Duration
 	releasedTTL  time.Duration
+	leases       coordinationv1client.LeasesGetter
+	namespace    string
+	leaseDur     time.Duration
+	renewDL      time.Duration
+	retry        time.Duration
+	rejoin       func(context.Context) (*cluster.Cluster, error)
+	drainTimeout time.Duration
+	catchUp      time.Duration
 }
 
 // Defaults.
@@ -28,12 +39,27 @@ const (
 	DefaultTick         = 200 * time.Millisecond
 	DefaultLeaveTimeout = 30 * time.Second
 	DefaultReleasedTTL  = 5 * time.Minute
+	// The lease timings: a lost member's ranges move about
+	// DefaultLeaseDuration after its last renewal; a member that cannot
+	// renew stops calling handlers DefaultRenewDeadline after the start of
+	// its last successful renewal.
+	DefaultLeaseDuration = 5 * time.Second
+	DefaultRenewDeadline = 3 * time.Second
+	DefaultRetryPeriod   = time.Second
+	// DefaultDrainTimeout bounds how long a released range waits for its
+	// handlers to be given what its informer had; DefaultCatchUpTimeout
+	// how long an acquired range waits for its informer to reach what the
+	// previous deliverer had given.
+	DefaultDrainTimeout   = 10 * time.Second
+	DefaultCatchUpTimeout = 30 * time.Second
 	// MaxRanges bounds WithRanges: each range a member owns is an informer.
 	MaxRanges = 1024
 )
 
 func buildOptions(opts []Option) options {
-	o := options{ranges: DefaultRanges, field: UID, tick: DefaultTick, leaveTimeout: DefaultLeaveTimeout, releasedTTL: DefaultReleasedTTL}
+	o := options{ranges: DefaultRanges, field: UID, tick: DefaultTick, leaveTimeout: DefaultLeaveTimeout, releasedTTL: DefaultReleasedTTL,
+		leaseDur: DefaultLeaseDuration, renewDL: DefaultRenewDeadline, retry: DefaultRetryPeriod,
+		drainTimeout: DefaultDrainTimeout, catchUp: DefaultCatchUpTimeout}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -78,3 +104,37 @@ func WithLeaveTimeout(d time.Duration) Option { return func(o *options) { o.leav
 // WithReleasedKeyTTL sets how long Released remembers the keys of a range
 // this member released (default 5 minutes).
 func WithReleasedKeyTTL(d time.Duration) Option { return func(o *options) { o.releasedTTL = d } }
+
+// WithLeases gives the member the API server's coordination.k8s.io/v1
+// Leases of namespace (for example clientset.CoordinationV1()), where
+// each member keeps its lease: the fencing that keeps a range's handlers on
+// one member at a time through pauses and partitions (docs/sharding.md).
+// Required. The member needs get, list, watch, create, update and delete
+// on leases there.
+func WithLeases(leases coordinationv1client.LeasesGetter, namespace string) Option {
+	return func(o *options) { o.leases, o.namespace = leases, namespace }
+}
+
+// WithLeaseTimings sets the leases' timing, as client-go's leader election:
+// a member writes its lease every retryPeriod, stops calling handlers
+// renewDeadline after the start of its last successful write, and the
+// others take its ranges over once they have seen its lease unchanged for
+// duration. Defaults 5s, 3s, 1s; renewDeadline must be below duration, and
+// retryPeriod below renewDeadline. duration − renewDeadline must cover the
+// clocks' rate difference over duration and a handler call.
+func WithLeaseTimings(duration, renewDeadline, retryPeriod time.Duration) Option {
+	return func(o *options) { o.leaseDur, o.renewDL, o.retry = duration, renewDeadline, retryPeriod }
+}
+
+// WithRejoin gives the member a way to make a new cluster member when it
+// was fenced. A member fenced because the cluster's provider dropped its
+// node (its keep-alive lapsed in a pause, say) is never shown again to the
+// others (protoactor blocks a node that left for good), so only a new
+// cluster member, with a new id, can rejoin: newCluster configures and
+// starts one as the first was; the old one is shut down. Without it, the
+// member rejoins on its cluster member, which works when the provider kept
+// it (its lease lapsed, or it lost the API server); otherwise it stays out
+// of the group, and its health says so.
+func WithRejoin(newCluster func(context.Context) (*cluster.Cluster, error)) Option {
+	return func(o *options) { o.rejoin = newCluster }
+}

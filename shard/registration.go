@@ -4,37 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
 // OwnershipHandler is implemented by handlers that want to hear when this
 // member starts or stops delivering a range. OnAcquire comes before the
-// range's first OnAdd; OnRelease after its last call: the range's objects
+// range's first OnAdd, with the range's fencing token (see
+// Informer.Epoch); OnRelease after its last call: the range's objects
 // still exist, and no OnDelete comes for them. They are called between the
 // handler's other calls, never during one, and must return quickly.
 type OwnershipHandler interface {
-	OnAcquire(Range)
-	OnRelease(Range)
+	OnAcquire(r Range, epoch uint64)
+	OnRelease(r Range)
 }
 
 // OwnershipFuncs adds OnAcquire and OnRelease to a handler: nil functions
 // are skipped.
 type OwnershipFuncs struct {
 	cache.ResourceEventHandler
-	AcquireFunc func(Range)
-	ReleaseFunc func(Range)
+	AcquireFunc func(r Range, epoch uint64)
+	ReleaseFunc func(r Range)
 }
 
 // OnAcquire calls AcquireFunc if it is not nil.
-func (f OwnershipFuncs) OnAcquire(r Range) {
+func (f OwnershipFuncs) OnAcquire(r Range, epoch uint64) {
 	if f.AcquireFunc != nil {
-		f.AcquireFunc(r)
+		f.AcquireFunc(r, epoch)
 	}
 }
 
@@ -45,23 +49,39 @@ func (f OwnershipFuncs) OnRelease(r Range) {
 	}
 }
 
+// Claim is a range this member delivers, and its fencing token.
+type Claim struct {
+	Range Range
+	Epoch uint64
+}
+
+type claimKey struct{}
+
+// ClaimFrom returns the range and fencing token of the handler call whose
+// context ctx is (a ContextEventHandler's calls on a sharded informer).
+func ClaimFrom(ctx context.Context) (Claim, bool) {
+	c, ok := ctx.Value(claimKey{}).(Claim)
+	return c, ok
+}
+
 // registration is a handler added to the sharded informer: added to each
 // delivered range's informer, with its calls serialised.
 type registration struct {
-	s   *Informer
-	h   actors.ContextEventHandler // wrapped: calls serialised by mu
-	own OwnershipHandler           // nil when the handler does not implement it
+	s       *Informer
+	h       any              // as the user gave it
+	own     OwnershipHandler // nil when the handler does not implement it
+	options cache.HandlerOptions
 	// acquired are the ranges OnAcquire was called for (guarded by mu).
 	acquired map[int]bool
-	options  cache.HandlerOptions
 	mu       sync.Mutex // held during every call of the handler
 	removed  atomic.Bool
 	synced   atomic.Bool
 	name     string // the handler's name (actors.NamedHandler), for Stats
 	seq      int    // registration order, for Stats
 	// calls and panics count the handler's calls on every range, and those
-	// that panicked (the range's listener recovers the panic).
-	calls, panics atomic.Int64
+	// that panicked (the range's listener recovers the panic); refused the
+	// calls the gate refused (the member's claim had lapsed).
+	calls, panics, refused atomic.Int64
 	// shutdown is closed when the registration is removed and no call runs.
 	shutdown     chan struct{}
 	shutdownOnce sync.Once
@@ -90,7 +110,8 @@ func (s *Informer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, opti
 }
 
 // AddContextEventHandler adds a handler whose calls get a context carrying
-// the delta's handler span (see actors.ContextEventHandler).
+// the delta's handler span (see actors.ContextEventHandler) and the range's
+// claim (ClaimFrom).
 func (s *Informer) AddContextEventHandler(h actors.ContextEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	if h == nil {
 		return nil, errors.New("shard: nil event handler")
@@ -99,20 +120,17 @@ func (s *Informer) AddContextEventHandler(h actors.ContextEventHandler) (cache.R
 }
 
 func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	reg := &registration{s: s, options: options, shutdown: make(chan struct{}), acquired: map[int]bool{}}
+	reg := &registration{s: s, h: h, options: options, shutdown: make(chan struct{}), acquired: map[int]bool{}}
 	own, _ := actors.UnwrapHandler(h).(OwnershipHandler)
 	if own == nil {
 		own, _ = h.(OwnershipHandler)
 	}
 	reg.own = own
-	wrapped, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {
-		return serialised{reg: reg, h: inner}
-	})
+	probe, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler { return inner })
 	if err != nil {
 		return nil, err
 	}
-	reg.h = wrapped
-	if n, ok := wrapped.(actors.Named); ok {
+	if n, ok := probe.(actors.Named); ok {
 		reg.name = n.HandlerName()
 	}
 	s.mu.Lock()
@@ -123,45 +141,64 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 	s.regSeq++
 	reg.seq = s.regSeq
 	s.regs[reg] = struct{}{}
-	var delivered []*rangeInformer
-	for _, ri := range s.ranges {
-		if ri.delivering {
-			delivered = append(delivered, ri)
-		}
-	}
 	s.mu.Unlock()
-	for _, ri := range delivered {
-		s.attach(reg, ri)
+	for _, ri := range *s.delivered.Load() {
+		s.attach(reg, ri, nil)
 	}
 	return reg, nil
 }
 
-// attach gives a delivered range to reg: OnAcquire first, then the range
-// informer's handler. The user's OnAcquire runs without Informer.mu held,
-// so that a handler may call the informer.
-func (s *Informer) attach(reg *registration, ri *rangeInformer) {
+// attach gives a delivered range to reg: OnAcquire first, then OnDelete for
+// each object of gone (a handoff's objects this member no longer has), then
+// the range informer's handler. The user's callbacks run without
+// Informer.mu held, so that a handler may call the informer.
+func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.ObjectRef) {
+	if reg.removed.Load() || !ri.delivering.Load() {
+		return
+	}
+	s.mu.Lock()
+	_, done := ri.attached[reg]
+	s.mu.Unlock()
+	if done {
+		return
+	}
 	if reg.own != nil {
 		reg.call(func() {
 			if !reg.acquired[ri.r.Index] {
 				reg.acquired[ri.r.Index] = true
-				reg.own.OnAcquire(ri.r)
+				reg.own.OnAcquire(ri.r, ri.token)
 			}
 		})
 	}
+	rh := &rangeHandler{reg: reg, ri: ri}
+	wrapped, err := actors.WrapHandler(reg.h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {
+		rh.inner = inner
+		return rh
+	})
+	if err != nil {
+		s.log.Error("cannot wrap a handler (a bug of ours)", "err", err)
+		return
+	}
+	if len(gone) > 0 && s.callable() {
+		ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: ri.r, Epoch: ri.token})
+		for _, o := range gone {
+			rh.call(ctx, func(ctx context.Context) { rh.inner.OnDelete(ctx, s.tombstoneFor(o)) }, "")
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !ri.delivering || reg.removed.Load() {
+	if !ri.delivering.Load() || reg.removed.Load() {
 		return
 	}
-	if _, done := ri.regs[reg]; done {
+	if _, done := ri.attached[reg]; done {
 		return
 	}
-	rreg, err := ri.inf.AddContextEventHandlerWithOptions(reg.h, reg.options)
+	rreg, err := ri.inf.AddContextEventHandlerWithOptions(wrapped, reg.options)
 	if err != nil {
 		s.log.Error("cannot add a handler to a range's informer", "range", ri.r.String(), "err", err)
 		return
 	}
-	ri.regs[reg] = rreg
+	ri.attached[reg] = &attachment{rreg: rreg, h: rh}
 }
 
 // released tells the handler that range r is released.
@@ -209,13 +246,13 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 	delete(s.regs, reg)
 	reg.removed.Store(true)
 	var waits []<-chan struct{}
-	for _, ri := range s.ranges {
-		if rreg, ok := ri.regs[reg]; ok {
-			_ = ri.inf.RemoveEventHandler(rreg)
-			if sc, ok := rreg.(actors.Registration); ok {
+	for ri := range s.live {
+		if a, ok := ri.attached[reg]; ok {
+			_ = ri.inf.RemoveEventHandler(a.rreg)
+			if sc, ok := a.rreg.(actors.Registration); ok {
 				waits = append(waits, sc.ShutdownChan())
 			}
-			delete(ri.regs, reg)
+			delete(ri.attached, reg)
 		}
 	}
 	s.mu.Unlock()
@@ -243,12 +280,9 @@ func (reg *registration) HasSynced() bool {
 	}
 	reg.s.mu.Lock()
 	defer reg.s.mu.Unlock()
-	for _, ri := range reg.s.ranges {
-		if !ri.delivering {
-			continue
-		}
-		rreg, ok := ri.regs[reg]
-		if !ok || !rreg.HasSynced() {
+	for _, ri := range *reg.s.delivered.Load() {
+		a, ok := ri.attached[reg]
+		if !ok || !a.rreg.HasSynced() {
 			return false
 		}
 	}
@@ -258,32 +292,47 @@ func (reg *registration) HasSynced() bool {
 
 // HasSyncedChecker returns a checker of HasSynced.
 func (reg *registration) HasSyncedChecker() cache.DoneChecker {
-	return reg.s.signals.add("shard handler", reg.HasSynced)
+	return reg.s.signals.Add("shard handler", reg.HasSynced)
 }
 
-// serialised calls a handler under its registration's lock, so that the
-// range informers' listeners never call it at the same time.
-type serialised struct {
-	reg *registration
-	h   actors.ContextEventHandler
+// rangeHandler is a handler on one range: a call goes through only while
+// the range is delivered and the member's claim is valid (the gate), under
+// the registration's lock (so that the range informers' listeners never
+// call the handler at the same time), with the range's claim in its
+// context. It remembers the newest resourceVersion it handed over, which a
+// release waits for.
+type rangeHandler struct {
+	reg   *registration
+	ri    *rangeInformer
+	inner actors.ContextEventHandler
+	seen  atomic.Int64
 }
 
-func (w serialised) OnAdd(ctx context.Context, obj any, initial bool) {
-	w.reg.mu.Lock()
-	defer w.reg.end()
-	w.h.OnAdd(ctx, obj, initial)
+func (h *rangeHandler) OnAdd(ctx context.Context, obj any, initial bool) {
+	h.call(ctx, func(ctx context.Context) { h.inner.OnAdd(ctx, obj, initial) }, versionOf(obj))
 }
 
-func (w serialised) OnUpdate(ctx context.Context, oldObj, newObj any) {
-	w.reg.mu.Lock()
-	defer w.reg.end()
-	w.h.OnUpdate(ctx, oldObj, newObj)
+func (h *rangeHandler) OnUpdate(ctx context.Context, oldObj, newObj any) {
+	h.call(ctx, func(ctx context.Context) { h.inner.OnUpdate(ctx, oldObj, newObj) }, versionOf(newObj))
 }
 
-func (w serialised) OnDelete(ctx context.Context, obj any) {
-	w.reg.mu.Lock()
-	defer w.reg.end()
-	w.h.OnDelete(ctx, obj)
+func (h *rangeHandler) OnDelete(ctx context.Context, obj any) {
+	h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, obj) }, versionOf(obj))
+}
+
+func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv string) {
+	reg := h.reg
+	if !h.ri.delivering.Load() || !reg.s.callable() {
+		reg.refused.Add(1)
+		return
+	}
+	if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > h.seen.Load() {
+		defer h.seen.Store(n)
+	}
+	ctx = context.WithValue(ctx, claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
+	reg.mu.Lock()
+	defer reg.end()
+	f(ctx)
 }
 
 // end ends a call: it counts it, and a panic, which it passes on to the
@@ -296,4 +345,14 @@ func (reg *registration) end() {
 		panic(p)
 	}
 	reg.mu.Unlock()
+}
+
+func versionOf(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetResourceVersion()
+	}
+	return ""
 }

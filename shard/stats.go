@@ -20,14 +20,14 @@ func (s *Informer) Stats() actors.Stats {
 	st := s.retired
 	st.QueueBacklog, st.CacheSize, st.Handlers = 0, 0, nil
 	backlog := map[string]int64{}
-	for _, ri := range s.ranges {
+	for ri := range s.live {
 		if ri.retired {
 			continue
 		}
 		rs := ri.inf.Stats()
 		st.AddCounters(rs)
 		st.QueueBacklog += rs.QueueBacklog
-		if ri.delivering {
+		if ri.delivering.Load() {
 			st.CacheSize += rs.CacheSize
 		}
 		for _, h := range rs.Handlers {
@@ -55,4 +55,5 @@ func (s *Informer) retire(ri *rangeInformer) {
 	defer s.mu.Unlock()
 	s.retired.AddCounters(rs)
 	ri.retired = true
+	delete(s.live, ri)
 }

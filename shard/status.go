@@ -12,9 +12,15 @@ type Handover struct {
 	// one taken from a member that was lost, or released with nobody to
 	// hand it to).
 	From, To string
-	Epoch    uint64
+	// Epoch is the attempt's number (the new owner's); Token the range's
+	// fencing token under the new owner (acquire) or the old (release).
+	Epoch, Token uint64
 	// Kind is "acquire" (this member is To) or "release" (it is From).
 	Kind string
+	// Deleted counts the objects the previous deliverer's handlers had
+	// that this member no longer had (acquire): its handlers got OnDelete
+	// for them.
+	Deleted int
 	// Start is when this member started listing the range (acquire) or was
 	// asked for it (release); Duration how long until it delivered it, or
 	// until the last handler call on it ended.
@@ -25,9 +31,15 @@ type Handover struct {
 // RangeStatus is one range as this member sees it.
 type RangeStatus struct {
 	Range Range
-	// State is idle, syncing, acquiring, active, deactivating or stopping.
+	// State is idle, syncing, acquiring, claiming, active, deactivating or
+	// stopping.
 	State string
 	Epoch uint64
+	// Token is the fencing token the range is delivered under (active).
+	Token uint64
+	// Waiting are the members whose answer (or void lease) the range waits
+	// for (acquiring).
+	Waiting []string
 	// Owner is the range's owner in this member's view.
 	Owner string
 	// Objects are those cached by this member's informer of the range.
@@ -54,16 +66,28 @@ type Status struct {
 	Discovering, Leaving bool
 	// Failed says why the member gave up, "" if it did not.
 	Failed string
+	// Fenced says why the last incarnation was fenced ("" if none was);
+	// Rejoins counts the incarnations that followed a fence.
+	Fenced  string
+	Rejoins int64
+	// ValidFor is how long the member's claim stays valid unless its lease
+	// is renewed (0: no claim: it calls no handler).
+	ValidFor time.Duration
 }
 
 // Status returns the member's state.
 func (s *Informer) Status() Status {
-	st := Status{Group: s.group, Member: string(s.self()), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
-		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges()}
+	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
+		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load()}
+	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
+		st.ValidFor = v
+	}
 	counts := map[int]int{}
 	s.mu.Lock()
-	for i, ri := range s.ranges {
-		counts[i] = cacheLen(ri.inf.GetIndexer())
+	for ri := range s.live {
+		if !ri.retired {
+			counts[ri.r.Index] = cacheLen(ri.inf.GetIndexer())
+		}
 	}
 	st.Handovers = slices.Clone(s.handovers)
 	s.mu.Unlock()
@@ -71,9 +95,13 @@ func (s *Informer) Status() Status {
 		for _, id := range p.View {
 			st.View = append(st.View, string(id))
 		}
-		st.Discovering, st.Leaving = p.Discovering, p.Leaving
+		st.Discovering, st.Leaving, st.Fenced = p.Discovering, p.Leaving, p.Fenced
 		for i, r := range p.Ranges {
-			st.Ranges = append(st.Ranges, RangeStatus{Range: Range{Index: i, Count: s.o.ranges}, State: r.State, Epoch: r.Epoch, Owner: string(r.Owner), Objects: counts[i]})
+			rs := RangeStatus{Range: Range{Index: i, Count: s.o.ranges}, State: r.State, Epoch: r.Epoch, Token: r.Token, Owner: string(r.Owner), Objects: counts[i]}
+			for _, w := range r.Waiting {
+				rs.Waiting = append(rs.Waiting, string(w))
+			}
+			st.Ranges = append(st.Ranges, rs)
 		}
 	}
 	return st

@@ -87,7 +87,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		base := s.baseAttrs()
-		act := *s.active.Load()
+		act := *s.delivered.Load()
 		o.ObserveInt64(owned, int64(len(act)), metric.WithAttributes(base...))
 		for _, ri := range act {
 			o.ObserveInt64(objects, int64(cacheLen(ri.inf.GetIndexer())), metric.WithAttributes(append(base[:len(base):len(base)], AttrRange.Int(ri.r.Index))...))
@@ -106,7 +106,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 // which stop with it, the range too.
 func (s *Informer) rangeTelemetry(r Range, epoch uint64) []actors.Option {
 	return []actors.Option{
-		actors.WithName(s.informerName()),
+		actors.WithName("shard." + s.group),
 		actors.WithAttributes(s.baseAttrs()...),
 		actors.WithSpanAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
 		actors.WithGaugeAttributes(AttrRange.Int(r.Index)),

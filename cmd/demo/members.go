@@ -194,6 +194,8 @@ func (f *fleet) add() (*member, error) {
 		opts = append(opts, actors.WithDeltaSampler(f.tel.deltaSampler))
 	}
 	inf, err := shard.New(m.c, shardGroup, podsListWatch(f.client, f.cfg.namespace), &corev1.Pod{},
+		shard.WithLeases(f.client.CoordinationV1(), leaseNamespace(f.cfg.namespace)),
+		shard.WithLeaseTimings(demoLeaseDuration, demoRenewDeadline, demoRetryPeriod),
 		shard.WithRanges(f.cfg.ranges),
 		shard.WithResyncPeriod(f.cfg.resync),
 		shard.WithIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
@@ -521,16 +523,21 @@ func (f *fleet) foldLocked() {
 	}
 }
 
-// nameOf maps a member id (the cluster's) to the member's name, or returns
-// the id when no member has it.
+// nameOf maps a member id (a group member incarnation's: its cluster
+// node's id, '#', the incarnation) to the member's name, or returns the id
+// when no member has it.
 func (f *fleet) nameOf(id string) string {
 	if id == "" {
 		return ""
 	}
+	node := id
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		node = id[:i]
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range f.members {
-		if m.c.ActorSystem.ID == id {
+		if sys := m.c.ActorSystem.ID; sys == node || strings.HasSuffix(node, "@"+sys) {
 			return m.name
 		}
 	}
@@ -707,4 +714,22 @@ func joinNames(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// The members' lease timings: shorter than the library's defaults, so that
+// a killed member's ranges move about as soon as the provider drops it
+// (--member-ttl).
+const (
+	demoLeaseDuration = 2 * time.Second
+	demoRenewDeadline = 1500 * time.Millisecond
+	demoRetryPeriod   = 500 * time.Millisecond
+)
+
+// leaseNamespace is where the members keep their leases: the watched
+// namespace, or default when it watches every namespace.
+func leaseNamespace(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
 }

@@ -420,8 +420,10 @@ func TestShardedTerminal(t *testing.T) {
 	if !strings.Contains(s, " m1 -> m2   takeover ") && !strings.Contains(s, " m1 -> m3   takeover ") {
 		t.Errorf("no takeover from m1 among the handovers")
 	}
-	if !strings.Contains(s, " m2 -> m3   handover ") {
-		t.Errorf("no handover from m2 to m3 (the member added) among the handovers")
+	// The member added gets ranges from m2, or m1's that nobody served yet
+	// (m1's lease had not lapsed when m3 joined): which, timing says.
+	if !strings.Contains(s, " m2 -> m3   handover ") && !strings.Contains(s, " m1 -> m3   takeover ") {
+		t.Errorf("no range went to m3 (the member added) among the handovers")
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", s)

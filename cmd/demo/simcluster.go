@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	ktesting "k8s.io/client-go/testing"
+
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
@@ -72,6 +74,7 @@ func newSimCluster() *simCluster {
 		rv:       1, // like the tracker: 1 is an empty cluster
 		watchers: map[*simWatcher]struct{}{},
 	}
+	shardtest.InstallLeases(c.client) // the members' leases, as the API server keeps them
 	c.client.PrependReactor("list", "pods", c.list)
 	c.client.PrependWatchReactor("pods", c.watch)
 	return c

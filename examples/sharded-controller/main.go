@@ -100,26 +100,35 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	// The cluster member: protoactor's k8s provider finds the other
-	// replicas by the labels it puts on their pods.
-	provider, err := k8s.NewWithConfig(restConfig)
+	// replicas by the labels it puts on their pods. A member fenced after
+	// the provider dropped it rejoins on a new one (shard.WithRejoin).
+	port := strconv.Itoa(cfg.remotePort)
+	newCluster := func(context.Context) (*cluster.Cluster, error) {
+		provider, err := k8s.NewWithConfig(restConfig)
+		if err != nil {
+			return nil, err
+		}
+		c := cluster.New(actors.NewActorSystem(), cluster.Configure("sharded-controller", provider, disthash.New(),
+			remote.Configure(cfg.remoteBind, cfg.remotePort,
+				// The address in this member's actor addresses, which the
+				// provider gives the others (the pod's IP).
+				remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
+				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
+		c.StartMember()
+		return c, nil
+	}
+	c, err := newCluster(context.Background())
 	if err != nil {
 		return err
 	}
-	port := strconv.Itoa(cfg.remotePort)
-	c := cluster.New(actors.NewActorSystem(), cluster.Configure("sharded-controller", provider, disthash.New(),
-		remote.Configure(cfg.remoteBind, cfg.remotePort,
-			// The address in this member's actor addresses, which the
-			// provider gives the others (the pod's IP).
-			remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
-			remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096))))
-	c.StartMember()
 	// The provider first (it takes the member's labels off its pod: the
 	// others stop counting it at once), then the rest, without the 2 s
 	// that cluster.Shutdown(true) waits for grains (a shard member has
 	// none) and its graceful remote stop (which waits for connection
-	// retries to a peer that died).
-	shutdown := func() {
-		_ = provider.Shutdown(true)
+	// retries to a peer that died). After a rejoin, the cluster member in
+	// use is the one newCluster made last (inf.Cluster()).
+	shutdown := func(c *cluster.Cluster) {
+		_ = c.Config.ClusterProvider.Shutdown(true)
 		c.Shutdown(false)
 	}
 
@@ -132,9 +141,12 @@ func run(ctx context.Context, cfg config) error {
 			return configMaps.Watch(ctx, o)
 		},
 	}
-	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, shard.WithRanges(cfg.ranges))
+	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, shard.WithRanges(cfg.ranges),
+		// Each replica's Lease in its namespace fences it.
+		shard.WithLeases(client.CoordinationV1(), cfg.namespace),
+		shard.WithRejoin(newCluster))
 	if err != nil {
-		shutdown()
+		shutdown(c)
 		return err
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -148,14 +160,14 @@ func run(ctx context.Context, cfg config) error {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}); err != nil {
-		shutdown()
+		shutdown(c)
 		return err
 	}
 
 	probes := &http.Server{Addr: cfg.probeAddress, Handler: probeHandler(inf), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.probeAddress)
 	if err != nil {
-		shutdown()
+		shutdown(c)
 		return err
 	}
 	go func() { _ = probes.Serve(ln) }()
@@ -170,7 +182,7 @@ func run(ctx context.Context, cfg config) error {
 	queue.ShutDown()
 	wg.Wait()
 	stopping := time.Now()
-	shutdown()
+	shutdown(inf.Cluster())
 	klog.InfoS("sharded-controller stopped", "clusterShutdown", time.Since(stopping))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -9,8 +9,9 @@
 //
 // It prints "listening http://ADDR" once its state page serves, and leaves
 // gracefully on SIGTERM. GET /state answers JSON: whether it synced, the
-// ranges it delivers, the bytes received from the API server, the heap
-// after sync and the CPU time used; with ?gc=1 the heap now, after a
+// ranges it delivers, the bytes of the objects received from the API
+// server (and apart those of the members' leases), the heap after sync and
+// the CPU time used; with ?gc=1 the heap now, after a
 // collection; with ?objects=1 also its cache and its handler's view
 // (key → resource version). In sharded mode, every handler
 // call is appended to -calls once it has returned, in internal/calllog's
@@ -81,6 +82,10 @@ var (
 	calls        = flag.String("calls", "", "sharded mode: the file handler calls are logged to (internal/calllog)")
 	addr         = flag.String("http", "127.0.0.1:0", "state page address")
 	watchList    = flag.Bool("watchlist", false, "use WatchList streaming")
+	leaseNS      = flag.String("lease-namespace", "default", "sharded mode: the namespace of the members' leases")
+	leaseDur     = flag.Duration("lease-duration", shard.DefaultLeaseDuration, "sharded mode: the leases' duration")
+	renewDL      = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
+	retryP       = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
 
 	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
 
@@ -143,6 +148,7 @@ type state struct {
 	Ranges        []int             `json:"ranges"`
 	Objects       int               `json:"objects"`
 	Bytes         int64             `json:"bytes"`
+	LeaseBytes    int64             `json:"leaseBytes,omitempty"`
 	HeapAfterSync uint64            `json:"heapAfterSync"`
 	HeapNow       uint64            `json:"heapNow,omitempty"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
@@ -158,7 +164,11 @@ type state struct {
 }
 
 func run() error {
-	var received atomic.Int64
+	// received counts the bytes of the watched objects' lists and watches;
+	// leaseBytes those of the members' leases (their writes and watch),
+	// apart, so that the objects' bytes compare with an unsharded
+	// informer's.
+	var received, leaseBytes atomic.Int64
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	if *host == "" {
 		// In a pod: its service account, as the k8s provider's.
@@ -171,6 +181,12 @@ func run() error {
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
 	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	leaseCfg := rest.CopyConfig(cfg)
+	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &leaseBytes} }
+	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		return err
 	}
@@ -191,34 +207,42 @@ func run() error {
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
 	var (
-		inf      cache.SharedIndexInformer
-		sharded  *shard.Informer
-		c        *cluster.Cluster
-		provider cluster.ClusterProvider
+		inf     cache.SharedIndexInformer
+		sharded *shard.Informer
+		c       *cluster.Cluster
 	)
 	switch *mode {
 	case "sharded":
-		switch *providerName {
-		case "etcd":
-			provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
-		case "k8s":
-			// Its pod's name from the hostname, its namespace and client
-			// configuration from the mounted service account.
-			provider, err = k8s.New()
-		default:
-			err = fmt.Errorf("unknown provider %q", *providerName)
+		newCluster := func(context.Context) (*cluster.Cluster, error) {
+			var provider cluster.ClusterProvider
+			var err error
+			switch *providerName {
+			case "etcd":
+				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second}, etcd.WithKeepAliveTTL(*ttl))
+			case "k8s":
+				// Its pod's name from the hostname, its namespace and client
+				// configuration from the mounted service account.
+				provider, err = k8s.New()
+			default:
+				err = fmt.Errorf("unknown provider %q", *providerName)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rc, err := remoteConfig()
+			if err != nil {
+				return nil, err
+			}
+			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc))
+			c.StartMember()
+			return c, nil
 		}
-		if err != nil {
+		if c, err = newCluster(ctx); err != nil {
 			return err
 		}
-		sys := actors.NewActorSystem()
-		rc, err := remoteConfig()
-		if err != nil {
-			return err
-		}
-		c = cluster.New(sys, cluster.Configure("actorinformer", provider, disthash.New(), rc))
-		c.StartMember()
-		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...))
+		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...),
+			shard.WithLeases(leaseClient.CoordinationV1(), *leaseNS), shard.WithLeaseTimings(*leaseDur, *renewDL, *retryP),
+			shard.WithRejoin(newCluster))
 		if err != nil {
 			return err
 		}
@@ -261,7 +285,7 @@ func run() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
-		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
+		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
@@ -305,12 +329,15 @@ func run() error {
 	stopped := time.Now()
 	klog.InfoS("informer stopped", "sinceSignal", stopped.Sub(time.Unix(0, leaving.Load())))
 	_ = srv.Close()
+	if sharded != nil {
+		c = sharded.Cluster() // after a rejoin, the last cluster member made
+	}
 	if c != nil {
 		switch *clusterShutdown {
 		case "graceful":
 			c.Shutdown(true)
 		case "provider-first":
-			_ = provider.Shutdown(true)
+			_ = c.Config.ClusterProvider.Shutdown(true)
 			c.Shutdown(false)
 		case "fast":
 			c.Shutdown(false) // the provider keeps this member until its TTL
@@ -430,13 +457,16 @@ type view struct {
 	objs  map[string]string
 	rng   map[string]int
 	errs  []string
+	// epochs are the fencing tokens of the ranges, from OnAcquire.
+	epochs map[int]uint64
 }
 
-func newView() *view { return &view{objs: map[string]string{}, rng: map[string]int{}} }
+func newView() *view {
+	return &view{objs: map[string]string{}, rng: map[string]int{}, epochs: map[int]uint64{}}
+}
 
-// token is the fencing token of range r for the call log: 0 while the
-// shard package has none to give.
-func (v *view) token(r int) uint64 { return 0 }
+// token is the fencing token of range r for the call log (v.mu is held).
+func (v *view) token(r int) uint64 { return v.epochs[r] }
 
 func (v *view) member() string {
 	if v.inf == nil {
@@ -502,7 +532,9 @@ func (v *view) OnDelete(obj any) {
 		op = calllog.OpTombstone
 	}
 	v.call(op, obj, func(k, _ string) {
-		if _, ok := v.objs[k]; !ok {
+		// A tombstone for a key it does not hold is the previous deliverer's
+		// object, gone before this member gave the range to its handlers.
+		if _, ok := v.objs[k]; !ok && op != calllog.OpTombstone {
 			v.errs = append(v.errs, "delete of "+k+" it does not hold")
 		}
 		delete(v.objs, k)
@@ -521,7 +553,9 @@ func (v *view) ownership(op calllog.Op, r shard.Range, f func()) {
 	}
 }
 
-func (v *view) OnAcquire(r shard.Range) { v.ownership(calllog.OpAcquire, r, func() {}) }
+func (v *view) OnAcquire(r shard.Range, epoch uint64) {
+	v.ownership(calllog.OpAcquire, r, func() { v.epochs[r.Index] = epoch })
+}
 
 // OnRelease forgets the range's objects: they are the new owner's now.
 func (v *view) OnRelease(r shard.Range) {

@@ -10,12 +10,20 @@ const (
 	// MemberID).
 	Member = stage.Ext + iota
 	// Ranges is the member's own range informers, which its shell starts,
-	// activates and stops.
+	// activates and stops, and the member's lifecycle (Failed, Fenced,
+	// Left).
 	Ranges
+	// Lease is the member's lease and its reads and revocations of the
+	// other members' leases, on the API server.
+	Lease
 )
 
-// ToRanges is the address of the member's own range informers.
-var ToRanges = stage.Addr{Kind: Ranges}
+// ToRanges is the address of the member's own range informers; ToLease of
+// its lease client.
+var (
+	ToRanges = stage.Addr{Kind: Ranges}
+	ToLease  = stage.Addr{Kind: Lease}
+)
 
 // ToMember returns the address of the group member a core numbered id.
 func ToMember(id uint64) stage.Addr { return stage.Addr{Kind: Member, ID: id} }

@@ -1,7 +1,31 @@
 package handover
 
-// MemberID names a member of the cluster (protoactor's member id).
+import (
+	"strings"
+	"time"
+)
+
+// NodeID is a cluster member as the cluster's provider names it
+// (protoactor's member id). A node may run several incarnations of a group
+// member over its life, one at a time.
+type NodeID string
+
+// MemberID names one incarnation of a group member: its node's id, '#',
+// and an incarnation id that is new each time a member starts or rejoins.
+// Two incarnations never share an id, so a restarted member, or one that
+// rejoined after it was fenced, is never taken for its predecessor.
 type MemberID string
+
+// NewMemberID returns the id of incarnation inc of a member on node.
+func NewMemberID(node NodeID, inc string) MemberID { return MemberID(string(node) + "#" + inc) }
+
+// Node returns the node the member runs on.
+func (m MemberID) Node() NodeID {
+	if i := strings.LastIndexByte(string(m), '#'); i >= 0 {
+		return NodeID(m[:i])
+	}
+	return NodeID(m)
+}
 
 // PeerState is what a member says of itself in its Hello.
 type PeerState uint8
@@ -12,8 +36,7 @@ const (
 	// Leaving: the member is leaving gracefully; it owns no range any more
 	// but still delivers those it holds until their new owners ask.
 	Leaving
-	// Gone: the member holds no range and will answer nothing more; it
-	// counts as having released every range.
+	// Gone: the member holds no range and will answer nothing more.
 	Gone
 )
 
@@ -29,13 +52,18 @@ func (s PeerState) String() string {
 	return "unknown"
 }
 
+// Input is what a Core takes: the messages of this file that say they are
+// inputs. The compiler refuses anything else.
+type Input interface{ handoverInput() }
+
 // Messages between members (they travel as protobuf messages; the shell
 // converts them).
 
-// Hello introduces a member to another: its group settings, its state and
-// the ranges it delivers now. A member sends it to every member of the
-// cluster when it starts, to each member that appears later, and every few
-// ticks as a heartbeat; one that is not a Reply is answered with a Reply.
+// Hello introduces a member to another: its group settings, its state, the
+// ranges it delivers and its view of the group. A member sends it to every
+// member of its topology and every holder of a lease of the group when it
+// starts, to each that appears later, and every HelloTicks as a heartbeat;
+// one that is not a Reply is answered with a Reply.
 type Hello struct {
 	From      MemberID
 	Ranges    int
@@ -46,7 +74,11 @@ type Hello struct {
 	State    PeerState
 	// Active are the ranges whose handlers the sender calls now.
 	Active []int
-	Reply  bool
+	// View is the sender's group view. A member that a current peer leaves
+	// out of its view for HealTicks rejoins as a new incarnation (the
+	// peer's provider dropped it and will not take it back).
+	View  []MemberID
+	Reply bool
 }
 
 // Reject answers a Hello whose settings differ from the receiver's, from a
@@ -57,8 +89,9 @@ type Reject struct {
 }
 
 // Acquire asks a member to release ranges to the sender, which has synced
-// them under epoch Epoch. It is sent to every member of the cluster, and
-// again every tick to those that have not answered.
+// them under epoch Epoch (an attempt number of the sender's; answers of
+// another epoch are ignored). It is sent to every member the sender must
+// hear from, and again every tick to those that have not answered.
 type Acquire struct {
 	From   MemberID
 	Epoch  uint64
@@ -66,26 +99,58 @@ type Acquire struct {
 }
 
 // Released answers an Acquire of epoch Epoch: the sender does not deliver
-// Ranges (it waited for its handlers' calls on them to end) and will not
-// deliver them again before it acquires them itself. WasActive says it was
-// delivering them until now (it is the range's previous owner).
+// Ranges (its handlers' calls on them have ended) and will not deliver them
+// again before it acquires them itself. Handoffs says what the sender's
+// handlers were given of the ranges it delivered until now.
 type Released struct {
-	From      MemberID
-	Epoch     uint64
-	Ranges    []int
-	WasActive bool
+	From     MemberID
+	Epoch    uint64
+	Ranges   []int
+	Handoffs []Handoff
 }
 
-// Unreachable says that a message to Member came back undelivered
-// (protoactor's DeadLetterResponse): no group actor runs there now, so it
-// delivers nothing, and counts as having answered the asks in progress.
-type Unreachable struct{ Member MemberID }
+// Handoff is what a range's previous deliverer gave its handlers, for the
+// next one to continue from.
+type Handoff struct {
+	Range int
+	// Token is the fencing token the sender delivered the range under.
+	Token uint64
+	// Version is the newest resourceVersion of the range's objects the
+	// sender's handlers were given ("" for none): the next deliverer gives
+	// the range to its handlers only once its own view has reached it, so
+	// that no object's version goes back.
+	Version string
+	// Objects are those the sender's handlers had as existing when it
+	// stopped: the next deliverer's handlers get OnDelete for those it no
+	// longer has.
+	Objects []ObjectRef
+}
+
+// ObjectRef is one object of a Handoff.
+type ObjectRef struct {
+	Key, UID, Version string
+}
 
 // Inputs from this member's own shell.
 
 // Topology is the cluster's current member list (protoactor's
-// ClusterTopology), this member included once the provider has registered it.
-type Topology struct{ Members []MemberID }
+// ClusterTopology), this member's node included once the provider has
+// registered it.
+type Topology struct{ Nodes []NodeID }
+
+// Tick is the shell's periodic input, with the time on the member's
+// monotonic clock (since its start). Retries, heartbeats and timeouts count
+// in ticks; leases in time.
+type Tick struct{ Now time.Duration }
+
+// Leave starts a graceful leave.
+type Leave struct{}
+
+// Undeliverable: a message to Member came back undelivered (protoactor's
+// DeadLetterResponse). It says nothing of the member: a connection that is
+// not established yet gives one too. The message is sent again at the next
+// retry; it never counts as an answer.
+type Undeliverable struct{ Member MemberID }
 
 // RangeSynced: the range's informer, started by StartRange of that epoch,
 // has synced.
@@ -96,20 +161,81 @@ type RangeSynced struct {
 
 // RangeStopped: the range's informer, asked to stop by StopRange or
 // DeactivateRange of that epoch, has stopped, and its handlers' calls have
-// ended.
+// ended. Handoff is what its handlers were given (DeactivateRange that
+// drained), nil otherwise.
 type RangeStopped struct {
-	Range int
-	Epoch uint64
+	Range   int
+	Epoch   uint64
+	Handoff *Handoff
 }
 
-// Tick is the shell's periodic input: retries, heartbeats and timeouts
-// count in ticks.
-type Tick struct{}
+// LeaseRenewed: RenewLease Seq wrote this member's lease (created or
+// renewed it) by a request that started at Start on the member's clock;
+// Token is the lease's resourceVersion after the write. Now is the clock
+// when the shell hands the answer over (a paused process resumes with old
+// answers in its mailbox).
+type LeaseRenewed struct {
+	Seq        uint64
+	Start, Now time.Duration
+	Token      uint64
+}
 
-// Leave starts a graceful leave.
-type Leave struct{}
+// LeaseRenewFailed: RenewLease Seq, whose write started at Start, failed.
+// Lost: the lease is gone or another's (it was revoked, or a create found
+// it existing): it will never be renewed again.
+type LeaseRenewFailed struct {
+	Seq   uint64
+	Start time.Duration
+	Lost  bool
+}
 
-// Effects, sent to ToRanges: the shell performs them.
+// Leases is the group's leases as the shell's watch of them has them, at
+// Now on the member's clock.
+type Leases struct {
+	Now    time.Duration
+	Leases []LeaseRecord
+}
+
+// LeaseRecord is one member's lease: its holder and resourceVersion.
+type LeaseRecord struct {
+	Holder  MemberID
+	Version string
+}
+
+// LeaseChecked answers CheckLease: whether Member has a lease on the API
+// server, and its resourceVersion; not Found: it has none and never will
+// (a tombstone holds its name).
+type LeaseChecked struct {
+	Member  MemberID
+	Found   bool
+	Version string
+}
+
+// LeaseRevoked answers RevokeLease: OK when the lease was deleted at that
+// version, or was already gone.
+type LeaseRevoked struct {
+	Member  MemberID
+	Version string
+	OK      bool
+}
+
+func (*Hello) handoverInput()            {}
+func (*Reject) handoverInput()           {}
+func (*Acquire) handoverInput()          {}
+func (*Released) handoverInput()         {}
+func (*Topology) handoverInput()         {}
+func (*Tick) handoverInput()             {}
+func (*Leave) handoverInput()            {}
+func (*Undeliverable) handoverInput()    {}
+func (*RangeSynced) handoverInput()      {}
+func (*RangeStopped) handoverInput()     {}
+func (*LeaseRenewed) handoverInput()     {}
+func (*LeaseRenewFailed) handoverInput() {}
+func (*Leases) handoverInput()           {}
+func (*LeaseChecked) handoverInput()     {}
+func (*LeaseRevoked) handoverInput()     {}
+
+// Effects on this member's range informers (sent to ToRanges).
 
 // StartRange starts the range's informer, listing and watching it, without
 // handlers; the shell answers RangeSynced once it has synced.
@@ -118,27 +244,34 @@ type StartRange struct {
 	Epoch uint64
 }
 
-// ActivateRange gives the range's objects to the handlers: they get
-// OnAdd(obj, true) for each cached object, then every change. From is the
-// member that delivered the range before ("" when none did, or it was lost).
+// ActivateRange gives the range to the handlers, under fencing token Token.
+// From is the member that delivered the range before ("" when none did, or
+// its lease lapsed) and Handoff what it gave its handlers (nil when it did
+// not hand the range over). With a Handoff, the shell waits until the
+// range's informer has reached Handoff.Version, then calls OnDelete with a
+// cache.DeletedFinalStateUnknown for each object of Handoff.Objects it does
+// not have, then OnAdd(obj, true) for each cached object, then every change.
 type ActivateRange struct {
-	Range int
-	Epoch uint64
-	From  MemberID
+	Range   int
+	Epoch   uint64
+	Token   uint64
+	From    MemberID
+	Handoff *Handoff
 }
 
-// DeactivateRange stops delivering the range: the handlers get no further
-// call, the shell waits for the calls in flight, drops the range's cache
-// (with no OnDelete: the objects still exist) and answers RangeStopped. To
-// is the member it is released to ("" when none).
+// DeactivateRange stops delivering the range, draining: the range's
+// informer stops taking changes from the API server, the handlers get what
+// it had taken, then no further call; the shell drops the range's cache
+// (with no OnDelete: the objects still exist) and answers RangeStopped with
+// the Handoff. To is the member it is released to ("" when none).
 type DeactivateRange struct {
 	Range int
 	Epoch uint64
 	To    MemberID
 }
 
-// StopRange stops a range's informer that was syncing (no handler has seen
-// it); the shell answers RangeStopped.
+// StopRange stops a range's informer that no handler has seen (syncing);
+// the shell answers RangeStopped.
 type StopRange struct {
 	Range int
 	Epoch uint64
@@ -148,6 +281,44 @@ type StopRange struct {
 // from those of a member that joined earlier). It delivers nothing more.
 type Failed struct{ Reason string }
 
-// Left: the member has released everything and said goodbye; its shell may
-// stop.
+// Left: the member has released everything and said goodbye; its shell
+// deletes its lease and may stop.
 type Left struct{}
+
+// Fenced: this incarnation lost its claim (its lease could not be renewed
+// in time, or was revoked), or the group left it out of its view. The core
+// takes no further input. The shell stops every handler call at once
+// (without draining), drops every range, deletes the lease if it still
+// exists, and rejoins as a new incarnation.
+type Fenced struct{ Reason string }
+
+// Effects on this member's lease (sent to ToLease).
+
+// RenewLease writes this member's lease: creates it (Create) or renews it;
+// the shell starts the write after taking this message and answers
+// LeaseRenewed or LeaseRenewFailed with Seq and the time the write
+// started, within RenewDeadline.
+type RenewLease struct {
+	Seq    uint64
+	Create bool
+}
+
+// SetValidity: handler calls are allowed while the member's clock is
+// before Until (0: none). The shell checks it before every call.
+type SetValidity struct{ Until time.Duration }
+
+// CheckLease reads Member's lease (a direct read, not the watch). If there
+// is none, the shell creates a tombstone in its place (a lease of that
+// name with no holder), so that the member can never create its lease, and
+// so never call a handler. It answers LeaseChecked: Found with the
+// version when the member has a lease (the tombstone's create can find
+// one made meanwhile), not Found once the tombstone is there.
+type CheckLease struct{ Member MemberID }
+
+// RevokeLease deletes Member's lease if it is still at Version (a
+// precondition on the write): the member cannot renew it again. The shell
+// answers LeaseRevoked.
+type RevokeLease struct {
+	Member  MemberID
+	Version string
+}

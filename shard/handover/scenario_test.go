@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/stage"
@@ -25,14 +26,54 @@ func settle(t *testing.T, w *world) {
 	}
 }
 
-func delivered(w *world, id string) int {
+// runFor lets ms of time pass without healing anything: everything in
+// flight is delivered every 100 ms, when the providers' and lease watches
+// catch up. each, when set, checks the world every 100 ms.
+func runFor(t *testing.T, w *world, ms int, each func()) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 5))
+	for elapsed := 0; elapsed < ms; elapsed += 100 {
+		for steps := 0; w.busy(); steps++ {
+			w.exec(w.random(rng, false))
+			if steps > maxQuiesceSteps {
+				t.Fatalf("livelock:\n%s", w.dump())
+			}
+		}
+		w.exec("advance 100")
+		for _, n := range w.runningNodes() {
+			w.exec("topo " + string(n.id))
+			w.exec("leases " + string(n.id))
+		}
+		if each != nil {
+			each()
+		}
+		if len(w.errs) > 0 {
+			t.Fatalf("%s\nscript: %s", strings.Join(w.errs, "\n"), w.script())
+		}
+	}
+}
+
+func delivered(w *world, node string) int {
 	n := 0
-	for _, d := range w.members[handover.MemberID(id)].delivering {
+	m := w.nodes[handover.NodeID(node)].member
+	if m == nil || !m.running {
+		return 0
+	}
+	for _, d := range m.delivering {
 		if d {
 			n++
 		}
 	}
 	return n
+}
+
+func served(w *world) (unserved []int) {
+	for r := range w.ranges {
+		if len(w.callers(r)) == 0 {
+			unserved = append(unserved, r)
+		}
+	}
+	return unserved
 }
 
 func TestJoinHandsOverFromTheOwner(t *testing.T) {
@@ -54,8 +95,8 @@ func TestJoinHandsOverFromTheOwner(t *testing.T) {
 		t.Fatalf("%d moves for %d ranges: %v", len(w.moves), n2, w.moves)
 	}
 	for _, mv := range w.moves {
-		if mv.from != "m1" || mv.to != "m2" {
-			t.Errorf("range %d moved from %q to %q, want m1 to m2", mv.r, mv.from, mv.to)
+		if mv.from.Node() != "m1" || mv.to.Node() != "m2" || !mv.handoff {
+			t.Errorf("range %d moved from %q to %q (handoff %v), want m1 to m2 with a handoff", mv.r, mv.from, mv.to, mv.handoff)
 		}
 	}
 }
@@ -67,32 +108,33 @@ func TestLeaveHandsOverAndSaysGoodbye(t *testing.T) {
 	w.exec("start m2")
 	w.exec("start m3")
 	settle(t, w)
-	before := delivered(w, "m2")
 	w.moves = nil
 	w.exec("leave m2")
 	settle(t, w)
-	if !w.members["m2"].left {
+	if !w.nodes["m2"].member.left {
 		t.Fatal("m2 did not leave")
 	}
-	// m2's ranges move, each handed over by m2; a few others may move
-	// between the two that stay, to keep their shares even, also handed
-	// over by their former owner.
+	if w.leases[w.nodes["m2"].member.id] != nil {
+		t.Error("m2's lease is still there after it left")
+	}
 	fromM2 := 0
 	for _, mv := range w.moves {
-		switch mv.from {
-		case "m2":
+		if mv.from == "" || !mv.handoff {
+			t.Errorf("range %d went to %s without a handover", mv.r, mv.to)
+		}
+		if mv.from.Node() == "m2" {
 			fromM2++
-		case "m1", "m3":
-		default:
-			t.Errorf("range %d moved from %q, want a handover by its owner", mv.r, mv.from)
 		}
 	}
-	if fromM2 != before {
-		t.Fatalf("%d ranges moved from m2, want the %d it delivered: %v", fromM2, before, w.moves)
+	if fromM2 == 0 {
+		t.Fatal("no range moved from m2")
 	}
 }
 
-func TestKillIsTakenOverWithoutAnAnswer(t *testing.T) {
+// A killed member calls no handler; its lease is revoked once it has been
+// unchanged for the lease duration, and its ranges are taken over without
+// an answer (and without a handoff).
+func TestKillIsTakenOverOnceTheLeaseIsVoid(t *testing.T) {
 	w := newWorld(t, 16)
 	w.fifo = true
 	w.exec("start m1")
@@ -100,6 +142,7 @@ func TestKillIsTakenOverWithoutAnAnswer(t *testing.T) {
 	settle(t, w)
 	lost := delivered(w, "m2")
 	w.moves = nil
+	killedAt := w.nowMS
 	w.exec("kill m2")
 	w.exec("expire m2")
 	settle(t, w)
@@ -110,9 +153,12 @@ func TestKillIsTakenOverWithoutAnAnswer(t *testing.T) {
 		t.Fatalf("%d moves, want %d", len(w.moves), lost)
 	}
 	for _, mv := range w.moves {
-		if mv.from != "" {
-			t.Errorf("range %d: from %q, want none (m2 was killed)", mv.r, mv.from)
+		if mv.from != "" || mv.handoff {
+			t.Errorf("range %d: from %q (handoff %v), want none (m2 was killed)", mv.r, mv.from, mv.handoff)
 		}
+	}
+	if took := w.nowMS - killedAt; took < simLeaseDuration.Milliseconds()-int64(simRetryPeriod.Milliseconds()) {
+		t.Errorf("taken over %d ms after the kill, before its lease could lapse", took)
 	}
 }
 
@@ -123,8 +169,8 @@ func TestLastMemberLeavesWithNobodyToHandTo(t *testing.T) {
 	settle(t, w)
 	w.exec("leave m1")
 	settle(t, w)
-	if !w.members["m1"].left || delivered(w, "m1") != 0 {
-		t.Fatalf("left=%v delivering=%d", w.members["m1"].left, delivered(w, "m1"))
+	if m := w.nodes["m1"].member; !m.left || delivered(w, "m1") != 0 {
+		t.Fatalf("left=%v delivering=%d", m.left, delivered(w, "m1"))
 	}
 }
 
@@ -137,7 +183,7 @@ func TestMemberWithOtherSettingsGivesUp(t *testing.T) {
 		w.moves = nil
 		w.exec(other)
 		settle(t, w)
-		m2 := w.members["m2"]
+		m2 := w.nodes["m2"].member
 		if m2.failed == "" || !strings.Contains(m2.failed, "m1") {
 			t.Errorf("%s: m2 failed with %q, want a reason naming m1", other, m2.failed)
 		}
@@ -147,35 +193,63 @@ func TestMemberWithOtherSettingsGivesUp(t *testing.T) {
 	}
 }
 
-// An Acquire older than one already seen from the same member, for the same
-// range, is ignored; an answer to another epoch does not count.
-func TestOlderEpochsAreIgnored(t *testing.T) {
-	// The asker must own range 0: pick its name so.
-	var asker handover.MemberID
-	for i := 0; asker == ""; i++ {
-		if id := handover.MemberID(fmt.Sprintf("m%d", i)); id != "m1" && handover.Assign([]handover.MemberID{"m1", id}, 1)[0] == id {
-			asker = id
+// A paused process keeps its stale state: when it resumes, its claim has
+// lapsed on its own clock (which ran on), so it calls no handler, though
+// its core still says its ranges are active; the others revoked its lease
+// and took its ranges; it learns it is fenced and rejoins as a new member.
+func TestPausedMemberIsFencedAndRejoins(t *testing.T) {
+	w := newWorld(t, 16)
+	w.fifo = true
+	w.exec("start m1")
+	w.exec("start m2")
+	settle(t, w)
+	before := w.nodes["m2"].member
+	w.exec("pause m2")
+	w.exec("expire m2") // its keep-alive lapses too
+	runFor(t, w, 4000, nil)
+	if n := delivered(w, "m1"); n != 16 {
+		t.Fatalf("m1 delivers %d ranges while m2 is paused, want 16\n%s", n, w.dump())
+	}
+	if w.leases[before.id] != nil {
+		t.Fatal("m2's lease was not revoked")
+	}
+	w.exec("resume m2")
+	w.exec("register m2") // the etcd provider registers it again; m1 keeps it blocked
+	runFor(t, w, 600, nil)
+	if before.fenced == "" {
+		t.Fatalf("m2 was not fenced after its pause:\n%s", w.dump())
+	}
+	settle(t, w)
+	var rejoined *simMember
+	for _, m := range w.members {
+		if m.running && m.node.id != "m1" {
+			rejoined = m
 		}
 	}
-	c := handover.NewCore(handover.Config{Self: "m1", Ranges: 1, HashField: "uid", DiscoveryTicks: 1})
-	c.Step(&handover.Topology{Members: []handover.MemberID{"m1", asker}})
-	c.Step(&handover.Hello{From: asker, Ranges: 1, HashField: "uid", Reply: true})
-	out := c.Step(&handover.Acquire{From: asker, Epoch: 5, Ranges: []int{0}})
-	if !hasReleased(out, 5) {
-		t.Fatalf("epoch 5 not answered: %v", out)
-	}
-	if out := c.Step(&handover.Acquire{From: asker, Epoch: 3, Ranges: []int{0}}); hasReleased(out, 3) {
-		t.Fatalf("older epoch 3 answered: %v", out)
+	if rejoined == nil || delivered(w, string(rejoined.node.id)) == 0 {
+		t.Fatalf("m2 did not rejoin as a new member that serves ranges:\n%s", w.dump())
 	}
 }
 
-func hasReleased(out []stage.Msg, epoch uint64) bool {
-	for _, m := range out {
-		if r, ok := m.Body.(*handover.Released); ok && r.Epoch == epoch {
-			return true
-		}
+// A member that cannot reach the API server stops calling handlers at its
+// renew deadline and is fenced at its next tick, even when nobody revoked
+// its lease; it rejoins.
+func TestLapsedClaimIsFenced(t *testing.T) {
+	w := newWorld(t, 4)
+	w.fifo = true
+	w.exec("start m1")
+	settle(t, w)
+	m := w.nodes["m1"].member
+	w.exec("apicut m1")
+	runFor(t, w, 2000, nil)
+	if m.fenced == "" {
+		t.Fatalf("m1 was not fenced 2 s after it lost the API server:\n%s", w.dump())
 	}
-	return false
+	if !strings.Contains(m.fenced, "not renewed") {
+		t.Errorf("fenced because %q, want the renew deadline", m.fenced)
+	}
+	w.exec("apiheal m1")
+	settle(t, w)
 }
 
 // A member that cannot be reached (a partition: its messages are lost, and
@@ -191,33 +265,101 @@ func TestUnreachableMemberLeavesNoRangeUnserved(t *testing.T) {
 	settle(t, w)
 	w.exec("cut m3")
 	w.exec("start m4")
-	rng := rand.New(rand.NewPCG(3, 3))
-	for round := range 60 {
-		for len(w.net) > 0 || len(w.effects) > 0 || w.anyLocal() {
-			w.exec(w.random(rng, false))
+	runFor(t, w, 3000, func() {
+		if u := served(w); len(u) > 0 {
+			t.Fatalf("ranges %v are served by nobody while m3 is cut off\n%s", u, w.dump())
 		}
-		for _, id := range w.runningMembers() {
-			w.exec("tick " + string(id))
-		}
-		for r := range w.ranges {
-			served := false
-			for _, id := range w.order {
-				if m := w.members[id]; m.alive && m.delivering[r] {
-					served = true
-				}
-			}
-			if !served {
-				t.Fatalf("round %d: range %d is served by nobody while m3 is cut off\n%s", round, r, w.dump())
-			}
-		}
-		if len(w.errs) > 0 {
-			t.Fatal(strings.Join(w.errs, "\n"))
-		}
-	}
+	})
 	w.exec("heal m3")
 	settle(t, w)
 	if delivered(w, "m4") == 0 {
 		t.Fatal("m4 serves no range once m3 is reachable again")
+	}
+}
+
+// A dead letter from a live member (its connection not established yet)
+// is not an answer: the new owner asks again and waits.
+func TestDeadLetterIsNotARelease(t *testing.T) {
+	w := newWorld(t, 8)
+	w.fifo = true
+	w.exec("start m1")
+	settle(t, w)
+	w.exec("start m2")
+	bounced := 0
+	rng := rand.New(rand.NewPCG(9, 9))
+	for steps := 0; steps < 20000 && bounced < 20; steps++ {
+		i := slices.IndexFunc(w.net, func(m netMsg) bool {
+			_, ok := m.body.(*handover.Acquire)
+			return ok && m.to.Node() == "m1"
+		})
+		if i >= 0 {
+			w.exec(fmt.Sprintf("bounce %d", i))
+			bounced++
+			continue
+		}
+		if !w.busy() {
+			w.exec("advance 100")
+			w.exec("topo m1")
+			w.exec("topo m2")
+			w.exec("leases m1")
+			w.exec("leases m2")
+			continue
+		}
+		w.exec(w.random(rng, false))
+	}
+	if len(w.errs) > 0 {
+		t.Fatal(strings.Join(w.errs, "\n"))
+	}
+	if bounced == 0 {
+		t.Fatal("no Acquire to m1 was bounced")
+	}
+	if n := delivered(w, "m2"); n != 0 {
+		t.Fatalf("m2 delivers %d ranges though every ask to m1 came back undelivered", n)
+	}
+	settle(t, w)
+	for _, mv := range w.moves {
+		if mv.to.Node() == "m2" && (!mv.handoff || mv.from.Node() != "m1") {
+			t.Errorf("range %d went to m2 from %q without m1's handoff", mv.r, mv.from)
+		}
+	}
+}
+
+// A member the provider dropped while it runs (its keep-alive lapsed) is
+// never shown again to the others (they block its node); it keeps its
+// lease, so they cannot take its ranges, and asks to it find its view
+// stale. It hears from them that it was left out, and rejoins as a new
+// member; then they take its ranges.
+func TestDroppedLiveMemberRejoins(t *testing.T) {
+	w := newWorld(t, 16)
+	w.fifo = true
+	w.exec("start m1")
+	w.exec("start m2")
+	w.exec("start m3")
+	settle(t, w)
+	zombie := w.nodes["m3"].member
+	w.exec("expire m3")
+	w.exec("topo m1")
+	w.exec("topo m2")
+	w.exec("register m3")
+	runFor(t, w, 8000, nil)
+	if zombie.fenced == "" || !strings.Contains(zombie.fenced, "left this one out") {
+		t.Fatalf("m3 was not fenced for being left out (fenced %q):\n%s", zombie.fenced, w.dump())
+	}
+	settle(t, w)
+}
+
+// A process that dies and is replaced at its address by another (a new
+// node) gets none of the messages meant for the dead one's incarnation.
+func TestRestartAtTheSameAddress(t *testing.T) {
+	w := newWorld(t, 16)
+	w.fifo = true
+	w.exec("start m1")
+	w.exec("start m2")
+	settle(t, w)
+	w.exec("restart m2 m2b")
+	settle(t, w)
+	if delivered(w, "m2b") == 0 {
+		t.Fatal("the restarted member serves no range")
 	}
 }
 
@@ -248,5 +390,168 @@ func TestAssignIsBalanced(t *testing.T) {
 		if !slices.Equal(handover.Assign(rev, n), handover.Assign(ms, n)) {
 			t.Fatalf("seed %d: the order of members changes the owners", seed)
 		}
+	}
+}
+
+// Direct tests of one core: the rules the random runs reach only rarely.
+
+func testConfig(self handover.MemberID, ranges int) handover.Config {
+	return handover.Config{Self: self, Ranges: ranges, HashField: "uid", DiscoveryTicks: 1,
+		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod}
+}
+
+// ownerOfZero returns a member id that owns range 0 against self.
+func ownerOfZero(self handover.MemberID) handover.MemberID {
+	for i := 0; ; i++ {
+		id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("n%d", i)), "1")
+		if id != self && handover.Assign([]handover.MemberID{self, id}, 1)[0] == id {
+			return id
+		}
+	}
+}
+
+func find[T any](out []stage.Msg) (T, bool) {
+	for _, m := range out {
+		if b, ok := m.Body.(T); ok {
+			return b, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// joined returns a core of self that has its lease, sees its own lease,
+// knows peer and has ended discovery.
+func joined(t *testing.T, self, peer handover.MemberID, ranges int) *handover.Core {
+	t.Helper()
+	c := handover.NewCore(testConfig(self, ranges))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	c.Step(&handover.Hello{From: peer, Ranges: ranges, HashField: "uid", Reply: true})
+	c.Step(&handover.Tick{Now: simTick})
+	c.Step(&handover.Tick{Now: 2 * simTick})
+	return c
+}
+
+// An Acquire older than one already seen from the same member, for the same
+// range, is ignored.
+func TestOlderAsksAreIgnored(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	asker := ownerOfZero(self)
+	c := joined(t, self, asker, 1)
+	if _, ok := find[*handover.Released](c.Step(&handover.Acquire{From: asker, Epoch: 5, Ranges: []int{0}})); !ok {
+		t.Fatal("epoch 5 not answered")
+	}
+	if _, ok := find[*handover.Released](c.Step(&handover.Acquire{From: asker, Epoch: 3, Ranges: []int{0}})); ok {
+		t.Fatal("older epoch 3 answered")
+	}
+}
+
+// acquiringZero returns a core of self (owner of range 0) that asks peer
+// for range 0, and the epoch it asks with.
+func acquiringZero(t *testing.T) (c *handover.Core, self, peer handover.MemberID, epoch uint64) {
+	t.Helper()
+	peer = handover.NewMemberID("peer", "1")
+	self = ownerOfZero(peer)
+	c = joined(t, self, peer, 1)
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
+	}
+	ask, ok := find[*handover.Acquire](c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+	if !ok {
+		t.Fatalf("no Acquire after sync: %+v", c.Status())
+	}
+	return c, self, peer, ask.Epoch
+}
+
+// An answer to another attempt does not count.
+func TestAnswerOfAnotherEpochDoesNotCount(t *testing.T) {
+	c, _, peer, epoch := acquiringZero(t)
+	c.Step(&handover.Released{From: peer, Epoch: epoch - 1, Ranges: []int{0}})
+	c.Step(&handover.Released{From: peer, Epoch: epoch + 7, Ranges: []int{0}})
+	if st := c.Status().Ranges[0]; st.State != "acquiring" {
+		t.Fatalf("range 0 is %s after answers of other epochs, want acquiring", st.State)
+	}
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
+	if st := c.Status().Ranges[0]; st.State != "claiming" {
+		t.Fatalf("range 0 is %s after the answer, want claiming", st.State)
+	}
+}
+
+// A revocation that failed (the holder renewed) leaves the holder's lease
+// valid.
+func TestFailedRevocationDoesNotVoid(t *testing.T) {
+	c, self, peer, _ := acquiringZero(t)
+	// The peer leaves the topology; its lease stays unchanged.
+	c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	var rev *handover.RevokeLease
+	for now := 3 * simTick; rev == nil && now < 10*time.Second; now += simTick {
+		c.Step(&handover.LeaseRenewed{Seq: 99, Start: now, Token: 11}) // keeps its own claim
+		rev, _ = find[*handover.RevokeLease](c.Step(&handover.Tick{Now: now}))
+	}
+	if rev == nil || rev.Member != peer {
+		t.Fatalf("the peer's unchanged lease was not revoked: %+v", rev)
+	}
+	c.Step(&handover.LeaseRevoked{Member: peer, Version: rev.Version, OK: false})
+	if st := c.Status().Ranges[0]; st.State != "acquiring" {
+		t.Fatalf("range 0 is %s after a failed revocation, want acquiring", st.State)
+	}
+	c.Step(&handover.LeaseRevoked{Member: peer, Version: rev.Version, OK: true})
+	if st := c.Status().Ranges[0]; st.State == "acquiring" {
+		t.Fatalf("range 0 still acquiring after the lease was revoked")
+	}
+}
+
+// The token is the resourceVersion of a lease write that started after the
+// last answer: a write already in flight when it came does not do.
+func TestTokenComesFromAWriteAfterTheClaim(t *testing.T) {
+	c, _, peer, epoch := acquiringZero(t)
+	// A periodic renewal starts before the answer arrives.
+	renew, ok := find[*handover.RenewLease](c.Step(&handover.Tick{Now: time.Second}))
+	if !ok {
+		t.Fatal("no periodic renewal")
+	}
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
+	out := c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})
+	if _, ok := find[*handover.ActivateRange](out); ok {
+		t.Fatal("activated with the token of a write that started before the claim")
+	}
+	next, ok := find[*handover.RenewLease](out)
+	if !ok || next.Seq <= renew.Seq {
+		t.Fatalf("no new write for the claim: %v", out)
+	}
+	act, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: next.Seq, Start: time.Second + simTick, Token: 21}))
+	if !ok || act.Token != 21 {
+		t.Fatalf("activation %+v, want token 21", act)
+	}
+}
+
+// A member asks for ranges only once its lease watch has shown its own
+// lease: a member that never gets one (a tombstone took its name) holds no
+// answer it could use later.
+func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	self := ownerOfZero(peer)
+	c := handover.NewCore(testConfig(self, 1))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+	c.Step(&handover.Tick{Now: simTick})
+	c.Step(&handover.Tick{Now: 2 * simTick})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing", st.State)
+	}
+	out := c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+	out = append(out, c.Step(&handover.Tick{Now: 3 * simTick})...)
+	if a, ok := find[*handover.Acquire](out); ok {
+		t.Fatalf("asked %+v before its lease watch showed its lease", a)
+	}
+	out = c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	if _, ok := find[*handover.Acquire](out); !ok {
+		t.Fatalf("no ask once its lease was seen: %v", out)
 	}
 }

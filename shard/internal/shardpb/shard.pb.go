@@ -33,9 +33,14 @@ type Hello struct {
 	HashField string                 `protobuf:"bytes,4,opt,name=hash_field,json=hashField,proto3" json:"hash_field,omitempty"`
 	JoinedAt  int64                  `protobuf:"varint,5,opt,name=joined_at,json=joinedAt,proto3" json:"joined_at,omitempty"`
 	// 0 joined, 1 leaving, 2 gone
-	State         int32   `protobuf:"varint,6,opt,name=state,proto3" json:"state,omitempty"`
-	Active        []int32 `protobuf:"varint,7,rep,packed,name=active,proto3" json:"active,omitempty"`
-	Reply         bool    `protobuf:"varint,8,opt,name=reply,proto3" json:"reply,omitempty"`
+	State  int32    `protobuf:"varint,6,opt,name=state,proto3" json:"state,omitempty"`
+	Active []int32  `protobuf:"varint,7,rep,packed,name=active,proto3" json:"active,omitempty"`
+	Reply  bool     `protobuf:"varint,8,opt,name=reply,proto3" json:"reply,omitempty"`
+	To     string   `protobuf:"bytes,9,opt,name=to,proto3" json:"to,omitempty"`
+	View   []string `protobuf:"bytes,10,rep,name=view,proto3" json:"view,omitempty"`
+	// The protocol's version: members of other versions refuse each other
+	// as members of other settings do.
+	Protocol      int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -126,6 +131,27 @@ func (x *Hello) GetReply() bool {
 	return false
 }
 
+func (x *Hello) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *Hello) GetView() []string {
+	if x != nil {
+		return x.View
+	}
+	return nil
+}
+
+func (x *Hello) GetProtocol() int32 {
+	if x != nil {
+		return x.Protocol
+	}
+	return 0
+}
+
 // Probe asks a member for its settings (answered with a Hello that is a
 // reply), without joining: New checks a group's settings with it.
 type Probe struct {
@@ -177,6 +203,7 @@ type Reject struct {
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,12 +259,20 @@ func (x *Reject) GetReason() string {
 	return ""
 }
 
+func (x *Reject) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 type Acquire struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Ranges        []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
+	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,13 +335,21 @@ func (x *Acquire) GetRanges() []int32 {
 	return nil
 }
 
+func (x *Acquire) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 type Released struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Ranges        []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
-	WasActive     bool                   `protobuf:"varint,5,opt,name=was_active,json=wasActive,proto3" json:"was_active,omitempty"`
+	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	Handoffs      []*Handoff             `protobuf:"bytes,6,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,18 +412,154 @@ func (x *Released) GetRanges() []int32 {
 	return nil
 }
 
-func (x *Released) GetWasActive() bool {
+func (x *Released) GetTo() string {
 	if x != nil {
-		return x.WasActive
+		return x.To
 	}
-	return false
+	return ""
+}
+
+func (x *Released) GetHandoffs() []*Handoff {
+	if x != nil {
+		return x.Handoffs
+	}
+	return nil
+}
+
+// Handoff is what a range's previous deliverer gave its handlers.
+type Handoff struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Objects       []*ObjectRef           `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handoff) Reset() {
+	*x = Handoff{}
+	mi := &file_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handoff) ProtoMessage() {}
+
+func (x *Handoff) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
+func (*Handoff) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Handoff) GetRange() int32 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *Handoff) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Handoff) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Handoff) GetObjects() []*ObjectRef {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+type ObjectRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Uid           string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectRef) Reset() {
+	*x = ObjectRef{}
+	mi := &file_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectRef) ProtoMessage() {}
+
+func (x *ObjectRef) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
+func (*ObjectRef) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ObjectRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
 }
 
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xc9\x01\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\x89\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -390,25 +569,40 @@ const file_shard_proto_rawDesc = "" +
 	"\tjoined_at\x18\x05 \x01(\x03R\bjoinedAt\x12\x14\n" +
 	"\x05state\x18\x06 \x01(\x05R\x05state\x12\x16\n" +
 	"\x06active\x18\a \x03(\x05R\x06active\x12\x14\n" +
-	"\x05reply\x18\b \x01(\bR\x05reply\"\x1d\n" +
+	"\x05reply\x18\b \x01(\bR\x05reply\x12\x0e\n" +
+	"\x02to\x18\t \x01(\tR\x02to\x12\x12\n" +
+	"\x04view\x18\n" +
+	" \x03(\tR\x04view\x12\x1a\n" +
+	"\bprotocol\x18\v \x01(\x05R\bprotocol\"\x1d\n" +
 	"\x05Probe\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"J\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"Z\n" +
 	"\x06Reject\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"a\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\"q\n" +
 	"\aAcquire\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
-	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\"\x81\x01\n" +
+	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\"\xaf\x01\n" +
 	"\bReleased\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
-	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x1d\n" +
-	"\n" +
-	"was_active\x18\x05 \x01(\bR\twasActiveB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
+	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\x8c\x01\n" +
+	"\aHandoff\x12\x14\n" +
+	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12;\n" +
+	"\aobjects\x18\x04 \x03(\v2!.actorinformer.shard.v1.ObjectRefR\aobjects\"I\n" +
+	"\tObjectRef\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversionB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -422,20 +616,24 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_shard_proto_goTypes = []any{
-	(*Hello)(nil),    // 0: actorinformer.shard.v1.Hello
-	(*Probe)(nil),    // 1: actorinformer.shard.v1.Probe
-	(*Reject)(nil),   // 2: actorinformer.shard.v1.Reject
-	(*Acquire)(nil),  // 3: actorinformer.shard.v1.Acquire
-	(*Released)(nil), // 4: actorinformer.shard.v1.Released
+	(*Hello)(nil),     // 0: actorinformer.shard.v1.Hello
+	(*Probe)(nil),     // 1: actorinformer.shard.v1.Probe
+	(*Reject)(nil),    // 2: actorinformer.shard.v1.Reject
+	(*Acquire)(nil),   // 3: actorinformer.shard.v1.Acquire
+	(*Released)(nil),  // 4: actorinformer.shard.v1.Released
+	(*Handoff)(nil),   // 5: actorinformer.shard.v1.Handoff
+	(*ObjectRef)(nil), // 6: actorinformer.shard.v1.ObjectRef
 }
 var file_shard_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	5, // 0: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
+	6, // 1: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -449,7 +647,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

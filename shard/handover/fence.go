@@ -1,0 +1,223 @@
+package handover
+
+import (
+	"fmt"
+	"time"
+)
+
+// ownLease is this member's lease: its writes and the claim they give.
+type ownLease struct {
+	// seq numbers the writes asked for; inflight: one is running (the
+	// shell answers each within RenewDeadline).
+	seq      uint64
+	inflight bool
+	created  bool // a write has succeeded
+	// lastAttempt is when the last write was asked for, lastOK when the
+	// last successful one started.
+	lastAttempt, lastOK time.Duration
+	// validUntil: handler calls are allowed until then (RenewDeadline
+	// after lastOK).
+	validUntil time.Duration
+	// token is the resourceVersion of the last successful write.
+	token uint64
+	// synced: a Leases snapshot showed this member's lease, so the watch
+	// is past its creation and every lease created before it is known.
+	synced bool
+}
+
+// peerLease is another member's lease, as this member observed it.
+type peerLease struct {
+	// version is the last resourceVersion seen, at seenAt (this member's
+	// clock) for the first time; known: one was seen.
+	version string
+	seenAt  time.Duration
+	known   bool
+	// inSnapshot: in the last Leases snapshot; void: deleted (it left a
+	// snapshot, a check found none, or this member revoked it): its holder
+	// calls no handler under it.
+	inSnapshot, void bool
+	revoking         bool
+	checking         bool
+	checkedAt        int
+}
+
+// holdsLease: id has a lease that is not void, as far as this member
+// knows.
+func (c *Core) holdsLease(id MemberID) bool {
+	l := c.leases[id]
+	return l != nil && l.known && !l.void
+}
+
+// isVoid: id's lease is void: id calls no handler under it.
+func (c *Core) isVoid(id MemberID) bool {
+	l := c.leases[id]
+	return l != nil && l.void
+}
+
+// renew asks for a write of this member's lease.
+func (c *Core) renew() {
+	c.lease.seq++
+	c.lease.inflight = true
+	c.lease.lastAttempt = c.now
+	c.out.Send(ToLease, &RenewLease{Seq: c.lease.seq, Create: !c.lease.created})
+}
+
+// maybeRenew writes the lease now when a claimed range waits for a write
+// that starts after its claim.
+func (c *Core) maybeRenew() {
+	if c.lease.inflight || c.done {
+		return
+	}
+	for r := range c.ranges {
+		if st, ok := c.ranges[r].state.(*claiming); ok && st.after >= c.lease.seq {
+			c.renew()
+			return
+		}
+	}
+}
+
+// leaseTick renews the lease every RetryPeriod, fences this member once
+// its claim has lapsed, and revokes the leases that stayed unchanged for
+// LeaseDuration.
+func (c *Core) leaseTick() {
+	l := &c.lease
+	if l.created && c.now >= l.validUntil {
+		c.fence(fmt.Sprintf("the lease was not renewed within %v (last successful write started at %v, now %v)", c.cfg.RenewDeadline, l.lastOK, c.now))
+		return
+	}
+	if !l.inflight && c.now-l.lastAttempt >= c.cfg.RetryPeriod {
+		c.renew()
+	}
+	for _, id := range sortedKeys(c.leases) {
+		p := c.leases[id]
+		if p.known && !p.void && !p.revoking && c.now-p.seenAt >= c.cfg.LeaseDuration {
+			p.revoking = true
+			c.out.Send(ToLease, &RevokeLease{Member: id, Version: p.version})
+		}
+	}
+}
+
+func (c *Core) renewed(m *LeaseRenewed) {
+	if m.Now > c.now {
+		c.now = m.Now
+	}
+	l := &c.lease
+	if m.Seq == l.seq {
+		l.inflight = false
+	}
+	l.created = true
+	if m.Token > l.token {
+		l.token = m.Token
+	}
+	if m.Start >= l.lastOK {
+		l.lastOK = m.Start
+	}
+	if until := m.Start + c.cfg.RenewDeadline; until > l.validUntil {
+		l.validUntil = until
+		c.out.Send(ToLease, &SetValidity{Until: until})
+	}
+	c.activate(m.Seq, m.Token)
+}
+
+func (c *Core) renewFailed(m *LeaseRenewFailed) {
+	if m.Seq == c.lease.seq {
+		c.lease.inflight = false
+	}
+	if m.Lost {
+		c.fence("the lease was revoked or taken")
+	}
+}
+
+func (c *Core) leaseSnapshot(m *Leases) {
+	if m.Now > c.now {
+		c.now = m.Now
+	}
+	seen := make(map[MemberID]bool, len(m.Leases))
+	for _, rec := range m.Leases {
+		seen[rec.Holder] = true
+		if rec.Holder == c.cfg.Self {
+			c.lease.synced = true
+			continue
+		}
+		p := c.leases[rec.Holder]
+		if p == nil {
+			p = &peerLease{}
+			c.leases[rec.Holder] = p
+		}
+		p.inSnapshot = true
+		if !p.known || p.version != rec.Version {
+			p.known, p.version, p.seenAt = true, rec.Version, c.now
+			p.void, p.revoking = false, false
+		}
+	}
+	if c.lease.synced && !seen[c.cfg.Self] && c.members.started {
+		c.fence("the lease was deleted")
+		return
+	}
+	for id, p := range c.leases {
+		if p.inSnapshot && !seen[id] {
+			p.inSnapshot = false
+			p.void = true
+		}
+	}
+}
+
+func (c *Core) leaseChecked(m *LeaseChecked) {
+	p := c.leases[m.Member]
+	if p == nil {
+		p = &peerLease{}
+		c.leases[m.Member] = p
+	}
+	p.checking = false
+	switch {
+	case !m.Found:
+		p.void = true // a tombstone holds its lease's name
+	case !p.known || p.version != m.Version:
+		p.known, p.version, p.seenAt = true, m.Version, c.now
+		p.void, p.revoking = false, false
+	}
+}
+
+func (c *Core) leaseRevoked(m *LeaseRevoked) {
+	p := c.leases[m.Member]
+	if p == nil || p.version != m.Version {
+		return
+	}
+	p.revoking = false
+	if m.OK {
+		p.void = true
+	}
+}
+
+// checkAbsentLeases reads the lease of each member this member waits for
+// that is not a current peer and whose lease it has never seen: if there
+// is none, a tombstone takes its name, and the member never calls a
+// handler.
+func (c *Core) checkAbsentLeases() {
+	if c.ticks%c.cfg.HelloTicks != 0 {
+		return
+	}
+	need := map[MemberID]struct{}{}
+	for r := range c.ranges {
+		if st, ok := c.ranges[r].state.(*acquiring); ok {
+			for id := range st.pending {
+				need[id] = struct{}{}
+			}
+		}
+	}
+	for _, id := range sortedKeys(need) {
+		if c.members.isCurrent(id) {
+			continue
+		}
+		p := c.leases[id]
+		if p != nil && (p.known || p.void || p.checking) {
+			continue
+		}
+		if p == nil {
+			p = &peerLease{}
+			c.leases[id] = p
+		}
+		p.checking, p.checkedAt = true, c.ticks
+		c.out.Send(ToLease, &CheckLease{Member: id})
+	}
+}

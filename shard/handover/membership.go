@@ -1,0 +1,275 @@
+package handover
+
+import (
+	"fmt"
+	"slices"
+)
+
+// membership is what a member knows of the others: the topology's nodes,
+// the peers it heard, its view and each range's owner.
+type membership struct {
+	topo  map[NodeID]struct{}
+	peers map[MemberID]*peer
+	// current is the incarnation on each node that said Hello last (the
+	// newest, by JoinedAt): an older one on the same node is superseded.
+	current map[NodeID]MemberID
+
+	started     bool // self's node has been in a topology
+	inTopo      bool
+	discovering bool
+	waiting     map[NodeID]struct{} // discovery: nodes not heard from yet
+	// waited: discovery has waited for some node; a member alone in the
+	// topology waits DiscoveryTicks for others starting with it.
+	waited     bool
+	discoverAt int
+
+	view   []MemberID
+	owners []MemberID // per range; nil before the first view
+	// viewAt is the tick the view last changed at.
+	viewAt int
+}
+
+type peer struct {
+	heard    bool
+	ok       bool // same settings
+	state    PeerState
+	joinedAt int64
+	// active: the ranges the member said it delivers, in its last Hello.
+	active []int
+	// view: its view, in its last Hello.
+	view []MemberID
+	// excludedAt is the tick since which its view leaves this member out
+	// (-1: it does not).
+	excludedAt int
+}
+
+func (ms *membership) init() {
+	ms.topo = map[NodeID]struct{}{}
+	ms.peers = map[MemberID]*peer{}
+	ms.current = map[NodeID]MemberID{}
+}
+
+func (ms *membership) peer(id MemberID) *peer {
+	p := ms.peers[id]
+	if p == nil {
+		p = &peer{excludedAt: -1}
+		ms.peers[id] = p
+	}
+	return p
+}
+
+// isCurrent: id is the newest incarnation heard of on a node of the
+// topology, with the same settings, and has not said Gone.
+func (ms *membership) isCurrent(id MemberID) bool {
+	p := ms.peers[id]
+	if p == nil || !p.heard || !p.ok || p.state == Gone {
+		return false
+	}
+	if _, in := ms.topo[id.Node()]; !in {
+		return false
+	}
+	return ms.current[id.Node()] == id
+}
+
+func (c *Core) topology(m *Topology) {
+	ms := &c.members
+	prev := ms.topo
+	ms.topo = make(map[NodeID]struct{}, len(m.Nodes))
+	for _, n := range m.Nodes {
+		ms.topo[n] = struct{}{}
+	}
+	self := c.cfg.Self.Node()
+	_, in := ms.topo[self]
+	wasIn := ms.inTopo
+	ms.inTopo = in
+	if !in {
+		return
+	}
+	if !ms.started {
+		ms.started = true
+		c.renew()
+	}
+	if !wasIn {
+		ms.discovering = true
+		ms.discoverAt = c.ticks
+		ms.waiting = map[NodeID]struct{}{}
+		ms.waited = false
+		for _, n := range sortedKeys(ms.topo) {
+			if n != self {
+				ms.waiting[n] = struct{}{}
+				ms.waited = true
+				c.sendHello(MemberID(n), false)
+			}
+		}
+		return
+	}
+	for _, n := range sortedKeys(ms.topo) {
+		if _, old := prev[n]; !old && n != self {
+			c.sendHello(MemberID(n), false)
+			if ms.discovering {
+				// Members are still arriving (started together): wait for
+				// them too.
+				ms.waiting[n] = struct{}{}
+				ms.waited = true
+				ms.discoverAt = c.ticks
+			}
+		}
+	}
+	for n := range prev {
+		if _, still := ms.topo[n]; !still {
+			delete(ms.waiting, n)
+		}
+	}
+}
+
+func (ms *membership) discoveryTick(c *Core) {
+	if ms.discovering && c.ticks-ms.discoverAt >= c.cfg.DiscoveryTicks {
+		ms.discovering = false
+	}
+}
+
+// sendHello says Hello to a member, or to whatever incarnation runs on a
+// node (a MemberID without '#').
+func (c *Core) sendHello(to MemberID, reply bool) {
+	st := Joined
+	switch {
+	case c.done:
+		st = Gone
+	case c.leaving || c.failed != "":
+		st = Leaving
+	}
+	var act []int
+	for r := range c.ranges {
+		switch c.ranges[r].state.(type) {
+		case *active, *deactivating:
+			act = append(act, r)
+		}
+	}
+	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Reply: reply})
+}
+
+// broadcastHello says Hello to every node of the topology and to every
+// holder of a lease that is not void (a member the provider dropped may
+// still deliver ranges, and must hear that it was left out).
+func (c *Core) broadcastHello() {
+	self := c.cfg.Self.Node()
+	sent := map[NodeID]bool{self: true}
+	for _, n := range sortedKeys(c.members.topo) {
+		if !sent[n] {
+			sent[n] = true
+			to := MemberID(n)
+			if cur, ok := c.members.current[n]; ok {
+				to = cur
+			}
+			c.sendHello(to, false)
+		}
+	}
+	for _, id := range sortedKeys(c.leases) {
+		if l := c.leases[id]; l.known && !l.void && id != c.cfg.Self && !sent[id.Node()] {
+			sent[id.Node()] = true
+			c.sendHello(id, false)
+		}
+	}
+}
+
+func (c *Core) hello(m *Hello) {
+	if m.From == c.cfg.Self {
+		return
+	}
+	ms := &c.members
+	p := ms.peer(m.From)
+	p.heard = true
+	p.joinedAt = m.JoinedAt
+	delete(ms.waiting, m.From.Node())
+	if cur, ok := ms.current[m.From.Node()]; !ok || cur == m.From || ms.peers[cur] == nil || ms.peers[cur].joinedAt <= m.JoinedAt {
+		ms.current[m.From.Node()] = m.From
+	}
+	if m.Ranges != c.cfg.Ranges || m.HashField != c.cfg.HashField {
+		p.ok = false
+		reason := fmt.Sprintf("%d ranges hashed on %q here, %d on %q at %s", c.cfg.Ranges, c.cfg.HashField, m.Ranges, m.HashField, m.From)
+		if younger(c.cfg.JoinedAt, c.cfg.Self, m.JoinedAt, m.From) {
+			c.fail(reason)
+		} else {
+			c.out.Send(c.addr(m.From), &Reject{From: c.cfg.Self, Reason: reason})
+		}
+		return
+	}
+	p.ok = true
+	p.state = m.State
+	p.active = m.Active
+	p.view = m.View
+	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
+		p.excludedAt = -1
+	} else if p.excludedAt < 0 {
+		p.excludedAt = c.ticks
+	}
+	if m.State == Gone {
+		c.forget(m.From)
+	}
+	if !m.Reply && ms.started {
+		c.sendHello(m.From, true)
+	}
+}
+
+// younger reports whether member a (joined at ja) joined after b.
+func younger(ja int64, a MemberID, jb int64, b MemberID) bool {
+	if ja != jb {
+		return ja > jb
+	}
+	return a > b
+}
+
+// forget stops waiting for an answer from id, which said Gone: it delivers
+// nothing and answers nothing more.
+func (c *Core) forget(id MemberID) {
+	for r := range c.ranges {
+		ri := &c.ranges[r]
+		delete(ri.deferred, id)
+		if st, ok := ri.state.(*acquiring); ok {
+			delete(st.pending, id)
+			delete(st.holders, id)
+		}
+	}
+}
+
+// healTick fences this member when a peer (current, or holding a lease)
+// has left it out of its view for HealTicks: the peer's provider dropped
+// this member's node (its keep-alive lapsed in a pause, say) and will not
+// take it back, so only a new incarnation on a new node can rejoin. Two
+// members whose providers dropped each other both rejoin.
+func (c *Core) healTick() {
+	if !c.eligible() || c.members.discovering {
+		return
+	}
+	for _, id := range sortedKeys(c.members.peers) {
+		p := c.members.peers[id]
+		if p.excludedAt >= 0 && p.ok && p.state == Joined && (c.members.isCurrent(id) || c.holdsLease(id)) && c.ticks-p.excludedAt >= c.cfg.HealTicks {
+			c.fence(fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt))
+			return
+		}
+	}
+}
+
+// computeView sets the group view and each range's owner.
+func (c *Core) computeView() {
+	ms := &c.members
+	prev := ms.view
+	view := make([]MemberID, 0, len(ms.peers)+1)
+	if c.eligible() {
+		view = append(view, c.cfg.Self)
+	}
+	for id, p := range ms.peers {
+		if p.state == Joined && ms.isCurrent(id) {
+			view = append(view, id)
+		}
+	}
+	slices.Sort(view)
+	if !slices.Equal(prev, view) || ms.owners == nil {
+		ms.view = view
+		ms.viewAt = c.ticks
+		ms.owners = Assign(view, len(c.ranges))
+	}
+}
+
+func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

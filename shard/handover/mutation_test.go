@@ -1,0 +1,182 @@
+package handover_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The mutation check: each mutant below breaks one rule of the core (a
+// source edit applied with go's -overlay, the tree is not touched), and
+// this package's tests must fail on every one of them. A mutant that
+// survives means a rule the tests do not hold. hack/test.sh runs it.
+//
+// (The core once had a split-brain resolver: a member that heard another
+// deliver a range its view gave the other stopped delivering it. With
+// fencing two members never deliver one range at once, so it was dead code,
+// and went with its mutant.)
+
+var runMutants = flag.Bool("handover.mutants", false, "run the mutation check")
+
+type mutant struct {
+	name      string
+	file      string // in this package
+	from, to  string // from must occur exactly once in file
+	mustMatch string // optional: what the failing run must say
+}
+
+var mutants = []mutant{
+	{
+		name: "an answer of another epoch counts",
+		file: "ranges.go",
+		from: "if !ok || ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
+		to:   "if !ok {\n\t\t\tcontinue // an answer to another attempt",
+	},
+	{
+		name: "the range's deliverer is asked first, with the others",
+		file: "ranges.go",
+		from: "if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) {",
+		to:   "if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) && false {",
+	},
+	{
+		name: "answers before the handlers have drained",
+		file: "ranges.go",
+		from: "\t\tcase *active:\n\t\t\tc.deactivate(r, id)\n\t\t}",
+		to:   "\t\tcase *active:\n\t\t\tc.deactivate(r, id)\n\t\t\tk := releaseKey{to: id, epoch: e}\n\t\t\tc.released[k] = &Released{From: c.cfg.Self, Epoch: e, Ranges: []int{r}}\n\t\t\tdelete(ri.deferred, id)\n\t\t}",
+	},
+	{
+		name: "releases to any asker",
+		file: "ranges.go",
+		from: "if c.owner(r) != id {\n\t\t\tcontinue // not the owner in this member's view: wait",
+		to:   "if false {\n\t\t\tcontinue // not the owner in this member's view: wait",
+	},
+	{
+		name: "a dead letter counts as a release",
+		file: "core.go",
+		from: "case *Undeliverable:\n\t\t// Not an answer: the ask is repeated at the next tick.",
+		to:   "case *Undeliverable:\n\t\tc.forget(m.Member)",
+	},
+	{
+		name: "handlers are called past the renew deadline",
+		file: "fence.go",
+		from: "if until := m.Start + c.cfg.RenewDeadline; until > l.validUntil {",
+		to:   "if until := m.Start + 10*c.cfg.LeaseDuration; until > l.validUntil {",
+	},
+	{
+		name: "a lease is revoked without waiting for the lease duration",
+		file: "fence.go",
+		from: "c.now-p.seenAt >= c.cfg.LeaseDuration",
+		to:   "c.now-p.seenAt >= c.cfg.RetryPeriod",
+	},
+	{
+		name: "a failed revocation counts",
+		file: "fence.go",
+		from: "\tp.revoking = false\n\tif m.OK {\n\t\tp.void = true\n\t}",
+		to:   "\tp.revoking = false\n\tp.void = true",
+	},
+	{
+		name: "the token comes from a write that may precede the claim",
+		file: "ranges.go",
+		from: "if !ok || st.after >= seq {",
+		to:   "if !ok {",
+	},
+	{
+		name: "asks go out before the lease watch has seen this member's lease",
+		file: "ranges.go",
+		from: "if !c.lease.synced {\n\t\t\t\t// Asks only",
+		to:   "if false {\n\t\t\t\t// Asks only",
+	},
+	{
+		name: "holders of leases outside the topology are not asked",
+		file: "ranges.go",
+		from: "\t\tif l.known && !l.void {\n\t\t\tset[id] = struct{}{}",
+		to:   "\t\tif l.known && !l.void && false {\n\t\t\tset[id] = struct{}{}",
+	},
+	{
+		name: "a claim that lapsed is not fenced",
+		file: "fence.go",
+		from: "if l.created && c.now >= l.validUntil {",
+		to:   "if false && l.created && c.now >= l.validUntil {",
+	},
+	{
+		name: "a member left out of a peer's view does not rejoin",
+		file: "membership.go",
+		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",
+		to:   "c.ticks-p.excludedAt >= c.cfg.HealTicks && false {",
+	},
+}
+
+func TestMutants(t *testing.T) {
+	if !*runMutants {
+		t.Skip("the mutation check runs with -handover.mutants (hack/test.sh)")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	for i, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join(dir, m.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(src), m.from); n != 1 {
+				t.Fatalf("the mutant's text occurs %d times in %s, want once: the core changed; update the mutant", n, m.file)
+			}
+			mutated := filepath.Join(tmp, strings.ReplaceAll(m.name, " ", "_")+".go")
+			if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), m.from, m.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(dir, m.file): mutated}})
+			ov := filepath.Join(tmp, "overlay"+string(rune('a'+i))+".json")
+			if err := os.WriteFile(ov, overlay, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "400")
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Errorf("the mutant survived: no test failed with it")
+				return
+			}
+			if ctx.Err() != nil {
+				t.Errorf("the mutant's run timed out:\n%s", tail(out))
+				return
+			}
+			if !strings.Contains(string(out), "--- FAIL") {
+				t.Errorf("the mutant's run failed without a failing test (does it build?):\n%s", tail(out))
+				return
+			}
+			if m.mustMatch != "" && !strings.Contains(string(out), m.mustMatch) {
+				t.Errorf("the mutant was killed, but not by %q:\n%s", m.mustMatch, tail(out))
+			}
+			t.Logf("killed by: %s", firstFail(out))
+		})
+	}
+}
+
+func tail(b []byte) string {
+	s := string(b)
+	if len(s) > 3000 {
+		s = s[len(s)-3000:]
+	}
+	return s
+}
+
+func firstFail(b []byte) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return "?"
+}

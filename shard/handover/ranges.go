@@ -1,0 +1,415 @@
+package handover
+
+// rangeInfo is one range on this member: its lifecycle state, and the
+// asks of other members for it.
+type rangeInfo struct {
+	state rangeState
+	// epoch is that of this member's latest attempt on the range (syncing
+	// to active), or of the informer being stopped.
+	epoch uint64
+	// deferred: the members that asked for the range and have not been
+	// answered, with the epoch they asked with.
+	deferred map[MemberID]uint64
+	// lastAsk: the latest epoch each member asked for the range with.
+	lastAsk map[MemberID]uint64
+}
+
+// rangeState is one of the range's lifecycle states, each with its own
+// data:
+//
+//	idle → syncing → acquiring → claiming → active → deactivating → idle
+//	          └──────────┴───────────┴→ stopping → idle
+type rangeState interface{ name() string }
+
+// idle: no informer runs for the range here.
+type idle struct {
+	// releasedTo is the member the range was last released to ("" when
+	// none); handoff what this member's handlers had been given, kept for
+	// the range's next owner until the range starts here again or
+	// handoffTicks pass.
+	releasedTo MemberID
+	handoff    *Handoff
+	at         int
+}
+
+// syncing: the range's informer lists and watches it, without handlers.
+type syncing struct{}
+
+// acquiring: synced; the members that could deliver the range are asked
+// to release it.
+type acquiring struct {
+	// pending: the members that have not answered this epoch and whose
+	// lease is not void; asked: those asked in this attempt.
+	pending, asked map[MemberID]struct{}
+	// holders: members that said they deliver the range (their last
+	// Hello), in pending but asked only once every other member has
+	// answered: while some member cannot answer, they keep delivering it.
+	holders map[MemberID]struct{}
+	// handoff: the range's previous deliverer's Handoff (the highest
+	// token's), and who sent it.
+	handoff *Handoff
+	prev    MemberID
+}
+
+// claiming: every member has answered or is void; the member waits for a
+// lease write that started after that, whose resourceVersion is the
+// range's fencing token.
+type claiming struct {
+	after   uint64 // a write numbered above this one
+	handoff *Handoff
+	prev    MemberID
+}
+
+// active: the handlers get the range, under token.
+type active struct{ token uint64 }
+
+// deactivating: the range is being drained and stopped, to be released to
+// member to ("" when none).
+type deactivating struct {
+	token uint64
+	to    MemberID
+}
+
+// stopping: the informer of a range no handler saw is being stopped.
+type stopping struct{}
+
+func (*idle) name() string         { return "idle" }
+func (*syncing) name() string      { return "syncing" }
+func (*acquiring) name() string    { return "acquiring" }
+func (*claiming) name() string     { return "claiming" }
+func (*active) name() string       { return "active" }
+func (*deactivating) name() string { return "deactivating" }
+func (*stopping) name() string     { return "stopping" }
+
+// handoffTicks is how long a released range's Handoff is kept for its
+// next owner.
+const handoffTicks = 300
+
+func (c *Core) acquire(m *Acquire) {
+	if m.From == c.cfg.Self {
+		return
+	}
+	p := c.members.peer(m.From)
+	if p.heard && !p.ok {
+		c.out.Send(c.addr(m.From), &Reject{From: c.cfg.Self, Reason: "settings differ"})
+		return
+	}
+	c.observe(m.Epoch)
+	for _, r := range m.Ranges {
+		if r < 0 || r >= len(c.ranges) {
+			continue
+		}
+		ri := &c.ranges[r]
+		if ri.lastAsk == nil {
+			ri.lastAsk = map[MemberID]uint64{}
+		}
+		if m.Epoch < ri.lastAsk[m.From] {
+			continue // older than an ask already seen from that member
+		}
+		ri.lastAsk[m.From] = m.Epoch
+		if ri.deferred == nil {
+			ri.deferred = map[MemberID]uint64{}
+		}
+		ri.deferred[m.From] = m.Epoch
+	}
+}
+
+func (c *Core) releasedMsg(m *Released) {
+	c.observe(m.Epoch)
+	for _, r := range m.Ranges {
+		if r < 0 || r >= len(c.ranges) {
+			continue
+		}
+		ri := &c.ranges[r]
+		st, ok := ri.state.(*acquiring)
+		if !ok || ri.epoch != m.Epoch {
+			continue // an answer to another attempt
+		}
+		delete(st.pending, m.From)
+		delete(st.holders, m.From)
+		for i := range m.Handoffs {
+			h := &m.Handoffs[i]
+			if h.Range == r && (st.handoff == nil || h.Token > st.handoff.Token) {
+				st.handoff, st.prev = h, m.From
+			}
+		}
+	}
+}
+
+func (c *Core) synced(m *RangeSynced) {
+	if m.Range < 0 || m.Range >= len(c.ranges) {
+		return
+	}
+	ri := &c.ranges[m.Range]
+	if _, ok := ri.state.(*syncing); !ok || ri.epoch != m.Epoch {
+		return
+	}
+	ri.state = &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
+}
+
+func (c *Core) stopped(m *RangeStopped) {
+	if m.Range < 0 || m.Range >= len(c.ranges) {
+		return
+	}
+	ri := &c.ranges[m.Range]
+	if ri.epoch != m.Epoch {
+		return
+	}
+	switch st := ri.state.(type) {
+	case *deactivating:
+		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
+	case *stopping:
+		ri.state = &idle{}
+	}
+}
+
+// reconcile moves every range towards what the view says, and answers the
+// asks that can be answered.
+func (c *Core) reconcile() {
+	ms := &c.members
+	if !ms.started {
+		return
+	}
+	if ms.discovering && len(ms.waiting) == 0 && ms.waited {
+		ms.discovering = false // every node has answered
+	}
+	c.computeView()
+	cutOff := !ms.inTopo
+	for r := range c.ranges {
+		ri := &c.ranges[r]
+		mine := c.owner(r) == c.cfg.Self
+		switch st := ri.state.(type) {
+		case *idle:
+			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks {
+				ri.state = &syncing{}
+				ri.epoch = c.nextEpoch()
+				c.out.Send(ToRanges, &StartRange{Range: r, Epoch: ri.epoch})
+			} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
+				st.handoff = nil
+			}
+		case *syncing, *claiming:
+			if !mine {
+				c.stopRange(r)
+			}
+		case *acquiring:
+			if !mine {
+				c.stopRange(r)
+				break
+			}
+			if !c.lease.synced {
+				// Asks only once its lease exists and its watch shows it:
+				// a member that never gets a lease (a tombstone took its
+				// name) holds no answer.
+				break
+			}
+			c.askNewMembers(r)
+			c.dropVoid(st)
+			if len(st.pending) == 0 {
+				ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+			}
+		case *active:
+			// Without the topology, or with nobody to hand over to, or once
+			// a leave's time is up, stop delivering without an asker.
+			if cutOff || c.failed != "" || c.forced || (c.leaving && len(ms.view) == 0) {
+				c.deactivate(r, "")
+			}
+		}
+		c.answerDeferred(r)
+	}
+	c.maybeRenew()
+	c.settled = !ms.discovering && ms.inTopo && c.failed == ""
+	for r := range c.ranges {
+		_, act := c.ranges[r].state.(*active)
+		if (c.owner(r) == c.cfg.Self) != act {
+			c.settled = false
+			break
+		}
+	}
+}
+
+func (c *Core) stopRange(r int) {
+	ri := &c.ranges[r]
+	ri.state = &stopping{}
+	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
+}
+
+// mustHear are the members whose answer, or void lease, a range's new
+// owner needs: every peer it heard from that has not said Gone, and every
+// holder of a lease that is not void. A peer that left the topology, or an
+// older incarnation on a node, may still deliver ranges (this member may
+// have released some to it) until its lease is void.
+func (c *Core) mustHear() []MemberID {
+	set := map[MemberID]struct{}{}
+	for id, p := range c.members.peers {
+		if p.heard && p.ok && p.state != Gone && !c.isVoid(id) {
+			set[id] = struct{}{}
+		}
+	}
+	for id, l := range c.leases {
+		if l.known && !l.void {
+			set[id] = struct{}{}
+		}
+	}
+	delete(set, c.cfg.Self)
+	return sortedKeys(set)
+}
+
+// askNewMembers asks the members it must hear from that it has not asked
+// in this attempt.
+func (c *Core) askNewMembers(r int) {
+	st := c.ranges[r].state.(*acquiring)
+	for _, id := range c.mustHear() {
+		if _, done := st.asked[id]; done {
+			continue
+		}
+		if _, held := st.holders[id]; held {
+			continue
+		}
+		if l := c.leases[id]; l != nil && l.void {
+			continue
+		}
+		if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) {
+			// The range's deliverer is asked last: until every other member
+			// has answered, it keeps delivering.
+			st.holders[id] = struct{}{}
+			st.pending[id] = struct{}{}
+			continue
+		}
+		c.ask(r, id)
+	}
+	c.askHolders(r)
+}
+
+// askHolders asks the held-back members once every other one has answered.
+func (c *Core) askHolders(r int) {
+	st := c.ranges[r].state.(*acquiring)
+	if len(st.holders) == 0 || len(st.pending) > len(st.holders) {
+		return
+	}
+	for _, id := range sortedKeys(st.holders) {
+		if _, still := st.pending[id]; still {
+			c.ask(r, id)
+		}
+	}
+	clear(st.holders)
+}
+
+func (c *Core) ask(r int, id MemberID) {
+	ri := &c.ranges[r]
+	st := ri.state.(*acquiring)
+	st.asked[id] = struct{}{}
+	st.pending[id] = struct{}{}
+	c.out.Send(c.addr(id), &Acquire{From: c.cfg.Self, Epoch: ri.epoch, Ranges: []int{r}})
+}
+
+// askAgain repeats the asks that have not been answered (a message may be
+// lost, or come back undelivered).
+func (c *Core) askAgain() {
+	asks := map[MemberID]map[uint64][]int{}
+	for r := range c.ranges {
+		st, ok := c.ranges[r].state.(*acquiring)
+		if !ok {
+			continue
+		}
+		for id := range st.pending {
+			if _, held := st.holders[id]; held {
+				continue // not asked yet
+			}
+			if asks[id] == nil {
+				asks[id] = map[uint64][]int{}
+			}
+			asks[id][c.ranges[r].epoch] = append(asks[id][c.ranges[r].epoch], r)
+		}
+	}
+	for _, id := range sortedKeys(asks) {
+		for _, e := range sortedKeys(asks[id]) {
+			c.out.Send(c.addr(id), &Acquire{From: c.cfg.Self, Epoch: e, Ranges: asks[id][e]})
+		}
+	}
+}
+
+// dropVoid stops waiting for members whose lease is void: they call no
+// handler, and never will under that lease.
+func (c *Core) dropVoid(st *acquiring) {
+	for id := range st.pending {
+		if l := c.leases[id]; l != nil && l.void {
+			delete(st.pending, id)
+			delete(st.holders, id)
+		}
+	}
+}
+
+func (c *Core) deactivate(r int, to MemberID) {
+	ri := &c.ranges[r]
+	tok := uint64(0)
+	if st, ok := ri.state.(*active); ok {
+		tok = st.token
+	}
+	ri.state = &deactivating{token: tok, to: to}
+	c.out.Send(ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
+}
+
+func (c *Core) answerDeferred(r int) {
+	ri := &c.ranges[r]
+	if len(ri.deferred) == 0 {
+		return
+	}
+	for _, id := range sortedKeys(ri.deferred) {
+		e := ri.deferred[id]
+		if !c.members.isCurrent(id) && !c.holdsLease(id) {
+			delete(ri.deferred, id) // gone: it owns nothing
+			continue
+		}
+		if c.owner(r) != id {
+			continue // not the owner in this member's view: wait
+		}
+		switch st := ri.state.(type) {
+		case *idle:
+			k := releaseKey{to: id, epoch: e}
+			rel := c.released[k]
+			if rel == nil {
+				rel = &Released{From: c.cfg.Self, Epoch: e}
+				c.released[k] = rel
+			}
+			rel.Ranges = append(rel.Ranges, r)
+			if st.handoff != nil {
+				rel.Handoffs = append(rel.Handoffs, *st.handoff)
+			}
+			delete(ri.deferred, id)
+		case *active:
+			c.deactivate(r, id)
+		}
+	}
+}
+
+func (c *Core) flushReleased() {
+	if len(c.released) == 0 {
+		return
+	}
+	keys := make([]releaseKey, 0, len(c.released))
+	for k := range c.released {
+		keys = append(keys, k)
+	}
+	sortReleaseKeys(keys)
+	for _, k := range keys {
+		c.out.Send(c.addr(k.to), c.released[k])
+		delete(c.released, k)
+	}
+}
+
+// activate gives the claimed ranges whose lease write started after their
+// claim to the handlers, under that write's token.
+func (c *Core) activate(seq uint64, token uint64) {
+	if c.lease.validUntil <= c.now {
+		return // the claim lapsed; the next tick fences
+	}
+	for r := range c.ranges {
+		ri := &c.ranges[r]
+		st, ok := ri.state.(*claiming)
+		if !ok || st.after >= seq {
+			continue
+		}
+		ri.state = &active{token: token}
+		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
+	}
+}

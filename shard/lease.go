@@ -1,0 +1,292 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/actorinformer/actorinformer/shard/handover"
+)
+
+// A member incarnation's lease is a coordination.k8s.io/v1 Lease, named
+// after the group and the member, labelled with the group, holding the
+// member's id (HolderIdentity) and address (an annotation), written with
+// client-go's resourcelock.LeaseLock. A tombstone is a Lease of a member's
+// name with no holder: the member can never create its lease.
+const (
+	// LabelGroup labels the leases of a group.
+	LabelGroup = "actorinformer.io/shard-group"
+	// AnnotationMember and AnnotationAddress say whose lease it is and
+	// where that member's group actor listens.
+	AnnotationMember  = "actorinformer.io/shard-member"
+	AnnotationAddress = "actorinformer.io/shard-address"
+	// tombstoneTTL: tombstones older than that are deleted. A member asks
+	// for ranges only once its lease exists, so a tombstone only has to
+	// outlive a create request in flight.
+	tombstoneTTL = 10 * time.Minute
+)
+
+var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func hash16(s string) string {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// groupLabel is the group's label value: the group's name when it is a
+// valid label value, else a hash of it.
+func groupLabel(group string) string {
+	if len(group) <= 63 && regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`).MatchString(group) {
+		return group
+	}
+	return "h-" + hash16(group)
+}
+
+// leaseName is the name of member m's lease in group.
+func leaseName(group string, m handover.MemberID) string {
+	g := strings.Trim(dnsUnsafe.ReplaceAllString(strings.ToLower(group), "-"), "-")
+	if len(g) > 30 {
+		g = g[:30]
+	}
+	return "aishard-" + g + "-" + hash16(group+"\x00"+string(m))
+}
+
+// leases is a member's client of the group's leases: its own, written with
+// a resourcelock.LeaseLock, and the others', read and revoked.
+type leases struct {
+	// mu serialises the writes of this member's lease (a renewal may still
+	// run when the member leaves).
+	mu        sync.Mutex
+	client    coordinationv1client.LeasesGetter
+	namespace string
+	group     string
+	self      handover.MemberID
+	address   string
+	duration  time.Duration
+	timeout   time.Duration // of each request: the renew deadline
+	lock      *resourcelock.LeaseLock
+	rec       *versionRecorder
+	acquired  time.Time
+	// version is the resourceVersion of this member's last write.
+	version string
+}
+
+func newLeases(client coordinationv1client.LeasesGetter, namespace, group string, self handover.MemberID, address string, duration, timeout time.Duration) *leases {
+	rec := &versionRecorder{inner: client, annotations: map[string]string{AnnotationMember: string(self), AnnotationAddress: address}}
+	l := &leases{client: client, namespace: namespace, group: group, self: self, address: address, duration: duration, timeout: timeout, rec: rec}
+	l.lock = &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: leaseName(group, self), Namespace: namespace},
+		Client:     rec,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: string(self)},
+		Labels:     map[string]string{LabelGroup: groupLabel(group)},
+	}
+	return l
+}
+
+func (l *leases) record(now time.Time) resourcelock.LeaderElectionRecord {
+	if l.acquired.IsZero() {
+		l.acquired = now
+	}
+	return resourcelock.LeaderElectionRecord{
+		HolderIdentity:       string(l.self),
+		LeaseDurationSeconds: int(math.Ceil(l.duration.Seconds())),
+		AcquireTime:          metav1.NewTime(l.acquired),
+		RenewTime:            metav1.NewTime(now),
+	}
+}
+
+// errLost: this member's lease is gone, or another's (a tombstone): it
+// will never be written again.
+var errLost = errors.New("the lease was revoked, or its name is taken")
+
+// write creates or renews this member's lease and returns the fencing
+// token: the resourceVersion after the write.
+func (l *leases) write(ctx context.Context, create bool) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	now := time.Now()
+	var err error
+	if create {
+		err = l.lock.Create(ctx, l.record(now))
+		if apierrors.IsAlreadyExists(err) {
+			return 0, errLost // a tombstone: a member decided this one never had a lease
+		}
+	} else {
+		err = l.lock.Update(ctx, l.record(now))
+		if apierrors.IsConflict(err) {
+			// Our previous write may have landed with its answer lost:
+			// read the lease, and write again if it is still ours.
+			rec, _, gerr := l.lock.Get(ctx)
+			switch {
+			case apierrors.IsNotFound(gerr):
+				return 0, errLost
+			case gerr != nil:
+				return 0, gerr
+			case rec.HolderIdentity != string(l.self):
+				return 0, errLost
+			}
+			err = l.lock.Update(ctx, l.record(now))
+		}
+		if apierrors.IsNotFound(err) {
+			return 0, errLost
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	l.version = l.rec.last
+	tok, perr := strconv.ParseUint(l.version, 10, 64)
+	if perr != nil {
+		return 0, fmt.Errorf("the lease's resourceVersion %q is not a number: fencing tokens need one", l.version)
+	}
+	return tok, nil
+}
+
+// check reads member m's lease; if there is none, it creates a tombstone
+// in its place. found: m has a lease, at version.
+func (l *leases) check(ctx context.Context, m handover.MemberID) (found bool, version string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	api := l.client.Leases(l.namespace)
+	name := leaseName(l.group, m)
+	for range 3 {
+		cur, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if holder(cur) == "" {
+				return false, "", nil
+			}
+			return true, cur.ResourceVersion, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, "", err
+		}
+		stone := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
+			Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+			Annotations: map[string]string{AnnotationMember: string(m), "actorinformer.io/shard-tombstone-by": string(l.self)}}}
+		_, err = api.Create(ctx, stone, metav1.CreateOptions{})
+		if err == nil {
+			return false, "", nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return false, "", err
+		}
+		// Created meanwhile: read it again.
+	}
+	return false, "", fmt.Errorf("lease %s keeps changing", name)
+}
+
+// revoke deletes member m's lease if it is still at version. ok: deleted,
+// or gone already.
+func (l *leases) revoke(ctx context.Context, m handover.MemberID, version string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	err := l.client.Leases(l.namespace).Delete(ctx, leaseName(l.group, m), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsConflict(err):
+		return false, nil
+	}
+	return false, err
+}
+
+// release deletes this member's lease, if it is still at the version it
+// wrote last: the member calls no handler any more.
+func (l *leases) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.version == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	v := l.version
+	err := l.client.Leases(l.namespace).Delete(ctx, leaseName(l.group, l.self), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// removeOldTombstones deletes the group's tombstones older than
+// tombstoneTTL.
+func (l *leases) removeOldTombstones(ctx context.Context, stones []*coordinationv1.Lease) {
+	for _, s := range stones {
+		if time.Since(s.CreationTimestamp.Time) > tombstoneTTL {
+			v := s.ResourceVersion
+			_ = l.client.Leases(l.namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
+		}
+	}
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// versionRecorder is the LeasesGetter the LeaseLock writes through: it
+// keeps the resourceVersion each write returns (LeaseLock does not say
+// it) and gives a created lease the member's annotations.
+type versionRecorder struct {
+	inner       coordinationv1client.LeasesGetter
+	annotations map[string]string
+	last        string
+}
+
+func (v *versionRecorder) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return recordingLeases{LeaseInterface: v.inner.Leases(namespace), v: v}
+}
+
+type recordingLeases struct {
+	coordinationv1client.LeaseInterface
+	v *versionRecorder
+}
+
+func (r recordingLeases) Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	l = l.DeepCopy()
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	for k, val := range r.v.annotations {
+		l.Annotations[k] = val
+	}
+	out, err := r.LeaseInterface.Create(ctx, l, opts)
+	if err == nil {
+		r.v.last = out.ResourceVersion
+	}
+	return out, err
+}
+
+func (r recordingLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	out, err := r.LeaseInterface.Update(ctx, l, opts)
+	if err == nil {
+		r.v.last = out.ResourceVersion
+	}
+	return out, err
+}
+
+func (r recordingLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	out, err := r.LeaseInterface.Get(ctx, name, opts)
+	if err == nil {
+		r.v.last = out.ResourceVersion
+	}
+	return out, err
+}

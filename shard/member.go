@@ -1,0 +1,605 @@
+package shard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard/handover"
+	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
+	"github.com/actorinformer/actorinformer/shell"
+	"github.com/actorinformer/actorinformer/stage"
+)
+
+// An incarnation is one life of this informer in its group: a member id,
+// a protocol core (package handover) in an actor of its own (package
+// shell), and the member's I/O actor, named actorinformer-shard/<group> on
+// the cluster member so that the others find it by address. The core
+// decides; its effects go to the I/O actor, which sends the messages to
+// other members, runs the range informers and the lease, and turns what
+// happens (the cluster's topology, messages from other members, informers
+// that synced or stopped, lease writes) into the core's inputs. A fenced
+// incarnation ends; Run starts the next one.
+type incarnation struct {
+	s    *Informer
+	c    *cluster.Cluster
+	id   handover.MemberID
+	node handover.NodeID
+	core *handover.Core
+	log  *slog.Logger
+
+	corePID, ioPID *actor.PID
+	leases         *leases
+	ctx            context.Context
+	cancel         context.CancelFunc
+
+	// done is closed when the incarnation has ended: Left, Fenced, Failed
+	// (and it holds nothing), or abandoned.
+	done     chan struct{}
+	doneOnce sync.Once
+	end      atomic.Pointer[ending]
+	stopOnce sync.Once
+	// abandoned: the actors stopped as in a crash (Abandon).
+	abandoned atomic.Bool
+}
+
+type ending struct {
+	fenced string
+}
+
+// startIncarnation starts a new incarnation on cluster member c: it finds
+// its node in c's topology, then spawns its actors.
+func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*incarnation, error) {
+	node, err := selfNode(ctx, c, s.o.tick)
+	if err != nil {
+		return nil, err
+	}
+	id := handover.NewMemberID(node, newIncarnationID())
+	inc := &incarnation{s: s, c: c, id: id, node: node, done: make(chan struct{}),
+		log: s.log.With("member", string(id), "address", c.ActorSystem.Address())}
+	inc.ctx, inc.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.self.Store(&id)
+	inc.leases = newLeases(s.o.leases, s.o.namespace, s.group, id, c.ActorSystem.Address(), s.o.leaseDur, s.o.renewDL)
+	inc.core = handover.NewCore(handover.Config{
+		Self: id, Ranges: s.o.ranges, HashField: s.o.settings(), JoinedAt: time.Now().UnixNano(),
+		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
+		HealTicks:     max(10, int((2*s.o.leaseDur)/s.o.tick)),
+		LeaseDuration: s.o.leaseDur, RenewDeadline: s.o.renewDL, RetryPeriod: s.o.retry,
+	})
+	sys := c.ActorSystem
+	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{}}
+	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
+	if err != nil {
+		return nil, err
+	}
+	inc.ioPID = ioPID
+	corePID := sys.Root.Spawn(shell.Props(shell.Config[handover.Input]{
+		Stage: handover.Ranges,
+		Core:  publishing{inc},
+		Env:   func(actor.Context) shell.Env { return coreEnv{inc} },
+	}))
+	inc.corePID = corePID
+	s.mu.Lock()
+	s.inc = inc
+	s.mu.Unlock()
+	sys.Root.Send(ioPID, &startIO{})
+	inc.log.Info("joining sharded informer group", "ranges", s.o.ranges, "hashField", string(s.o.field))
+	return inc, nil
+}
+
+func newIncarnationID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+}
+
+// selfNode finds this cluster member's node in its topology: the member at
+// its address whose id is, or ends with, the actor system's id (the etcd
+// provider names members cluster@id); else the only one at its address.
+// Two at one address (a member restarted there, the dead one not expired
+// yet) without the id are not told apart: it waits for the next topology.
+func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (handover.NodeID, error) {
+	addr, sysID := c.ActorSystem.Address(), c.ActorSystem.ID
+	for {
+		var byID, byAddr []string
+		for _, m := range c.MemberList.Members().Members() {
+			if m.Address() != addr {
+				continue
+			}
+			byAddr = append(byAddr, m.Id)
+			if m.Id == sysID || strings.HasSuffix(m.Id, "@"+sysID) {
+				byID = append(byID, m.Id)
+			}
+		}
+		switch {
+		case len(byID) == 1:
+			return handover.NodeID(byID[0]), nil
+		case len(byID) == 0 && len(byAddr) == 1:
+			return handover.NodeID(byAddr[0]), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// publishing is the core as the shell runs it: after each step it
+// publishes the protocol's status for the public methods.
+type publishing struct{ inc *incarnation }
+
+func (p publishing) Step(in handover.Input) []stage.Msg {
+	out := p.inc.core.Step(in)
+	st := p.inc.core.Status()
+	p.inc.s.protocol.Store(&st)
+	p.inc.s.signals.Poke()
+	return out
+}
+
+// coreEnv performs the core's effects: SetValidity at once (the handler
+// calls' gate), the others by the I/O actor.
+type coreEnv struct{ inc *incarnation }
+
+func (e coreEnv) Perform(ctx actor.Context, m stage.Msg) bool {
+	switch m.To.Kind {
+	case handover.Member, handover.Ranges, handover.Lease:
+	default:
+		return false
+	}
+	if v, ok := m.Body.(*handover.SetValidity); ok {
+		e.inc.s.validUntil.Store(int64(v.Until))
+		return true
+	}
+	var to handover.MemberID
+	if m.To.Kind == handover.Member {
+		to = e.inc.core.Member(m.To.ID)
+	}
+	ctx.Send(e.inc.ioPID, &effect{to: to, kind: m.To.Kind, body: m.Body})
+	return true
+}
+
+// effect is one of the core's effects, for the I/O actor.
+type effect struct {
+	to   handover.MemberID
+	kind stage.Kind
+	body any
+}
+
+// The I/O actor's own messages.
+type (
+	startIO       struct{}
+	leasesChanged struct{}
+	// rangeDone: a range effect's work has ended; report goes to the core.
+	rangeDone struct {
+		ri     *rangeInformer
+		report handover.Input
+	}
+	// ranOut: the lease client answers.
+	leaseAnswer struct{ in handover.Input }
+)
+
+// memberIO is the incarnation's I/O actor.
+type memberIO struct {
+	inc        *incarnation
+	sub        *eventstream.Subscription
+	stopTick   chan struct{}
+	ranges     map[int]*rangeInformer
+	addrs      map[handover.NodeID]string
+	leaseAddrs map[handover.MemberID]string
+	leaseInf   *actors.SharedIndexInformer
+	// leasesPending: a snapshot of the leases is on its way to the core.
+	leasesPending atomic.Bool
+	renewing      sync.WaitGroup
+}
+
+func (io *memberIO) toCore(in handover.Input) {
+	io.inc.c.ActorSystem.Root.Send(io.inc.corePID, in)
+}
+
+func (io *memberIO) Receive(ctx actor.Context) {
+	inc := io.inc
+	s := inc.s
+	switch m := ctx.Message().(type) {
+	case *startIO:
+		self, sys := ctx.Self(), inc.c.ActorSystem
+		io.sub = sys.EventStream.Subscribe(func(evt any) {
+			if t, ok := evt.(*cluster.ClusterTopology); ok {
+				sys.Root.Send(self, t)
+			}
+		})
+		io.stopTick = make(chan struct{})
+		go ticker(sys, inc.corePID, s, s.o.tick, io.stopTick)
+		io.startLeaseWatch(ctx)
+		// A subscriber added after the member started missed the topology
+		// so far: read it.
+		io.topology(inc.c.MemberList.Members().Members())
+	case *actor.Stopping:
+		io.stop()
+	case *cluster.ClusterTopology:
+		io.topology(m.Members)
+	case *leasesChanged:
+		io.leasesPending.Store(false)
+		io.snapshotLeases()
+	case *effect:
+		io.perform(ctx, m)
+	case *rangeDone:
+		io.rangeDone(m)
+	case *leaseAnswer:
+		io.toCore(m.in)
+	case *actor.DeadLetterResponse:
+		if m.Target != nil {
+			if id := io.memberAt(m.Target.Address); id != "" {
+				io.toCore(&handover.Undeliverable{Member: id})
+			}
+		}
+	case *shardpb.Probe:
+		if m.Group == s.group {
+			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(inc.id), Ranges: int32(s.o.ranges), HashField: string(s.o.field), Protocol: protocolVersion, Reply: true})
+		}
+	case *shardpb.Hello:
+		if in := io.fromWire(m.Group, m.To); in {
+			settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
+			io.toCore(&handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
+				JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply})
+		}
+	case *shardpb.Reject:
+		if io.fromWire(m.Group, m.To) {
+			io.toCore(&handover.Reject{From: handover.MemberID(m.From), Reason: m.Reason})
+		}
+	case *shardpb.Acquire:
+		if io.fromWire(m.Group, m.To) {
+			io.toCore(&handover.Acquire{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)})
+		}
+	case *shardpb.Released:
+		if io.fromWire(m.Group, m.To) {
+			rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+			for _, h := range m.Handoffs {
+				rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
+			}
+			io.toCore(rel)
+		}
+	}
+}
+
+// fromWire: a message of this group, for this incarnation (or for its
+// node: the sender did not know the incarnation yet).
+func (io *memberIO) fromWire(group, to string) bool {
+	if group != io.inc.s.group {
+		return false
+	}
+	return to == "" || to == string(io.inc.id) || to == string(io.inc.node)
+}
+
+func (io *memberIO) memberAt(addr string) handover.MemberID {
+	for n, a := range io.addrs {
+		if a == addr {
+			return handover.MemberID(n)
+		}
+	}
+	for m, a := range io.leaseAddrs {
+		if a == addr {
+			return m
+		}
+	}
+	return ""
+}
+
+func (io *memberIO) topology(members []*cluster.Member) {
+	t := &handover.Topology{Nodes: make([]handover.NodeID, 0, len(members))}
+	clear(io.addrs)
+	for _, m := range members {
+		n := handover.NodeID(m.Id)
+		t.Nodes = append(t.Nodes, n)
+		io.addrs[n] = m.Address()
+	}
+	io.toCore(t)
+}
+
+// address resolves a member: its node's address in the topology, else the
+// one its lease gives.
+func (io *memberIO) address(id handover.MemberID) string {
+	if a, ok := io.addrs[id.Node()]; ok {
+		return a
+	}
+	return io.leaseAddrs[id]
+}
+
+func (io *memberIO) perform(ctx actor.Context, e *effect) {
+	inc := io.inc
+	switch e.kind {
+	case handover.Member:
+		addr := io.address(e.to)
+		if addr == "" {
+			return // unknown now: the core asks again
+		}
+		body := toWire(inc.s.group, e.to, e.body)
+		if body == nil {
+			return
+		}
+		// A request, so that an undeliverable message comes back as a
+		// DeadLetterResponse.
+		ctx.Request(actor.NewPID(addr, actorName(inc.s.group)), body)
+	case handover.Lease:
+		io.leaseEffect(e.body)
+	case handover.Ranges:
+		io.rangeEffect(e.body)
+	}
+}
+
+func toWire(group string, to handover.MemberID, body any) any {
+	switch m := body.(type) {
+	case *handover.Hello:
+		return &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
+			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), View: strs(m.View), Reply: m.Reply}
+	case *handover.Reject:
+		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}
+	case *handover.Acquire:
+		return &shardpb.Acquire{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
+	case *handover.Released:
+		out := &shardpb.Released{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
+		for _, h := range m.Handoffs {
+			out.Handoffs = append(out.Handoffs, handoffToWire(h))
+		}
+		return out
+	}
+	return nil
+}
+
+func handoffToWire(h handover.Handoff) *shardpb.Handoff {
+	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, Objects: make([]*shardpb.ObjectRef, len(h.Objects))}
+	for i, o := range h.Objects {
+		out.Objects[i] = &shardpb.ObjectRef{Key: o.Key, Uid: o.UID, Version: o.Version}
+	}
+	return out
+}
+
+func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
+	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, Objects: make([]handover.ObjectRef, len(h.Objects))}
+	for i, o := range h.Objects {
+		out.Objects[i] = handover.ObjectRef{Key: o.Key, UID: o.Uid, Version: o.Version}
+	}
+	return out
+}
+
+// ticker sends the core a Tick with the member's clock every interval.
+func ticker(sys *actor.ActorSystem, pid *actor.PID, s *Informer, every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			sys.Root.Send(pid, &handover.Tick{Now: s.now()})
+		case <-stop:
+			return
+		}
+	}
+}
+
+// ---- the lease ----
+
+func (io *memberIO) leaseEffect(body any) {
+	inc := io.inc
+	s := inc.s
+	answer := func(in handover.Input) { inc.c.ActorSystem.Root.Send(inc.ioPID, &leaseAnswer{in}) }
+	switch e := body.(type) {
+	case *handover.RenewLease:
+		start := s.now()
+		io.renewing.Add(1)
+		go func() {
+			defer io.renewing.Done()
+			tok, err := inc.leases.write(inc.ctx, e.Create)
+			switch {
+			case err == nil:
+				answer(&handover.LeaseRenewed{Seq: e.Seq, Start: start, Now: s.now(), Token: tok})
+			case err == errLost:
+				answer(&handover.LeaseRenewFailed{Seq: e.Seq, Start: start, Lost: true})
+			default:
+				if inc.ctx.Err() == nil {
+					inc.log.Warn("the lease write failed", "err", err)
+				}
+				answer(&handover.LeaseRenewFailed{Seq: e.Seq, Start: start})
+			}
+		}()
+	case *handover.CheckLease:
+		go func() {
+			for inc.ctx.Err() == nil {
+				found, version, err := inc.leases.check(inc.ctx, e.Member)
+				if err == nil {
+					answer(&handover.LeaseChecked{Member: e.Member, Found: found, Version: version})
+					return
+				}
+				inc.log.Warn("cannot read a member's lease", "of", string(e.Member), "err", err)
+				time.Sleep(s.o.retry)
+			}
+		}()
+	case *handover.RevokeLease:
+		go func() {
+			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
+			if err != nil && inc.ctx.Err() == nil {
+				inc.log.Warn("cannot revoke a member's lease", "of", string(e.Member), "err", err)
+			}
+			if ok {
+				inc.log.Info("revoked the lease of a member that stopped renewing it", "of", string(e.Member), "version", e.Version)
+			}
+			answer(&handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok})
+		}()
+	}
+}
+
+// startLeaseWatch watches the group's leases with an informer of ours; each
+// change sends the core a snapshot.
+func (io *memberIO) startLeaseWatch(ctx actor.Context) {
+	inc := io.inc
+	s := inc.s
+	sel := labels.SelectorFromSet(labels.Set{LabelGroup: groupLabel(s.group)}).String()
+	api := s.o.leases.Leases(s.o.namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+			o.LabelSelector = sel
+			return api.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return api.Watch(ctx, o)
+		},
+	}
+	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem),
+		actors.WithName("shard."+s.group+".leases"), actors.WithWatchList(false))
+	io.leaseInf = actors.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{}, opts...)
+	self := ctx.Self()
+	poke := func() {
+		if io.leasesPending.CompareAndSwap(false, true) {
+			inc.c.ActorSystem.Root.Send(self, &leasesChanged{})
+		}
+	}
+	_, _ = io.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	})
+	go io.leaseInf.RunWithContext(inc.ctx)
+}
+
+// snapshotLeases sends the core the group's leases as the watch has them.
+func (io *memberIO) snapshotLeases() {
+	inc := io.inc
+	snap := &handover.Leases{Now: inc.s.now()}
+	var stones []*coordinationv1.Lease
+	for _, obj := range io.leaseInf.GetStore().List() {
+		l := obj.(*coordinationv1.Lease)
+		h := holder(l)
+		if h == "" {
+			stones = append(stones, l)
+			continue
+		}
+		id := handover.MemberID(h)
+		snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: l.ResourceVersion})
+		if a := l.Annotations[AnnotationAddress]; a != "" {
+			io.leaseAddrs[id] = a
+		}
+	}
+	io.toCore(snap)
+	if len(stones) > 0 {
+		go inc.leases.removeOldTombstones(inc.ctx, stones)
+	}
+}
+
+// ---- the end of an incarnation ----
+
+// leave starts a graceful leave.
+func (inc *incarnation) leave() {
+	inc.c.ActorSystem.Root.Send(inc.corePID, &handover.Leave{})
+}
+
+// finish ends the incarnation (Left, Fenced, Failed): reason is the
+// fencing's, "" otherwise.
+func (inc *incarnation) finish(reason string) {
+	inc.end.CompareAndSwap(nil, &ending{fenced: reason})
+	inc.doneOnce.Do(func() { close(inc.done) })
+}
+
+// abandon stops the incarnation as a crash would.
+func (inc *incarnation) abandon() {
+	if !inc.abandoned.CompareAndSwap(false, true) {
+		return
+	}
+	inc.s.validUntil.Store(0)
+	inc.stopActors()
+	inc.log.Info("abandoned the group")
+	inc.finish("")
+}
+
+func (inc *incarnation) stopActors() {
+	inc.stopOnce.Do(func() {
+		root := inc.c.ActorSystem.Root
+		_ = root.StopFuture(inc.corePID).Wait()
+		_ = root.StopFuture(inc.ioPID).Wait()
+		inc.cancel()
+	})
+}
+
+// stop ends the incarnation's actors and range informers; after a graceful
+// leave or a fence its lease is gone already.
+func (inc *incarnation) stop() {
+	inc.stopActors()
+	inc.s.mu.Lock()
+	if inc.s.inc == inc {
+		inc.s.inc = nil
+	}
+	inc.s.mu.Unlock()
+}
+
+// stop, on the I/O actor when it stops: every range informer stops, its
+// handlers detached at once.
+func (io *memberIO) stop() {
+	if io.sub != nil {
+		io.inc.c.ActorSystem.EventStream.Unsubscribe(io.sub)
+	}
+	if io.stopTick != nil {
+		close(io.stopTick)
+	}
+	io.inc.s.validUntil.Store(0)
+	var all []*rangeInformer
+	for _, ri := range io.ranges {
+		all = append(all, ri)
+	}
+	clear(io.ranges)
+	io.inc.s.publish(nil)
+	for _, ri := range all {
+		io.inc.s.detachAll(ri)
+		ri.cancel()
+		<-ri.done
+	}
+	io.inc.cancel()
+	io.renewing.Wait()
+}
+
+func ints(v []int32) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
+}
+
+func int32s(v []int) []int32 {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func strs(v []handover.MemberID) []string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = string(x)
+	}
+	return out
+}
+
+func memberIDs(v []string) []handover.MemberID {
+	out := make([]handover.MemberID, len(v))
+	for i, x := range v {
+		out[i] = handover.MemberID(x)
+	}
+	return out
+}

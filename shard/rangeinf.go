@@ -1,0 +1,404 @@
+package shard
+
+import (
+	"context"
+	"reflect"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/shard/handover"
+)
+
+// rangeInformer is the informer of one range on this member: started when
+// the member becomes the range's owner, given the handlers once the range
+// is claimed, drained and stopped when the member releases it. The I/O
+// actor starts and ends each effect on it; the waiting happens in a
+// goroutine that reports back to the actor.
+type rangeInformer struct {
+	r       Range
+	epoch   uint64
+	inf     *actors.SharedIndexInformer
+	lw      *rangeLW
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when its Run has returned
+	started time.Time
+	span    trace.Span // the acquire span, until activation
+
+	// Set when the range is activated, before the handlers are attached.
+	token uint64
+	from  handover.MemberID
+	// delivering: the handlers may be called for it (the calls' gate).
+	delivering atomic.Bool
+	// attached are the handlers given the range (guarded by Informer.mu).
+	attached map[*registration]*attachment
+	// retired: its Run has returned and its counters are in
+	// Informer.retired (guarded by Informer.mu).
+	retired bool
+}
+
+// attachment is a handler given a range.
+type attachment struct {
+	rreg cache.ResourceEventHandlerRegistration
+	h    *rangeHandler
+}
+
+// The effects of the protocol's core on the range informers, run on the
+// I/O actor's goroutine: none blocks.
+
+func (io *memberIO) rangeEffect(body any) {
+	inc := io.inc
+	s := inc.s
+	switch e := body.(type) {
+	case *handover.StartRange:
+		io.startRange(e)
+	case *handover.ActivateRange:
+		ri := io.ranges[e.Range]
+		if ri == nil || ri.epoch != e.Epoch {
+			inc.log.Error("activating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
+			return
+		}
+		ri.token, ri.from = e.Token, e.From
+		go io.activate(ri, e.Handoff)
+	case *handover.DeactivateRange:
+		ri := io.ranges[e.Range]
+		if ri == nil || ri.epoch != e.Epoch {
+			inc.log.Error("deactivating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
+			return
+		}
+		go io.deactivate(ri, e.To)
+	case *handover.StopRange:
+		ri := io.ranges[e.Range]
+		if ri == nil || ri.epoch != e.Epoch {
+			return
+		}
+		s.tel.abortHandover(ri.span)
+		go func() {
+			ri.cancel()
+			<-ri.done
+			io.report(ri, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch})
+		}()
+	case *handover.Failed:
+		reason := e.Reason
+		s.failed.Store(&reason)
+		inc.log.Error("this member cannot join the group: its settings differ from the group's", "reason", reason)
+	case *handover.Left:
+		go func() {
+			if err := inc.leases.release(inc.ctx); err != nil {
+				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+			}
+			inc.finish("")
+		}()
+	case *handover.Fenced:
+		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason)
+		s.validUntil.Store(0)
+		all := make([]*rangeInformer, 0, len(io.ranges))
+		for _, ri := range io.ranges {
+			all = append(all, ri)
+		}
+		clear(io.ranges)
+		s.publish(nil)
+		go func() {
+			for _, ri := range all {
+				s.detachAll(ri)
+				ri.cancel()
+				<-ri.done
+			}
+			// Every handler call has ended: the lease can go, and the
+			// others take the ranges over at once.
+			if err := inc.leases.release(inc.ctx); err != nil {
+				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+			}
+			inc.finish(e.Reason)
+		}()
+	}
+}
+
+// report hands a range effect's outcome to the actor.
+func (io *memberIO) report(ri *rangeInformer, in handover.Input) {
+	io.inc.c.ActorSystem.Root.Send(io.inc.ioPID, &rangeDone{ri: ri, report: in})
+}
+
+// rangeDone: on the actor, a range effect has ended.
+func (io *memberIO) rangeDone(m *rangeDone) {
+	switch r := m.report.(type) {
+	case *handover.RangeStopped:
+		if io.ranges[r.Range] == m.ri {
+			delete(io.ranges, r.Range)
+		}
+		io.publish()
+	case *handover.RangeSynced:
+		// The core decides.
+	case nil:
+		// activated: the handlers have the range.
+		io.publish()
+		return
+	}
+	io.toCore(m.report)
+}
+
+// publish publishes the ranges whose handlers have them.
+func (io *memberIO) publish() {
+	var act []*rangeInformer
+	for _, ri := range io.ranges {
+		if ri.delivering.Load() {
+			act = append(act, ri)
+		}
+	}
+	io.inc.s.publish(act)
+}
+
+func (io *memberIO) startRange(e *handover.StartRange) {
+	inc := io.inc
+	s := inc.s
+	r := Range{Index: e.Range, Count: s.o.ranges}
+	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
+	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
+	lw := newRangeLW(s.lw, r, s.filter)
+	s.mu.Lock()
+	inf := actors.NewSharedIndexInformer(lw, s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
+	if s.transform != nil {
+		_ = inf.SetTransform(s.transform)
+	}
+	if s.watchErrorHandler != nil {
+		_ = inf.SetWatchErrorHandlerWithContext(s.watchErrorHandler)
+	}
+	ctx, cancel := context.WithCancel(inc.ctx)
+	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+		attached: map[*registration]*attachment{}}
+	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
+	s.live[ri] = struct{}{}
+	s.mu.Unlock()
+	io.ranges[e.Range] = ri
+
+	go func() {
+		defer close(ri.done)
+		inf.RunWithContext(ctx)
+		s.retire(ri)
+	}()
+	go func() {
+		select {
+		case <-inf.HasSyncedChecker().Done():
+			io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+		case <-ri.done:
+		}
+	}()
+}
+
+func cloneIndexers(ix cache.Indexers) cache.Indexers {
+	out := make(cache.Indexers, len(ix))
+	for k, v := range ix {
+		out[k] = v
+	}
+	return out
+}
+
+// appliedVersion is the resourceVersion a range's cache has applied.
+func appliedVersion(ri *rangeInformer) int64 {
+	if a, ok := ri.inf.GetIndexer().(interface{ AppliedResourceVersion() string }); ok {
+		n, _ := strconv.ParseInt(a.AppliedResourceVersion(), 10, 64)
+		return n
+	}
+	return 0
+}
+
+// waitFor polls cond every few milliseconds until it holds, the range
+// informer stops or timeout passes; it reports whether cond held.
+func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ri.done:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// activate gives a claimed range to the handlers, continuing from what
+// the previous deliverer's handlers were given: once the range's informer
+// has reached the handoff's version, its intake is paused while the
+// handlers get OnDelete for the handoff's objects it no longer has, then
+// the cache; then changes flow again.
+func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
+	s := io.inc.s
+	var missing []handover.ObjectRef
+	if h != nil {
+		target, _ := strconv.ParseInt(h.Version, 10, 64)
+		if !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
+			io.inc.log.Warn("the range's informer did not reach the previous deliverer's version in time; delivering from where it is",
+				"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri))
+		}
+		ri.lw.pause()
+		fwd, _ := ri.lw.versions()
+		waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+		ix := ri.inf.GetIndexer()
+		for _, o := range h.Objects {
+			if _, ok, _ := ix.GetByKey(o.Key); !ok {
+				missing = append(missing, o)
+			}
+		}
+	}
+	ri.delivering.Store(true)
+	s.mu.Lock()
+	regs := make([]*registration, 0, len(s.regs))
+	for reg := range s.regs {
+		regs = append(regs, reg)
+	}
+	for _, k := range ri.inf.GetIndexer().ListKeys() {
+		delete(s.released, k) // this member's again
+	}
+	s.mu.Unlock()
+	for _, reg := range regs {
+		s.attach(reg, ri, missing)
+	}
+	ri.lw.resume()
+	took := time.Since(ri.started)
+	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started, Duration: took, Kind: "acquire", Deleted: len(missing)})
+	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
+	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
+		"took", took, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
+	io.report(ri, nil)
+}
+
+// deactivate releases a range, draining: its intake is paused, its
+// handlers get what its informer had taken, then no further call; they
+// hear OnRelease, the informer stops, and the core hears RangeStopped
+// with the handoff.
+func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
+	s := io.inc.s
+	start := time.Now()
+	span := s.tel.startHandover(io.inc.ctx, SpanRelease, ri.r, ri.epoch)
+	ri.lw.pause()
+	fwd, obj := ri.lw.versions()
+	drained := waitFor(ri, s.o.drainTimeout, func() bool {
+		if appliedVersion(ri) < fwd {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, a := range ri.attached {
+			if a.h.seen.Load() < obj {
+				return false
+			}
+		}
+		return true
+	})
+	if !drained && ri.delivering.Load() {
+		io.inc.log.Warn("the range's handlers were not given everything before its release; the next owner may miss deletes",
+			"range", ri.r.String(), "timeout", s.o.drainTimeout)
+	}
+	ri.delivering.Store(false)
+	s.publishNow(io)
+	s.detachAll(ri)
+	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token}
+	if obj > 0 {
+		hand.Version = strconv.FormatInt(obj, 10)
+	}
+	var keys []string
+	for _, it := range ri.inf.GetIndexer().List() {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			continue
+		}
+		k, _ := cache.MetaNamespaceKeyFunc(it)
+		keys = append(keys, k)
+		hand.Objects = append(hand.Objects, handover.ObjectRef{Key: k, UID: string(m.GetUID()), Version: m.GetResourceVersion()})
+	}
+	s.rememberReleased(keys)
+	ri.cancel()
+	<-ri.done
+	took := time.Since(start)
+	s.recordHandover(Handover{Range: ri.r, From: string(io.inc.id), To: string(to), Epoch: ri.epoch, Token: ri.token, Start: start, Duration: took, Kind: "release"})
+	s.tel.endHandover(span, "release", string(to), took)
+	io.inc.log.Info("released range", "range", ri.r.String(), "to", string(to), "epoch", ri.epoch, "took", took, "objects", len(keys), "drained", drained)
+	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand})
+}
+
+// publishNow republishes the delivered ranges from any goroutine: a range
+// that stopped being delivered goes from the public methods at once.
+func (s *Informer) publishNow(io *memberIO) {
+	var act []*rangeInformer
+	for _, ri := range *s.delivered.Load() {
+		if ri.delivering.Load() {
+			act = append(act, ri)
+		}
+	}
+	s.publish(act)
+}
+
+// detachAll removes every handler from a range: no call starts after it
+// returns, and the calls in flight have ended; the ownership handlers hear
+// OnRelease.
+func (s *Informer) detachAll(ri *rangeInformer) {
+	ri.delivering.Store(false)
+	s.mu.Lock()
+	var waits []*registration
+	var chans []<-chan struct{}
+	for reg, a := range ri.attached {
+		_ = ri.inf.RemoveEventHandler(a.rreg)
+		if sc, ok := a.rreg.(actors.Registration); ok {
+			chans = append(chans, sc.ShutdownChan())
+		}
+		waits = append(waits, reg)
+	}
+	clear(ri.attached)
+	s.mu.Unlock()
+	for _, ch := range chans {
+		<-ch
+	}
+	for _, reg := range waits {
+		reg.released(ri.r)
+	}
+}
+
+func (s *Informer) recordHandover(h Handover) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.handovers) >= maxHandovers {
+		copy(s.handovers, s.handovers[1:])
+		s.handovers = s.handovers[:maxHandovers-1]
+	}
+	s.handovers = append(s.handovers, h)
+}
+
+// tombstoneFor is the object an OnDelete for a handoff's object the new
+// owner no longer has carries: a cache.DeletedFinalStateUnknown whose Obj
+// is an object of the informer's type with the key, UID and version the
+// previous deliverer's handlers had.
+func (s *Informer) tombstoneFor(o handover.ObjectRef) cache.DeletedFinalStateUnknown {
+	var obj any
+	if s.example != nil {
+		if v, ok := reflect.New(reflect.TypeOf(s.example).Elem()).Interface().(runtime.Object); ok {
+			if m, err := meta.Accessor(v); err == nil {
+				ns, name, _ := cache.SplitMetaNamespaceKey(o.Key)
+				m.SetNamespace(ns)
+				m.SetName(name)
+				m.SetUID(types.UID(o.UID))
+				m.SetResourceVersion(o.Version)
+				obj = v
+			}
+		}
+	}
+	return cache.DeletedFinalStateUnknown{Key: o.Key, Obj: obj}
+}
+
+// cacheLen is the number of objects in a range's cache, without listing
+// them.
+func cacheLen(ix cache.Indexer) int {
+	if l, ok := ix.(actors.Store); ok {
+		return l.Len()
+	}
+	return len(ix.ListKeys())
+}
