@@ -295,7 +295,10 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
 		if s.o.rejoin != nil {
 			// The old cluster member goes first: the new one may listen on
-			// its address.
+			// its address. Its provider first, so that it stops registering
+			// the old node (the etcd provider's keep-alive would otherwise
+			// register it again and again: a node with no group member).
+			_ = c.Config.ClusterProvider.Shutdown(true)
 			c.Shutdown(false)
 			next, err := s.o.rejoin(ctx)
 			if err != nil {

@@ -57,6 +57,12 @@ var mutants = []mutant{
 		to:   "if false {\n\t\t\tcontinue // not the owner in this member's view: wait",
 	},
 	{
+		name: "a released range's handoff goes to any owner that asks",
+		file: "ranges.go",
+		from: "if st.handoff != nil && st.releasedTo == id {",
+		to:   "if st.handoff != nil {",
+	},
+	{
 		name: "a dead letter counts as a release",
 		file: "core.go",
 		from: "case *Undeliverable:\n\t\t// Not an answer: the ask is repeated at the next tick.",
@@ -141,7 +147,7 @@ func TestMutants(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "400")
+			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "1000")
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if err == nil {

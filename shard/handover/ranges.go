@@ -25,8 +25,12 @@ type rangeState interface{ name() string }
 type idle struct {
 	// releasedTo is the member the range was last released to ("" when
 	// none); handoff what this member's handlers had been given, kept for
-	// the range's next owner until the range starts here again or
-	// handoffTicks pass.
+	// that member's repeated asks (its answer may be lost) until the range
+	// starts here again or handoffTicks pass. Released with nobody asking
+	// (a leave's time up, the topology lost), the first owner to ask gets
+	// it. No other member ever does: once the range has moved on, a later
+	// deliverer's handlers may have been given more (a delete), and this
+	// handoff would take the next one back.
 	releasedTo MemberID
 	handoff    *Handoff
 	at         int
@@ -372,7 +376,10 @@ func (c *Core) answerDeferred(r int) {
 				c.released[k] = rel
 			}
 			rel.Ranges = append(rel.Ranges, r)
-			if st.handoff != nil {
+			if st.handoff != nil && st.releasedTo == "" {
+				st.releasedTo = id // the first owner to ask
+			}
+			if st.handoff != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *st.handoff)
 			}
 			delete(ri.deferred, id)

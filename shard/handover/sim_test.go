@@ -252,6 +252,11 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if toks := w.tokens[e.Range]; len(toks) > 0 && e.Token <= toks[len(toks)-1] {
 			w.failf("%s activates range %d with token %d, not above the last one %d", m.id, e.Range, e.Token, toks[len(toks)-1])
 		}
+		// A handoff is the last deliverer's: an earlier one's would take
+		// back what the last one's handlers were given.
+		if e.Handoff != nil && e.Handoff.Token != w.lastToken(e.Range) {
+			w.failf("%s activates range %d with a stale handoff (token %d; the range's last deliverer had %d)", m.id, e.Range, e.Handoff.Token, w.lastToken(e.Range))
+		}
 		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
 		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
 		m.delivering[e.Range] = true
