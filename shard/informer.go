@@ -300,16 +300,44 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 			// register it again and again: a node with no group member).
 			_ = c.Config.ClusterProvider.Shutdown(true)
 			c.Shutdown(false)
-			next, err := s.o.rejoin(ctx)
+			next, err := s.newCluster(ctx)
 			if err != nil {
-				s.log.Error("cannot make a new cluster member to rejoin with; staying out of the group", "err", err)
-				reason := "fenced, and the new cluster member failed: " + err.Error()
+				reason := "fenced, and no new cluster member could be made: " + err.Error()
 				s.failed.Store(&reason)
 				return
 			}
 			c = next
 			s.current.Store(c)
 		}
+	}
+}
+
+// newCluster makes the cluster member a rejoin runs on (WithRejoin),
+// trying again (after 1 s, then up to every 10 s) until it works or ctx
+// ends: the provider may be out of reach a while (a member cut from etcd
+// is fenced and rejoins while the cut lasts). protoactor panics when its
+// provider cannot register a member: that is an error too.
+func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
+	wait := time.Second
+	for {
+		c, err := func() (c *cluster.Cluster, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("making the cluster member panicked: %v", p)
+				}
+			}()
+			return s.o.rejoin(ctx)
+		}()
+		if err == nil {
+			return c, nil
+		}
+		s.log.Error("cannot make a new cluster member to rejoin with; trying again", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
 	}
 }
 
