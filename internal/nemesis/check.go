@@ -437,7 +437,17 @@ func Check(in Input) *Result {
 				s.key, uid, fmtTime(d.Start), in.Faults[g.Fault].Kind, s.rng, fmtInterval(Interval{g.Start, g.End}))
 			continue
 		}
-		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete", s.key, uid, s.rng, fmtTime(d.Start))
+		var hist []string
+		for _, c := range calls {
+			if c.UID == uid || (c.Key == "" && c.Range == s.rng && (c.Op == calllog.OpAcquire || c.Op == calllog.OpRelease)) {
+				hist = append(hist, fmt.Sprintf("%s %s %s %s rv %s", fmtTime(c.Start), in.Procs[c.proc].Name, c.Op, c.Key, c.RV))
+			}
+		}
+		if len(hist) > 12 {
+			hist = hist[len(hist)-12:]
+		}
+		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete; the last calls on it and its range: %s",
+			s.key, uid, s.rng, fmtTime(d.Start), strings.Join(hist, "; "))
 	}
 
 	// The end: caches equal the server's, every range delivered once, and

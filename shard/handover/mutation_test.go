@@ -35,8 +35,20 @@ var mutants = []mutant{
 	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
-		from: "if !ok || ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
-		to:   "if !ok {\n\t\t\tcontinue // an answer to another attempt",
+		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
+		to:   "if false {\n\t\t\tcontinue // an answer to another attempt",
+	},
+	{
+		name: "a late answer's handoff is dropped while the range is claimed",
+		file: "ranges.go",
+		from: "if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
+		to:   "if false && h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
+	},
+	{
+		name: "a late handoff is given again, or from after this member's claim",
+		file: "ranges.go",
+		from: "if h != nil && h.Token > st.handoff && h.Token < st.token {",
+		to:   "if h != nil {",
 	},
 	{
 		name: "the range's deliverer is asked first, with the others",

@@ -64,8 +64,9 @@ type claiming struct {
 	prev    MemberID
 }
 
-// active: the handlers get the range, under token.
-type active struct{ token uint64 }
+// active: the handlers get the range, under token; handoff is the token of
+// the Handoff its handlers were given (0: none).
+type active struct{ token, handoff uint64 }
 
 // deactivating: the range is being drained and stopped, to be released to
 // member to ("" when none).
@@ -125,19 +126,44 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
-		st, ok := ri.state.(*acquiring)
-		if !ok || ri.epoch != m.Epoch {
+		if ri.epoch != m.Epoch {
 			continue // an answer to another attempt
 		}
-		delete(st.pending, m.From)
-		delete(st.holders, m.From)
-		for i := range m.Handoffs {
-			h := &m.Handoffs[i]
-			if h.Range == r && (st.handoff == nil || h.Token > st.handoff.Token) {
+		h := handoffOf(m, r)
+		switch st := ri.state.(type) {
+		case *acquiring:
+			delete(st.pending, m.From)
+			delete(st.holders, m.From)
+			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
 				st.handoff, st.prev = h, m.From
+			}
+		case *claiming:
+			// A late answer from a member whose lease went void first (a
+			// leaver deletes its lease as its Released travels): its
+			// Handoff still counts.
+			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
+				st.handoff, st.prev = h, m.From
+			}
+		case *active:
+			// Later still: the handlers have the range already. They get
+			// OnDelete for the handoff's objects the range no longer has.
+			if h != nil && h.Token > st.handoff && h.Token < st.token {
+				st.handoff = h.Token
+				c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: h})
 			}
 		}
 	}
+}
+
+// handoffOf returns m's Handoff for range r, nil when it has none.
+func handoffOf(m *Released, r int) *Handoff {
+	var out *Handoff
+	for i := range m.Handoffs {
+		if h := &m.Handoffs[i]; h.Range == r && (out == nil || h.Token > out.Token) {
+			out = h
+		}
+	}
+	return out
 }
 
 func (c *Core) synced(m *RangeSynced) {
@@ -416,7 +442,11 @@ func (c *Core) activate(seq uint64, token uint64) {
 		if !ok || st.after >= seq {
 			continue
 		}
-		ri.state = &active{token: token}
+		act := &active{token: token}
+		if st.handoff != nil {
+			act.handoff = st.handoff.Token
+		}
+		ri.state = act
 		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
 	}
 }
