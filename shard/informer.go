@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,17 +15,16 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/donesignal"
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 var _ cache.SharedIndexInformer = (*Informer)(nil)
@@ -83,6 +84,15 @@ type Informer struct {
 	live              map[*rangeInformer]struct{}
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
+
+	// pubMu serialises the publications of the delivered ranges.
+	pubMu sync.Mutex
+	// waiting says why the member stays out of its group for now (Waiting).
+	waiting atomic.Pointer[string]
+	// name is carried by the member's ids (WithMemberName); firstID is the
+	// id New chose for the first incarnation, once its node was known.
+	name    string
+	firstID handover.MemberID
 }
 
 const maxHandovers = 64
@@ -98,13 +108,16 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // cluster c that run the same group. c is a protoactor cluster member the
 // caller configured and started, with any provider; nothing needs to be
 // registered in its config. WithLeases is required: each member keeps a
-// Lease on the API server, which fences it. New checks the group's settings
-// with the members already in it: a different range count or hash field is
-// an error, and changes nothing on them. One informer per group runs on a
-// member: New reserves the group's name on c until Run returns.
+// Lease on the API server, which fences it. New asks the members already
+// in the group for their settings: a member whose range count or hash
+// field differ from the group's stays out of it, changing nothing on the
+// others, until those with other settings have left (a rollout that
+// changes the range count), and says so (Waiting, CheckSynced, a log
+// line). One informer per group runs on a member: New reserves the group's
+// name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
-	if c == nil || c.ActorSystem == nil {
-		return nil, errors.New("shard: nil cluster")
+	if err := checkCluster(c); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(group) == "" {
 		return nil, errors.New("shard: empty group name")
@@ -140,12 +153,15 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	}
 	_, _, log := actors.TelemetryOf(o.actorOpts...)
 	if log == nil {
-		log = slog.New(logr.ToSlogHandler(klog.Background()))
+		log = telemetry.KlogLogger() // keeps With's group and member
 	}
 	log = log.With("group", group)
-	if err := probe(c, group, o); err != nil {
-		groups.Delete(key)
-		return nil, err
+	conflict := probe(c, group, o)
+	name := ""
+	if o.name != nil {
+		name = *o.name
+	} else if h, err := os.Hostname(); err == nil {
+		name = h
 	}
 	s := &Informer{
 		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
@@ -156,15 +172,46 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		live:      map[*rangeInformer]struct{}{},
 		stoppedCh: make(chan struct{}),
 		clock0:    time.Now(),
+		name:      memberName(name),
 	}
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
 	s.current.Store(c)
+	if node, ok := findSelfNode(c); ok {
+		// Known now when the provider lists the member as it starts (not
+		// protoactor's k8s provider: a pod only once it is ready).
+		id := handover.NewMemberID(node, s.newIncarnationID())
+		s.firstID = id
+		s.self.Store(&id)
+	}
+	if conflict != "" {
+		s.waitFor(conflict)
+	}
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
 	return s, nil
+}
+
+// checkCluster refuses a cluster member that could not take part in a
+// group: not started, shut down, or at an address nobody can reach.
+func checkCluster(c *cluster.Cluster) error {
+	switch {
+	case c == nil || c.ActorSystem == nil:
+		return errors.New("shard: nil cluster")
+	case c.Remote == nil:
+		return errors.New("shard: the cluster member is not started: call c.StartMember() before shard.New")
+	case c.ActorSystem.IsStopped():
+		return errors.New("shard: the cluster member was shut down")
+	}
+	addr := c.ActorSystem.Address()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("shard: the cluster member's address is %s, which the other members cannot reach and which the provider's topology never shows: give remote.Configure a reachable host, or remote.WithAdvertisedHost the address the others reach it at (on Kubernetes, the pod's IP)", addr)
+		}
+	}
+	return nil
 }
 
 // now is the member's monotonic clock.
@@ -182,8 +229,10 @@ const protocolVersion = 2
 // it.
 func (o options) settings() string { return fmt.Sprintf("%s;protocol=%d", o.field, protocolVersion) }
 
-// probe asks the members of c that run group for their settings.
-func probe(c *cluster.Cluster, group string, o options) error {
+// probe asks the members of c that run group for their settings, and
+// returns how the first that differs from this member's differs ("" if
+// none does).
+func probe(c *cluster.Cluster, group string, o options) string {
 	timeout := c.Config.RequestTimeoutTime
 	if timeout <= 0 || timeout > 2*time.Second {
 		timeout = 2 * time.Second
@@ -197,9 +246,10 @@ func probe(c *cluster.Cluster, group string, o options) error {
 		mu      sync.Mutex
 		answers []answer
 	)
+	self := c.ActorSystem.Address()
 	for _, m := range c.MemberList.Members().Members() {
-		if m.Id == c.ActorSystem.ID {
-			continue
+		if m.Address() == self {
+			continue // this member (provider ids need not be the actor system's)
 		}
 		wg.Add(1)
 		go func(m *cluster.Member) {
@@ -213,17 +263,73 @@ func probe(c *cluster.Cluster, group string, o options) error {
 		}(m)
 	}
 	wg.Wait()
+	slices.SortFunc(answers, func(a, b answer) int { return strings.Compare(a.member, b.member) })
 	for _, a := range answers {
 		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) || a.hello.Protocol != protocolVersion {
-			return fmt.Errorf("shard: group %q: member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d): every member of a group needs the same settings",
-				group, a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
+			return fmt.Sprintf("member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d)",
+				a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
 		}
 	}
-	return nil
+	return ""
 }
 
-// Group returns the group's name; Member this member's id (its current
-// incarnation's, "" before Run has joined).
+// waitFor records why this member stays out of the group (its settings
+// differ from the group's), and logs it when that is new.
+func (s *Informer) waitFor(reason string) {
+	if prev := s.waiting.Swap(&reason); prev == nil {
+		s.log.Warn("this member's settings differ from the group's: it waits for the members with other settings to leave before it joins", "reason", reason)
+	}
+	s.signals.Poke()
+}
+
+// waitForSettings probes the group every retry period until no member
+// with other settings is left; false when ctx ended first, or the cluster
+// member was shut down.
+func (s *Informer) waitForSettings(ctx context.Context, c *cluster.Cluster) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(s.o.retry):
+		}
+		if c.ActorSystem.IsStopped() {
+			s.giveUp("the cluster member was shut down while the informer waited to join its group")
+			return false
+		}
+		if reason := probe(c, s.group, s.o); reason != "" {
+			s.waitFor(reason)
+			continue
+		}
+		s.waiting.Store(nil)
+		s.log.Info("no member with other settings is left in the group: joining it")
+		return true
+	}
+}
+
+// giveUp records why the member left its group for good (Err).
+func (s *Informer) giveUp(reason string) {
+	s.failed.CompareAndSwap(nil, &reason)
+	s.log.Error("this member gives up on its group", "reason", reason)
+	s.signals.Poke()
+}
+
+// Waiting returns why this member stays out of its group for now: its
+// settings differ from those of members in the group ("" if they do not).
+// It joins once those members have left.
+func (s *Informer) Waiting() string {
+	if p := s.waiting.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Group returns the group's name; Member this member's id: its current
+// incarnation's, its node's id in the cluster's topology, '#', then its
+// name (WithMemberName) and a part new at each start or rejoin. New knows
+// it when the cluster's provider lists the member as soon as it started
+// (the in-memory and etcd providers); else it is "" until Run has found
+// the member in the topology (protoactor's k8s provider lists a pod only
+// once it is ready).
 func (s *Informer) Group() string  { return s.group }
 func (s *Informer) Member() string { return string(s.member()) }
 
@@ -255,8 +361,10 @@ func (s *Informer) Run(stopCh <-chan struct{}) {
 // the leave timeout (WithLeaveTimeout). A member that is fenced (its lease
 // lapsed or was revoked, or the group left it out) stops every handler
 // call at once, drops its ranges and rejoins as a new incarnation (on a
-// new cluster member with WithRejoin). It returns once it has left and
-// every range informer has stopped.
+// new cluster member with WithRejoin). A member whose settings differ from
+// the group's waits until the members with other settings have left, then
+// joins. It returns once it has left and every range informer has
+// stopped, or by itself when the member gives up (Err).
 func (s *Informer) RunWithContext(ctx context.Context) {
 	s.mu.Lock()
 	if s.started || s.stopped {
@@ -268,9 +376,14 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	defer s.finishStop()
 	c := s.first
 	for {
+		if s.Waiting() != "" && !s.waitForSettings(ctx, c) {
+			return
+		}
 		inc, err := s.startIncarnation(ctx, c)
 		if err != nil {
-			s.log.Error("cannot start the group's actors", "err", err)
+			if ctx.Err() == nil {
+				s.giveUp("cannot start the group's actors: " + err.Error())
+			}
 			return
 		}
 		leaving := false
@@ -287,7 +400,22 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		}
 		inc.stop()
 		end := inc.end.Load()
-		if leaving || end == nil || end.fenced == "" || ctx.Err() != nil {
+		if leaving || end == nil || ctx.Err() != nil {
+			return
+		}
+		switch {
+		case end.clusterStopped:
+			s.giveUp("the cluster member was shut down while the informer ran (shut it down once Run has returned)")
+			return
+		case end.settings != "":
+			// Lost a race with members of other settings: out of the group
+			// until they have left.
+			s.waitFor(end.settings)
+			continue
+		case end.fenced == "":
+			return // abandoned
+		case end.leftOut && s.o.rejoin == nil:
+			s.giveUp("fenced: " + end.fenced + "; the cluster's provider dropped this member, which protoactor never shows again: without WithRejoin it cannot rejoin")
 			return
 		}
 		// Fenced: rejoin as a new incarnation.
@@ -295,15 +423,18 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
 		if s.o.rejoin != nil {
 			// The old cluster member goes first: the new one may listen on
-			// its address. Its provider first, so that it stops registering
-			// the old node (the etcd provider's keep-alive would otherwise
-			// register it again and again: a node with no group member).
-			_ = c.Config.ClusterProvider.Shutdown(true)
+			// its address. Its provider first, while its actor system runs:
+			// protoactor's k8s provider takes its member id off the pod
+			// then, and a new provider on that pod would otherwise keep
+			// the old id, which the others have blocked for good (and the etcd
+			// provider's keep-alive would register the old node again).
+			_ = c.Config.ClusterProvider.Shutdown(false)
 			c.Shutdown(false)
 			next, err := s.newCluster(ctx)
 			if err != nil {
-				reason := "fenced, and no new cluster member could be made: " + err.Error()
-				s.failed.Store(&reason)
+				if ctx.Err() == nil {
+					s.giveUp("fenced, and the new cluster member to rejoin with failed: " + err.Error())
+				}
 				return
 			}
 			c = next
@@ -581,13 +712,37 @@ func (s *Informer) rememberReleased(keys []string) {
 	}
 }
 
-// publish makes ranges the delivered ones that the public methods read.
+// publish makes those of ranges whose handlers may be called the delivered
+// ones that the public methods read.
 func (s *Informer) publish(ranges []*rangeInformer) {
-	act := slices.Clone(ranges)
-	slices.SortFunc(act, func(a, b *rangeInformer) int { return a.r.Index - b.r.Index })
-	if act == nil {
-		act = []*rangeInformer{}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.storeDelivered(ranges)
+}
+
+// publishAdd adds a range to the delivered ones, from any goroutine, if its
+// handlers may be called: before they are, so that a handler finds its
+// object in GetIndexer, as client-go's handlers do. A range that stops
+// being delivered is marked so before it is withdrawn (publish), so it
+// cannot come back here.
+func (s *Informer) publishAdd(ri *rangeInformer) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	cur := *s.delivered.Load()
+	if slices.Contains(cur, ri) {
+		return
 	}
+	s.storeDelivered(append(slices.Clone(cur), ri))
+}
+
+func (s *Informer) storeDelivered(ranges []*rangeInformer) {
+	act := make([]*rangeInformer, 0, len(ranges))
+	for _, ri := range ranges {
+		if ri.delivering.Load() {
+			act = append(act, ri)
+		}
+	}
+	slices.SortFunc(act, func(a, b *rangeInformer) int { return a.r.Index - b.r.Index })
 	s.delivered.Store(&act)
 	s.signals.Poke()
 }
@@ -597,8 +752,11 @@ func (s *Informer) baseAttrs() []attribute.KeyValue {
 	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.member()))}
 }
 
-// Err returns why the member left the group on its own (settings that
-// differ from the group's, or a rejoin that failed), "" if it did not.
+// Err returns why the member gave up on its group ("" if it did not):
+// fenced after the cluster's provider dropped it, without WithRejoin, or
+// with a WithRejoin that failed; its cluster member shut down under it; or
+// its actors could not start. Run then returns by itself, and CheckLive
+// fails.
 func (s *Informer) Err() string {
 	if p := s.failed.Load(); p != nil {
 		return *p

@@ -60,8 +60,17 @@ type incarnation struct {
 	abandoned atomic.Bool
 }
 
+// ending is how an incarnation ended.
 type ending struct {
-	fenced string
+	// fenced says why it was fenced ("" if it was not); leftOut: because
+	// the cluster's provider dropped its node.
+	fenced  string
+	leftOut bool
+	// settings says why its settings lost to the group's ("" if they did
+	// not).
+	settings string
+	// clusterStopped: its cluster member was shut down under it.
+	clusterStopped bool
 }
 
 // startIncarnation starts a new incarnation on cluster member c: it finds
@@ -71,7 +80,13 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	if err != nil {
 		return nil, err
 	}
-	id := handover.NewMemberID(node, newIncarnationID())
+	id := handover.NewMemberID(node, s.newIncarnationID())
+	if first := s.firstID; first != "" {
+		s.firstID = "" // the first incarnation only
+		if c == s.first && first.Node() == node {
+			id = first // the one New chose
+		}
+	}
 	inc := &incarnation{s: s, c: c, id: id, node: node, done: make(chan struct{}),
 		log: s.log.With("member", string(id), "address", c.ActorSystem.Address())}
 	inc.ctx, inc.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -104,10 +119,30 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	return inc, nil
 }
 
-func newIncarnationID() string {
+// newIncarnationID returns a new incarnation's part of the member id: the
+// member's name, then the time and random bits.
+func (s *Informer) newIncarnationID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+	id := strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+	if s.name != "" {
+		id = s.name + "-" + id
+	}
+	return id
+}
+
+// memberName makes name fit in a member id (WithMemberName).
+func memberName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return string(b)
 }
 
 // selfNode finds this cluster member's node in its topology: the member at
@@ -116,23 +151,9 @@ func newIncarnationID() string {
 // Two at one address (a member restarted there, the dead one not expired
 // yet) without the id are not told apart: it waits for the next topology.
 func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (handover.NodeID, error) {
-	addr, sysID := c.ActorSystem.Address(), c.ActorSystem.ID
 	for {
-		var byID, byAddr []string
-		for _, m := range c.MemberList.Members().Members() {
-			if m.Address() != addr {
-				continue
-			}
-			byAddr = append(byAddr, m.Id)
-			if m.Id == sysID || strings.HasSuffix(m.Id, "@"+sysID) {
-				byID = append(byID, m.Id)
-			}
-		}
-		switch {
-		case len(byID) == 1:
-			return handover.NodeID(byID[0]), nil
-		case len(byID) == 0 && len(byAddr) == 1:
-			return handover.NodeID(byAddr[0]), nil
+		if n, ok := findSelfNode(c); ok {
+			return n, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -140,6 +161,29 @@ func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (han
 		case <-time.After(every):
 		}
 	}
+}
+
+// findSelfNode looks for this cluster member's node in its current
+// topology once (selfNode).
+func findSelfNode(c *cluster.Cluster) (handover.NodeID, bool) {
+	addr, sysID := c.ActorSystem.Address(), c.ActorSystem.ID
+	var byID, byAddr []string
+	for _, m := range c.MemberList.Members().Members() {
+		if m.Address() != addr {
+			continue
+		}
+		byAddr = append(byAddr, m.Id)
+		if m.Id == sysID || strings.HasSuffix(m.Id, "@"+sysID) {
+			byID = append(byID, m.Id)
+		}
+	}
+	switch {
+	case len(byID) == 1:
+		return handover.NodeID(byID[0]), true
+	case len(byID) == 0 && len(byAddr) == 1:
+		return handover.NodeID(byAddr[0]), true
+	}
+	return "", false
 }
 
 // publishing is the core as the shell runs it: after each step it
@@ -187,6 +231,8 @@ type effect struct {
 type (
 	startIO       struct{}
 	leasesChanged struct{}
+	// clusterStopped: the cluster member's actor system was shut down.
+	clusterStopped struct{}
 	// rangeDone: a range effect's work has ended; report goes to the core.
 	rangeDone struct {
 		ri     *rangeInformer
@@ -208,6 +254,22 @@ type memberIO struct {
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
 	renewing      sync.WaitGroup
+	// settings: why the core gave up (Failed), for the ending; ended: the
+	// incarnation is ending (dropAll), the core's effects are ignored.
+	settings string
+	ended    bool
+	// handoffAt: when each handoff (a Released with the range's Handoff)
+	// reached this member: the previous deliverer had stopped by then, so
+	// the range's unserved time starts there.
+	handoffAt map[handoffKey]time.Time
+}
+
+// handoffKey is a handoff of a range from a member, answering this
+// member's attempt (epoch).
+type handoffKey struct {
+	r     int
+	epoch uint64
+	from  handover.MemberID
 }
 
 func (io *memberIO) toCore(in handover.Input) {
@@ -226,7 +288,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			}
 		})
 		io.stopTick = make(chan struct{})
-		go ticker(sys, inc.corePID, s, s.o.tick, io.stopTick)
+		go ticker(sys, inc.corePID, self, s, s.o.tick, io.stopTick)
 		io.startLeaseWatch(ctx)
 		// A subscriber added after the member started missed the topology
 		// so far: read it.
@@ -239,7 +301,12 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		io.leasesPending.Store(false)
 		io.snapshotLeases()
 	case *effect:
-		io.perform(ctx, m)
+		if !io.ended {
+			io.perform(ctx, m)
+		}
+	case *clusterStopped:
+		inc.log.Error("the cluster member was shut down under the informer: no handler is called from now on")
+		io.dropAll(ending{clusterStopped: true})
 	case *rangeDone:
 		io.rangeDone(m)
 	case *leaseAnswer:
@@ -271,8 +338,16 @@ func (io *memberIO) Receive(ctx actor.Context) {
 	case *shardpb.Released:
 		if io.fromWire(m.Group, m.To) {
 			rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+			now := time.Now()
 			for _, h := range m.Handoffs {
 				rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
+				if io.handoffAt == nil {
+					io.handoffAt = map[handoffKey]time.Time{}
+				}
+				k := handoffKey{r: int(h.Range), epoch: m.Epoch, from: rel.From}
+				if _, seen := io.handoffAt[k]; !seen {
+					io.handoffAt[k] = now
+				}
 			}
 			io.toCore(rel)
 		}
@@ -379,13 +454,19 @@ func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
 	return out
 }
 
-// ticker sends the core a Tick with the member's clock every interval.
-func ticker(sys *actor.ActorSystem, pid *actor.PID, s *Informer, every time.Duration, stop <-chan struct{}) {
+// ticker sends the core a Tick with the member's clock every interval, and
+// the I/O actor clusterStopped once the actor system is shut down (its
+// actors still run, but nothing reaches the other members any more).
+func ticker(sys *actor.ActorSystem, pid, io *actor.PID, s *Informer, every time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+			if sys.IsStopped() {
+				sys.Root.Send(io, &clusterStopped{})
+				return
+			}
 			sys.Root.Send(pid, &handover.Tick{Now: s.now()})
 		case <-stop:
 			return
@@ -509,10 +590,9 @@ func (inc *incarnation) leave() {
 	inc.c.ActorSystem.Root.Send(inc.corePID, &handover.Leave{})
 }
 
-// finish ends the incarnation (Left, Fenced, Failed): reason is the
-// fencing's, "" otherwise.
-func (inc *incarnation) finish(reason string) {
-	inc.end.CompareAndSwap(nil, &ending{fenced: reason})
+// finish ends the incarnation (Left, Fenced, Failed, its cluster stopped).
+func (inc *incarnation) finish(e ending) {
+	inc.end.CompareAndSwap(nil, &e)
 	inc.doneOnce.Do(func() { close(inc.done) })
 }
 
@@ -524,7 +604,7 @@ func (inc *incarnation) abandon() {
 	inc.s.validUntil.Store(0)
 	inc.stopActors()
 	inc.log.Info("abandoned the group")
-	inc.finish("")
+	inc.finish(ending{})
 }
 
 func (inc *incarnation) stopActors() {
@@ -559,6 +639,7 @@ func (io *memberIO) stop() {
 	io.inc.s.validUntil.Store(0)
 	var all []*rangeInformer
 	for _, ri := range io.ranges {
+		ri.delivering.Store(false)
 		all = append(all, ri)
 	}
 	clear(io.ranges)

@@ -31,6 +31,8 @@ type options struct {
 	rejoin       func(context.Context) (*cluster.Cluster, error)
 	drainTimeout time.Duration
 	catchUp      time.Duration
+	// name is carried by the member's ids; nil: the host's name.
+	name *string
 }
 
 // Defaults.
@@ -126,15 +128,23 @@ func WithLeaseTimings(duration, renewDeadline, retryPeriod time.Duration) Option
 	return func(o *options) { o.leaseDur, o.renewDL, o.retry = duration, renewDeadline, retryPeriod }
 }
 
+// WithMemberName sets the name this member's ids carry (Member, Status,
+// logs, the leases' annotation, the telemetry's member attribute), so
+// that they can be tied to a process or pod: the pod's name on
+// Kubernetes. It defaults to the host's name (os.Hostname, a pod's name
+// unless the pod sets spec.hostname); "" leaves it out. Characters other
+// than letters, digits, '.', '_' and '-' become '-', and it is cut to 63.
+func WithMemberName(name string) Option { return func(o *options) { o.name = &name } }
+
 // WithRejoin gives the member a way to make a new cluster member when it
 // was fenced. A member fenced because the cluster's provider dropped its
 // node (its keep-alive lapsed in a pause, say) is never shown again to the
 // others (protoactor blocks a node that left for good), so only a new
 // cluster member, with a new id, can rejoin: newCluster configures and
-// starts one as the first was; the old one is shut down. Without it, the
-// member rejoins on its cluster member, which works when the provider kept
-// it (its lease lapsed, or it lost the API server); otherwise it stays out
-// of the group, and its health says so.
+// starts one as the first was; the old one is shut down, its provider
+// first. Without it, the member rejoins on its cluster member, which works
+// when the provider kept it (its lease lapsed, or it lost the API server);
+// otherwise it gives up (Err), and CheckLive fails.
 func WithRejoin(newCluster func(context.Context) (*cluster.Cluster, error)) Option {
 	return func(o *options) { o.rejoin = newCluster }
 }

@@ -36,6 +36,11 @@ type rangeInformer struct {
 	// Set when the range is activated, before the handlers are attached.
 	token uint64
 	from  handover.MemberID
+	// unservedSince is when the range was last known delivered, as this
+	// member sees it: its previous deliverer's handoff reached it, or (none
+	// handed it over: a range first served, or taken from a member that
+	// was lost) it started listing the range.
+	unservedSince time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// switching is held while the range is activated, given a late
@@ -65,6 +70,11 @@ func (io *memberIO) rangeEffect(body any) {
 	s := inc.s
 	switch e := body.(type) {
 	case *handover.StartRange:
+		for k := range io.handoffAt {
+			if k.r == e.Range {
+				delete(io.handoffAt, k) // of an earlier attempt
+			}
+		}
 		io.startRange(e)
 	case *handover.ActivateRange:
 		ri := io.ranges[e.Range]
@@ -73,6 +83,12 @@ func (io *memberIO) rangeEffect(body any) {
 			return
 		}
 		ri.token, ri.from = e.Token, e.From
+		ri.unservedSince = ri.started
+		k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
+		if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
+			ri.unservedSince = at
+		}
+		delete(io.handoffAt, k)
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
@@ -99,39 +115,51 @@ func (io *memberIO) rangeEffect(body any) {
 			io.report(ri, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch})
 		}()
 	case *handover.Failed:
-		reason := e.Reason
-		s.failed.Store(&reason)
-		inc.log.Error("this member cannot join the group: its settings differ from the group's", "reason", reason)
+		io.settings = e.Reason
+		inc.log.Warn("this member's settings differ from the group's: it stays out of the group until the members with other settings have left", "reason", e.Reason)
 	case *handover.Left:
+		end := ending{settings: io.settings}
 		go func() {
 			if err := inc.leases.release(inc.ctx); err != nil {
 				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
 			}
-			inc.finish("")
+			inc.finish(end)
 		}()
 	case *handover.Fenced:
-		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason)
-		s.validUntil.Store(0)
-		all := make([]*rangeInformer, 0, len(io.ranges))
-		for _, ri := range io.ranges {
-			all = append(all, ri)
-		}
-		clear(io.ranges)
-		s.publish(nil)
-		go func() {
-			for _, ri := range all {
-				s.detachAll(ri)
-				ri.cancel()
-				<-ri.done
-			}
-			// Every handler call has ended: the lease can go, and the
-			// others take the ranges over at once.
-			if err := inc.leases.release(inc.ctx); err != nil {
-				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
-			}
-			inc.finish(e.Reason)
-		}()
+		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason, "leftOut", e.LeftOut)
+		io.dropAll(ending{fenced: e.Reason, leftOut: e.LeftOut})
 	}
+}
+
+// dropAll ends the incarnation at once: no handler call starts from now
+// on, every range is dropped, then the lease is deleted (every handler
+// call has ended: the others may take the ranges over at once).
+func (io *memberIO) dropAll(end ending) {
+	if io.ended {
+		return
+	}
+	io.ended = true
+	inc := io.inc
+	s := inc.s
+	s.validUntil.Store(0)
+	all := make([]*rangeInformer, 0, len(io.ranges))
+	for _, ri := range io.ranges {
+		ri.delivering.Store(false)
+		all = append(all, ri)
+	}
+	clear(io.ranges)
+	s.publish(nil)
+	go func() {
+		for _, ri := range all {
+			s.detachAll(ri)
+			ri.cancel()
+			<-ri.done
+		}
+		if err := inc.leases.release(inc.ctx); err != nil {
+			inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+		}
+		inc.finish(end)
+	}()
 }
 
 // report hands a range effect's outcome to the actor.
@@ -161,9 +189,7 @@ func (io *memberIO) rangeDone(m *rangeDone) {
 func (io *memberIO) publish() {
 	var act []*rangeInformer
 	for _, ri := range io.ranges {
-		if ri.delivering.Load() {
-			act = append(act, ri)
-		}
+		act = append(act, ri)
 	}
 	io.inc.s.publish(act)
 }
@@ -256,6 +282,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		missing = io.gone(ri, h)
 	}
 	ri.delivering.Store(true)
+	s.publishAdd(ri)
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))
 	for reg := range s.regs {
@@ -277,11 +304,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		io.inc.log.Warn("the range's handlers were not subscribed in time; resuming its intake", "range", ri.r.String())
 	}
 	ri.lw.resume()
-	took := time.Since(ri.started)
-	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started, Duration: took, Kind: "acquire", Deleted: len(missing)})
+	now := time.Now()
+	took, unserved := now.Sub(ri.started), now.Sub(ri.unservedSince)
+	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started,
+		Duration: took, Unserved: unserved, Kind: "acquire", Deleted: len(missing)})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
+	s.tel.recordUnserved(unserved)
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
-		"took", took, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
+		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
 	io.report(ri, nil)
 }
 
@@ -395,13 +425,9 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 // publishNow republishes the delivered ranges from any goroutine: a range
 // that stopped being delivered goes from the public methods at once.
 func (s *Informer) publishNow(io *memberIO) {
-	var act []*rangeInformer
-	for _, ri := range *s.delivered.Load() {
-		if ri.delivering.Load() {
-			act = append(act, ri)
-		}
-	}
-	s.publish(act)
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.storeDelivered(*s.delivered.Load())
 }
 
 // detachAll removes every handler from a range: no call starts after it

@@ -26,6 +26,12 @@ type Handover struct {
 	// until the last handler call on it ended.
 	Start    time.Time
 	Duration time.Duration
+	// Unserved (acquire) is how long the range went undelivered as this
+	// member sees it: from its previous deliverer's handoff reaching it
+	// (that one had stopped by then) to its handlers getting the range; or,
+	// with no handoff (a range first served, or taken from a member that
+	// was lost, whose last call it cannot see), from the start of its list.
+	Unserved time.Duration
 }
 
 // RangeStatus is one range as this member sees it.
@@ -64,8 +70,11 @@ type Status struct {
 	// Discovering: the member is waiting for the others' answers before
 	// computing ownership; Leaving: it leaves gracefully.
 	Discovering, Leaving bool
-	// Failed says why the member gave up, "" if it did not.
+	// Failed says why the member gave up, "" if it did not (Err).
 	Failed string
+	// Waiting says why the member stays out of its group for now: its
+	// settings differ from those of members in it (Waiting).
+	Waiting string
 	// Fenced says why the last incarnation was fenced ("" if none was);
 	// Rejoins counts the incarnations that followed a fence.
 	Fenced  string
@@ -79,6 +88,7 @@ type Status struct {
 func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load()}
+	st.Waiting = s.Waiting()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v
 	}
