@@ -444,13 +444,13 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 }
 
 // newCluster makes the cluster member a rejoin runs on (WithRejoin),
-// trying again (after 1 s, then up to every 10 s) until it works or ctx
-// ends: the provider may be out of reach a while (a member cut from etcd
-// is fenced and rejoins while the cut lasts). protoactor panics when its
-// provider cannot register a member: that is an error too.
+// trying again after 1, 2, 4, 8 and 10 s: the provider may be out of reach
+// a while (a member cut from etcd is fenced and rejoins while the cut
+// lasts). Then it gives up, and so does the member. protoactor panics when
+// its provider cannot register a member: that is an error too.
 func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
 	wait := time.Second
-	for {
+	for attempt := 1; ; attempt++ {
 		c, err := func() (c *cluster.Cluster, err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -462,6 +462,9 @@ func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
 		if err == nil {
 			return c, nil
 		}
+		if attempt == rejoinAttempts {
+			return nil, err
+		}
 		s.log.Error("cannot make a new cluster member to rejoin with; trying again", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
@@ -471,6 +474,10 @@ func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
 		wait = min(2*wait, 10*time.Second)
 	}
 }
+
+// rejoinAttempts is how many times a rejoin tries to make its cluster
+// member: about 25 s in all.
+const rejoinAttempts = 6
 
 // Cluster returns the cluster member the informer uses now: the one given
 // to New, or, after a rejoin with WithRejoin, the last one made. Shut it
