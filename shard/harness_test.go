@@ -44,17 +44,17 @@ type member struct {
 }
 
 type group struct {
-	t      testing.TB
-	agent  *test.InMemAgent
-	src    *memServer
-	rec    *recorder
-	opts   []shard.Option
-	name   string
+	t     testing.TB
+	agent *test.InMemAgent
+	src   *memServer
+	rec   *recorder
+	opts  []shard.Option
+	name  string
 	// transform, when set, is every member's.
 	transform cache.TransformFunc
-	mu     sync.Mutex
-	byName map[string]*member
-	n      int
+	mu        sync.Mutex
+	byName    map[string]*member
+	n         int
 }
 
 func newGroup(t testing.TB, src *memServer, opts ...shard.Option) *group {
