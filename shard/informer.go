@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +85,9 @@ type Informer struct {
 	live              map[*rangeInformer]struct{}
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
+
+	// pubMu serialises the publications of the delivered ranges.
+	pubMu sync.Mutex
 }
 
 const maxHandovers = 64
@@ -104,8 +108,8 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // an error, and changes nothing on them. One informer per group runs on a
 // member: New reserves the group's name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
-	if c == nil || c.ActorSystem == nil {
-		return nil, errors.New("shard: nil cluster")
+	if err := checkCluster(c); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(group) == "" {
 		return nil, errors.New("shard: empty group name")
@@ -168,6 +172,26 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	return s, nil
 }
 
+// checkCluster refuses a cluster member that could not take part in a
+// group: not started, shut down, or at an address nobody can reach.
+func checkCluster(c *cluster.Cluster) error {
+	switch {
+	case c == nil || c.ActorSystem == nil:
+		return errors.New("shard: nil cluster")
+	case c.Remote == nil:
+		return errors.New("shard: the cluster member is not started: call c.StartMember() before shard.New")
+	case c.ActorSystem.IsStopped():
+		return errors.New("shard: the cluster member was shut down")
+	}
+	addr := c.ActorSystem.Address()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("shard: the cluster member's address is %s, which the other members cannot reach and which the provider's topology never shows: give remote.Configure a reachable host, or remote.WithAdvertisedHost the address the others reach it at (on Kubernetes, the pod's IP)", addr)
+		}
+	}
+	return nil
+}
+
 // now is the member's monotonic clock.
 func (s *Informer) now() time.Duration { return time.Since(s.clock0) }
 
@@ -198,9 +222,10 @@ func probe(c *cluster.Cluster, group string, o options) error {
 		mu      sync.Mutex
 		answers []answer
 	)
+	self := c.ActorSystem.Address()
 	for _, m := range c.MemberList.Members().Members() {
-		if m.Id == c.ActorSystem.ID {
-			continue
+		if m.Address() == self {
+			continue // this member (provider ids need not be the actor system's)
 		}
 		wg.Add(1)
 		go func(m *cluster.Member) {
@@ -551,13 +576,37 @@ func (s *Informer) rememberReleased(keys []string) {
 	}
 }
 
-// publish makes ranges the delivered ones that the public methods read.
+// publish makes those of ranges whose handlers may be called the delivered
+// ones that the public methods read.
 func (s *Informer) publish(ranges []*rangeInformer) {
-	act := slices.Clone(ranges)
-	slices.SortFunc(act, func(a, b *rangeInformer) int { return a.r.Index - b.r.Index })
-	if act == nil {
-		act = []*rangeInformer{}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.storeDelivered(ranges)
+}
+
+// publishAdd adds a range to the delivered ones, from any goroutine, if its
+// handlers may be called: before they are, so that a handler finds its
+// object in GetIndexer, as client-go's handlers do. A range that stops
+// being delivered is marked so before it is withdrawn (publish), so it
+// cannot come back here.
+func (s *Informer) publishAdd(ri *rangeInformer) {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	cur := *s.delivered.Load()
+	if slices.Contains(cur, ri) {
+		return
 	}
+	s.storeDelivered(append(slices.Clone(cur), ri))
+}
+
+func (s *Informer) storeDelivered(ranges []*rangeInformer) {
+	act := make([]*rangeInformer, 0, len(ranges))
+	for _, ri := range ranges {
+		if ri.delivering.Load() {
+			act = append(act, ri)
+		}
+	}
+	slices.SortFunc(act, func(a, b *rangeInformer) int { return a.r.Index - b.r.Index })
 	s.delivered.Store(&act)
 	s.signals.Poke()
 }

@@ -568,6 +568,7 @@ func (io *memberIO) stop() {
 	io.inc.s.validUntil.Store(0)
 	var all []*rangeInformer
 	for _, ri := range io.ranges {
+		ri.delivering.Store(false)
 		all = append(all, ri)
 	}
 	clear(io.ranges)

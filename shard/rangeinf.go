@@ -101,6 +101,7 @@ func (io *memberIO) rangeEffect(body any) {
 		s.validUntil.Store(0)
 		all := make([]*rangeInformer, 0, len(io.ranges))
 		for _, ri := range io.ranges {
+			ri.delivering.Store(false)
 			all = append(all, ri)
 		}
 		clear(io.ranges)
@@ -148,9 +149,7 @@ func (io *memberIO) rangeDone(m *rangeDone) {
 func (io *memberIO) publish() {
 	var act []*rangeInformer
 	for _, ri := range io.ranges {
-		if ri.delivering.Load() {
-			act = append(act, ri)
-		}
+		act = append(act, ri)
 	}
 	io.inc.s.publish(act)
 }
@@ -270,6 +269,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		}
 	}
 	ri.delivering.Store(true)
+	s.publishAdd(ri)
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))
 	for reg := range s.regs {
@@ -348,13 +348,9 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 // publishNow republishes the delivered ranges from any goroutine: a range
 // that stopped being delivered goes from the public methods at once.
 func (s *Informer) publishNow(io *memberIO) {
-	var act []*rangeInformer
-	for _, ri := range *s.delivered.Load() {
-		if ri.delivering.Load() {
-			act = append(act, ri)
-		}
-	}
-	s.publish(act)
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	s.storeDelivered(*s.delivered.Load())
 }
 
 // detachAll removes every handler from a range: no call starts after it
