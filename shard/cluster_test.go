@@ -9,8 +9,11 @@
 package shard_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,9 +106,11 @@ func TestMembersShareAndHandOverDuringChurn(t *testing.T) {
 	}
 }
 
-// A member with other settings is refused by New, and the group goes on
-// unchanged.
-func TestMemberWithOtherSettingsIsRefused(t *testing.T) {
+// A member whose settings differ from the group's stays out of it, saying
+// why, and changes nothing on the others; once they have left, it joins
+// with its own settings: a rollout that changes the range count
+// converges.
+func TestMemberWithOtherSettingsWaits(t *testing.T) {
 	src := newMemServer()
 	for i := range 50 {
 		src.create(fmt.Sprintf("o%d", i))
@@ -114,13 +120,34 @@ func TestMemberWithOtherSettingsIsRefused(t *testing.T) {
 	m1 := g.join()
 	eventually(t, 30*time.Second, "one member settled", g.settled)
 	before := len(g.rec.calls)
+	quiet := shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))
 	for _, opts := range [][]shard.Option{{shard.WithRanges(8)}, {shard.WithHashField(shard.Namespace)}} {
 		c, prov := startCluster(g.agent)
-		_, err := shard.New(c, g.name, src, &corev1.ConfigMap{}, append(testLeases(), opts...)...)
-		stopCluster(c, prov)
-		if err == nil || !strings.Contains(err.Error(), "same settings") || !strings.Contains(err.Error(), m1.inf.Member()) {
-			t.Errorf("New with other settings: %v; want an error naming the member and the settings", err)
+		inf, err := shard.New(c, g.name, src, &corev1.ConfigMap{}, append(slices.Clone(g.opts), append(opts, quiet)...)...)
+		if err != nil {
+			stopCluster(c, prov)
+			t.Fatalf("New with other settings: %v", err)
 		}
+		if w := inf.Waiting(); !strings.Contains(w, m1.inf.Member()) || !strings.Contains(w, "ranges") {
+			t.Errorf("Waiting after New: %q; want the member and the settings", w)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); inf.RunWithContext(ctx) }()
+		time.Sleep(time.Second)
+		st := inf.Status()
+		if st.Waiting == "" || len(st.Delivered) != 0 || inf.HasSynced() || inf.IsStopped() {
+			t.Errorf("a member with other settings: waiting %q, %d ranges, synced %v, stopped %v; want waiting, none, false, false", st.Waiting, len(st.Delivered), inf.HasSynced(), inf.IsStopped())
+		}
+		if err := inf.CheckLive(nil); err != nil {
+			t.Errorf("CheckLive while it waits: %v", err)
+		}
+		if err := inf.CheckSynced(nil); err == nil || !strings.Contains(err.Error(), "waiting") {
+			t.Errorf("CheckSynced while it waits: %v", err)
+		}
+		cancel()
+		<-done
+		stopCluster(c, prov)
 	}
 	eventually(t, 10*time.Second, "the group unchanged", g.settled)
 	if n := len(m1.inf.Ranges()); n != 16 {
@@ -130,7 +157,24 @@ func TestMemberWithOtherSettingsIsRefused(t *testing.T) {
 	after := len(g.rec.calls)
 	g.rec.mu.Unlock()
 	if after != before {
-		t.Errorf("%d handler calls after the refused member", after-before)
+		t.Errorf("%d handler calls after the member with other settings came", after-before)
+	}
+
+	// The rollout: a member with 8 ranges comes, then m1 leaves.
+	m2 := g.join(shard.WithRanges(8))
+	eventually(t, 10*time.Second, "m2 waiting", func() string {
+		if m2.inf.Waiting() == "" {
+			return "not waiting"
+		}
+		return ""
+	})
+	g.leave(m1)
+	eventually(t, 30*time.Second, "m2 settled alone", g.settled)
+	if n, w := len(m2.inf.Ranges()), m2.inf.Waiting(); n != 8 || w != "" {
+		t.Errorf("m2 delivers %d ranges, waiting %q; want 8 and no longer", n, w)
+	}
+	if errs := g.rec.exclusive(); len(errs) > 0 {
+		t.Errorf("overlapping calls: %v", errs[:min(5, len(errs))])
 	}
 }
 

@@ -88,6 +88,8 @@ type Informer struct {
 
 	// pubMu serialises the publications of the delivered ranges.
 	pubMu sync.Mutex
+	// waiting says why the member stays out of its group for now (Waiting).
+	waiting atomic.Pointer[string]
 }
 
 const maxHandovers = 64
@@ -103,10 +105,13 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // cluster c that run the same group. c is a protoactor cluster member the
 // caller configured and started, with any provider; nothing needs to be
 // registered in its config. WithLeases is required: each member keeps a
-// Lease on the API server, which fences it. New checks the group's settings
-// with the members already in it: a different range count or hash field is
-// an error, and changes nothing on them. One informer per group runs on a
-// member: New reserves the group's name on c until Run returns.
+// Lease on the API server, which fences it. New asks the members already
+// in the group for their settings: a member whose range count or hash
+// field differ from the group's stays out of it, changing nothing on the
+// others, until those with other settings have left (a rollout that
+// changes the range count), and says so (Waiting, CheckSynced, a log
+// line). One informer per group runs on a member: New reserves the group's
+// name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
 	if err := checkCluster(c); err != nil {
 		return nil, err
@@ -148,10 +153,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		log = slog.New(logr.ToSlogHandler(klog.Background()))
 	}
 	log = log.With("group", group)
-	if err := probe(c, group, o); err != nil {
-		groups.Delete(key)
-		return nil, err
-	}
+	conflict := probe(c, group, o)
 	s := &Informer{
 		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
 		filter:    &filter{field: o.field, log: log},
@@ -166,6 +168,9 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		s.indexers[k] = v
 	}
 	s.current.Store(c)
+	if conflict != "" {
+		s.waitFor(conflict)
+	}
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
@@ -207,8 +212,10 @@ const protocolVersion = 2
 // it.
 func (o options) settings() string { return fmt.Sprintf("%s;protocol=%d", o.field, protocolVersion) }
 
-// probe asks the members of c that run group for their settings.
-func probe(c *cluster.Cluster, group string, o options) error {
+// probe asks the members of c that run group for their settings, and
+// returns how the first that differs from this member's differs ("" if
+// none does).
+func probe(c *cluster.Cluster, group string, o options) string {
 	timeout := c.Config.RequestTimeoutTime
 	if timeout <= 0 || timeout > 2*time.Second {
 		timeout = 2 * time.Second
@@ -239,13 +246,64 @@ func probe(c *cluster.Cluster, group string, o options) error {
 		}(m)
 	}
 	wg.Wait()
+	slices.SortFunc(answers, func(a, b answer) int { return strings.Compare(a.member, b.member) })
 	for _, a := range answers {
 		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) || a.hello.Protocol != protocolVersion {
-			return fmt.Errorf("shard: group %q: member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d): every member of a group needs the same settings",
-				group, a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
+			return fmt.Sprintf("member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d)",
+				a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
 		}
 	}
-	return nil
+	return ""
+}
+
+// waitFor records why this member stays out of the group (its settings
+// differ from the group's), and logs it when that is new.
+func (s *Informer) waitFor(reason string) {
+	if prev := s.waiting.Swap(&reason); prev == nil {
+		s.log.Warn("this member's settings differ from the group's: it waits for the members with other settings to leave before it joins", "reason", reason)
+	}
+	s.signals.Poke()
+}
+
+// waitForSettings probes the group every retry period until no member
+// with other settings is left; false when ctx ended first, or the cluster
+// member was shut down.
+func (s *Informer) waitForSettings(ctx context.Context, c *cluster.Cluster) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(s.o.retry):
+		}
+		if c.ActorSystem.IsStopped() {
+			s.giveUp("the cluster member was shut down while the informer waited to join its group")
+			return false
+		}
+		if reason := probe(c, s.group, s.o); reason != "" {
+			s.waitFor(reason)
+			continue
+		}
+		s.waiting.Store(nil)
+		s.log.Info("no member with other settings is left in the group: joining it")
+		return true
+	}
+}
+
+// giveUp records why the member left its group for good (Err).
+func (s *Informer) giveUp(reason string) {
+	s.failed.CompareAndSwap(nil, &reason)
+	s.log.Error("this member gives up on its group", "reason", reason)
+	s.signals.Poke()
+}
+
+// Waiting returns why this member stays out of its group for now: its
+// settings differ from those of members in the group ("" if they do not).
+// It joins once those members have left.
+func (s *Informer) Waiting() string {
+	if p := s.waiting.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Group returns the group's name; Member this member's id (its current
@@ -281,8 +339,10 @@ func (s *Informer) Run(stopCh <-chan struct{}) {
 // the leave timeout (WithLeaveTimeout). A member that is fenced (its lease
 // lapsed or was revoked, or the group left it out) stops every handler
 // call at once, drops its ranges and rejoins as a new incarnation (on a
-// new cluster member with WithRejoin). It returns once it has left and
-// every range informer has stopped.
+// new cluster member with WithRejoin). A member whose settings differ from
+// the group's waits until the members with other settings have left, then
+// joins. It returns once it has left and every range informer has
+// stopped, or by itself when the member gives up (Err).
 func (s *Informer) RunWithContext(ctx context.Context) {
 	s.mu.Lock()
 	if s.started || s.stopped {
@@ -294,9 +354,14 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	defer s.finishStop()
 	c := s.first
 	for {
+		if s.Waiting() != "" && !s.waitForSettings(ctx, c) {
+			return
+		}
 		inc, err := s.startIncarnation(ctx, c)
 		if err != nil {
-			s.log.Error("cannot start the group's actors", "err", err)
+			if ctx.Err() == nil {
+				s.giveUp("cannot start the group's actors: " + err.Error())
+			}
 			return
 		}
 		leaving := false
@@ -313,7 +378,22 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		}
 		inc.stop()
 		end := inc.end.Load()
-		if leaving || end == nil || end.fenced == "" || ctx.Err() != nil {
+		if leaving || end == nil || ctx.Err() != nil {
+			return
+		}
+		switch {
+		case end.clusterStopped:
+			s.giveUp("the cluster member was shut down while the informer ran (shut it down once Run has returned)")
+			return
+		case end.settings != "":
+			// Lost a race with members of other settings: out of the group
+			// until they have left.
+			s.waitFor(end.settings)
+			continue
+		case end.fenced == "":
+			return // abandoned
+		case end.leftOut && s.o.rejoin == nil:
+			s.giveUp("fenced: " + end.fenced + "; the cluster's provider dropped this member, which protoactor never shows again: without WithRejoin it cannot rejoin")
 			return
 		}
 		// Fenced: rejoin as a new incarnation.
@@ -321,13 +401,17 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
 		if s.o.rejoin != nil {
 			// The old cluster member goes first: the new one may listen on
-			// its address.
+			// its address. Its provider first, while its actor system runs:
+			// protoactor's k8s provider takes its member id off the pod
+			// then, and a new provider on that pod would otherwise keep
+			// the old id, which the others have blocked for good.
+			_ = c.Config.ClusterProvider.Shutdown(false)
 			c.Shutdown(false)
 			next, err := s.o.rejoin(ctx)
 			if err != nil {
-				s.log.Error("cannot make a new cluster member to rejoin with; staying out of the group", "err", err)
-				reason := "fenced, and the new cluster member failed: " + err.Error()
-				s.failed.Store(&reason)
+				if ctx.Err() == nil {
+					s.giveUp("fenced, and the new cluster member to rejoin with failed: " + err.Error())
+				}
 				return
 			}
 			c = next
@@ -616,8 +700,11 @@ func (s *Informer) baseAttrs() []attribute.KeyValue {
 	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.member()))}
 }
 
-// Err returns why the member left the group on its own (settings that
-// differ from the group's, or a rejoin that failed), "" if it did not.
+// Err returns why the member gave up on its group ("" if it did not):
+// fenced after the cluster's provider dropped it, without WithRejoin, or
+// with a WithRejoin that failed; its cluster member shut down under it; or
+// its actors could not start. Run then returns by itself, and CheckLive
+// fails.
 func (s *Informer) Err() string {
 	if p := s.failed.Load(); p != nil {
 		return *p

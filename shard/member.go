@@ -60,8 +60,17 @@ type incarnation struct {
 	abandoned atomic.Bool
 }
 
+// ending is how an incarnation ended.
 type ending struct {
-	fenced string
+	// fenced says why it was fenced ("" if it was not); leftOut: because
+	// the cluster's provider dropped its node.
+	fenced  string
+	leftOut bool
+	// settings says why its settings lost to the group's ("" if they did
+	// not).
+	settings string
+	// clusterStopped: its cluster member was shut down under it.
+	clusterStopped bool
 }
 
 // startIncarnation starts a new incarnation on cluster member c: it finds
@@ -188,6 +197,8 @@ type effect struct {
 type (
 	startIO       struct{}
 	leasesChanged struct{}
+	// clusterStopped: the cluster member's actor system was shut down.
+	clusterStopped struct{}
 	// rangeDone: a range effect's work has ended; report goes to the core.
 	rangeDone struct {
 		ri     *rangeInformer
@@ -211,6 +222,10 @@ type memberIO struct {
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
 	renewing      sync.WaitGroup
+	// settings: why the core gave up (Failed), for the ending; ended: the
+	// incarnation is ending (dropAll), the core's effects are ignored.
+	settings string
+	ended    bool
 }
 
 func (io *memberIO) toCore(in handover.Input) {
@@ -229,7 +244,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			}
 		})
 		io.stopTick = make(chan struct{})
-		go ticker(sys, inc.corePID, s, s.o.tick, io.stopTick)
+		go ticker(sys, inc.corePID, self, s, s.o.tick, io.stopTick)
 		io.startLeaseWatch(ctx)
 		// A subscriber added after the member started missed the topology
 		// so far: read it.
@@ -242,7 +257,12 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		io.leasesPending.Store(false)
 		io.snapshotLeases()
 	case *effect:
-		io.perform(ctx, m)
+		if !io.ended {
+			io.perform(ctx, m)
+		}
+	case *clusterStopped:
+		inc.log.Error("the cluster member was shut down under the informer: no handler is called from now on")
+		io.dropAll(ending{clusterStopped: true})
 	case *rangeDone:
 		io.rangeDone(m)
 	case *leaseAnswer:
@@ -388,13 +408,19 @@ func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
 	return out
 }
 
-// ticker sends the core a Tick with the member's clock every interval.
-func ticker(sys *actor.ActorSystem, pid *actor.PID, s *Informer, every time.Duration, stop <-chan struct{}) {
+// ticker sends the core a Tick with the member's clock every interval, and
+// the I/O actor clusterStopped once the actor system is shut down (its
+// actors still run, but nothing reaches the other members any more).
+func ticker(sys *actor.ActorSystem, pid, io *actor.PID, s *Informer, every time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
+			if sys.IsStopped() {
+				sys.Root.Send(io, &clusterStopped{})
+				return
+			}
 			sys.Root.Send(pid, &handover.Tick{Now: s.now()})
 		case <-stop:
 			return
@@ -518,10 +544,9 @@ func (inc *incarnation) leave() {
 	inc.c.ActorSystem.Root.Send(inc.corePID, &handover.Leave{})
 }
 
-// finish ends the incarnation (Left, Fenced, Failed): reason is the
-// fencing's, "" otherwise.
-func (inc *incarnation) finish(reason string) {
-	inc.end.CompareAndSwap(nil, &ending{fenced: reason})
+// finish ends the incarnation (Left, Fenced, Failed, its cluster stopped).
+func (inc *incarnation) finish(e ending) {
+	inc.end.CompareAndSwap(nil, &e)
 	inc.doneOnce.Do(func() { close(inc.done) })
 }
 
@@ -533,7 +558,7 @@ func (inc *incarnation) abandon() {
 	inc.s.validUntil.Store(0)
 	inc.stopActors()
 	inc.log.Info("abandoned the group")
-	inc.finish("")
+	inc.finish(ending{})
 }
 
 func (inc *incarnation) stopActors() {

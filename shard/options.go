@@ -133,10 +133,10 @@ func WithLeaseTimings(duration, renewDeadline, retryPeriod time.Duration) Option
 // node (its keep-alive lapsed in a pause, say) is never shown again to the
 // others (protoactor blocks a node that left for good), so only a new
 // cluster member, with a new id, can rejoin: newCluster configures and
-// starts one as the first was; the old one is shut down. Without it, the
-// member rejoins on its cluster member, which works when the provider kept
-// it (its lease lapsed, or it lost the API server); otherwise it stays out
-// of the group, and its health says so.
+// starts one as the first was; the old one is shut down, its provider
+// first. Without it, the member rejoins on its cluster member, which works
+// when the provider kept it (its lease lapsed, or it lost the API server);
+// otherwise it gives up (Err), and CheckLive fails.
 func WithRejoin(newCluster func(context.Context) (*cluster.Cluster, error)) Option {
 	return func(o *options) { o.rejoin = newCluster }
 }

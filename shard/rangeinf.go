@@ -86,40 +86,51 @@ func (io *memberIO) rangeEffect(body any) {
 			io.report(ri, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch})
 		}()
 	case *handover.Failed:
-		reason := e.Reason
-		s.failed.Store(&reason)
-		inc.log.Error("this member cannot join the group: its settings differ from the group's", "reason", reason)
+		io.settings = e.Reason
+		inc.log.Warn("this member's settings differ from the group's: it stays out of the group until the members with other settings have left", "reason", e.Reason)
 	case *handover.Left:
+		end := ending{settings: io.settings}
 		go func() {
 			if err := inc.leases.release(inc.ctx); err != nil {
 				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
 			}
-			inc.finish("")
+			inc.finish(end)
 		}()
 	case *handover.Fenced:
-		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason)
-		s.validUntil.Store(0)
-		all := make([]*rangeInformer, 0, len(io.ranges))
-		for _, ri := range io.ranges {
-			ri.delivering.Store(false)
-			all = append(all, ri)
-		}
-		clear(io.ranges)
-		s.publish(nil)
-		go func() {
-			for _, ri := range all {
-				s.detachAll(ri)
-				ri.cancel()
-				<-ri.done
-			}
-			// Every handler call has ended: the lease can go, and the
-			// others take the ranges over at once.
-			if err := inc.leases.release(inc.ctx); err != nil {
-				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
-			}
-			inc.finish(e.Reason)
-		}()
+		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason, "leftOut", e.LeftOut)
+		io.dropAll(ending{fenced: e.Reason, leftOut: e.LeftOut})
 	}
+}
+
+// dropAll ends the incarnation at once: no handler call starts from now
+// on, every range is dropped, then the lease is deleted (every handler
+// call has ended: the others may take the ranges over at once).
+func (io *memberIO) dropAll(end ending) {
+	if io.ended {
+		return
+	}
+	io.ended = true
+	inc := io.inc
+	s := inc.s
+	s.validUntil.Store(0)
+	all := make([]*rangeInformer, 0, len(io.ranges))
+	for _, ri := range io.ranges {
+		ri.delivering.Store(false)
+		all = append(all, ri)
+	}
+	clear(io.ranges)
+	s.publish(nil)
+	go func() {
+		for _, ri := range all {
+			s.detachAll(ri)
+			ri.cancel()
+			<-ri.done
+		}
+		if err := inc.leases.release(inc.ctx); err != nil {
+			inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+		}
+		inc.finish(end)
+	}()
 }
 
 // report hands a range effect's outcome to the actor.

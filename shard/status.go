@@ -64,8 +64,11 @@ type Status struct {
 	// Discovering: the member is waiting for the others' answers before
 	// computing ownership; Leaving: it leaves gracefully.
 	Discovering, Leaving bool
-	// Failed says why the member gave up, "" if it did not.
+	// Failed says why the member gave up, "" if it did not (Err).
 	Failed string
+	// Waiting says why the member stays out of its group for now: its
+	// settings differ from those of members in it (Waiting).
+	Waiting string
 	// Fenced says why the last incarnation was fenced ("" if none was);
 	// Rejoins counts the incarnations that followed a fence.
 	Fenced  string
@@ -85,6 +88,7 @@ func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
 		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load()}
+	st.Waiting = s.Waiting()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v
 	}

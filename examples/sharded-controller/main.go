@@ -7,7 +7,7 @@
 // workqueue fed by its handler, and workers that reconcile the keys
 // (here: log them at klog -v=2) and drop those of ranges that moved to
 // another replica (Released). /healthz and /readyz on -probe-address serve
-// the pod's probes. SIGTERM leaves the group gracefully: the other
+// the pod's probes (probeHandler). SIGTERM leaves the group gracefully: the other
 // replicas list and take its ranges before it stops delivering them.
 //
 // It needs, from the pod (deploy/deployment.yaml): its service account's
@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -230,27 +229,23 @@ func reconciler(inf *shard.Informer) func(string) error {
 	}
 }
 
-// probeHandler serves the pod's probes. Both fail once the member gave
-// up on its group (its settings differ from the group's: Err): the
-// kubelet then restarts it, and the provider stops counting it.
+// probeHandler serves the pod's probes, with package shard's liveness
+// check in both: it fails once the member gave up on its group (it was
+// dropped and could not rejoin, or its cluster member stopped under it):
+// the kubelet then restarts the container, and the restarted process joins
+// as a new cluster member.
 //
-// Neither waits for the member's ranges: protoactor's k8s provider counts
-// a pod as a member only while all its containers are ready, so a
-// readiness that waited for ranges (which a member gets once it is a
-// member) would never come, and one that failed during a graceful leave
-// would drop the leaving member from the group before it handed its
-// ranges over. The shard health check of package shard belongs in
-// /healthz (see docs/sharding.md).
+// The readiness is the same check, not shard's CheckSynced (every owned
+// range delivered): protoactor's k8s provider counts a pod as a member only
+// while all its containers are ready, so a readiness that waited for
+// ranges (which a member gets once it is a member) would never come, and
+// one that failed during a graceful leave would drop the leaving member
+// from the group before it handed its ranges over. For the same reason it
+// passes while the member waits for replicas with another range count to
+// leave (a rollout that changes -ranges): the rollout must go on.
 func probeHandler(inf *shard.Informer) http.Handler {
-	check := func(w http.ResponseWriter, _ *http.Request) {
-		if reason := inf.Err(); reason != "" {
-			http.Error(w, "the member left its group: "+reason, http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", check)
-	mux.HandleFunc("/readyz", check)
+	mux.Handle("/healthz", shard.Check(inf.CheckLive))
+	mux.Handle("/readyz", shard.Check(inf.CheckLive))
 	return mux
 }

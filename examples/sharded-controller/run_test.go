@@ -31,118 +31,24 @@ import (
 // test's kube-apiserver, played by internal/kubeletsim (no kubelet runs):
 // the pods become ready from /readyz as a kubelet's probe would make them,
 // the replicas form a group through protoactor's k8s provider, every
-// ConfigMap is reconciled, /healthz answers, and SIGTERM makes each leave
-// (exit 0, the provider's labels off its pod).
+// ConfigMap is reconciled, /healthz answers. A pod that stops being ready
+// for a moment (a probe that timed out) drops out of the provider's
+// topology, for good on its cluster member: the replica rejoins on a new
+// one and serves again, live throughout. SIGTERM makes each leave (exit 0,
+// the provider's labels off its pod), its probes passing until it exits.
 func TestControllerInPods(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
-	ctx := context.Background()
-	if _, err := testcluster.Apply(ctx, c.Config(), manifests(t), "sharded-controller-test", false); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	const objects = 60
-	for i := range objects {
-		if _, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}, Data: map[string]string{"i": strconv.Itoa(i)},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "sharded-controller")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	kube := kubeletsim.New(t, c)
-	port := freePort(t)
-
-	type replica struct {
-		pod    *kubeletsim.Pod
-		cmd    *exec.Cmd
-		done   chan error
-		mu     sync.Mutex
-		log    []string
-		probes string
-	}
+	p := startPods(t, 60)
 	var replicas []*replica
 	for i := range 2 {
-		ip := fmt.Sprintf("127.0.0.%d", 40+i)
-		pod := kube.CreatePod(t, kubeletsim.PodSpec{Namespace: namespace, Name: fmt.Sprintf("sharded-controller-%d", i),
-			ServiceAccount: serviceAccount, IP: ip, Labels: map[string]string{"app": "sharded-controller"}, Container: "controller"})
-		r := &replica{pod: pod, done: make(chan error, 1), probes: net.JoinHostPort(ip, strconv.Itoa(port+1))}
-		r.cmd = pod.Command(bin, "-v=2", "--ranges=8", "--remote-bind="+ip, "--remote-port="+strconv.Itoa(port), "--probe-address="+r.probes)
-		stderr, err := r.cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				r.mu.Lock()
-				r.log = append(r.log, sc.Text())
-				r.mu.Unlock()
-			}
-			_, _ = io.Copy(io.Discard, stderr)
-			r.done <- r.cmd.Wait()
-		}()
-		t.Cleanup(func() { _ = r.cmd.Process.Kill() })
-		replicas = append(replicas, r)
+		replicas = append(replicas, p.start(fmt.Sprintf("sharded-controller-%d", i), fmt.Sprintf("127.0.0.%d", 40+i), "--ranges=8"))
 	}
-	logs := func() string {
-		var b strings.Builder
-		for _, r := range replicas {
-			r.mu.Lock()
-			fmt.Fprintf(&b, "--- %s:\n%s\n", r.pod.Name, strings.Join(r.log[max(0, len(r.log)-30):], "\n"))
-			r.mu.Unlock()
-		}
-		return b.String()
-	}
-	eventually := func(timeout time.Duration, what string, cond func() string) {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		last := ""
-		for time.Now().Before(deadline) {
-			if last = cond(); last == "" {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("%s: not within %v: %s\n%s", what, timeout, last, logs())
-	}
-
-	// The kubelet's readiness probe: each pod is ready once /readyz says so.
 	for _, r := range replicas {
-		eventually(60*time.Second, r.pod.Name+" ready", func() string {
-			if code := get(r.probes, "/readyz"); code != http.StatusOK {
-				return fmt.Sprintf("/readyz %d", code)
-			}
-			return ""
-		})
-		r.pod.SetReady(t, true)
+		p.ready(r)
 	}
-	reconciled := regexp.MustCompile(`"reconciled" key="` + namespace + `/(cm\d+)"`)
-	eventually(90*time.Second, "every ConfigMap reconciled, by the replicas together", func() string {
-		seen := map[string]bool{}
-		for _, r := range replicas {
-			r.mu.Lock()
-			for _, l := range r.log {
-				if m := reconciled.FindStringSubmatch(l); m != nil {
-					seen[m[1]] = true
-				}
-			}
-			r.mu.Unlock()
-		}
-		if len(seen) != objects {
-			return fmt.Sprintf("%d of %d reconciled", len(seen), objects)
-		}
-		return ""
+	p.eventually(90*time.Second, "every ConfigMap reconciled, by the replicas together", func() string {
+		return p.reconciledBy(replicas...)
 	})
-	members, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelCluster + "=sharded-controller"})
+	members, err := p.cs.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: k8s.LabelCluster + "=sharded-controller"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,40 +61,286 @@ func TestControllerInPods(t *testing.T) {
 		}
 	}
 
+	// Replica 0's pod is not ready for a moment.
+	flapper, other := replicas[0], replicas[1]
+	mark := flapper.lines()
+	flapper.pod.SetReady(t, false)
+	p.eventually(30*time.Second, "replica 0 fenced, the other delivering every range", func() string {
+		if !flapper.logged(mark, "fenced: no handler is called") {
+			return "replica 0 not fenced"
+		}
+		if code := get(other.probes, "/healthz"); code != http.StatusOK {
+			return fmt.Sprintf("replica 1: /healthz %d", code)
+		}
+		return ""
+	})
+	if code := get(flapper.probes, "/healthz"); code != http.StatusOK {
+		t.Errorf("replica 0 out of the group, rejoining: /healthz %d, want 200", code)
+	}
+	flapper.pod.SetReady(t, true)
+	p.eventually(60*time.Second, "replica 0 serving again", func() string {
+		if !flapper.logged(mark, "acquired range") {
+			return "replica 0 acquired no range since"
+		}
+		return ""
+	})
+	if code := get(flapper.probes, "/healthz"); code != http.StatusOK {
+		t.Errorf("replica 0 after its rejoin: /healthz %d", code)
+	}
+
 	for _, r := range replicas {
-		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.leave(r)
+	}
+	p.noErrors(replicas...)
+}
+
+// A rollout that changes the range count (--ranges 8 to 16): the new
+// replica, whose settings differ from the group's, is ready (so that the
+// rollout goes on) and live, waits without reconciling anything, and once
+// the old replica has left takes every ConfigMap over.
+func TestRangeCountRolloutInPods(t *testing.T) {
+	p := startPods(t, 40)
+	old := p.start("sharded-controller-old", "127.0.0.50", "--ranges=8")
+	p.ready(old)
+	p.eventually(60*time.Second, "every ConfigMap reconciled by the old replica", func() string { return p.reconciledBy(old) })
+	next := p.start("sharded-controller-new", "127.0.0.51", "--ranges=16")
+	p.ready(next)
+	p.eventually(30*time.Second, "the new replica waiting", func() string {
+		if !next.logged(0, "settings differ from the group's") {
+			return "no line saying it waits"
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second)
+	if n := len(next.reconciled()); n != 0 {
+		t.Errorf("the new replica reconciled %d ConfigMaps while it waited", n)
+	}
+	if code := get(next.probes, "/healthz"); code != http.StatusOK {
+		t.Errorf("the waiting replica: /healthz %d", code)
+	}
+	p.leave(old)
+	p.eventually(60*time.Second, "every ConfigMap reconciled by the new replica", func() string { return p.reconciledBy(next) })
+	p.leave(next)
+	p.noErrors(old, next)
+}
+
+// pods is a test cluster with the manifests applied, ConfigMaps, the
+// program built, and a kubelet to run it in pods.
+type pods struct {
+	t        *testing.T
+	cs       kubernetes.Interface
+	kube     *kubeletsim.Kubelet
+	bin      string
+	port     int
+	objects  int
+	replicas []*replica
+}
+
+type replica struct {
+	pod    *kubeletsim.Pod
+	cmd    *exec.Cmd
+	done   chan error
+	probes string
+	mu     sync.Mutex
+	log    []string
+}
+
+func startPods(t *testing.T, objects int) *pods {
+	c := testcluster.Start(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
+	ctx := context.Background()
+	if _, err := testcluster.Apply(ctx, c.Config(), manifests(t), "sharded-controller-test", false); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range objects {
+		if _, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%d", i)}, Data: map[string]string{"i": strconv.Itoa(i)},
+		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	bin := filepath.Join(t.TempDir(), "sharded-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	p := &pods{t: t, cs: cs, kube: kubeletsim.New(t, c), bin: bin, port: freePort(t), objects: objects}
+	t.Cleanup(func() {
+		if testing.Verbose() {
+			t.Log(p.logs())
+		}
+		if dir := os.Getenv("ACTORINFORMER_ARTIFACTS"); dir != "" && t.Failed() {
+			_ = os.WriteFile(filepath.Join(dir, t.Name()+".log"), []byte(p.logs()), 0o644)
+		}
+	})
+	return p
+}
+
+// start runs the program in a new pod at ip, its remote on the pods' port
+// and its probes on the next.
+func (p *pods) start(name, ip string, args ...string) *replica {
+	t := p.t
+	pod := p.kube.CreatePod(t, kubeletsim.PodSpec{Namespace: namespace, Name: name,
+		ServiceAccount: serviceAccount, IP: ip, Labels: map[string]string{"app": "sharded-controller"}, Container: "controller"})
+	r := &replica{pod: pod, done: make(chan error, 1), probes: net.JoinHostPort(ip, strconv.Itoa(p.port+1))}
+	r.cmd = pod.Command(p.bin, append([]string{"-v=2", "--remote-bind=" + ip, "--remote-port=" + strconv.Itoa(p.port), "--probe-address=" + r.probes}, args...)...)
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			r.mu.Lock()
+			r.log = append(r.log, sc.Text())
+			r.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		r.done <- r.cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = r.cmd.Process.Kill() })
+	p.replicas = append(p.replicas, r)
+	return r
+}
+
+// ready plays the kubelet's readiness probe: the pod is ready once its
+// /readyz says so.
+func (p *pods) ready(r *replica) {
+	p.t.Helper()
+	p.eventually(60*time.Second, r.pod.Name+" ready", func() string {
+		if code := get(r.probes, "/readyz"); code != http.StatusOK {
+			return fmt.Sprintf("/readyz %d", code)
+		}
+		return ""
+	})
+	r.pod.SetReady(p.t, true)
+}
+
+// leave sends the replica SIGTERM and checks that it leaves: its probes
+// pass until it exits (the kubelet goes on probing a terminating pod; a
+// failed readiness would drop it from the group before it handed its
+// ranges over), it exits 0, and the provider's labels are off its pod.
+func (p *pods) leave(r *replica) {
+	t := p.t
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(90 * time.Second)
+	for exited := false; !exited; {
 		select {
 		case err := <-r.done:
+			exited = true
 			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM\n%s", r.pod.Name, err, logs())
+				t.Errorf("%s exited with %v after SIGTERM\n%s", r.pod.Name, err, p.logs())
 			}
-		case <-time.After(90 * time.Second):
-			t.Fatalf("%s did not exit within 90s of SIGTERM\n%s", r.pod.Name, logs())
-		}
-		r.pod.ContainerExited(t, 0)
-		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, r.pod.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id := pod.Labels[k8s.LabelMemberID]; id != "" {
-			t.Errorf("%s left, its pod still has the provider's member id %s", r.pod.Name, id)
+		case <-deadline:
+			t.Fatalf("%s did not exit within 90s of SIGTERM\n%s", r.pod.Name, p.logs())
+		case <-time.After(20 * time.Millisecond):
+			for _, path := range []string{"/readyz", "/healthz"} {
+				// 0: the probe server has closed, the process exits.
+				if code := get(r.probes, path); code != http.StatusOK && code != 0 {
+					t.Errorf("%s: %s %d while it left", r.pod.Name, path, code)
+				}
+			}
 		}
 	}
-	for _, r := range replicas {
+	r.pod.ContainerExited(t, 0)
+	pod, err := p.cs.CoreV1().Pods(namespace).Get(context.Background(), r.pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := pod.Labels[k8s.LabelMemberID]; id != "" {
+		t.Errorf("%s left, its pod still has the provider's member id %s", r.pod.Name, id)
+	}
+}
+
+var reconciledLine = regexp.MustCompile(`"reconciled" key="` + namespace + `/(cm\d+)"`)
+
+// reconciled are the ConfigMaps the replica reconciled.
+func (r *replica) reconciled() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range r.log {
+		if m := reconciledLine.FindStringSubmatch(l); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	return seen
+}
+
+// reconciledBy is "" once the replicas together reconciled every
+// ConfigMap.
+func (p *pods) reconciledBy(rs ...*replica) string {
+	seen := map[string]bool{}
+	for _, r := range rs {
+		for k := range r.reconciled() {
+			seen[k] = true
+		}
+	}
+	if len(seen) != p.objects {
+		return fmt.Sprintf("%d of %d reconciled", len(seen), p.objects)
+	}
+	return ""
+}
+
+func (r *replica) lines() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.log)
+}
+
+// logged reports whether a line from the from-th on contains s.
+func (r *replica) logged(from int, s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.log[min(from, len(r.log)):] {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pods) noErrors(rs ...*replica) {
+	for _, r := range rs {
+		r.mu.Lock()
 		for _, l := range r.log {
 			if strings.HasPrefix(l, "E") || strings.Contains(l, "panic") {
-				t.Errorf("%s logged: %s", r.pod.Name, l)
+				p.t.Errorf("%s logged: %s", r.pod.Name, l)
 			}
 		}
+		r.mu.Unlock()
 	}
-	if testing.Verbose() {
-		t.Log(logs())
+}
+
+func (p *pods) logs() string {
+	var b strings.Builder
+	for _, r := range p.replicas {
+		r.mu.Lock()
+		fmt.Fprintf(&b, "--- %s:\n%s\n", r.pod.Name, strings.Join(r.log[max(0, len(r.log)-40):], "\n"))
+		r.mu.Unlock()
 	}
-	if dir := os.Getenv("ACTORINFORMER_ARTIFACTS"); dir != "" && t.Failed() {
-		_ = os.WriteFile(filepath.Join(dir, "sharded-controller.log"), []byte(logs()), 0o644)
+	return b.String()
+}
+
+func (p *pods) eventually(timeout time.Duration, what string, cond func() string) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = cond(); last == "" {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
+	p.t.Fatalf("%s: not within %v: %s\n%s", what, timeout, last, p.logs())
 }
 
 // get returns the status code of GET http://addr+path, 0 if it failed.

@@ -135,6 +135,7 @@ type Core struct {
 	forced  bool // the leave's time is up
 	failed  string
 	fenced  string
+	leftOut bool // fenced because the provider dropped its node
 	done    bool // Left or Fenced sent: no further input
 
 	settled bool
@@ -273,7 +274,17 @@ func (c *Core) fence(reason string) {
 	}
 	c.lease.validUntil = 0
 	c.out.Send(ToLease, &SetValidity{})
-	c.out.Send(ToRanges, &Fenced{Reason: reason})
+	c.out.Send(ToRanges, &Fenced{Reason: reason, LeftOut: c.leftOut})
+}
+
+// fenceLeftOut fences this member because the cluster's provider dropped
+// its node: protoactor never shows a node that left again, so only an
+// incarnation on a new node can rejoin.
+func (c *Core) fenceLeftOut(reason string) {
+	if !c.done {
+		c.leftOut = true
+	}
+	c.fence(reason)
 }
 
 func (c *Core) tick(m *Tick) {

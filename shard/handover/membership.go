@@ -83,6 +83,9 @@ func (c *Core) topology(m *Topology) {
 	wasIn := ms.inTopo
 	ms.inTopo = in
 	if !in {
+		if wasIn {
+			c.fenceLeftOut("this member left the cluster's topology: its provider dropped it, and protoactor never shows it again")
+		}
 		return
 	}
 	if !ms.started {
@@ -245,7 +248,7 @@ func (c *Core) healTick() {
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
 		if p.excludedAt >= 0 && p.ok && p.state == Joined && (c.members.isCurrent(id) || c.holdsLease(id)) && c.ticks-p.excludedAt >= c.cfg.HealTicks {
-			c.fence(fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt))
+			c.fenceLeftOut(fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt))
 			return
 		}
 	}

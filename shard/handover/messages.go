@@ -294,8 +294,13 @@ type Left struct{}
 // in time, or was revoked), or the group left it out of its view. The core
 // takes no further input. The shell stops every handler call at once
 // (without draining), drops every range, deletes the lease if it still
-// exists, and rejoins as a new incarnation.
-type Fenced struct{ Reason string }
+// exists, and rejoins as a new incarnation. LeftOut: the cluster's
+// provider dropped this member's node (a peer's view left it out, or its
+// own topology did), so only an incarnation on a new node can rejoin.
+type Fenced struct {
+	Reason  string
+	LeftOut bool
+}
 
 // Effects on this member's lease (sent to ToLease).
 
