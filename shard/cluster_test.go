@@ -286,6 +286,10 @@ func TestJoinStartsWarm(t *testing.T) {
 	if n := src.lists.Load() - lists; n != 0 {
 		t.Errorf("%d lists while the second member joined, want none", n)
 	}
+	// Without a list, the joiner knows the filter mode from the copy.
+	if got, want := st.Mode, first.inf.Status().Mode; got != want || got == shard.FilterPending {
+		t.Errorf("the joining member's filter mode is %v, the first's %v", got, want)
+	}
 	// Changes after the copy reach the new owner.
 	for i := range 20 {
 		src.create(fmt.Sprintf("after%d", i))

@@ -130,7 +130,7 @@ type rangeLW struct {
 	// warm.go); seeded are its objects, which the transform leaves as
 	// they are (they were transformed where they come from); warm is when
 	// the copy was used.
-	seed   func(context.Context) ([]runtime.Object, string, error)
+	seed   func(context.Context) (copied, error)
 	seeded map[runtime.Object]struct{}
 	warm   time.Time
 	// fellBack is told why a warm start lists after all.
@@ -278,7 +278,8 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 		}
 		return nil, false
 	}
-	objs, rv, err := seed(ctx)
+	cp, err := seed(ctx)
+	objs, rv := cp.objs, cp.rv
 	if err != nil {
 		if lw.fellBack != nil {
 			lw.fellBack("no copy of the range: " + err.Error())
@@ -303,6 +304,16 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	}
 	lw.note(rv, false)
 	lw.warm = time.Now()
+	// No list tells this member whether the server filters: the member
+	// the copy came from says, if it knows; if not, the watch probes.
+	if lw.f.Mode() == FilterPending {
+		switch cp.mode {
+		case FilterServer.String():
+			lw.f.listed()
+		case FilterClient.String():
+			lw.f.toClient("the member the range's copy came from filters on the client")
+		}
+	}
 	return &seedList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: kept}, true
 }
 
@@ -388,7 +399,7 @@ func (lw *rangeLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && lw.f.Mode() == FilterPending {
+	if lw.f.Mode() == FilterPending && (opts.SendInitialEvents != nil && *opts.SendInitialEvents || lw.warmStarted()) {
 		lw.probe(ctx)
 	}
 	w, err := watchWith(ctx, lw.inner, lw.options(opts))
@@ -587,4 +598,11 @@ func watchWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOpti
 		return c.WatchWithContext(ctx, opts)
 	}
 	return lw.Watch(opts)
+}
+
+// warmStarted reports whether the range's informer started from a copy.
+func (lw *rangeLW) warmStarted() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return !lw.warm.IsZero()
 }

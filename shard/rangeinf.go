@@ -175,13 +175,13 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	warm := e.From != "" && !s.o.noWarm
 	if warm {
 		from, addr := e.From, io.address(e.From)
-		lw.seed = func(ctx context.Context) ([]runtime.Object, string, error) {
-			objs, rv, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
+		lw.seed = func(ctx context.Context) (copied, error) {
+			cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
 			if err == nil {
 				s.warm.starts.Add(1)
-				inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(objs), "resourceVersion", rv)
+				inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
 			}
-			return objs, rv, err
+			return cp, err
 		}
 		lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
 		// The copy is a list: the informer lists then watches (a WatchList

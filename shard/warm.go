@@ -111,6 +111,9 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 	to := min(from+snapshotChunk, len(sn.objs))
 	out := &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, ResourceVersion: sn.rv, Last: to == len(sn.objs),
 		Total: int32(len(sn.objs)), Objects: make([][]byte, 0, to-from)}
+	if mode := io.inc.s.filter.Mode(); mode != FilterPending {
+		out.FilterMode = mode.String()
+	}
 	for _, obj := range sn.objs[from:to] {
 		b, err := json.Marshal(obj)
 		if err != nil {
@@ -125,49 +128,55 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 	ctx.Respond(out)
 }
 
+// copied is a range's cache as another member copied it: its objects,
+// the resourceVersion they were taken at, and that member's filter mode
+// ("server", "client", or "" when it did not know).
+type copied struct {
+	objs []runtime.Object
+	rv   string
+	mode string
+}
+
 // fetchSnapshot asks member from for a copy of range r's cache, chunk by
 // chunk, and decodes it into new objects of the example's type.
-func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) ([]runtime.Object, string, error) {
+func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
 	s := inc.s
 	if addr == "" {
-		return nil, "", errors.New("the member's address is unknown")
+		return copied{}, errors.New("the member's address is unknown")
 	}
 	pid := actor.NewPID(addr, actorName(s.group))
-	var (
-		objs []runtime.Object
-		rv   string
-	)
+	var cp copied
 	for chunk := int32(0); ; chunk++ {
 		if ctx.Err() != nil {
-			return nil, "", ctx.Err()
+			return copied{}, ctx.Err()
 		}
 		res, err := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
 			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second).Result()
 		if err != nil {
-			return nil, "", fmt.Errorf("chunk %d: %w", chunk, err)
+			return copied{}, fmt.Errorf("chunk %d: %w", chunk, err)
 		}
 		c, ok := res.(*shardpb.SnapshotChunk)
 		if !ok {
-			return nil, "", fmt.Errorf("chunk %d: answered %T", chunk, res)
+			return copied{}, fmt.Errorf("chunk %d: answered %T", chunk, res)
 		}
 		if c.Error != "" {
-			return nil, "", errors.New(c.Error)
+			return copied{}, errors.New(c.Error)
 		}
 		if chunk == 0 {
-			rv = c.ResourceVersion
-			objs = make([]runtime.Object, 0, c.Total)
-		} else if c.ResourceVersion != rv {
-			return nil, "", errors.New("the copy changed between chunks")
+			cp.rv, cp.mode = c.ResourceVersion, c.FilterMode
+			cp.objs = make([]runtime.Object, 0, c.Total)
+		} else if c.ResourceVersion != cp.rv {
+			return copied{}, errors.New("the copy changed between chunks")
 		}
 		for _, b := range c.Objects {
 			obj, err := s.decode(b)
 			if err != nil {
-				return nil, "", err
+				return copied{}, err
 			}
-			objs = append(objs, obj)
+			cp.objs = append(cp.objs, obj)
 		}
 		if c.Last {
-			return objs, rv, nil
+			return cp, nil
 		}
 	}
 }

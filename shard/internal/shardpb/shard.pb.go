@@ -654,8 +654,11 @@ type SnapshotChunk struct {
 	Last            bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
 	Error           string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	Total           int32                  `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// filter_mode is the sender's filter mode ("server" or "client"; "" while
+	// it does not know): the receiver, which lists nothing, adopts it.
+	FilterMode    string `protobuf:"bytes,8,opt,name=filter_mode,json=filterMode,proto3" json:"filter_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotChunk) Reset() {
@@ -737,6 +740,13 @@ func (x *SnapshotChunk) GetTotal() int32 {
 	return 0
 }
 
+func (x *SnapshotChunk) GetFilterMode() string {
+	if x != nil {
+		return x.FilterMode
+	}
+	return ""
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -791,7 +801,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
 	"\x05range\x18\x04 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xc0\x01\n" +
+	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xe1\x01\n" +
 	"\rSnapshotChunk\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05chunk\x18\x02 \x01(\x05R\x05chunk\x12\x18\n" +
@@ -799,7 +809,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\bR\x04last\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x14\n" +
-	"\x05total\x18\a \x01(\x05R\x05totalB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
+	"\x05total\x18\a \x01(\x05R\x05total\x12\x1f\n" +
+	"\vfilter_mode\x18\b \x01(\tR\n" +
+	"filterModeB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
