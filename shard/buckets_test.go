@@ -56,3 +56,38 @@ func TestHandoverDurationBuckets(t *testing.T) {
 		t.Errorf("%d of %d handovers in buckets of at most 2.5 s (bounds %v, counts %v)", under, p.Count, p.Bounds, p.BucketCounts)
 	}
 }
+
+// A range first served had no deliverer before: its unserved time, as
+// this member sees it, is its whole acquisition, from the start of its
+// list. The unserved-time histogram has its own buckets.
+func TestUnservedTimeOfRangesFirstServed(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	src := newMemServer()
+	for i := range 20 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	inf, stop := runOne(t, src, nil, shard.WithRanges(4), shard.WithInformerOptions(actors.WithMeterProvider(mp)))
+	defer stop()
+	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	hs := inf.Status().Handovers
+	if len(hs) != 4 {
+		t.Fatalf("%d handovers, want the 4 acquisitions", len(hs))
+	}
+	for _, h := range hs {
+		if h.From != "" || h.Unserved <= 0 || h.Unserved != h.Duration {
+			t.Errorf("range %v first served: from %q, unserved %v, took %v; want no previous deliverer and unserved = took", h.Range, h.From, h.Unserved, h.Duration)
+		}
+	}
+	m := informertest.CollectMetrics(t, reader)
+	u, ok := m["actorinformer.shard.range.unserved"].Data.(metricdata.Histogram[float64])
+	if !ok || len(u.DataPoints) != 1 {
+		t.Fatalf("range.unserved: %+v", m["actorinformer.shard.range.unserved"].Data)
+	}
+	p := u.DataPoints[0]
+	if p.Count != 4 || len(p.Bounds) != len(shard.UnservedBuckets) || p.Bounds[0] != shard.UnservedBuckets[0] {
+		t.Errorf("range.unserved: %d points, bounds %v; want 4 and %v", p.Count, p.Bounds, shard.UnservedBuckets)
+	}
+}

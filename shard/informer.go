@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,17 +15,16 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/donesignal"
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
+	"github.com/actorinformer/actorinformer/telemetry"
 )
 
 var _ cache.SharedIndexInformer = (*Informer)(nil)
@@ -90,6 +90,10 @@ type Informer struct {
 	pubMu sync.Mutex
 	// waiting says why the member stays out of its group for now (Waiting).
 	waiting atomic.Pointer[string]
+	// name is carried by the member's ids (WithMemberName); firstID is the
+	// id New chose for the first incarnation, once its node was known.
+	name    string
+	firstID handover.MemberID
 }
 
 const maxHandovers = 64
@@ -150,10 +154,16 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	}
 	_, _, log := actors.TelemetryOf(o.actorOpts...)
 	if log == nil {
-		log = slog.New(logr.ToSlogHandler(klog.Background()))
+		log = telemetry.KlogLogger() // keeps With's group and member
 	}
 	log = log.With("group", group)
 	conflict := probe(c, group, o)
+	name := ""
+	if o.name != nil {
+		name = *o.name
+	} else if h, err := os.Hostname(); err == nil {
+		name = h
+	}
 	s := &Informer{
 		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
 		filter:    &filter{field: o.field, log: log},
@@ -163,11 +173,19 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		live:      map[*rangeInformer]struct{}{},
 		stoppedCh: make(chan struct{}),
 		clock0:    time.Now(),
+		name:      memberName(name),
 	}
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
 	s.current.Store(c)
+	if node, ok := findSelfNode(c); ok {
+		// Known now when the provider lists the member as it starts (not
+		// protoactor's k8s provider: a pod only once it is ready).
+		id := handover.NewMemberID(node, s.newIncarnationID())
+		s.firstID = id
+		s.self.Store(&id)
+	}
 	if conflict != "" {
 		s.waitFor(conflict)
 	}
@@ -306,8 +324,13 @@ func (s *Informer) Waiting() string {
 	return ""
 }
 
-// Group returns the group's name; Member this member's id (its current
-// incarnation's, "" before Run has joined).
+// Group returns the group's name; Member this member's id: its current
+// incarnation's, its node's id in the cluster's topology, '#', then its
+// name (WithMemberName) and a part new at each start or rejoin. New knows
+// it when the cluster's provider lists the member as soon as it started
+// (the in-memory and etcd providers); else it is "" until Run has found
+// the member in the topology (protoactor's k8s provider lists a pod only
+// once it is ready).
 func (s *Informer) Group() string  { return s.group }
 func (s *Informer) Member() string { return string(s.member()) }
 

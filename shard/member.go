@@ -80,7 +80,13 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	if err != nil {
 		return nil, err
 	}
-	id := handover.NewMemberID(node, newIncarnationID())
+	id := handover.NewMemberID(node, s.newIncarnationID())
+	if first := s.firstID; first != "" {
+		s.firstID = "" // the first incarnation only
+		if c == s.first && first.Node() == node {
+			id = first // the one New chose
+		}
+	}
 	inc := &incarnation{s: s, c: c, id: id, node: node, done: make(chan struct{}),
 		log: s.log.With("member", string(id), "address", c.ActorSystem.Address())}
 	inc.ctx, inc.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -114,10 +120,30 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	return inc, nil
 }
 
-func newIncarnationID() string {
+// newIncarnationID returns a new incarnation's part of the member id: the
+// member's name, then the time and random bits.
+func (s *Informer) newIncarnationID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	return strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+	id := strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+	if s.name != "" {
+		id = s.name + "-" + id
+	}
+	return id
+}
+
+// memberName makes name fit in a member id (WithMemberName).
+func memberName(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return string(b)
 }
 
 // selfNode finds this cluster member's node in its topology: the member at
@@ -126,23 +152,9 @@ func newIncarnationID() string {
 // Two at one address (a member restarted there, the dead one not expired
 // yet) without the id are not told apart: it waits for the next topology.
 func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (handover.NodeID, error) {
-	addr, sysID := c.ActorSystem.Address(), c.ActorSystem.ID
 	for {
-		var byID, byAddr []string
-		for _, m := range c.MemberList.Members().Members() {
-			if m.Address() != addr {
-				continue
-			}
-			byAddr = append(byAddr, m.Id)
-			if m.Id == sysID || strings.HasSuffix(m.Id, "@"+sysID) {
-				byID = append(byID, m.Id)
-			}
-		}
-		switch {
-		case len(byID) == 1:
-			return handover.NodeID(byID[0]), nil
-		case len(byID) == 0 && len(byAddr) == 1:
-			return handover.NodeID(byAddr[0]), nil
+		if n, ok := findSelfNode(c); ok {
+			return n, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +162,29 @@ func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (han
 		case <-time.After(every):
 		}
 	}
+}
+
+// findSelfNode looks for this cluster member's node in its current
+// topology once (selfNode).
+func findSelfNode(c *cluster.Cluster) (handover.NodeID, bool) {
+	addr, sysID := c.ActorSystem.Address(), c.ActorSystem.ID
+	var byID, byAddr []string
+	for _, m := range c.MemberList.Members().Members() {
+		if m.Address() != addr {
+			continue
+		}
+		byAddr = append(byAddr, m.Id)
+		if m.Id == sysID || strings.HasSuffix(m.Id, "@"+sysID) {
+			byID = append(byID, m.Id)
+		}
+	}
+	switch {
+	case len(byID) == 1:
+		return handover.NodeID(byID[0]), true
+	case len(byID) == 0 && len(byAddr) == 1:
+		return handover.NodeID(byAddr[0]), true
+	}
+	return "", false
 }
 
 // publishing is the core as the shell runs it: after each step it
@@ -226,6 +261,18 @@ type memberIO struct {
 	// incarnation is ending (dropAll), the core's effects are ignored.
 	settings string
 	ended    bool
+	// handoffAt: when each handoff (a Released with the range's Handoff)
+	// reached this member: the previous deliverer had stopped by then, so
+	// the range's unserved time starts there.
+	handoffAt map[handoffKey]time.Time
+}
+
+// handoffKey is a handoff of a range from a member, answering this
+// member's attempt (epoch).
+type handoffKey struct {
+	r     int
+	epoch uint64
+	from  handover.MemberID
 }
 
 func (io *memberIO) toCore(in handover.Input) {
@@ -300,8 +347,16 @@ func (io *memberIO) Receive(ctx actor.Context) {
 	case *shardpb.Released:
 		if io.fromWire(m.Group, m.To) {
 			rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+			now := time.Now()
 			for _, h := range m.Handoffs {
 				rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
+				if io.handoffAt == nil {
+					io.handoffAt = map[handoffKey]time.Time{}
+				}
+				k := handoffKey{r: int(h.Range), epoch: m.Epoch, from: rel.From}
+				if _, seen := io.handoffAt[k]; !seen {
+					io.handoffAt[k] = now
+				}
 			}
 			io.toCore(rel)
 		}

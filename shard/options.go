@@ -33,6 +33,8 @@ type options struct {
 	catchUp      time.Duration
 	maxMoves     int
 	noWarm       bool
+	// name is carried by the member's ids; nil: the host's name.
+	name *string
 }
 
 // Defaults.
@@ -127,6 +129,14 @@ func WithLeases(leases coordinationv1client.LeasesGetter, namespace string) Opti
 func WithLeaseTimings(duration, renewDeadline, retryPeriod time.Duration) Option {
 	return func(o *options) { o.leaseDur, o.renewDL, o.retry = duration, renewDeadline, retryPeriod }
 }
+
+// WithMemberName sets the name this member's ids carry (Member, Status,
+// logs, the leases' annotation, the telemetry's member attribute), so
+// that they can be tied to a process or pod: the pod's name on
+// Kubernetes. It defaults to the host's name (os.Hostname, a pod's name
+// unless the pod sets spec.hostname); "" leaves it out. Characters other
+// than letters, digits, '.', '_' and '-' become '-', and it is cut to 63.
+func WithMemberName(name string) Option { return func(o *options) { o.name = &name } }
 
 // WithRejoin gives the member a way to make a new cluster member when it
 // was fenced. A member fenced because the cluster's provider dropped its

@@ -35,6 +35,11 @@ type rangeInformer struct {
 	// Set when the range is activated, before the handlers are attached.
 	token uint64
 	from  handover.MemberID
+	// unservedSince is when the range was last known delivered, as this
+	// member sees it: its previous deliverer's handoff reached it, or (none
+	// handed it over: a range first served, or taken from a member that
+	// was lost) it started listing the range.
+	unservedSince time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// attached are the handlers given the range (guarded by Informer.mu).
@@ -58,6 +63,11 @@ func (io *memberIO) rangeEffect(body any) {
 	s := inc.s
 	switch e := body.(type) {
 	case *handover.StartRange:
+		for k := range io.handoffAt {
+			if k.r == e.Range {
+				delete(io.handoffAt, k) // of an earlier attempt
+			}
+		}
 		io.startRange(e)
 	case *handover.ActivateRange:
 		ri := io.ranges[e.Range]
@@ -66,6 +76,12 @@ func (io *memberIO) rangeEffect(body any) {
 			return
 		}
 		ri.token, ri.from = e.Token, e.From
+		ri.unservedSince = ri.started
+		k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
+		if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
+			ri.unservedSince = at
+		}
+		delete(io.handoffAt, k)
 		go io.activate(ri, e.Handoff)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
@@ -294,11 +310,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		s.attach(reg, ri, missing)
 	}
 	ri.lw.resume()
-	took := time.Since(ri.started)
-	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started, Duration: took, Kind: "acquire", Deleted: len(missing)})
+	now := time.Now()
+	took, unserved := now.Sub(ri.started), now.Sub(ri.unservedSince)
+	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started,
+		Duration: took, Unserved: unserved, Kind: "acquire", Deleted: len(missing)})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
+	s.tel.recordUnserved(unserved)
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
-		"took", took, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
+		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
 	io.report(ri, nil)
 }
 

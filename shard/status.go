@@ -26,6 +26,12 @@ type Handover struct {
 	// until the last handler call on it ended.
 	Start    time.Time
 	Duration time.Duration
+	// Unserved (acquire) is how long the range went undelivered as this
+	// member sees it: from its previous deliverer's handoff reaching it
+	// (that one had stopped by then) to its handlers getting the range; or,
+	// with no handoff (a range first served, or taken from a member that
+	// was lost, whose last call it cannot see), from the start of its list.
+	Unserved time.Duration
 }
 
 // RangeStatus is one range as this member sees it.

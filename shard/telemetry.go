@@ -57,10 +57,18 @@ const ScopeName = "github.com/actorinformer/actorinformer/shard"
 // the leave timeout (30 s by default).
 var HandoverBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// UnservedBuckets are the bucket boundaries, in seconds, of the unserved
+// time histogram: 1 ms to 2 minutes. A handoff leaves a range undelivered
+// for a lease write and a catch-up (milliseconds); a range taken from a
+// member that was lost, for its list and the wait for that member's lease
+// to go void (seconds).
+var UnservedBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
 type shardTelemetry struct {
 	tracer    trace.Tracer
 	handovers metric.Int64Counter
 	duration  metric.Float64Histogram
+	unserved  metric.Float64Histogram
 	reg       metric.Registration
 	// base returns the group and member attributes: the member's id is
 	// known only once its group actor has seen it in a topology, after New.
@@ -81,6 +89,9 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(HandoverBuckets...),
 		metric.WithDescription("How long a handover took on this member: from listing the range to delivering it (acquire), or from the ask to the end of the last handler call (release)."))
+	t.unserved, _ = m.Float64Histogram("actorinformer.shard.range.unserved", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(UnservedBuckets...),
+		metric.WithDescription("How long each range this member acquired went undelivered, as it sees it: from the previous deliverer's handoff reaching it, or without one from the start of its list, to its handlers getting the range."))
 	owned, _ := m.Int64ObservableGauge("actorinformer.shard.ranges", metric.WithDescription("Ranges this member delivers."))
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
 	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (actorinformer.shard.filter.mode: server, client or pending)."))
@@ -135,6 +146,11 @@ func (t *shardTelemetry) endHandover(span trace.Span, direction, peer string, to
 	attrs := metric.WithAttributes(append(t.base(), AttrDirection.String(direction))...)
 	t.handovers.Add(context.Background(), 1, attrs)
 	t.duration.Record(context.Background(), took.Seconds(), attrs)
+}
+
+// recordUnserved records an acquired range's unserved time (Handover.Unserved).
+func (t *shardTelemetry) recordUnserved(d time.Duration) {
+	t.unserved.Record(context.Background(), d.Seconds(), metric.WithAttributes(t.base()...))
 }
 
 func (t *shardTelemetry) abortHandover(span trace.Span) {

@@ -194,7 +194,57 @@ func New(cfg Config) *T {
 
 // KlogLogger is the logger of an informer given none: the informer's log
 // lines go where client-go's go, through klog.
-func KlogLogger() *slog.Logger { return slog.New(logr.ToSlogHandler(klog.Background())) }
+func KlogLogger() *slog.Logger {
+	return slog.New(keepAttrs{h: logr.ToSlogHandler(klog.Background()), attrs: [][]slog.Attr{nil}})
+}
+
+// keepAttrs is a slog.Handler that keeps the attributes and groups of
+// Logger.With and WithGroup itself and gives them to the handler it wraps
+// with each record: klog's slog handler (v2.140) drops them, so that a
+// logger's "member" or "group" never reached klog's output.
+type keepAttrs struct {
+	h      slog.Handler
+	groups []string
+	// attrs[i] were added with i groups open (len(groups)+1 entries).
+	attrs [][]slog.Attr
+}
+
+func (k keepAttrs) Enabled(ctx context.Context, l slog.Level) bool { return k.h.Enabled(ctx, l) }
+
+func (k keepAttrs) Handle(ctx context.Context, r slog.Record) error {
+	inner := slices.Clone(k.attrs[len(k.groups)])
+	r.Attrs(func(a slog.Attr) bool {
+		inner = append(inner, a)
+		return true
+	})
+	for i := len(k.groups) - 1; i >= 0; i-- {
+		group := make([]any, len(inner))
+		for j, a := range inner {
+			group[j] = a
+		}
+		inner = append(slices.Clone(k.attrs[i]), slog.Group(k.groups[i], group...))
+	}
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(inner...)
+	return k.h.Handle(ctx, out)
+}
+
+func (k keepAttrs) WithAttrs(as []slog.Attr) slog.Handler {
+	if len(as) == 0 {
+		return k
+	}
+	attrs := slices.Clone(k.attrs)
+	last := len(attrs) - 1
+	attrs[last] = append(slices.Clip(attrs[last]), as...)
+	return keepAttrs{h: k.h, groups: k.groups, attrs: attrs}
+}
+
+func (k keepAttrs) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return k
+	}
+	return keepAttrs{h: k.h, groups: append(slices.Clip(k.groups), name), attrs: append(slices.Clip(k.attrs), nil)}
+}
 
 // Nop returns a T that records nothing.
 func Nop() *T { return New(Config{Logger: slog.New(slog.DiscardHandler)}) }

@@ -59,6 +59,11 @@ func TestControllerInPods(t *testing.T) {
 		if code := get(r.probes, "/healthz"); code != http.StatusOK {
 			t.Errorf("%s: /healthz %d", r.pod.Name, code)
 		}
+		// The member id in its log lines carries the pod's name (the
+		// host's, by default).
+		if !r.matched(regexp.MustCompile(`"acquired range" group="configmaps" member="[^"#]+#` + regexp.QuoteMeta(r.pod.Name) + `-`)) {
+			t.Errorf("%s: no acquired range logged with a member id naming the pod", r.pod.Name)
+		}
 	}
 
 	// Replica 0's pod is not ready for a moment.
@@ -302,6 +307,17 @@ func (r *replica) logged(from int, s string) bool {
 	defer r.mu.Unlock()
 	for _, l := range r.log[min(from, len(r.log)):] {
 		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *replica) matched(re *regexp.Regexp) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.log {
+		if re.MatchString(l) {
 			return true
 		}
 	}
