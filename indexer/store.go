@@ -303,6 +303,18 @@ func (s *Store) AppliedResourceVersion() string {
 	return s.rv
 }
 
+// Snapshot returns the cached objects and the resource version the cache
+// has applied, both at one instant.
+func (s *Store) Snapshot() ([]any, string) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	list := make([]any, 0, len(s.items))
+	for _, obj := range s.items {
+		list = append(list, obj)
+	}
+	return list, s.rv
+}
+
 // ---- cache.Indexer reads ----
 
 // Index returns the cached objects that share at least one value of the

@@ -216,7 +216,8 @@ func TestLeavingMemberDeliversUntilHandedOver(t *testing.T) {
 	for i := range 40 {
 		src.create(fmt.Sprintf("o%d", i))
 	}
-	g := newGroup(t, src)
+	// Cold starts: a warm one takes no list to slow down.
+	g := newGroup(t, src, shard.WithoutWarmStarts())
 	defer g.stopAll()
 	ms := g.joinMany(2)
 	eventually(t, 30*time.Second, "two members settled", g.settled)
@@ -248,6 +249,85 @@ func TestLeavingMemberDeliversUntilHandedOver(t *testing.T) {
 	stopCluster(leaver.c, leaver.prov)
 	src.listDelay.Store(0)
 	eventually(t, 30*time.Second, "the other member settled with the late object", g.settled)
+}
+
+// A member that joins takes its ranges from the members that deliver them
+// as copies of their caches, watching from the copies' resourceVersion: it
+// lists nothing. With the copies' transformed objects not transformed again.
+func TestJoinStartsWarm(t *testing.T) {
+	src := newMemServer()
+	for i := range 200 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	// Each transform appends a mark: an object transformed twice has two.
+	g.transform = func(obj any) (any, error) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return obj, nil
+		}
+		cm = cm.DeepCopy()
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations["marks"] += "x"
+		return cm, nil
+	}
+	defer g.stopAll()
+	first := g.join()
+	eventually(t, 30*time.Second, "one member settled", g.settled)
+	lists := src.lists.Load()
+	second := g.joinMany(1, shard.WithInformerOptions())[0]
+	eventually(t, 30*time.Second, "two members settled", g.settled)
+	st := second.inf.Status()
+	if st.WarmStarts == 0 || st.WarmFallbacks != 0 {
+		t.Fatalf("the joining member made %d warm starts and %d fallbacks, want some and none", st.WarmStarts, st.WarmFallbacks)
+	}
+	if n := src.lists.Load() - lists; n != 0 {
+		t.Errorf("%d lists while the second member joined, want none", n)
+	}
+	// Without a list, the joiner knows the filter mode from the copy.
+	if got, want := st.Mode, first.inf.Status().Mode; got != want || got == shard.FilterPending {
+		t.Errorf("the joining member's filter mode is %v, the first's %v", got, want)
+	}
+	// Changes after the copy reach the new owner.
+	for i := range 20 {
+		src.create(fmt.Sprintf("after%d", i))
+	}
+	eventually(t, 30*time.Second, "both settled with the later objects", g.settled)
+	for _, m := range []*member{first, second} {
+		for _, obj := range m.inf.GetStore().List() {
+			if cm := obj.(*corev1.ConfigMap); cm.Annotations["marks"] != "x" {
+				t.Fatalf("%s caches %s transformed %d times", m.name, cm.Name, len(cm.Annotations["marks"]))
+			}
+		}
+	}
+}
+
+// A warm start whose watch finds the copy's resourceVersion compacted away
+// (410 Gone) lists: the member serves its ranges all the same, and counts
+// the fallback.
+func TestWarmStartFallsBackToAList(t *testing.T) {
+	src := newMemServer()
+	for i := range 100 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	g.join()
+	eventually(t, 30*time.Second, "one member settled", g.settled)
+	src.compact()
+	second := g.joinMany(1)[0]
+	eventually(t, 30*time.Second, "the warm starts fell back to lists", func() string {
+		if st := second.inf.Status(); st.WarmFallbacks == 0 {
+			return fmt.Sprintf("no fallback counted (%d warm starts)", st.WarmStarts)
+		}
+		return ""
+	})
+	for i := range 20 {
+		src.create(fmt.Sprintf("after%d", i))
+	}
+	eventually(t, 30*time.Second, "two members settled with the later objects", g.settled)
 }
 
 // Graceful leaves and joins during a burst of deletes lose no delete: for

@@ -44,15 +44,17 @@ type member struct {
 }
 
 type group struct {
-	t      testing.TB
-	agent  *test.InMemAgent
-	src    *memServer
-	rec    *recorder
-	opts   []shard.Option
-	name   string
-	mu     sync.Mutex
-	byName map[string]*member
-	n      int
+	t     testing.TB
+	agent *test.InMemAgent
+	src   *memServer
+	rec   *recorder
+	opts  []shard.Option
+	name  string
+	// transform, when set, is every member's.
+	transform cache.TransformFunc
+	mu        sync.Mutex
+	byName    map[string]*member
+	n         int
 }
 
 func newGroup(t testing.TB, src *memServer, opts ...shard.Option) *group {
@@ -91,6 +93,11 @@ func (g *group) joinMany(n int, extra ...shard.Option) []*member {
 		m := &member{name: fmt.Sprintf("m%d", g.n), c: c, prov: prov, inf: inf, done: make(chan struct{})}
 		g.byName[m.name] = m
 		g.mu.Unlock()
+		if g.transform != nil {
+			if err := inf.SetTransform(g.transform); err != nil {
+				g.t.Fatal(err)
+			}
+		}
 		m.view = g.rec.handler(m.name, inf)
 		if _, err := inf.AddEventHandler(m.view); err != nil {
 			g.t.Fatal(err)

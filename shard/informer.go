@@ -68,6 +68,7 @@ type Informer struct {
 	synced    atomic.Bool
 	failed    atomic.Pointer[string]
 	rejoins   atomic.Int64
+	warm      warmStats
 	stoppedCh chan struct{}
 	signals   donesignal.Set
 

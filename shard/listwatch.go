@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,6 +126,15 @@ type rangeLW struct {
 	// paused: events wait (and lists fail) until resumed is closed.
 	paused  bool
 	resumed chan struct{}
+	// seed, when set, makes the first list a warm start's copy (see
+	// warm.go); seeded are its objects, which the transform leaves as
+	// they are (they were transformed where they come from); warm is when
+	// the copy was used.
+	seed   func(context.Context) (copied, error)
+	seeded map[runtime.Object]struct{}
+	warm   time.Time
+	// fellBack is told why a warm start lists after all.
+	fellBack func(why string)
 	// forwarded is the newest resourceVersion handed to the informer (a
 	// list's, an event object's, a bookmark's): the cache's once it has
 	// applied all. object is the newest of an object's (list items and
@@ -207,6 +217,9 @@ func (lw *rangeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 
 func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	ctx = quietOnCancel(ctx)
+	if list, ok := lw.seedList(ctx); ok {
+		return list, nil
+	}
 	list, err := listWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
 		lw.f.reject.Store(true)
@@ -245,6 +258,83 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 		lw.note(lm.GetResourceVersion(), false)
 	}
 	return list, nil
+}
+
+// seedList returns a warm start's list, once: the copy's objects at its
+// resourceVersion. A list that follows soon after one is a fallback (the
+// watch from the copy's version was refused: 410 Gone).
+func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
+	lw.mu.Lock()
+	seed := lw.seed
+	lw.seed = nil
+	warm := lw.warm
+	lw.mu.Unlock()
+	if seed == nil {
+		if !warm.IsZero() && time.Since(warm) < time.Minute && lw.fellBack != nil {
+			lw.mu.Lock()
+			lw.warm = time.Time{}
+			lw.mu.Unlock()
+			lw.fellBack("the watch from the copy's resourceVersion failed (410 Gone, or another error): listing")
+		}
+		return nil, false
+	}
+	cp, err := seed(ctx)
+	objs, rv := cp.objs, cp.rv
+	if err != nil {
+		if lw.fellBack != nil {
+			lw.fellBack("no copy of the range: " + err.Error())
+		}
+		return nil, false
+	}
+	kept := objs[:0]
+	for _, o := range objs {
+		if ok, err := lw.selector.Matches(o); err != nil || ok {
+			kept = append(kept, o)
+		}
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.paused {
+		return nil, false
+	}
+	lw.seeded = make(map[runtime.Object]struct{}, len(kept))
+	for _, o := range kept {
+		lw.seeded[o] = struct{}{}
+		lw.note(objectRV(o), true)
+	}
+	lw.note(rv, false)
+	lw.warm = time.Now()
+	// No list tells this member whether the server filters: the member
+	// the copy came from says, if it knows; if not, the watch probes.
+	if lw.f.Mode() == FilterPending {
+		switch cp.mode {
+		case FilterServer.String():
+			lw.f.listed()
+		case FilterClient.String():
+			lw.f.toClient("the member the range's copy came from filters on the client")
+		}
+	}
+	return &seedList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: kept}, true
+}
+
+// transform is the range informer's transform when it starts warm: the
+// copy's objects pass as they are, the others through the user's.
+func (lw *rangeLW) transform(user cache.TransformFunc) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(runtime.Object); ok {
+			lw.mu.Lock()
+			_, seeded := lw.seeded[o]
+			delete(lw.seeded, o)
+			lw.mu.Unlock()
+			if seeded {
+				return obj, nil
+			}
+		}
+		if user != nil {
+			return user(obj)
+		}
+		return obj, nil
+	}
 }
 
 // judge sets the filter mode from a list response of n objects, kept of
@@ -309,7 +399,7 @@ func (lw *rangeLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 }
 
 func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents && lw.f.Mode() == FilterPending {
+	if lw.f.Mode() == FilterPending && (opts.SendInitialEvents != nil && *opts.SendInitialEvents || lw.warmStarted()) {
 		lw.probe(ctx)
 	}
 	w, err := watchWith(ctx, lw.inner, lw.options(opts))
@@ -508,4 +598,11 @@ func watchWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOpti
 		return c.WatchWithContext(ctx, opts)
 	}
 	return lw.Watch(opts)
+}
+
+// warmStarted reports whether the range's informer started from a copy.
+func (lw *rangeLW) warmStarted() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return !lw.warm.IsZero()
 }

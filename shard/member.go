@@ -94,12 +94,13 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	inc.leases = newLeases(s.o.leases, s.o.namespace, s.group, id, c.ActorSystem.Address(), s.o.leaseDur, s.o.renewDL)
 	inc.core = handover.NewCore(handover.Config{
 		Self: id, Ranges: s.o.ranges, HashField: s.o.settings(), JoinedAt: time.Now().UnixNano(),
-		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)),
+		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)), MaxMoves: s.o.moves(),
 		HealTicks:     max(15, int(s.o.leaseDur/s.o.tick)),
 		LeaseDuration: s.o.leaseDur, RenewDeadline: s.o.renewDL, RetryPeriod: s.o.retry,
 	})
 	sys := c.ActorSystem
-	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{}}
+	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{},
+		snapshots: map[snapshotKey]*snapshot{}}
 	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
 	if err != nil {
 		return nil, err
@@ -251,6 +252,8 @@ type memberIO struct {
 	addrs      map[handover.NodeID]string
 	leaseAddrs map[handover.MemberID]string
 	leaseInf   *actors.SharedIndexInformer
+	// snapshots are copies of range caches kept for askers' chunks.
+	snapshots map[snapshotKey]*snapshot
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
 	renewing      sync.WaitGroup
@@ -326,6 +329,12 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
 			io.toCore(&handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
 				JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply})
+		}
+	case *shardpb.SnapshotRequest:
+		if io.fromWire(m.Group, m.To) {
+			io.serveSnapshot(ctx, m)
+		} else if m.Group == s.group {
+			ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "no such member here"})
 		}
 	case *shardpb.Reject:
 		if io.fromWire(m.Group, m.To) {

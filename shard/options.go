@@ -31,6 +31,8 @@ type options struct {
 	rejoin       func(context.Context) (*cluster.Cluster, error)
 	drainTimeout time.Duration
 	catchUp      time.Duration
+	maxMoves     int
+	noWarm       bool
 	// name is carried by the member's ids; nil: the host's name.
 	name *string
 }
@@ -59,7 +61,7 @@ const (
 )
 
 func buildOptions(opts []Option) options {
-	o := options{ranges: DefaultRanges, field: UID, tick: DefaultTick, leaveTimeout: DefaultLeaveTimeout, releasedTTL: DefaultReleasedTTL,
+	o := options{ranges: DefaultRanges, maxMoves: -1, field: UID, tick: DefaultTick, leaveTimeout: DefaultLeaveTimeout, releasedTTL: DefaultReleasedTTL,
 		leaseDur: DefaultLeaseDuration, renewDL: DefaultRenewDeadline, retry: DefaultRetryPeriod,
 		drainTimeout: DefaultDrainTimeout, catchUp: DefaultCatchUpTimeout}
 	for _, opt := range opts {
@@ -150,3 +152,24 @@ func WithMemberName(name string) Option { return func(o *options) { o.name = &na
 func WithRejoin(newCluster func(context.Context) (*cluster.Cluster, error)) Option {
 	return func(o *options) { o.rejoin = newCluster }
 }
+
+// WithMaxMoves bounds the ranges taken from members that stay in the group
+// at one placement (when the view changes): the others move at the next
+// placements, once these have, so that a burst of joins does not make
+// every new member list its share at once. Ranges of a member that left
+// always move. Default: a quarter of the ranges (at least 1); 0: no bound.
+func WithMaxMoves(n int) Option { return func(o *options) { o.maxMoves = n } }
+
+// moves is the bound WithMaxMoves sets.
+func (o options) moves() int {
+	if o.maxMoves < 0 {
+		return max(1, o.ranges/4)
+	}
+	return o.maxMoves
+}
+
+// WithoutWarmStarts makes every range's informer list its range, also when
+// the member that delivers it could hand over a copy of its cache (a warm
+// start, the default: the new owner watches from the copy's
+// resourceVersion without a list).
+func WithoutWarmStarts() Option { return func(o *options) { o.noWarm = true } }

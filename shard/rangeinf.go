@@ -201,9 +201,28 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
 	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	lw := newRangeLW(s.lw, r, s.filter)
+	warm := e.From != "" && !s.o.noWarm
+	if warm {
+		from, addr := e.From, io.address(e.From)
+		lw.seed = func(ctx context.Context) (copied, error) {
+			cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
+			if err == nil {
+				s.warm.starts.Add(1)
+				inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
+			}
+			return cp, err
+		}
+		lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
+		// The copy is a list: the informer lists then watches (a WatchList
+		// stream would not take it).
+		opts = append(opts, actors.WithWatchList(false))
+	}
 	s.mu.Lock()
 	inf := actors.NewSharedIndexInformer(lw, s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
-	if s.transform != nil {
+	switch {
+	case warm:
+		_ = inf.SetTransform(lw.transform(s.transform))
+	case s.transform != nil:
 		_ = inf.SetTransform(s.transform)
 	}
 	if s.watchErrorHandler != nil {

@@ -37,8 +37,22 @@ type memServer struct {
 	watchList bool
 	// listDelay, when set, delays every list (a slow API server).
 	listDelay atomic.Int64
+	// lists counts the lists served.
+	lists atomic.Int64
+	// compacted: a watch from a resourceVersion below it is refused with
+	// 410 Gone, as after an etcd compaction.
+	compacted atomic.Int64
 	// sent counts the objects sent in lists and watch events.
 	sent int64
+}
+
+// compact makes every resourceVersion so far too old to watch from, as an
+// etcd compaction does (the revisions jump past it).
+func (s *memServer) compact() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv += 1000
+	s.compacted.Store(s.rv)
 }
 
 func newMemServer() *memServer {
@@ -141,6 +155,7 @@ func (s *memServer) selector(opts metav1.ListOptions) (func(runtime.Object) bool
 }
 
 func (s *memServer) List(opts metav1.ListOptions) (runtime.Object, error) {
+	s.lists.Add(1)
 	if d := s.listDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
@@ -170,6 +185,9 @@ func (s *memServer) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 		return nil, err
 	}
 	from, _ := strconv.ParseInt(opts.ResourceVersion, 10, 64)
+	if from > 0 && from < s.compacted.Load() {
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, s.compacted.Load()))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := &memWatch{s: s, in: in, ch: make(chan watch.Event, 64), wake: make(chan struct{}, 1), done: make(chan struct{})}

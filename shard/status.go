@@ -79,6 +79,11 @@ type Status struct {
 	// Rejoins counts the incarnations that followed a fence.
 	Fenced  string
 	Rejoins int64
+	// WarmStarts counts the ranges whose informer started from the
+	// previous deliverer's copy, without a list; WarmFallbacks those that
+	// tried and listed (no copy to be had, or the watch from its
+	// resourceVersion refused).
+	WarmStarts, WarmFallbacks int64
 	// ValidFor is how long the member's claim stays valid unless its lease
 	// is renewed (0: no claim: it calls no handler).
 	ValidFor time.Duration
@@ -87,7 +92,8 @@ type Status struct {
 // Status returns the member's state.
 func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
-		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load()}
+		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
+		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load()}
 	st.Waiting = s.Waiting()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v

@@ -81,3 +81,95 @@ func sortReleaseKeys(keys []releaseKey) {
 		return cmp.Compare(a.epoch, b.epoch)
 	})
 }
+
+// Place returns the owner of each of n ranges among members, given each
+// range's holder (holders[r]: the member that delivers it, or claims it
+// while its previous deliverer has let it go; "" when none is known):
+// sticky assignment with bounded load. A range stays with its holder while
+// the holder is a member and within the bound; only the surplus moves, and
+// the ranges without a holder in members, each to the member with room and
+// the highest rendezvous score for it. With n = q·m + rem over m members,
+// rem members own q+1 ranges and the others q: those that hold the most
+// keep the extra one (ties by id). maxMoves > 0 bounds the ranges taken from
+// a holder that stays a member: the others stay where they are, over the
+// bound, until a later placement (with the holders after the moves) moves
+// them. Every member computes the same owners from the same members and
+// holders, whatever their order.
+func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
+	out := make([]MemberID, n)
+	if len(members) == 0 {
+		return out
+	}
+	ms := slices.Clone(members)
+	slices.Sort(ms)
+	ms = slices.Compact(ms)
+	in := make(map[MemberID]bool, len(ms))
+	for _, m := range ms {
+		in[m] = true
+	}
+	held := make(map[MemberID][]int, len(ms))
+	for r := range n {
+		if r < len(holders) && in[holders[r]] {
+			held[holders[r]] = append(held[holders[r]], r)
+		}
+	}
+	// The best-scored of a member's ranges are the ones it keeps.
+	for m, rs := range held {
+		slices.SortFunc(rs, func(a, b int) int {
+			if sa, sb := score(m, a), score(m, b); sa != sb {
+				return cmp.Compare(sb, sa)
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	q, rem := n/len(ms), n%len(ms)
+	order := slices.Clone(ms)
+	slices.SortStableFunc(order, func(a, b MemberID) int { return cmp.Compare(len(held[b]), len(held[a])) })
+	capOf := make(map[MemberID]int, len(ms))
+	for i, m := range order {
+		capOf[m] = q
+		if i < rem {
+			capOf[m] = q + 1
+		}
+	}
+	load := make(map[MemberID]int, len(ms))
+	var surplus []int // ranges a member holds over its bound, by range
+	for _, m := range ms {
+		for i, r := range held[m] {
+			if i < capOf[m] {
+				out[r] = m
+				load[m]++
+			} else {
+				surplus = append(surplus, r)
+			}
+		}
+	}
+	slices.Sort(surplus)
+	for i, r := range surplus {
+		if maxMoves > 0 && i >= maxMoves {
+			out[r] = holders[r] // stays, over the bound, for now
+			load[holders[r]]++
+		}
+	}
+	order = order[:len(ms)]
+	for r := range n {
+		if out[r] != "" {
+			continue
+		}
+		copy(order, ms)
+		slices.SortFunc(order, func(a, b MemberID) int {
+			if sa, sb := score(a, r), score(b, r); sa != sb {
+				return cmp.Compare(sb, sa)
+			}
+			return cmp.Compare(b, a)
+		})
+		for _, m := range order {
+			if load[m] < capOf[m] {
+				out[r] = m
+				load[m]++
+				break
+			}
+		}
+	}
+	return out
+}

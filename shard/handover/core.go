@@ -76,6 +76,10 @@ type Config struct {
 	// SettleTicks is how long the view must stay the same before the
 	// member starts listing the ranges it gained (default 1).
 	SettleTicks int
+	// MaxMoves bounds the ranges taken from a member that stays in the
+	// view, per placement (0: no bound): the others move at later
+	// placements, once these have.
+	MaxMoves int
 	// LeaveTicks bounds a graceful leave: after that many ticks the member
 	// stops delivering what no new owner has asked for (default 60; < 0:
 	// never).

@@ -271,8 +271,42 @@ func (c *Core) computeView() {
 	if !slices.Equal(prev, view) || ms.owners == nil {
 		ms.view = view
 		ms.viewAt = c.ticks
-		ms.owners = Assign(view, len(c.ranges))
 	}
+	owners := Place(view, c.holders(), len(c.ranges), c.cfg.MaxMoves)
+	if !slices.Equal(owners, ms.owners) {
+		ms.owners = owners
+		ms.viewAt = c.ticks
+	}
+}
+
+// holderOf is range r's holder as this member knows it ("" for none).
+func (c *Core) holderOf(r int) MemberID { return c.holders()[r] }
+
+// holders are each range's holder as this member knows it: the member that
+// delivers it (itself, or a current peer by its last Hello); of several,
+// the one with the highest rendezvous score. A range on its way between
+// two members has none: placed among the members with room, it goes where
+// its surplus went before, as long as nothing else changed.
+func (c *Core) holders() []MemberID {
+	ms := &c.members
+	out := make([]MemberID, len(c.ranges))
+	for r := range c.ranges {
+		switch c.ranges[r].state.(type) {
+		case *active, *deactivating:
+			out[r] = c.cfg.Self
+		}
+	}
+	for _, id := range sortedKeys(ms.peers) {
+		if !ms.isCurrent(id) {
+			continue
+		}
+		for _, r := range ms.peers[id].active {
+			if r >= 0 && r < len(out) && (out[r] == "" || score(id, r) > score(out[r], r)) {
+				out[r] = id
+			}
+		}
+	}
+	return out
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

@@ -72,7 +72,8 @@ type Hello struct {
 	// settings meet: the later one gives up.
 	JoinedAt int64
 	State    PeerState
-	// Active are the ranges whose handlers the sender calls now.
+	// Active are the ranges whose handlers the sender calls now: members
+	// place ranges with their holders (sticky placement).
 	Active []int
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
@@ -237,11 +238,15 @@ func (*LeaseRevoked) handoverInput()     {}
 
 // Effects on this member's range informers (sent to ToRanges).
 
-// StartRange starts the range's informer, listing and watching it, without
-// handlers; the shell answers RangeSynced once it has synced.
+// StartRange starts the range's informer, without handlers; the shell
+// answers RangeSynced once it has synced. From is the member that delivers
+// the range now, as this one knows it ("" for none): the shell may start
+// from a copy of its cache and watch from its resourceVersion, without a
+// list (a warm start), and lists when that fails.
 type StartRange struct {
 	Range int
 	Epoch uint64
+	From  MemberID
 }
 
 // ActivateRange gives the range to the handlers, under fencing token Token.

@@ -213,7 +213,11 @@ func (c *Core) reconcile() {
 			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks {
 				ri.state = &syncing{}
 				ri.epoch = c.nextEpoch()
-				c.out.Send(ToRanges, &StartRange{Range: r, Epoch: ri.epoch})
+				from := c.holderOf(r)
+				if from == c.cfg.Self {
+					from = ""
+				}
+				c.out.Send(ToRanges, &StartRange{Range: r, Epoch: ri.epoch, From: from})
 			} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
 				st.handoff = nil
 			}

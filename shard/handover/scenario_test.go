@@ -255,25 +255,54 @@ func TestLapsedClaimIsFenced(t *testing.T) {
 // A member that cannot be reached (a partition: its messages are lost, and
 // the provider keeps it) stalls the handovers to a joining member, which
 // needs its answer. The ranges' deliverers are asked last, so they keep
-// delivering meanwhile: no range goes unserved.
+// delivering meanwhile: no range goes unserved. Cut before the newcomer
+// heard it, the member's ranges are the ones the newcomer waits for; cut
+// after, the newcomer also takes ranges from the others (sticky placement
+// takes the surplus of every member), and those wait for its answer.
 func TestUnreachableMemberLeavesNoRangeUnserved(t *testing.T) {
-	w := newWorld(t, 16)
-	w.fifo = true
-	w.exec("start m1")
-	w.exec("start m2")
-	w.exec("start m3")
-	settle(t, w)
-	w.exec("cut m3")
-	w.exec("start m4")
-	runFor(t, w, 3000, func() {
-		if u := served(w); len(u) > 0 {
-			t.Fatalf("ranges %v are served by nobody while m3 is cut off\n%s", u, w.dump())
-		}
-	})
-	w.exec("heal m3")
-	settle(t, w)
-	if delivered(w, "m4") == 0 {
-		t.Fatal("m4 serves no range once m3 is reachable again")
+	for _, heard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heard=%v", heard), func(t *testing.T) {
+			w := newWorld(t, 16)
+			w.fifo = true
+			w.exec("start m1")
+			w.exec("start m2")
+			w.exec("start m3")
+			settle(t, w)
+			if !heard {
+				w.exec("cut m3")
+			}
+			w.exec("start m4")
+			if heard {
+				m3 := w.nodes["m3"].member.id
+				for i := 0; !slices.Contains(w.nodes["m4"].member.core.Status().View, m3); i++ {
+					if i > 50 {
+						t.Fatalf("m4 has not heard from m3 in 5 s:\n%s", w.dump())
+					}
+					runFor(t, w, 100, nil)
+				}
+				w.exec("cut m3")
+			}
+			m3, m4 := w.nodes["m3"].member.id, w.nodes["m4"].member
+			fromOthers := false // m4 waited for m3 on a range m1 or m2 delivers
+			runFor(t, w, 3000, func() {
+				if u := served(w); len(u) > 0 {
+					t.Fatalf("ranges %v are served by nobody while m3 is cut off\n%s", u, w.dump())
+				}
+				for r, rs := range m4.core.Status().Ranges {
+					if rs.State == "acquiring" && slices.Contains(rs.Waiting, m3) && len(w.callers(r)) > 0 && !slices.Contains(w.callers(r), m3) {
+						fromOthers = true
+					}
+				}
+			})
+			if heard && !fromOthers {
+				t.Fatalf("m4 never waited for m3 on a range of m1's or m2's:\n%s", w.dump())
+			}
+			w.exec("heal m3")
+			settle(t, w)
+			if delivered(w, "m4") == 0 {
+				t.Fatal("m4 serves no range once m3 is reachable again")
+			}
+		})
 	}
 }
 

@@ -152,6 +152,8 @@ type world struct {
 	errs         []string
 	// handovers: the tokens a range was activated with, in order.
 	tokens map[int][]uint64
+	// maxMoves is the members' MaxMoves (a script line sets it).
+	maxMoves int
 }
 
 type move struct {
@@ -391,7 +393,7 @@ func (w *world) startMember(n *node) {
 	id := handover.NewMemberID(n.id, strconv.Itoa(w.seq))
 	m := &simMember{id: id, node: n, running: true, delivering: map[int]bool{},
 		core: handover.NewCore(handover.Config{Self: id, Ranges: n.ranges, HashField: n.field, JoinedAt: w.nowMS*1000 + int64(w.seq),
-			LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod, HealTicks: 20})}
+			LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod, HealTicks: 20, MaxMoves: w.maxMoves})}
 	n.member = m
 	w.members = append(w.members, m)
 	m.local = append(m.local, w.topologyOf(n))
@@ -645,6 +647,8 @@ func (w *world) exec(line string) {
 		}
 	case "fifo":
 		w.fifo = true
+	case "maxmoves": // the members started from now on bound their moves
+		w.maxMoves = arg(1)
 	case "cut": // a partition from the other members, not from the API server or the provider
 		w.cut[handover.NodeID(f[1])] = true
 	case "heal":
@@ -954,7 +958,7 @@ func (w *world) stable() bool {
 	if w.busy() {
 		return false
 	}
-	var view []handover.MemberID
+	var view, owners []handover.MemberID
 	for _, n := range w.runningNodes() {
 		st := n.member.core.Status()
 		if !st.Settled && !st.Done {
@@ -965,6 +969,16 @@ func (w *world) stable() bool {
 				return false
 			}
 			view = st.View
+			got := make([]handover.MemberID, len(st.Ranges))
+			for r, rs := range st.Ranges {
+				got[r] = rs.Owner
+			}
+			// Members agree on the owners once their heartbeats have told
+			// each other what they deliver.
+			if owners != nil && !slices.Equal(owners, got) {
+				return false
+			}
+			owners = got
 		}
 	}
 	for r := range w.ranges {
@@ -1007,8 +1021,38 @@ func (w *world) checkQuiet() {
 			}
 		}
 	}
+	// The owners every running member computes: one placement, agreed.
+	var owners []handover.MemberID
+	for _, m := range run {
+		st := m.core.Status()
+		got := make([]handover.MemberID, len(st.Ranges))
+		for r, rs := range st.Ranges {
+			got[r] = rs.Owner
+		}
+		if owners == nil {
+			owners = got
+		} else if !slices.Equal(owners, got) {
+			w.failf("owners differ: %v, and %v at %s", owners, got, m.id)
+		}
+	}
+	if len(view) > 0 && owners != nil {
+		count := map[handover.MemberID]int{}
+		for _, o := range owners {
+			count[o]++
+		}
+		lo, hi := w.ranges, 0
+		for _, m := range view {
+			lo, hi = min(lo, count[m]), max(hi, count[m])
+		}
+		if hi-lo > 1 {
+			w.failf("shares from %d to %d over %v: %v", lo, hi, view, owners)
+		}
+	}
 	for r := range w.ranges {
-		owner := handover.Assign(view, w.ranges)[r]
+		owner := handover.MemberID("")
+		if owners != nil {
+			owner = owners[r]
+		}
 		by := w.callers(r)
 		switch {
 		case owner == "" && len(by) > 0:
@@ -1032,6 +1076,9 @@ func runSeed(t testing.TB, seed int, steps int) *world {
 	w := newWorld(t, 1+rng.IntN(16))
 	if rng.IntN(2) == 0 {
 		w.exec("fifo")
+	}
+	if k := rng.IntN(3); k > 0 {
+		w.exec(fmt.Sprintf("maxmoves %d", k))
 	}
 	for range 1 + rng.IntN(4) {
 		w.names++

@@ -555,6 +555,198 @@ func (x *ObjectRef) GetVersion() string {
 	return ""
 }
 
+// SnapshotRequest asks the member that delivers a range for chunk `chunk`
+// of a copy of its cache of the range (a warm start of the asker's
+// informer, without a list). Chunk 0 takes the copy.
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Range         int32                  `protobuf:"varint,4,opt,name=range,proto3" json:"range,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Chunk         int32                  `protobuf:"varint,6,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_shard_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SnapshotRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SnapshotRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *SnapshotRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *SnapshotRequest) GetRange() int32 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *SnapshotRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SnapshotRequest) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+// SnapshotChunk answers a SnapshotRequest: objects (JSON) of the copy, the
+// resourceVersion the copy was taken at, whether it is the last chunk, or
+// why there is none.
+type SnapshotChunk struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Range           int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	Chunk           int32                  `protobuf:"varint,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Objects         [][]byte               `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Last            bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	Error           string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Total           int32                  `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
+	// filter_mode is the sender's filter mode ("server" or "client"; "" while
+	// it does not know): the receiver, which lists nothing, adopts it.
+	FilterMode    string `protobuf:"bytes,8,opt,name=filter_mode,json=filterMode,proto3" json:"filter_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_shard_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SnapshotChunk) GetRange() int32 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetObjects() [][]byte {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *SnapshotChunk) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *SnapshotChunk) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SnapshotChunk) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetFilterMode() string {
+	if x != nil {
+		return x.FilterMode
+	}
+	return ""
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -602,7 +794,24 @@ const file_shard_proto_rawDesc = "" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversionB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
+	"\aversion\x18\x03 \x01(\tR\aversion\"\x8d\x01\n" +
+	"\x0fSnapshotRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
+	"\x05range\x18\x04 \x01(\x05R\x05range\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xe1\x01\n" +
+	"\rSnapshotChunk\x12\x14\n" +
+	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
+	"\x05chunk\x18\x02 \x01(\x05R\x05chunk\x12\x18\n" +
+	"\aobjects\x18\x03 \x03(\fR\aobjects\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12\x12\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x14\n" +
+	"\x05total\x18\a \x01(\x05R\x05total\x12\x1f\n" +
+	"\vfilter_mode\x18\b \x01(\tR\n" +
+	"filterModeB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -616,15 +825,17 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_shard_proto_goTypes = []any{
-	(*Hello)(nil),     // 0: actorinformer.shard.v1.Hello
-	(*Probe)(nil),     // 1: actorinformer.shard.v1.Probe
-	(*Reject)(nil),    // 2: actorinformer.shard.v1.Reject
-	(*Acquire)(nil),   // 3: actorinformer.shard.v1.Acquire
-	(*Released)(nil),  // 4: actorinformer.shard.v1.Released
-	(*Handoff)(nil),   // 5: actorinformer.shard.v1.Handoff
-	(*ObjectRef)(nil), // 6: actorinformer.shard.v1.ObjectRef
+	(*Hello)(nil),           // 0: actorinformer.shard.v1.Hello
+	(*Probe)(nil),           // 1: actorinformer.shard.v1.Probe
+	(*Reject)(nil),          // 2: actorinformer.shard.v1.Reject
+	(*Acquire)(nil),         // 3: actorinformer.shard.v1.Acquire
+	(*Released)(nil),        // 4: actorinformer.shard.v1.Released
+	(*Handoff)(nil),         // 5: actorinformer.shard.v1.Handoff
+	(*ObjectRef)(nil),       // 6: actorinformer.shard.v1.ObjectRef
+	(*SnapshotRequest)(nil), // 7: actorinformer.shard.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),   // 8: actorinformer.shard.v1.SnapshotChunk
 }
 var file_shard_proto_depIdxs = []int32{
 	5, // 0: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
@@ -647,7 +858,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,207 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/actorinformer/actorinformer/shard/handover"
+	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
+)
+
+// A warm start: a member that acquires a range from the member that
+// delivers it starts the range's informer from a copy of that member's
+// cache, taken at one resourceVersion, and watches from there: no list.
+// The copy travels in chunks over the cluster's remote, as JSON, and
+// arrives as new objects. If the copy cannot be had, or the watch finds
+// its resourceVersion compacted away (410 Gone), the informer lists, as a
+// cold start does.
+
+// snapshotChunk is how many objects a SnapshotChunk carries.
+const snapshotChunk = 256
+
+// snapshotTTL is how long a member keeps a copy it took for an asker.
+const snapshotTTL = time.Minute
+
+// warmStats counts the warm starts and the fallbacks to a list.
+type warmStats struct {
+	starts, fallbacks atomic.Int64
+	once              sync.Map // reasons already logged
+}
+
+// seedList is the list a warm start hands the informer: the copied
+// objects, at the copy's resourceVersion.
+type seedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+func (l *seedList) DeepCopyObject() runtime.Object {
+	out := &seedList{TypeMeta: l.TypeMeta, ListMeta: *l.ListMeta.DeepCopy(), Items: make([]runtime.Object, len(l.Items))}
+	for i, it := range l.Items {
+		out.Items[i] = it.DeepCopyObject()
+	}
+	return out
+}
+
+func (l *seedList) GetObjectKind() schema.ObjectKind { return &l.TypeMeta }
+
+// snapshot is a copy of a range's cache kept for an asker's chunks.
+type snapshot struct {
+	objs []any
+	rv   string
+	at   time.Time
+}
+
+type snapshotKey struct {
+	asker string
+	rng   int
+	epoch uint64
+}
+
+// serveSnapshot answers a SnapshotRequest: on the I/O actor, from the
+// range's cache if this member delivers the range.
+func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest) {
+	fail := func(why string) {
+		ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: why})
+	}
+	k := snapshotKey{m.From, int(m.Range), m.Epoch}
+	now := time.Now()
+	for key, sn := range io.snapshots {
+		if now.Sub(sn.at) > snapshotTTL {
+			delete(io.snapshots, key)
+		}
+	}
+	sn := io.snapshots[k]
+	if m.Chunk == 0 || sn == nil {
+		ri := io.ranges[int(m.Range)]
+		if ri == nil || !ri.delivering.Load() {
+			fail("this member does not deliver the range")
+			return
+		}
+		st, ok := ri.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })
+		if !ok {
+			fail("the range's cache cannot be copied")
+			return
+		}
+		objs, rv := st.Snapshot()
+		if rv == "" {
+			fail("the range's cache has no resourceVersion")
+			return
+		}
+		sn = &snapshot{objs: objs, rv: rv, at: now}
+		io.snapshots[k] = sn
+	}
+	from := int(m.Chunk) * snapshotChunk
+	if from > len(sn.objs) {
+		fail("no such chunk")
+		return
+	}
+	to := min(from+snapshotChunk, len(sn.objs))
+	out := &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, ResourceVersion: sn.rv, Last: to == len(sn.objs),
+		Total: int32(len(sn.objs)), Objects: make([][]byte, 0, to-from)}
+	if mode := io.inc.s.filter.Mode(); mode != FilterPending {
+		out.FilterMode = mode.String()
+	}
+	for _, obj := range sn.objs[from:to] {
+		b, err := json.Marshal(obj)
+		if err != nil {
+			fail("cannot encode an object: " + err.Error())
+			return
+		}
+		out.Objects = append(out.Objects, b)
+	}
+	if out.Last {
+		delete(io.snapshots, k)
+	}
+	ctx.Respond(out)
+}
+
+// copied is a range's cache as another member copied it: its objects,
+// the resourceVersion they were taken at, and that member's filter mode
+// ("server", "client", or "" when it did not know).
+type copied struct {
+	objs []runtime.Object
+	rv   string
+	mode string
+}
+
+// fetchSnapshot asks member from for a copy of range r's cache, chunk by
+// chunk, and decodes it into new objects of the example's type.
+func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
+	s := inc.s
+	if addr == "" {
+		return copied{}, errors.New("the member's address is unknown")
+	}
+	pid := actor.NewPID(addr, actorName(s.group))
+	var cp copied
+	for chunk := int32(0); ; chunk++ {
+		if ctx.Err() != nil {
+			return copied{}, ctx.Err()
+		}
+		res, err := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
+			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second).Result()
+		if err != nil {
+			return copied{}, fmt.Errorf("chunk %d: %w", chunk, err)
+		}
+		c, ok := res.(*shardpb.SnapshotChunk)
+		if !ok {
+			return copied{}, fmt.Errorf("chunk %d: answered %T", chunk, res)
+		}
+		if c.Error != "" {
+			return copied{}, errors.New(c.Error)
+		}
+		if chunk == 0 {
+			cp.rv, cp.mode = c.ResourceVersion, c.FilterMode
+			cp.objs = make([]runtime.Object, 0, c.Total)
+		} else if c.ResourceVersion != cp.rv {
+			return copied{}, errors.New("the copy changed between chunks")
+		}
+		for _, b := range c.Objects {
+			obj, err := s.decode(b)
+			if err != nil {
+				return copied{}, err
+			}
+			cp.objs = append(cp.objs, obj)
+		}
+		if c.Last {
+			return cp, nil
+		}
+	}
+}
+
+// decode makes a new object of the informer's type from JSON.
+func (s *Informer) decode(b []byte) (runtime.Object, error) {
+	if s.example == nil {
+		return nil, errors.New("no example object to decode into")
+	}
+	obj, ok := reflect.New(reflect.TypeOf(s.example).Elem()).Interface().(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a runtime.Object", s.example)
+	}
+	if err := json.Unmarshal(b, obj); err != nil {
+		return nil, fmt.Errorf("cannot decode an object of the copy: %w", err)
+	}
+	return obj, nil
+}
+
+// fellBack counts a warm start that could not be, and logs its reason the
+// first time.
+func (inc *incarnation) fellBack(r Range, from handover.MemberID, why string) {
+	inc.s.warm.fallbacks.Add(1)
+	if _, seen := inc.s.warm.once.LoadOrStore(why, true); !seen {
+		inc.log.Info("a range's informer lists instead of starting from the previous deliverer's copy (logged once per reason)",
+			"range", r.String(), "from", string(from), "reason", why)
+	}
+}
