@@ -1,5 +1,7 @@
 package handover
 
+import "slices"
+
 // rangeInfo is one range on this member: its lifecycle state, and the
 // asks of other members for it.
 type rangeInfo struct {
@@ -76,7 +78,11 @@ type deactivating struct {
 }
 
 // stopping: the informer of a range no handler saw is being stopped.
-type stopping struct{}
+type stopping struct {
+	// handoff: a previous deliverer's Handoff this member was given for a
+	// claim it gave up; it passes it on, as its own, to the next owner.
+	handoff *Handoff
+}
 
 func (*idle) name() string         { return "idle" }
 func (*syncing) name() string      { return "syncing" }
@@ -126,10 +132,11 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
+		h := handoffOf(m, r)
 		if ri.epoch != m.Epoch {
+			c.passOn(r, m.From, h)
 			continue // an answer to another attempt
 		}
-		h := handoffOf(m, r)
 		switch st := ri.state.(type) {
 		case *acquiring:
 			delete(st.pending, m.From)
@@ -151,8 +158,42 @@ func (c *Core) releasedMsg(m *Released) {
 				st.handoff = h.Token
 				c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: h})
 			}
+		default:
+			c.passOn(r, m.From, h)
 		}
 	}
+}
+
+// passOn sends a handoff this member was given but cannot use (it no
+// longer claims the range: it was released to it while the view moved the
+// range on) to the range's owner in its view, as an answer to that
+// owner's last ask: the owner takes it as the previous deliverer's, before
+// or after its activation (LateHandoff), unless it has a newer one.
+func (c *Core) passOn(r int, from MemberID, h *Handoff) {
+	if h == nil {
+		return
+	}
+	ri := &c.ranges[r]
+	switch ri.state.(type) {
+	case *idle, *stopping:
+	default:
+		return
+	}
+	o := c.owner(r)
+	e, asked := ri.lastAsk[o]
+	if o == "" || o == c.cfg.Self || o == from || !asked {
+		return
+	}
+	k := releaseKey{to: o, epoch: e}
+	rel := c.released[k]
+	if rel == nil {
+		rel = &Released{From: c.cfg.Self, Epoch: e}
+		c.released[k] = rel
+	}
+	if !slices.Contains(rel.Ranges, r) {
+		rel.Ranges = append(rel.Ranges, r)
+	}
+	rel.Handoffs = append(rel.Handoffs, *h)
 }
 
 // handoffOf returns m's Handoff for range r, nil when it has none.
@@ -189,7 +230,9 @@ func (c *Core) stopped(m *RangeStopped) {
 	case *deactivating:
 		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
 	case *stopping:
-		ri.state = &idle{}
+		// A handoff given for a claim given up goes to the first owner
+		// that asks, as the previous deliverer's would have.
+		ri.state = &idle{handoff: st.handoff, at: c.ticks}
 	}
 }
 
@@ -263,7 +306,14 @@ func (c *Core) reconcile() {
 
 func (c *Core) stopRange(r int) {
 	ri := &c.ranges[r]
-	ri.state = &stopping{}
+	st := &stopping{}
+	switch was := ri.state.(type) {
+	case *acquiring:
+		st.handoff = was.handoff
+	case *claiming:
+		st.handoff = was.handoff
+	}
+	ri.state = st
 	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
 }
 
