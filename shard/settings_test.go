@@ -29,6 +29,10 @@ func TestMembersRacingWithOtherSettingsConverge(t *testing.T) {
 		src.create(fmt.Sprintf("o%d", i))
 	}
 	agent := test.NewInMemAgent()
+	// A cluster member that runs no group: in the cluster's topology, not
+	// in the group's view.
+	bare, bareProv := startCluster(agent)
+	defer stopCluster(bare, bareProv)
 	leases := testLeases()
 	var ms []*running
 	for _, ranges := range []int{16, 8} {
@@ -67,6 +71,10 @@ func TestMembersRacingWithOtherSettingsConverge(t *testing.T) {
 		if err := m.inf.CheckLive(nil); err != nil {
 			t.Errorf("%s: CheckLive %v", m.inf.Member(), err)
 		}
+	}
+	// The status counts the group's members, not the cluster's three.
+	if view := serving.inf.Status().View; len(view) != 1 || view[0] != serving.inf.Member() {
+		t.Errorf("the serving member's view: %v; want itself only", view)
 	}
 	want := len(waiting.inf.Status().Ranges)
 	if want == 0 {

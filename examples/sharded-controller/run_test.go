@@ -124,7 +124,9 @@ func TestRangeCountRolloutInPods(t *testing.T) {
 		t.Errorf("the waiting replica: /healthz %d", code)
 	}
 	p.leave(old)
+	exited := time.Now()
 	p.eventually(60*time.Second, "every ConfigMap reconciled by the new replica", func() string { return p.reconciledBy(next) })
+	t.Logf("the new replica reconciled every ConfigMap within %v of the old one's exit (polled every 200ms)", time.Since(exited).Round(time.Millisecond))
 	p.leave(next)
 	p.noErrors(old, next)
 }
