@@ -23,7 +23,7 @@ import (
 )
 
 var (
-	scaleMembers = flag.String("bench.shard.members", "1,2,3,4,6", "BenchmarkShardedScaling: the member counts")
+	scaleMembers = flag.String("bench.shard.members", "", "BenchmarkShardedScaling: the member counts (default 1,2,3,4,6; without -bench.full 1,3)")
 	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "BenchmarkShardedScaling: a directory each process's CPU profile (from its start to the measure) is written to")
 )
 
@@ -305,8 +305,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // BenchmarkShardedScaling compares, for 1, 2, 3, 4 and 6 members of a
 // group (-bench.shard.members), side by side with one unsharded informer
 // on the same stream (a real kube-apiserver with the ShardedListAndWatch
-// gate on; 2,000 pods, -bench.full 20,000, then a quarter as many
-// updates): the largest member's heap (after a collection) against the
+// gate on; 2,000 pods and 1 and 3 members, -bench.full 20,000 pods, then a
+// quarter as many updates): the largest member's heap (after a collection) against the
 // informer's, the members' CPU time together against the informer's, and
 // the bytes they received together against the informer's.
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
@@ -318,11 +318,18 @@ func BenchmarkShardedScaling(b *testing.B) {
 	if benchSizes() == Full {
 		pods = 20000
 	}
+	members := *scaleMembers
+	if members == "" {
+		members = "1,3" // the smoke run's
+		if benchSizes() == Full {
+			members = "1,2,3,4,6"
+		}
+	}
 	var counts []int
-	for _, f := range strings.Split(*scaleMembers, ",") {
+	for _, f := range strings.Split(members, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			b.Fatalf("-bench.shard.members %q: want member counts", *scaleMembers)
+			b.Fatalf("-bench.shard.members %q: want member counts", members)
 		}
 		counts = append(counts, n)
 	}
