@@ -53,6 +53,17 @@ func BenchmarkShardedMembers(b *testing.B) {
 	if benchSizes() == Full {
 		pods = 20000
 	}
+	c, cs, bin, ns := startShardBench(b, pods)
+	b.ResetTimer()
+	for i := range b.N {
+		runShardBench(b, c, cs, bin, ns, pods, i)
+	}
+}
+
+// startShardBench starts a kube-apiserver with the ShardedListAndWatch gate
+// on, creates pods pods in namespace "bench" and builds
+// internal/shardmember.
+func startShardBench(b *testing.B, pods int) (*testcluster.Cluster, kubernetes.Interface, string, string) {
 	c := testcluster.Start(b, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
 	cs, err := kubernetes.NewForConfig(c.Config())
 	if err != nil {
@@ -76,10 +87,7 @@ func BenchmarkShardedMembers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		runShardBench(b, c, cs, bin, ns, pods, i)
-	}
+	return c, cs, bin, ns
 }
 
 func parallel(workers, n int, f func(i int) error, b testing.TB) {

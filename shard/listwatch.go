@@ -220,6 +220,9 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	if list, ok := lw.seedList(ctx); ok {
 		return list, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // the range's informer stopped: no list
+	}
 	list, err := listWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
 		lw.f.reject.Store(true)
@@ -281,6 +284,9 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	cp, err := seed(ctx)
 	objs, rv := cp.objs, cp.rv
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false // stopped while it copied: neither a start nor a fallback
+		}
 		if lw.fellBack != nil {
 			lw.fellBack("no copy of the range: " + err.Error())
 		}

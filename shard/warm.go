@@ -71,7 +71,7 @@ type snapshotKey struct {
 }
 
 // serveSnapshot answers a SnapshotRequest: on the I/O actor, from the
-// range's cache if this member delivers the range.
+// range's cache if this member delivers the range or has synced it.
 func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest) {
 	fail := func(why string) {
 		ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: why})
@@ -86,8 +86,11 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 	sn := io.snapshots[k]
 	if m.Chunk == 0 || sn == nil {
 		ri := io.ranges[int(m.Range)]
-		if ri == nil || !ri.delivering.Load() {
-			fail("this member does not deliver the range")
+		// A range it delivers, or one whose informer has synced (it is
+		// taking the range, or giving it away): either cache is the
+		// range's at one resourceVersion.
+		if ri == nil || !ri.delivering.Load() && !ri.inf.HasSynced() {
+			fail("this member has no synced copy of the range")
 			return
 		}
 		st, ok := ri.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })

@@ -11,8 +11,10 @@
 // gracefully on SIGTERM. GET /state answers JSON: whether it synced, the
 // ranges it delivers, the bytes of the objects received from the API
 // server (and apart those of the members' leases), the heap after sync and
-// the CPU time used; with ?gc=1 the heap now, after a
-// collection; with ?objects=1 also its cache and its handler's view
+// the CPU time used, and apart the lists (requests and bytes) and the
+// watches' bytes; with ?gc=1 the heap now, after a
+// collection; with ?stopprofile=1 the CPU profile -cpuprofile started is
+// written; with ?objects=1 also its cache and its handler's view
 // (key → resource version). In sharded mode, every handler
 // call is appended to -calls once it has returned, in internal/calllog's
 // format: "START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN".
@@ -37,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	rpprof "runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -90,6 +93,7 @@ var (
 	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
 
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
+	cpuProfile   = flag.String("cpuprofile", "", "a CPU profile of the whole process is written there, when the state page is asked ?stopprofile=1 or at exit")
 
 	// The member's network, for fault tests (sharded mode).
 	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on (0: any free port)")
@@ -149,6 +153,11 @@ type state struct {
 	Objects       int               `json:"objects"`
 	Bytes         int64             `json:"bytes"`
 	LeaseBytes    int64             `json:"leaseBytes,omitempty"`
+	ListRequests  int64             `json:"listRequests"`
+	ListBytes     int64             `json:"listBytes"`
+	WatchBytes    int64             `json:"watchBytes"`
+	WarmStarts    int64             `json:"warmStarts,omitempty"`
+	WarmFallbacks int64             `json:"warmFallbacks,omitempty"`
 	HeapAfterSync uint64            `json:"heapAfterSync"`
 	HeapNow       uint64            `json:"heapNow,omitempty"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
@@ -169,6 +178,14 @@ func run() error {
 	// apart, so that the objects' bytes compare with an unsharded
 	// informer's.
 	var received, leaseBytes atomic.Int64
+	// The objects' requests apart: lists (their count and bytes) and
+	// watches (their bytes).
+	var lists, listBytes, watchBytes atomic.Int64
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	cfg := &rest.Config{Host: *host, BearerToken: *token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	if *host == "" {
 		// In a pod: its service account, as the k8s provider's.
@@ -179,13 +196,15 @@ func run() error {
 		cfg = in
 		cfg.QPS = -1
 	}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &received} }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{rt: rt, n: &received, lists: &lists, listBytes: &listBytes, watchBytes: &watchBytes}
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	leaseCfg := rest.CopyConfig(cfg)
-	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &leaseBytes} }
+	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, n: &leaseBytes} }
 	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		return err
@@ -284,8 +303,13 @@ func run() error {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/state", func(w http.ResponseWriter, r *http.Request) {
-		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys())}
+		if r.URL.Query().Get("stopprofile") == "1" {
+			stopProfile()
+		}
+		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys()),
+			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load()}
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
@@ -293,6 +317,7 @@ func run() error {
 			s := sharded.Status()
 			st.Member, st.FilterMode, st.View, st.Handovers, st.Failed = s.Member, s.Mode.String(), s.View, s.Handovers, s.Failed
 			st.Discovering = s.Discovering
+			st.WarmStarts, st.WarmFallbacks = s.WarmStarts, s.WarmFallbacks
 			for _, rs := range s.Ranges {
 				st.RangeStates = append(st.RangeStates, rs.State+"@"+rs.Owner)
 			}
@@ -370,29 +395,68 @@ func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Objec
 	}, &corev1.ConfigMap{}
 }
 
-// countingTransport counts the bytes of the responses' bodies.
+// countingTransport counts the bytes of the responses' bodies in n; when
+// set, also the lists (GETs without watch=true: requests and bytes) and
+// the watches' bytes apart.
 type countingTransport struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
+	rt                           http.RoundTripper
+	n                            *atomic.Int64
+	lists, listBytes, watchBytes *atomic.Int64
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var kind *atomic.Int64
+	if t.lists != nil && r.Method == http.MethodGet {
+		if r.URL.Query().Get("watch") == "true" {
+			kind = t.watchBytes
+		} else {
+			t.lists.Add(1)
+			kind = t.listBytes
+			klog.V(1).InfoS("list request", "query", r.URL.RawQuery)
+		}
+	}
 	resp, err := t.rt.RoundTrip(r)
 	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{resp.Body, t.n}
+		resp.Body = &countingBody{resp.Body, t.n, kind}
 	}
 	return resp, err
 }
 
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n, kind *atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	if b.kind != nil {
+		b.kind.Add(int64(n))
+	}
 	return n, err
+}
+
+// startCPUProfile starts a CPU profile written to path ("": none) when the
+// returned function is first called.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := rpprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			rpprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}, nil
 }
 
 func cpuSeconds() float64 {

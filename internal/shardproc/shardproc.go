@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +83,12 @@ type State struct {
 	Ranges        []int             `json:"ranges"`
 	Objects       int               `json:"objects"`
 	Bytes         int64             `json:"bytes"`
+	ListRequests  int64             `json:"listRequests"`
+	ListBytes     int64             `json:"listBytes"`
+	WatchBytes    int64             `json:"watchBytes"`
+	WarmStarts    int64             `json:"warmStarts"`
+	WarmFallbacks int64             `json:"warmFallbacks"`
+	Handovers     []Handover        `json:"handovers"`
 	HeapAfterSync uint64            `json:"heapAfterSync"`
 	HeapNow       uint64            `json:"heapNow"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
@@ -93,11 +100,23 @@ type State struct {
 	HandlerErrors []string          `json:"handlerErrors"`
 }
 
-// Start starts bin with args (plus -calls in a temporary folder) and waits
-// for its state page. The process is killed at the test's end.
+// Handover is one of a member's last handovers (shard.Handover).
+type Handover struct {
+	From, To string
+	Kind     string
+	Start    time.Time
+	Unserved time.Duration
+}
+
+// Start starts bin with args (plus -calls in a temporary folder, unless
+// args set -calls: "" logs no call) and waits for its state page. The
+// process is killed at the test's end.
 func Start(t testing.TB, bin, name string, args ...string) *Proc {
 	t.Helper()
 	return StartCmd(t, name, func(calls string) *exec.Cmd {
+		if slices.Contains(args, "-calls") {
+			return exec.Command(bin, args...)
+		}
 		return exec.Command(bin, append(args, "-calls", calls)...)
 	})
 }
