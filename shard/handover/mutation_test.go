@@ -35,8 +35,8 @@ var mutants = []mutant{
 	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
-		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
-		to:   "if false {\n\t\t\tcontinue // an answer to another attempt",
+		from: "if ri.epoch != m.Epoch {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
+		to:   "if false {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
 	},
 	{
 		name: "a late answer's handoff is dropped while the range is claimed",
