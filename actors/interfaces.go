@@ -22,6 +22,13 @@ type Registration interface {
 	// cache.ShutDownEventHandler waits on it, as on client-go's
 	// registrations.
 	ShutdownChan() <-chan struct{}
+	// Subscribed reports whether the handler's listener is subscribed to
+	// the running informer's cache: its initial list holds what the cache
+	// held then, and every change the cache applies from then on reaches
+	// it. AddEventHandler on a running informer returns before that; a
+	// caller that changes what the cache receives (as shard does when it
+	// gives a range to its handlers) waits for it.
+	Subscribed() bool
 }
 
 // Named is a handler that carries its name for spans, metrics, logs and

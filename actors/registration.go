@@ -28,6 +28,12 @@ func (r *registration) HasSyncedChecker() cache.DoneChecker {
 // client-go's registrations.
 func (r *registration) ShutdownChan() <-chan struct{} { return r.l.exited }
 
+// Subscribed reports whether the handler's listener is subscribed to the
+// running informer's cache: it has been given the objects the cache held
+// then (its initial list), and every change the cache applies from then on
+// reaches it. A handler added before Run is subscribed once Run starts.
+func (r *registration) Subscribed() bool { return r.l.sent.Subscribed.Load() }
+
 func (r *registration) stats() HandlerStats {
 	return HandlerStats{
 		Name:      r.l.name,

@@ -141,7 +141,7 @@ func shortNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, k nem
 	r.Recover()
 	res := r.Check()
 	r.Stop()
-	report(t, res)
+	report(t, res, r)
 	return res
 }
 
@@ -175,7 +175,7 @@ func longNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, kinds 
 	}
 	res := r.Check()
 	r.Stop()
-	report(t, res)
+	report(t, res, r)
 	return res
 }
 
@@ -192,7 +192,7 @@ func inject(r *nemesis.Run, o nemesis.Options, k nemesis.Kind, target *nemesis.M
 	f.Wait()
 }
 
-func report(t *testing.T, res *nemesis.Result) {
+func report(t *testing.T, res *nemesis.Result, r *nemesis.Run) {
 	t.Helper()
 	t.Logf("nemesis report:\n%s", res.Table())
 	if n := res.Count(""); n > 0 {
@@ -202,6 +202,6 @@ func report(t *testing.T, res *nemesis.Result) {
 				kinds = append(kinds, fmt.Sprintf("%d %s", c, k))
 			}
 		}
-		t.Errorf("%d violations: %s", n, strings.Join(kinds, ", "))
+		t.Errorf("%d violations: %s\nthe members' last log lines:\n%s", n, strings.Join(kinds, ", "), r.Logs())
 	}
 }

@@ -523,6 +523,9 @@ func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 	// syncing set until the next resync check: with no resync period at all,
 	// same-resourceVersion updates (a relist) reach every handler.
 	c.syncing = append(slices.Clip(c.syncing), s.ID)
+	if sub.sent != nil {
+		defer sub.sent.Subscribed.Store(true)
+	}
 	if !s.Initial {
 		return nil
 	}

@@ -866,3 +866,21 @@ func TestCoreFeedsMutationDetector(t *testing.T) {
 		}
 	}
 }
+
+// Subscribed is set by the Step that subscribes the listener, the one that
+// takes its initial list, and not before.
+func TestSubscribedSetWithTheInitialList(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	c.Step(&fifo.Batch{Deltas: []fifo.Delta{delta(fifo.Added, pod("ns", "a", "1"))}})
+	var n counts
+	sub := n.subscribe(1)
+	sub.Initial = true
+	if n.sent.Subscribed.Load() {
+		t.Fatal("subscribed before the Subscribe was stepped")
+	}
+	c.Step(sub)
+	if !n.sent.Subscribed.Load() || n.sent.Initial.Load() != 1 {
+		t.Fatalf("after the Subscribe: subscribed %v, initial list %d; want true, 1", n.sent.Subscribed.Load(), n.sent.Initial.Load())
+	}
+}

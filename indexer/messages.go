@@ -77,6 +77,10 @@ type Sent struct {
 	// Initial is the number of them that belong to the initial list
 	// (InitialList set).
 	Initial atomic.Int64
+	// Subscribed is set once the core has subscribed the listener (and,
+	// for an Initial subscription, taken its initial list): every change
+	// the cache applies from then on reaches the listener.
+	Subscribed atomic.Bool
 }
 
 // Unsubscribe removes a listener; it receives nothing more.

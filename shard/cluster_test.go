@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,4 +329,95 @@ func TestWarmStartFallsBackToAList(t *testing.T) {
 		src.create(fmt.Sprintf("after%d", i))
 	}
 	eventually(t, 30*time.Second, "two members settled with the later objects", g.settled)
+}
+
+// Graceful leaves and joins during a burst of deletes lose no delete: for
+// every key gone from the server at the end, the last handler call on it,
+// across members, is a delete (OnDelete, or the tombstone of a handoff
+// key the new owner no longer had).
+//
+// Opt-in (ACTORINFORMER_HANDOVER_SOAK=1): it still loses a delete in about
+// one run in twelve, when a range is released to a member that the view
+// then moves it away from during a leave (see docs/sharding.md, limits).
+func TestHandoversLoseNoDelete(t *testing.T) {
+	if os.Getenv("ACTORINFORMER_HANDOVER_SOAK") == "" {
+		t.Skip("opt-in: ACTORINFORMER_HANDOVER_SOAK=1 (fails about one run in twelve)")
+	}
+	src := newMemServer()
+	for i := range 400 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	g.joinMany(3)
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	rng := rand.New(rand.NewPCG(9, 9))
+	var delMu sync.Mutex
+	deletedAt := map[string]int64{}
+	for round := range 4 {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if keys := src.keys(); len(keys) > 0 {
+					if rng.IntN(3) == 0 {
+						src.create(fmt.Sprintf("r%d-%d", round, rng.IntN(1<<20)))
+					} else if k := keys[rng.IntN(len(keys))]; src.remove(k) {
+						at := g.rec.seq.Add(1)
+						delMu.Lock()
+						deletedAt[k] = at
+						delMu.Unlock()
+					}
+				}
+			}
+		}()
+		ms := g.members()
+		g.leave(ms[rng.IntN(len(ms))])
+		g.join()
+		close(stop)
+		<-done
+		eventually(t, 30*time.Second, fmt.Sprintf("round %d settled", round), g.settled)
+	}
+	g.rec.mu.Lock()
+	calls := slices.Clone(g.rec.calls)
+	marks := slices.Clone(g.rec.marks)
+	g.rec.mu.Unlock()
+	slices.SortFunc(calls, func(a, b call) int { return int(a.end - b.end) })
+	last := map[string]string{}
+	for _, c := range calls {
+		last[c.key] = c.op
+	}
+	server := src.snapshot()
+	missed := 0
+	for k, op := range last {
+		if _, live := server[k]; !live && op != "delete" {
+			missed++
+			if missed <= 5 {
+				var hist []string
+				rng := -1
+				for _, c := range calls {
+					if c.key == k {
+						rng = c.rng
+					}
+				}
+				all := append(slices.Clone(calls), marks...)
+				slices.SortFunc(all, func(a, b call) int { return int(a.end - b.end) })
+				for _, c := range all {
+					if c.key == k || (c.key == "" && c.rng == rng) {
+						hist = append(hist, fmt.Sprintf("[%d-%d] %s r%d %s %s", c.start, c.end, c.member, c.rng, c.op, c.key))
+					}
+				}
+				t.Errorf("%s is gone from the server (deleted at %d); its last handler call was %s; calls:\n%s", k, deletedAt[k], op, strings.Join(hist, "\n"))
+			}
+		}
+	}
+	if missed > 0 {
+		t.Fatalf("%d deletes reached no handler", missed)
+	}
 }

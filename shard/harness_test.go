@@ -268,6 +268,14 @@ type recorder struct {
 	seq   atomic.Int64
 	mu    sync.Mutex
 	calls []call
+	marks []call // OnAcquire and OnRelease, apart from the object calls
+}
+
+func (v *view) mark(op string, r shard.Range) {
+	at := v.rec.seq.Add(1)
+	v.rec.mu.Lock()
+	v.rec.marks = append(v.rec.marks, call{member: v.member, rng: r.Index, start: at, end: at, op: op})
+	v.rec.mu.Unlock()
 }
 
 type call struct {
@@ -341,10 +349,11 @@ func (v *view) OnDelete(obj any) {
 	})
 }
 
-func (v *view) OnAcquire(shard.Range, uint64) {}
+func (v *view) OnAcquire(r shard.Range, _ uint64) { v.mark("acquire", r) }
 
 // OnRelease drops the range's objects, as a controller forgets them.
 func (v *view) OnRelease(r shard.Range) {
+	v.mark("release", r)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for k, idx := range v.rangeOf {

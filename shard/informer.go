@@ -427,10 +427,11 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 			// its address. Its provider first, while its actor system runs:
 			// protoactor's k8s provider takes its member id off the pod
 			// then, and a new provider on that pod would otherwise keep
-			// the old id, which the others have blocked for good.
+			// the old id, which the others have blocked for good (and the etcd
+			// provider's keep-alive would register the old node again).
 			_ = c.Config.ClusterProvider.Shutdown(false)
 			c.Shutdown(false)
-			next, err := s.o.rejoin(ctx)
+			next, err := s.newCluster(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.giveUp("fenced, and the new cluster member to rejoin with failed: " + err.Error())
@@ -442,6 +443,42 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		}
 	}
 }
+
+// newCluster makes the cluster member a rejoin runs on (WithRejoin),
+// trying again after 1, 2, 4, 8 and 10 s: the provider may be out of reach
+// a while (a member cut from etcd is fenced and rejoins while the cut
+// lasts). Then it gives up, and so does the member. protoactor panics when
+// its provider cannot register a member: that is an error too.
+func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		c, err := func() (c *cluster.Cluster, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("making the cluster member panicked: %v", p)
+				}
+			}()
+			return s.o.rejoin(ctx)
+		}()
+		if err == nil {
+			return c, nil
+		}
+		if attempt == rejoinAttempts {
+			return nil, err
+		}
+		s.log.Error("cannot make a new cluster member to rejoin with; trying again", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// rejoinAttempts is how many times a rejoin tries to make its cluster
+// member: about 25 s in all.
+const rejoinAttempts = 6
 
 // Cluster returns the cluster member the informer uses now: the one given
 // to New, or, after a rejoin with WithRejoin, the last one made. Shut it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,12 @@ type rangeInformer struct {
 	unservedSince time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
+	// switching is held while the range is activated, given a late
+	// handoff or deactivated: each pauses and resumes the intake.
+	switching sync.Mutex
+	// ended: deactivated (guarded by switching); an activation that runs
+	// after it does nothing.
+	ended bool
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
 	// retired: its Run has returned and its counters are in
@@ -83,6 +90,12 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		delete(io.handoffAt, k)
 		go io.activate(ri, e.Handoff)
+	case *handover.LateHandoff:
+		ri := io.ranges[e.Range]
+		if ri == nil || ri.epoch != e.Epoch {
+			return // released since
+		}
+		go io.lateHandoff(ri, e.Handoff)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -278,22 +291,14 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 // the cache; then changes flow again.
 func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
+	ri.switching.Lock()
+	defer ri.switching.Unlock()
+	if ri.ended {
+		return
+	}
 	var missing []handover.ObjectRef
 	if h != nil {
-		target, _ := strconv.ParseInt(h.Version, 10, 64)
-		if !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
-			io.inc.log.Warn("the range's informer did not reach the previous deliverer's version in time; delivering from where it is",
-				"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri))
-		}
-		ri.lw.pause()
-		fwd, _ := ri.lw.versions()
-		waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
-		ix := ri.inf.GetIndexer()
-		for _, o := range h.Objects {
-			if _, ok, _ := ix.GetByKey(o.Key); !ok {
-				missing = append(missing, o)
-			}
-		}
+		missing = io.gone(ri, h)
 	}
 	ri.delivering.Store(true)
 	s.publishAdd(ri)
@@ -309,6 +314,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	for _, reg := range regs {
 		s.attach(reg, ri, missing)
 	}
+	// A handler's listener takes its initial list when its subscription
+	// reaches the range's indexer, after attach returns: the intake stays
+	// paused until every one has, so that no change lands between the cache
+	// the missing objects were judged against and the handlers' initial
+	// lists (a delete landing there would reach neither).
+	if !waitFor(ri, s.o.catchUp, func() bool { return s.subscribed(ri) }) {
+		io.inc.log.Warn("the range's handlers were not subscribed in time; resuming its intake", "range", ri.r.String())
+	}
 	ri.lw.resume()
 	now := time.Now()
 	took, unserved := now.Sub(ri.started), now.Sub(ri.unservedSince)
@@ -321,12 +334,65 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	io.report(ri, nil)
 }
 
+// gone waits until the range's informer has reached the handoff's
+// version, pauses its intake (the caller resumes it) and returns the
+// handoff's objects its cache no longer has.
+func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) []handover.ObjectRef {
+	s := io.inc.s
+	target, _ := strconv.ParseInt(h.Version, 10, 64)
+	if !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
+		io.inc.log.Warn("the range's informer did not reach the previous deliverer's version in time; delivering from where it is",
+			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri))
+	}
+	ri.lw.pause()
+	fwd, _ := ri.lw.versions()
+	waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+	ix := ri.inf.GetIndexer()
+	var missing []handover.ObjectRef
+	for _, o := range h.Objects {
+		if _, ok, _ := ix.GetByKey(o.Key); !ok {
+			missing = append(missing, o)
+		}
+	}
+	return missing
+}
+
+// lateHandoff gives the handlers of a delivered range OnDelete for the
+// objects of a handoff that arrived after its activation that the range no
+// longer has.
+func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
+	s := io.inc.s
+	ri.switching.Lock()
+	defer ri.switching.Unlock()
+	if !ri.delivering.Load() {
+		return
+	}
+	missing := io.gone(ri, h)
+	defer ri.lw.resume()
+	s.mu.Lock()
+	hs := make([]*rangeHandler, 0, len(ri.attached))
+	for _, a := range ri.attached {
+		hs = append(hs, a.h)
+	}
+	s.mu.Unlock()
+	ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: ri.r, Epoch: ri.token})
+	for _, rh := range hs {
+		for _, o := range missing {
+			rh.call(ctx, func(ctx context.Context) { rh.inner.OnDelete(ctx, s.tombstoneFor(o)) }, "")
+		}
+	}
+	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing))
+}
+
 // deactivate releases a range, draining: its intake is paused, its
 // handlers get what its informer had taken, then no further call; they
 // hear OnRelease, the informer stops, and the core hears RangeStopped
 // with the handoff.
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
+	ri.switching.Lock()
+	defer ri.switching.Unlock()
+	ri.ended = true
 	start := time.Now()
 	span := s.tel.startHandover(io.inc.ctx, SpanRelease, ri.r, ri.epoch)
 	ri.lw.pause()

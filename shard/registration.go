@@ -179,7 +179,7 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 		s.log.Error("cannot wrap a handler (a bug of ours)", "err", err)
 		return
 	}
-	if len(gone) > 0 && s.callable() {
+	if len(gone) > 0 {
 		ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: ri.r, Epoch: ri.token})
 		for _, o := range gone {
 			rh.call(ctx, func(ctx context.Context) { rh.inner.OnDelete(ctx, s.tombstoneFor(o)) }, "")
@@ -199,6 +199,19 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 		return
 	}
 	ri.attached[reg] = &attachment{rreg: rreg, h: rh}
+}
+
+// subscribed reports whether every handler attached to ri has its
+// listener subscribed to the range's cache (actors.Registration).
+func (s *Informer) subscribed(ri *rangeInformer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range ri.attached {
+		if r, ok := a.rreg.(actors.Registration); ok && !r.Subscribed() {
+			return false
+		}
+	}
+	return true
 }
 
 // released tells the handler that range r is released.
@@ -322,7 +335,14 @@ func (h *rangeHandler) OnDelete(ctx context.Context, obj any) {
 
 func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv string) {
 	reg := h.reg
-	if !h.ri.delivering.Load() || !reg.s.callable() {
+	// While the member's claim has lapsed the call waits: either a renewal
+	// that was under way when it lapsed extends it, or the member is fenced
+	// and the range stops being delivered. Dropping the call instead would
+	// lose it when the claim comes back.
+	for h.ri.delivering.Load() && !reg.s.callable() {
+		time.Sleep(gateWait)
+	}
+	if !h.ri.delivering.Load() {
 		reg.refused.Add(1)
 		return
 	}
@@ -334,6 +354,9 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	defer reg.end()
 	f(ctx)
 }
+
+// gateWait is how often a call waiting for the member's claim checks it.
+const gateWait = 5 * time.Millisecond
 
 // end ends a call: it counts it, and a panic, which it passes on to the
 // range's listener.

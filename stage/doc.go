@@ -48,7 +48,8 @@
 //     per 256 of them, against up to 400 re-checks of the informer's sync
 //     signals per handler for a list of 100,000.
 //   - The informer reads the stages' progress (the queue's HasSynced and
-//     Len, the listeners' counters, the reflector's Status) and its users
+//     Len, the listeners' counters and whether they are subscribed, the
+//     reflector's Status) and its users
 //     the cache, from any goroutine, as cache.SharedIndexInformer promises:
 //     atomics and the cache's read lock, nothing per event.
 //   - Message bodies change hands without a copy: pooled ones go back to

@@ -55,6 +55,12 @@ var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdResta
 // a join hands ranges over: a delete lost then is a violation.
 func (k Kind) gapExempt() bool { return k != Leave && k != Join && k != JoinDuringDeletes }
 
+// blinds: the fault cuts its target (every member, for an etcd restart)
+// from the changes on the API server at once: until its ranges are taken
+// over, it delivers none, so a delete from the fault's start to the gap is
+// lost as one in the gap is.
+func (k Kind) blinds() bool { return k == APICut || k == EtcdRestart }
+
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
 func (k Kind) fences() bool {
@@ -152,6 +158,7 @@ const (
 const (
 	EGapDelete      = "gap-delete"      // a delete in an ownerless gap after a fault that may stop a member without a handover
 	EInFlightDelete = "inflight-delete" // a delete just before such a gap
+	EBlindDelete    = "blind-delete"    // a delete after a fault that cut its deliverer off from the API server, before the gap
 	EFrozenCall     = "frozen-call"     // an overlap by a call its process was frozen in
 )
 
@@ -425,7 +432,22 @@ func Check(in Input) *Result {
 				fmtInterval(Interval{g.Start, g.End}), in.Faults[g.Fault].Kind)
 			continue
 		}
-		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete", s.key, uid, s.rng, fmtTime(d.Start))
+		if g, ok := blindOf(res.Gaps, in, s.rng, d); ok {
+			exempt(EBlindDelete, d.Start, g.Fault, "%s (uid %s), deleted at %s, after %s cut range %d's deliverer off from the API server, before its gap %s",
+				s.key, uid, fmtTime(d.Start), in.Faults[g.Fault].Kind, s.rng, fmtInterval(Interval{g.Start, g.End}))
+			continue
+		}
+		var hist []string
+		for _, c := range calls {
+			if c.UID == uid || (c.Key == "" && c.Range == s.rng && (c.Op == calllog.OpAcquire || c.Op == calllog.OpRelease)) {
+				hist = append(hist, fmt.Sprintf("%s %s %s %s rv %s", fmtTime(c.Start), in.Procs[c.proc].Name, c.Op, c.Key, c.RV))
+			}
+		}
+		if len(hist) > 12 {
+			hist = hist[len(hist)-12:]
+		}
+		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete; the last calls on it and its range: %s",
+			s.key, uid, s.rng, fmtTime(d.Start), strings.Join(hist, "; "))
 	}
 
 	// The end: caches equal the server's, every range delivered once, and
@@ -694,6 +716,22 @@ func gapOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool, bool) {
 		}
 	}
 	return Gap{}, false, false
+}
+
+// blindOf finds the gap of range rg that follows a fault that blinded its
+// deliverer (blinds) before delete d was made: d was made between the
+// fault's start and the gap.
+func blindOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool) {
+	for _, g := range gs {
+		if g.Range != rg || g.Fault < 0 {
+			continue
+		}
+		f := in.Faults[g.Fault]
+		if f.Kind.blinds() && (g.Prev == f.Target || f.Kind == EtcdRestart) && d.Start >= f.Start && d.Start <= g.Start {
+			return g, true
+		}
+	}
+	return Gap{}, false
 }
 
 func frozenDuring(p Proc, start, end int64) (Interval, bool) {

@@ -286,3 +286,26 @@ func TestSubtract(t *testing.T) {
 		t.Errorf("subtract: %v, want %v", got, want)
 	}
 }
+
+// A member cut from the API server sees no change from the cut on: a delete
+// between the cut and its range's gap is lost as one in the gap is (an
+// exemption), where after a kill at the same time it would be a violation.
+func TestCheckBlindDelete(t *testing.T) {
+	blind := func(kind Kind) Input {
+		in := crash(kind)
+		in.Faults[0].Start, in.Faults[0].End = 50*ms, 50*ms
+		in.Deletes = append(in.Deletes, Delete{Key: "ns/x", UID: "ux", Start: 70 * ms, End: 71 * ms, OK: true})
+		in.Deletes = in.Deletes[1:] // x's delete at 97 ms goes: x is deleted at 70 ms
+		return in
+	}
+	res := Check(blind(APICut))
+	if len(res.Violations) != 0 {
+		t.Fatalf("violations: %s", res.Examples(5))
+	}
+	if got := kinds(res.Exemptions); !sameKinds(got, EBlindDelete+","+EGapDelete) {
+		t.Errorf("exemptions %q, want a blind delete and one in the gap", got)
+	}
+	if got := kinds(Check(blind(Kill)).Violations); got != VMissedDelete {
+		t.Errorf("after a kill: violations %q, want the missed delete", got)
+	}
+}

@@ -424,6 +424,7 @@ func (r *Run) poll() string {
 	for _, f := range finals {
 		byName[f.Name] = f
 	}
+	waiting := ""
 	r.mu.Lock()
 	for i, f := range r.faults {
 		if !f.Kind.fences() || f.End == 0 || r.serving[i] != 0 {
@@ -438,8 +439,11 @@ func (r *Run) poll() string {
 		}
 		ok := true
 		for _, n := range names {
-			if _, alive := byName[n]; alive && notServing(in, byName, n) != "" {
-				ok = false
+			if _, alive := byName[n]; alive {
+				if why := notServing(in, byName, n); why != "" {
+					ok = false
+					waiting = fmt.Sprintf("%s, %s's target, not serving again yet: %s", n, f.Kind, why)
+				}
 			}
 		}
 		if ok {
@@ -448,7 +452,12 @@ func (r *Run) poll() string {
 	}
 	r.last = finals
 	r.mu.Unlock()
-	return EndState(r.o.Ranges, server, finals)
+	if why := EndState(r.o.Ranges, server, finals); why != "" {
+		return why
+	}
+	// Settled also means that a member a fault may have fenced serves
+	// again: it rejoins by itself.
+	return waiting
 }
 
 func (r *Run) serverObjects() (map[string]Object, error) {

@@ -264,6 +264,20 @@ type ActivateRange struct {
 	Handoff *Handoff
 }
 
+// LateHandoff is a Handoff that arrived after the range was given to the
+// handlers (its sender's lease went void before its Released arrived, so
+// the range was claimed without it). The shell waits until the range's
+// informer has reached Handoff.Version, then calls OnDelete with a
+// cache.DeletedFinalStateUnknown for each object of Handoff.Objects it
+// does not have: a delete the previous deliverer's handlers never got and
+// this member's handlers never saw the object of. A handler may get such
+// an OnDelete for an object it was given and already saw deleted.
+type LateHandoff struct {
+	Range   int
+	Epoch   uint64
+	Handoff *Handoff
+}
+
 // DeactivateRange stops delivering the range, draining: the range's
 // informer stops taking changes from the API server, the handlers get what
 // it had taken, then no further call; the shell drops the range's cache

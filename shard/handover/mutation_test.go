@@ -35,8 +35,20 @@ var mutants = []mutant{
 	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
-		from: "if !ok || ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
-		to:   "if !ok {\n\t\t\tcontinue // an answer to another attempt",
+		from: "if ri.epoch != m.Epoch {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
+		to:   "if false {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
+	},
+	{
+		name: "a late answer's handoff is dropped while the range is claimed",
+		file: "ranges.go",
+		from: "if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
+		to:   "if false && h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
+	},
+	{
+		name: "a late handoff is given again, or from after this member's claim",
+		file: "ranges.go",
+		from: "if h != nil && h.Token > st.handoff && h.Token < st.token {",
+		to:   "if h != nil {",
 	},
 	{
 		name: "the range's deliverer is asked first, with the others",
@@ -55,6 +67,12 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "if c.owner(r) != id {\n\t\t\tcontinue // not the owner in this member's view: wait",
 		to:   "if false {\n\t\t\tcontinue // not the owner in this member's view: wait",
+	},
+	{
+		name: "a released range's handoff goes to any owner that asks",
+		file: "ranges.go",
+		from: "if st.handoff != nil && st.releasedTo == id {",
+		to:   "if st.handoff != nil {",
 	},
 	{
 		name: "a dead letter counts as a release",
@@ -141,7 +159,7 @@ func TestMutants(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "400")
+			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "1000")
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if err == nil {

@@ -1,5 +1,7 @@
 package handover
 
+import "slices"
+
 // rangeInfo is one range on this member: its lifecycle state, and the
 // asks of other members for it.
 type rangeInfo struct {
@@ -25,8 +27,12 @@ type rangeState interface{ name() string }
 type idle struct {
 	// releasedTo is the member the range was last released to ("" when
 	// none); handoff what this member's handlers had been given, kept for
-	// the range's next owner until the range starts here again or
-	// handoffTicks pass.
+	// that member's repeated asks (its answer may be lost) until the range
+	// starts here again or handoffTicks pass. Released with nobody asking
+	// (a leave's time up, the topology lost), the first owner to ask gets
+	// it. No other member ever does: once the range has moved on, a later
+	// deliverer's handlers may have been given more (a delete), and this
+	// handoff would take the next one back.
 	releasedTo MemberID
 	handoff    *Handoff
 	at         int
@@ -60,8 +66,9 @@ type claiming struct {
 	prev    MemberID
 }
 
-// active: the handlers get the range, under token.
-type active struct{ token uint64 }
+// active: the handlers get the range, under token; handoff is the token of
+// the Handoff its handlers were given (0: none).
+type active struct{ token, handoff uint64 }
 
 // deactivating: the range is being drained and stopped, to be released to
 // member to ("" when none).
@@ -71,7 +78,11 @@ type deactivating struct {
 }
 
 // stopping: the informer of a range no handler saw is being stopped.
-type stopping struct{}
+type stopping struct {
+	// handoff: a previous deliverer's Handoff this member was given for a
+	// claim it gave up; it passes it on, as its own, to the next owner.
+	handoff *Handoff
+}
 
 func (*idle) name() string         { return "idle" }
 func (*syncing) name() string      { return "syncing" }
@@ -121,19 +132,79 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
-		st, ok := ri.state.(*acquiring)
-		if !ok || ri.epoch != m.Epoch {
+		h := handoffOf(m, r)
+		if ri.epoch != m.Epoch {
+			c.passOn(r, m.From, h)
 			continue // an answer to another attempt
 		}
-		delete(st.pending, m.From)
-		delete(st.holders, m.From)
-		for i := range m.Handoffs {
-			h := &m.Handoffs[i]
-			if h.Range == r && (st.handoff == nil || h.Token > st.handoff.Token) {
+		switch st := ri.state.(type) {
+		case *acquiring:
+			delete(st.pending, m.From)
+			delete(st.holders, m.From)
+			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
 				st.handoff, st.prev = h, m.From
 			}
+		case *claiming:
+			// A late answer from a member whose lease went void first (a
+			// leaver deletes its lease as its Released travels): its
+			// Handoff still counts.
+			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
+				st.handoff, st.prev = h, m.From
+			}
+		case *active:
+			// Later still: the handlers have the range already. They get
+			// OnDelete for the handoff's objects the range no longer has.
+			if h != nil && h.Token > st.handoff && h.Token < st.token {
+				st.handoff = h.Token
+				c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: h})
+			}
+		default:
+			c.passOn(r, m.From, h)
 		}
 	}
+}
+
+// passOn sends a handoff this member was given but cannot use (it no
+// longer claims the range: it was released to it while the view moved the
+// range on) to the range's owner in its view, as an answer to that
+// owner's last ask: the owner takes it as the previous deliverer's, before
+// or after its activation (LateHandoff), unless it has a newer one.
+func (c *Core) passOn(r int, from MemberID, h *Handoff) {
+	if h == nil {
+		return
+	}
+	ri := &c.ranges[r]
+	switch ri.state.(type) {
+	case *idle, *stopping:
+	default:
+		return
+	}
+	o := c.owner(r)
+	e, asked := ri.lastAsk[o]
+	if o == "" || o == c.cfg.Self || o == from || !asked {
+		return
+	}
+	k := releaseKey{to: o, epoch: e}
+	rel := c.released[k]
+	if rel == nil {
+		rel = &Released{From: c.cfg.Self, Epoch: e}
+		c.released[k] = rel
+	}
+	if !slices.Contains(rel.Ranges, r) {
+		rel.Ranges = append(rel.Ranges, r)
+	}
+	rel.Handoffs = append(rel.Handoffs, *h)
+}
+
+// handoffOf returns m's Handoff for range r, nil when it has none.
+func handoffOf(m *Released, r int) *Handoff {
+	var out *Handoff
+	for i := range m.Handoffs {
+		if h := &m.Handoffs[i]; h.Range == r && (out == nil || h.Token > out.Token) {
+			out = h
+		}
+	}
+	return out
 }
 
 func (c *Core) synced(m *RangeSynced) {
@@ -159,7 +230,9 @@ func (c *Core) stopped(m *RangeStopped) {
 	case *deactivating:
 		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
 	case *stopping:
-		ri.state = &idle{}
+		// A handoff given for a claim given up goes to the first owner
+		// that asks, as the previous deliverer's would have.
+		ri.state = &idle{handoff: st.handoff, at: c.ticks}
 	}
 }
 
@@ -233,7 +306,14 @@ func (c *Core) reconcile() {
 
 func (c *Core) stopRange(r int) {
 	ri := &c.ranges[r]
-	ri.state = &stopping{}
+	st := &stopping{}
+	switch was := ri.state.(type) {
+	case *acquiring:
+		st.handoff = was.handoff
+	case *claiming:
+		st.handoff = was.handoff
+	}
+	ri.state = st
 	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
 }
 
@@ -376,7 +456,10 @@ func (c *Core) answerDeferred(r int) {
 				c.released[k] = rel
 			}
 			rel.Ranges = append(rel.Ranges, r)
-			if st.handoff != nil {
+			if st.handoff != nil && st.releasedTo == "" {
+				st.releasedTo = id // the first owner to ask
+			}
+			if st.handoff != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *st.handoff)
 			}
 			delete(ri.deferred, id)
@@ -413,7 +496,11 @@ func (c *Core) activate(seq uint64, token uint64) {
 		if !ok || st.after >= seq {
 			continue
 		}
-		ri.state = &active{token: token}
+		act := &active{token: token}
+		if st.handoff != nil {
+			act.handoff = st.handoff.Token
+		}
+		ri.state = act
 		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
 	}
 }

@@ -584,3 +584,67 @@ func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
 		t.Fatalf("no ask once its lease was seen: %v", out)
 	}
 }
+
+// A Released whose sender's lease went void before it arrived (a leaver
+// deletes its lease while its answer travels) still gives its Handoff: to
+// the activation while the range is claimed, or as a LateHandoff once the
+// handlers have it, once.
+func TestLateHandoffStillCounts(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		c, self, peer, epoch := acquiringZero(t)
+		c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+		out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+		out = append(out, c.Step(&handover.Tick{Now: 4 * simTick})...)
+		if st := c.Status().Ranges[0]; st.State != "claiming" {
+			t.Fatalf("range 0 is %s once the peer's lease is gone, want claiming", st.State)
+		}
+		h := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "u", Version: "29"}}}
+		rel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}}
+		if !late {
+			out = append(out, c.Step(rel)...)
+		}
+		// The write in flight fails; the next ones are answered until one
+		// gives the range.
+		for seq := uint64(2); seq < 6; seq++ {
+			out = append(out, c.Step(&handover.LeaseRenewFailed{Seq: seq})...)
+		}
+		var act *handover.ActivateRange
+		now, token := 5*simTick, uint64(20)
+		for act == nil && now < 2*time.Second {
+			if w, ok := find[*handover.RenewLease](out); ok {
+				out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
+				token++
+			} else {
+				out = c.Step(&handover.Tick{Now: now})
+			}
+			act, _ = find[*handover.ActivateRange](out)
+			now += simTick
+		}
+		if act == nil {
+			t.Fatalf("late=%v: not activated: %+v", late, c.Status())
+		}
+		if !late {
+			if act.Handoff == nil || act.Handoff.Token != 9 || act.From != peer {
+				t.Fatalf("activated with %+v from %q, want the late answer's handoff", act.Handoff, act.From)
+			}
+			if _, ok := find[*handover.LateHandoff](c.Step(rel)); ok {
+				t.Fatal("a handoff the activation had came again as a LateHandoff")
+			}
+			continue
+		}
+		if act.Handoff != nil {
+			t.Fatalf("activated with a handoff nobody sent: %+v", act.Handoff)
+		}
+		lh, ok := find[*handover.LateHandoff](c.Step(rel))
+		if !ok || lh.Range != 0 || lh.Epoch != act.Epoch || lh.Handoff.Token != 9 {
+			t.Fatalf("LateHandoff %+v, want range 0's handoff of token 9 at epoch %d", lh, act.Epoch)
+		}
+		if _, ok := find[*handover.LateHandoff](c.Step(rel)); ok {
+			t.Fatal("the same handoff given twice")
+		}
+		stale := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 30}}}
+		if _, ok := find[*handover.LateHandoff](c.Step(stale)); ok {
+			t.Fatal("a handoff of a token above this member's own was given")
+		}
+	}
+}

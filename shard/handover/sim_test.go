@@ -147,7 +147,9 @@ type world struct {
 	// a partition or an API cut may end.
 	until map[string]int64
 	moves []move
-	errs  []string
+	// lateHandoffs counts the LateHandoff effects.
+	lateHandoffs int
+	errs         []string
 	// handovers: the tokens a range was activated with, in order.
 	tokens map[int][]uint64
 	// maxMoves is the members' MaxMoves (a script line sets it).
@@ -254,9 +256,24 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if toks := w.tokens[e.Range]; len(toks) > 0 && e.Token <= toks[len(toks)-1] {
 			w.failf("%s activates range %d with token %d, not above the last one %d", m.id, e.Range, e.Token, toks[len(toks)-1])
 		}
+		// A handoff is the last deliverer's: an earlier one's would take
+		// back what the last one's handlers were given.
+		if e.Handoff != nil && e.Handoff.Token != w.lastToken(e.Range) {
+			w.failf("%s activates range %d with a stale handoff (token %d; the range's last deliverer had %d)", m.id, e.Range, e.Handoff.Token, w.lastToken(e.Range))
+		}
 		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
 		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
 		m.delivering[e.Range] = true
+	case *handover.LateHandoff:
+		// A late handoff is the deliverer's just before this member's.
+		toks := w.tokens[e.Range]
+		switch {
+		case !m.delivering[e.Range]:
+			w.failf("%s is given a late handoff for range %d, which it does not deliver", m.id, e.Range)
+		case len(toks) < 2 || e.Handoff.Token != toks[len(toks)-2]:
+			w.failf("%s is given a stale late handoff for range %d (token %d; tokens %v)", m.id, e.Range, e.Handoff.Token, toks)
+		}
+		w.lateHandoffs++
 	case *handover.DeactivateRange:
 		if !m.delivering[e.Range] {
 			w.failf("%s deactivates range %d, which it does not deliver", m.id, e.Range)
@@ -1121,9 +1138,11 @@ func TestRandom(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		seeds = min(seeds, 200)
 	}
-	failed := 0
+	failed, late := 0, 0
+	defer func() { t.Logf("%d seeds; late handoffs: %d", seeds, late) }()
 	for seed := *simSeed; seed < *simSeed+seeds; seed++ {
 		w := runSeed(t, seed, *simSteps)
+		late += w.lateHandoffs
 		if len(w.errs) > 0 {
 			failed++
 			t.Errorf("seed %d (ranges %d): %s\nreplay: go test ./shard/handover -run TestReplay -handover.script '%s'", seed, w.ranges, strings.Join(w.errs, "\n"), "ranges "+strconv.Itoa(w.ranges)+"; "+w.script())
