@@ -448,7 +448,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 }
 
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, Objects: make([]*shardpb.ObjectRef, len(h.Objects))}
+	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Objects: make([]*shardpb.ObjectRef, len(h.Objects))}
 	for i, o := range h.Objects {
 		out.Objects[i] = &shardpb.ObjectRef{Key: o.Key, Uid: o.UID, Version: o.Version}
 	}
@@ -456,7 +456,7 @@ func handoffToWire(h handover.Handoff) *shardpb.Handoff {
 }
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, Objects: make([]handover.ObjectRef, len(h.Objects))}
+	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Objects: make([]handover.ObjectRef, len(h.Objects))}
 	for i, o := range h.Objects {
 		out.Objects[i] = handover.ObjectRef{Key: o.Key, UID: o.Uid, Version: o.Version}
 	}

@@ -417,7 +417,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	ri.delivering.Store(false)
 	s.publishNow(io)
 	s.detachAll(ri)
-	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token}
+	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id}
 	if obj > 0 {
 		hand.Version = strconv.FormatInt(obj, 10)
 	}

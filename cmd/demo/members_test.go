@@ -209,8 +209,16 @@ func TestShardedWebAPI(t *testing.T) {
 			t.Fatalf("add: %d %s", code, msg)
 		}
 		s := d.awaitShard("m1, m3 and m4 serving every range once", func(s *shardSnapshot) string {
-			if m, _ := memberOf(s, "m4"); len(m.Ranges) == 0 {
+			m, _ := memberOf(s, "m4")
+			if len(m.Ranges) == 0 {
 				return "m4 delivers no range"
+			}
+			// A range's handover is recorded once its activation has
+			// ended, just after the range shows as delivered.
+			for _, r := range m.Ranges {
+				if !slices.ContainsFunc(s.Handovers, func(h handoverJSON) bool { return h.To == "m4" && h.Range == r }) {
+					return fmt.Sprintf("range %d's handover to m4 not recorded yet", r)
+				}
 			}
 			return servedOnceBy(s, "m1", "m3", "m4")
 		})
@@ -221,7 +229,7 @@ func TestShardedWebAPI(t *testing.T) {
 			}
 		}
 		if m, _ := memberOf(s, "m4"); moved != len(m.Ranges) {
-			t.Errorf("%d handovers to m4 with their release, m4 delivers %v", moved, m.Ranges)
+			t.Errorf("%d handovers to m4 with their release, m4 delivers %v; handovers: %s", moved, m.Ranges, fmtHandovers(s.Handovers))
 		}
 	})
 
@@ -492,4 +500,16 @@ func TestShardedOnARealCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fmtHandovers(hs []handoverJSON) string {
+	var b strings.Builder
+	for _, h := range hs {
+		rel := "-"
+		if h.ReleaseMs != nil {
+			rel = fmt.Sprint(*h.ReleaseMs)
+		}
+		fmt.Fprintf(&b, "\n r%d %s->%s %s at %.2fs release %s", h.Range, h.From, h.To, h.Kind, h.AtS, rel)
+	}
+	return b.String()
 }

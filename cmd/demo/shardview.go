@@ -178,12 +178,13 @@ func (f *fleet) timeline(start time.Time) []handoverJSON {
 				j.From = prev.member
 			}
 		}
-		// The previous owner's release of the range to this member: the
-		// latest that ended within releaseSlack before this attempt began,
-		// and before the new owner delivered it.
+		// The previous owner's release of the range: the latest that ended
+		// within releaseSlack before this attempt began, and before the new
+		// owner delivered it. It may have been released to another member,
+		// which passed the handoff on when the view moved the range here.
 		for _, r := range releases[h.Range.Index] {
 			end := r.h.Start.Add(r.h.Duration)
-			if j.From != "" && r.m.name == j.From && f.nameOf(r.h.To) == a.m.name &&
+			if j.From != "" && r.m.name == j.From &&
 				!end.Before(h.Start.Add(-releaseSlack)) && !end.After(delivered) {
 				rel := ms(r.h.Duration)
 				j.ReleaseMs = &rel

@@ -125,6 +125,10 @@ type Handoff struct {
 	// stopped: the next deliverer's handlers get OnDelete for those it no
 	// longer has.
 	Objects []ObjectRef
+	// From is the member that delivered the range under Token, which a
+	// member passing the handoff on (it was given it, but the view moved
+	// the range on) is not.
+	From MemberID
 }
 
 // ObjectRef is one object of a Handoff.

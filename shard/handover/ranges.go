@@ -142,14 +142,14 @@ func (c *Core) releasedMsg(m *Released) {
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
 			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
-				st.handoff, st.prev = h, m.From
+				st.handoff, st.prev = h, h.deliverer(m.From)
 			}
 		case *claiming:
 			// A late answer from a member whose lease went void first (a
 			// leaver deletes its lease as its Released travels): its
 			// Handoff still counts.
 			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
-				st.handoff, st.prev = h, m.From
+				st.handoff, st.prev = h, h.deliverer(m.From)
 			}
 		case *active:
 			// Later still: the handlers have the range already. They get
@@ -194,6 +194,16 @@ func (c *Core) passOn(r int, from MemberID, h *Handoff) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
 	rel.Handoffs = append(rel.Handoffs, *h)
+}
+
+// deliverer is the member that delivered the range under h's token: h.From,
+// or sender when h does not say (a handoff from a member that does not
+// pass handoffs on).
+func (h *Handoff) deliverer(sender MemberID) MemberID {
+	if h.From != "" {
+		return h.From
+	}
+	return sender
 }
 
 // handoffOf returns m's Handoff for range r, nil when it has none.

@@ -261,6 +261,9 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if e.Handoff != nil && e.Handoff.Token != w.lastToken(e.Range) {
 			w.failf("%s activates range %d with a stale handoff (token %d; the range's last deliverer had %d)", m.id, e.Range, e.Handoff.Token, w.lastToken(e.Range))
 		}
+		if e.Handoff != nil && e.From != e.Handoff.From {
+			w.failf("%s activates range %d from %s with %s's handoff", m.id, e.Range, e.From, e.Handoff.From)
+		}
 		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
 		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
 		m.delivering[e.Range] = true
@@ -278,7 +281,7 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if !m.delivering[e.Range] {
 			w.failf("%s deactivates range %d, which it does not deliver", m.id, e.Range)
 		}
-		h := &handover.Handoff{Range: e.Range, Token: w.lastToken(e.Range)}
+		h := &handover.Handoff{Range: e.Range, Token: w.lastToken(e.Range), From: m.id}
 		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
 	case *handover.StopRange:
 		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})

@@ -428,11 +428,14 @@ func (x *Released) GetHandoffs() []*Handoff {
 
 // Handoff is what a range's previous deliverer gave its handlers.
 type Handoff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	Objects       []*ObjectRef           `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Range   int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	Token   uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	Version string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Objects []*ObjectRef           `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
+	// from is the member whose handlers were given what it says (not the
+	// member that passes it on).
+	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -493,6 +496,13 @@ func (x *Handoff) GetObjects() []*ObjectRef {
 		return x.Objects
 	}
 	return nil
+}
+
+func (x *Handoff) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type ObjectRef struct {
@@ -785,12 +795,13 @@ const file_shard_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\x8c\x01\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xa0\x01\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12;\n" +
-	"\aobjects\x18\x04 \x03(\v2!.actorinformer.shard.v1.ObjectRefR\aobjects\"I\n" +
+	"\aobjects\x18\x04 \x03(\v2!.actorinformer.shard.v1.ObjectRefR\aobjects\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
