@@ -41,8 +41,8 @@ var mutants = []mutant{
 	{
 		name: "a late answer's handoff is dropped while the range is claimed",
 		file: "ranges.go",
-		from: "if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
-		to:   "if false && h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, m.From\n\t\t\t}\n\t\tcase *active:",
+		from: "if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, h.deliverer(m.From)\n\t\t\t}\n\t\tcase *active:",
+		to:   "if false && h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, h.deliverer(m.From)\n\t\t\t}\n\t\tcase *active:",
 	},
 	{
 		name: "a late handoff is given again, or from after this member's claim",
