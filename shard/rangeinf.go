@@ -375,11 +375,8 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 		hs = append(hs, a.h)
 	}
 	s.mu.Unlock()
-	ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: ri.r, Epoch: ri.token})
 	for _, rh := range hs {
-		for _, o := range missing {
-			rh.call(ctx, func(ctx context.Context) { rh.inner.OnDelete(ctx, s.tombstoneFor(o)) }, "")
-		}
+		rh.tombstones(missing)
 	}
 	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing))
 }

@@ -179,12 +179,7 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 		s.log.Error("cannot wrap a handler (a bug of ours)", "err", err)
 		return
 	}
-	if len(gone) > 0 {
-		ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: ri.r, Epoch: ri.token})
-		for _, o := range gone {
-			rh.call(ctx, func(ctx context.Context) { rh.inner.OnDelete(ctx, s.tombstoneFor(o)) }, "")
-		}
-	}
+	rh.tombstones(gone)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ri.delivering.Load() || reg.removed.Load() {
@@ -353,6 +348,18 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	reg.mu.Lock()
 	defer reg.end()
 	f(ctx)
+}
+
+// tombstones calls OnDelete with a cache.DeletedFinalStateUnknown for each
+// of a handoff's objects the range no longer has.
+func (h *rangeHandler) tombstones(gone []handover.ObjectRef) {
+	if len(gone) == 0 {
+		return
+	}
+	ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
+	for _, o := range gone {
+		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneFor(o)) }, "")
+	}
 }
 
 // gateWait is how often a call waiting for the member's claim checks it.
