@@ -126,8 +126,12 @@ func balanced(ms []*shardproc.Proc, ranges int) string {
 // yardstick: the lists (requests and bytes) the members made during the
 // update, against that list; the watches' bytes; the ranges moved (the
 // members' acquires from another member); the longest time a range had no
-// member serving it (the members' state polled every 50 ms). 2,000 pods by
-// default; -bench.full: 20,000.
+// member serving it (the members' state polled every 50 ms); and each
+// update's latency, from the API server's answer to the first handler
+// call with its version or a newer one (the members' call logs): the
+// unserved time of a switch is how much longer than the median an update
+// of a range waited while the range switched. 2,000 pods by default;
+// -bench.full: 20,000. -bench.shard.logs DIR keeps the members' logs.
 //
 //	go test ./bench -run '^$' -bench ShardedRollingUpdate -benchtime 1x -args -bench.full
 func BenchmarkShardedRollingUpdate(b *testing.B) {
