@@ -232,31 +232,44 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	if err != nil {
 		return nil, err
 	}
-	items, err := meta.ExtractListWithAlloc(list)
-	if err != nil {
+	// The objects are checked in place: a server that applied the
+	// selector sent only the range's, and the list goes on as it came,
+	// without copying its items. Only a list with others is rebuilt.
+	n, out := 0, 0
+	if err := meta.EachListItem(list, func(it runtime.Object) error {
+		n++
+		if !lw.in(it) {
+			out++
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
-	kept := items[:0]
-	for _, it := range items {
-		if lw.in(it) {
-			kept = append(kept, it)
+	if out > 0 {
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		kept := make([]runtime.Object, 0, len(items)-out)
+		for _, it := range items {
+			if ok, err := lw.selector.Matches(it); ok || err != nil {
+				kept = append(kept, it)
+			}
+		}
+		if err := meta.SetList(list, kept); err != nil {
+			return nil, err
 		}
 	}
-	if len(kept) < len(items) {
-		clear(items[len(kept):])
-	}
-	lw.judge(list, len(items), len(kept))
-	if err := meta.SetList(list, kept); err != nil {
-		return nil, err
-	}
+	lw.judge(list, n, n-out)
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.paused {
 		return nil, errPaused
 	}
-	for _, it := range kept {
+	_ = meta.EachListItem(list, func(it runtime.Object) error {
 		lw.note(objectRV(it), true)
-	}
+		return nil
+	})
 	if lm, err := meta.ListAccessor(list); err == nil {
 		lw.note(lm.GetResourceVersion(), false)
 	}

@@ -183,7 +183,7 @@ func (f *fleet) add() (*member, error) {
 	remoteOpts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)},
 		m.part.remoteOptions()...)
 	m.c = cluster.New(sys, cluster.Configure("actorinformer-demo", m.prov, disthash.New(),
-		remote.Configure("127.0.0.1", 0, remoteOpts...)))
+		remote.Configure("127.0.0.1", 0, remoteOpts...), shard.ClusterOptions()...))
 	m.c.StartMember()
 
 	opts := []actors.Option{actors.WithTracerProvider(f.tel.tracerProvider), actors.WithLogger(f.logger.With("member", name))}

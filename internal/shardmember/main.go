@@ -252,7 +252,7 @@ func run() error {
 			if err != nil {
 				return nil, err
 			}
-			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc))
+			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc, shard.ClusterOptions()...))
 			c.StartMember()
 			return c, nil
 		}

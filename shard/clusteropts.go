@@ -1,0 +1,30 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+)
+
+// DefaultGossipInterval is the gossip interval ClusterOptions sets.
+const DefaultGossipInterval = 2 * time.Second
+
+// ClusterOptions are the protoactor cluster settings a member of a group
+// needs no more than, for cluster.Configure:
+//
+//	cluster.Configure(name, provider, lookup, remoteConfig, shard.ClusterOptions()...)
+//
+// A group learns its members from the cluster's provider and fences them
+// with leases; it uses none of protoactor's gossip. The gossip still runs:
+// each member sends its state to the others every GossipInterval (300 ms
+// by default: about half of an idle member's CPU time) and blocks a member
+// whose heartbeat it has not heard for HeartbeatExpiration (20 s). These
+// options gossip every DefaultGossipInterval (2 s), ten intervals within
+// the expiration, which they leave as it is. A cluster that also hosts
+// grains that rely on gossiped state (its topology consensus) may keep
+// protoactor's interval.
+func ClusterOptions() []cluster.ConfigOption {
+	return []cluster.ConfigOption{func(c *cluster.Config) {
+		c.GossipInterval = DefaultGossipInterval
+	}}
+}
