@@ -79,8 +79,10 @@ type acquiring struct {
 	handoff *Handoff
 	prev    MemberID
 	// delivAsked: the held-back members asked (the range's deliverers),
-	// with the tick of the last ask.
+	// with the tick of the last ask; answered: one of them released the
+	// range to this member.
 	delivAsked map[MemberID]int
+	answered   bool
 }
 
 // claiming: every member has answered or is void; the member waits for a
@@ -173,6 +175,9 @@ func (c *Core) releasedMsg(m *Released) {
 			continue // an answer to another attempt
 		}
 		if st, ok := ri.state.(*acquiring); ok {
+			if _, deliv := st.delivAsked[m.From]; deliv {
+				st.answered = true
+			}
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
 		}
@@ -370,8 +375,16 @@ func (c *Core) reconcile() {
 				c.stopRange(r)
 			}
 		case *acquiring:
-			if !mine && !c.deliverersAnswering(st) {
-				c.stopRange(r)
+			if !mine {
+				// The view moved the range on after its deliverer was asked:
+				// it claims the range once the deliverer has released it
+				// (every other member had answered), stops once that answer
+				// can no longer come, and asks nothing more meanwhile.
+				if st.answered && len(st.pending) == 0 && c.lease.synced {
+					ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+				} else if !c.deliverersAnswering(st) {
+					c.stopRange(r)
+				}
 				break
 			}
 			if !c.lease.synced {
@@ -380,9 +393,7 @@ func (c *Core) reconcile() {
 				// name) holds no answer.
 				break
 			}
-			if mine {
-				c.askNewMembers(r)
-			}
+			c.askNewMembers(r)
 			c.dropVoid(st)
 			if len(st.pending) == 0 {
 				ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
@@ -501,11 +512,11 @@ func (c *Core) askHolders(r int) {
 // deliverer that releases the range to it then finds it ready, rather than
 // gone, and the range does not go without a member ready to deliver it.
 func (c *Core) deliverersAnswering(st *acquiring) bool {
-	if len(st.delivAsked) == 0 {
+	if len(st.delivAsked) == 0 || len(st.pending) == 0 {
 		return false
 	}
 	for id := range st.pending {
-		if at, deliv := st.delivAsked[id]; !deliv || c.ticks-at > staleAskTicks+1 {
+		if at, deliv := st.delivAsked[id]; !deliv || c.ticks-at > staleAskTicks+1 || c.isVoid(id) {
 			return false
 		}
 	}
