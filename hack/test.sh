@@ -48,6 +48,12 @@ go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutan
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).
 # Their files say //go:build !race; they run here in the normal build.
 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestShardFilterMode' ./shard/ ./e2e/
+# The nemesis, short run: member processes on kube-apiserver with the
+# gate, each fault once in a group of its own (pause, partitions, cuts from
+# etcd and the API server, an etcd restart, kill, leave, a join during
+# deletes, a rolling update), checked for overlapping calls, versions going
+# back, lost deletes and the end state (docs/sharding.md, "Nemesis").
+go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/

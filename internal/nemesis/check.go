@@ -42,18 +42,25 @@ const (
 	Join Kind = "join"
 	// JoinDuringDeletes starts a member during a burst of deletes.
 	JoinDuringDeletes Kind = "join-deletes"
+	// Rolling is a rolling update: for each member live at its start, a new
+	// member joins, the group settles, and the old member leaves with
+	// SIGTERM, then the group settles again.
+	Rolling Kind = "rolling"
 )
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling}
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
 // restart) without a handover, as a crash does, or get it fenced; a delete
 // in the ownerless gap that follows on a range the target delivered may
 // reach no handler (the documented limit: the new owner's list no longer
-// has the object, as a relist in client-go would not). A graceful leave or
-// a join hands ranges over: a delete lost then is a violation.
-func (k Kind) gapExempt() bool { return k != Leave && k != Join && k != JoinDuringDeletes }
+// has the object, as a relist in client-go would not). A graceful leave, a
+// join or a rolling update hands ranges over: a delete lost then is a
+// violation.
+func (k Kind) gapExempt() bool {
+	return k != Leave && k != Join && k != JoinDuringDeletes && k != Rolling
+}
 
 // blinds: the fault cuts its target (every member, for an etcd restart)
 // from the changes on the API server at once: until its ranges are taken

@@ -346,6 +346,25 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		r.mu.Lock()
 		r.faults[o.i].Target = m.Name
 		r.mu.Unlock()
+	case Rolling:
+		o.i = r.record(f)
+		for _, old := range r.Live() {
+			m := r.Join()
+			if took, why := r.balance(r.o.Recover); why != "" {
+				r.logf("nemesis: rolling: not balanced %v after %s joined: %s", took.Round(time.Millisecond), m.Name, why)
+			}
+			old.mu.Lock()
+			old.gone = true
+			old.mu.Unlock()
+			old.proc.Terminate()
+			if took, why := r.balance(r.o.Recover); why != "" {
+				r.logf("nemesis: rolling: not balanced %v after %s left: %s", took.Round(time.Millisecond), old.Name, why)
+			}
+		}
+		o.target = "all"
+		r.mu.Lock()
+		r.faults[o.i].Target = o.target
+		r.mu.Unlock()
 	default:
 		r.t.Fatalf("nemesis: unknown fault %q", k)
 	}
@@ -490,6 +509,43 @@ func (r *Run) Settle(timeout time.Duration) (time.Duration, string) {
 	r.written = r.wl.running
 	r.mu.Unlock()
 	return time.Since(start), why
+}
+
+// balance waits, writes going on, until the live members agree on the
+// view, every range is delivered by one of them and each delivers some:
+// a rolling update's next step may start.
+func (r *Run) balance(timeout time.Duration) (time.Duration, string) {
+	start := time.Now()
+	for {
+		why := ""
+		owner := map[int]string{}
+		var view []string
+		for i, m := range r.Live() {
+			st, err := m.proc.State(false)
+			switch {
+			case err != nil:
+				why = m.Name + ": " + err.Error()
+			case !st.Synced || len(st.Ranges) == 0:
+				why = m.Name + " delivers no range yet"
+			case i > 0 && !slices.Equal(view, st.View):
+				why = "views differ"
+			}
+			if why != "" {
+				break
+			}
+			view = st.View
+			for _, rg := range st.Ranges {
+				owner[rg] = m.Name
+			}
+		}
+		if why == "" && len(owner) != r.o.Ranges {
+			why = fmt.Sprintf("%d of %d ranges delivered", len(owner), r.o.Ranges)
+		}
+		if why == "" || time.Since(start) >= timeout {
+			return time.Since(start), why
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Begin waits for the first settle (every range delivered once); the

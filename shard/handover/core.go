@@ -336,11 +336,41 @@ func (c *Core) eligible() bool {
 // finish says goodbye once a leaving or failed member holds nothing, after
 // its last answers.
 func (c *Core) finish() {
-	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() {
+	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() && !c.keepsHandoff() {
 		c.done = true
 		c.broadcastHello() // says Gone
 		c.out.Send(ToRanges, &Left{})
 	}
+}
+
+// keepsHandoff: while the leave's time is not up, a handoff this member
+// holds has not gone to an owner yet (and some member may ask for it), or
+// a member it asked in an attempt it gave up just now may still answer
+// with one (a member that did not answer by two heartbeats later waits for
+// this member to own the range, which a leaver never will).
+func (c *Core) keepsHandoff() bool {
+	if c.forced || c.failed != "" {
+		return false
+	}
+	asker := len(c.mustHear()) > 0
+	for r := range c.ranges {
+		st, ok := c.ranges[r].state.(*idle)
+		if !ok {
+			continue
+		}
+		if asker && st.handoff != nil && !st.sent {
+			return true
+		}
+		if c.ticks-st.at >= 2*c.cfg.HelloTicks {
+			continue // an answer on its way has come by now
+		}
+		for id := range st.awaiting {
+			if c.members.isCurrent(id) || c.holdsLease(id) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *Core) allIdle() bool {

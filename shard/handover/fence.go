@@ -187,6 +187,13 @@ func (c *Core) leaseRevoked(m *LeaseRevoked) {
 	if m.OK {
 		p.void = true
 	}
+	if !m.OK && !p.checking {
+		// The lease changed: renewed, or deleted and its name taken by a
+		// tombstone (another member's check). Read it again: a tombstone
+		// makes it void, a new version restarts the wait.
+		p.checking, p.checkedAt = true, c.ticks
+		c.out.Send(ToLease, &CheckLease{Member: m.Member})
+	}
 }
 
 // checkAbsentLeases reads the lease of each member this member waits for

@@ -35,20 +35,20 @@ var mutants = []mutant{
 	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
-		from: "if ri.epoch != m.Epoch {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
-		to:   "if false {\n\t\t\tc.passOn(r, m.From, h)\n\t\t\tcontinue // an answer to another attempt",
+		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
+		to:   "if false {\n\t\t\tcontinue // an answer to another attempt",
 	},
 	{
 		name: "a late answer's handoff is dropped while the range is claimed",
 		file: "ranges.go",
-		from: "if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, h.deliverer(m.From)\n\t\t\t}\n\t\tcase *active:",
-		to:   "if false && h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {\n\t\t\t\tst.handoff, st.prev = h, h.deliverer(m.From)\n\t\t\t}\n\t\tcase *active:",
+		from: "if newer(st.handoff) {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active:",
+		to:   "if false {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active:",
 	},
 	{
 		name: "a late handoff is given again, or from after this member's claim",
 		file: "ranges.go",
-		from: "if h != nil && h.Token > st.handoff && h.Token < st.token {",
-		to:   "if h != nil {",
+		from: "if got.Token > st.handoff && got.Token < st.token {",
+		to:   "if true {",
 	},
 	{
 		name: "the range's deliverer is asked first, with the others",
@@ -121,6 +121,36 @@ var mutants = []mutant{
 		file: "fence.go",
 		from: "if l.created && c.now >= l.validUntil {",
 		to:   "if false && l.created && c.now >= l.validUntil {",
+	},
+	{
+		name: "a handoff for a range this member gave up is dropped",
+		file: "ranges.go",
+		from: "\t\t// New, or back from the member it was given to, unused.\n\t\tst.handoff, st.releasedTo, st.at, st.sent = kept, \"\", c.ticks, false",
+		to:   "\t\treturn",
+	},
+	{
+		name: "a member that takes a range again forgets the handoff it kept",
+		file: "ranges.go",
+		from: "if !st.sent {\n\t\t\t\t\tsy.handoff = st.handoff\n\t\t\t\t}",
+		to:   "if false {\n\t\t\t\t\tsy.handoff = st.handoff\n\t\t\t\t}",
+	},
+	{
+		name: "a leaving member exits with a handoff nobody took",
+		file: "core.go",
+		from: "c.allIdle() && !c.keepsHandoff() {",
+		to:   "c.allIdle() {",
+	},
+	{
+		name: "a handoff answering an earlier attempt is dropped",
+		file: "ranges.go",
+		from: "\t\tc.takeHandoff(r, m.From, handoffOf(m, r))\n\t\tif ri.epoch != m.Epoch {",
+		to:   "\t\tif ri.epoch == m.Epoch {\n\t\t\tc.takeHandoff(r, m.From, handoffOf(m, r))\n\t\t}\n\t\tif ri.epoch != m.Epoch {",
+	},
+	{
+		name: "a failed revocation is tried again forever",
+		file: "fence.go",
+		from: "if !m.OK && !p.checking {",
+		to:   "if false {",
 	},
 	{
 		name: "a member left out of a peer's view does not rejoin",

@@ -14,6 +14,10 @@ type rangeInfo struct {
 	deferred map[MemberID]uint64
 	// lastAsk: the latest epoch each member asked for the range with.
 	lastAsk map[MemberID]uint64
+	// delivered: the token this member last delivered the range under, up
+	// to its release (0: never). A handoff older than that is stale: this
+	// member's own delivery came after it.
+	delivered uint64
 }
 
 // rangeState is one of the range's lifecycle states, each with its own
@@ -36,10 +40,20 @@ type idle struct {
 	releasedTo MemberID
 	handoff    *Handoff
 	at         int
+	// awaiting: members asked in an attempt given up, whose answer (and
+	// handoff) may still come; a leaving member waits for them.
+	awaiting map[MemberID]struct{}
+	// sent: handoff went out in a Released. Until then the first owner to
+	// ask gets it, whoever it was meant for, and a leaving member waits
+	// for that owner.
+	sent bool
 }
 
 // syncing: the range's informer lists and watches it, without handlers.
-type syncing struct{}
+// handoff: one this member kept and had not given to any owner (its own,
+// or one passed on to it): as the first owner to take the range, it uses
+// it, unless another member answers with a newer one.
+type syncing struct{ handoff *Handoff }
 
 // acquiring: synced; the members that could deliver the range are asked
 // to release it.
@@ -82,6 +96,8 @@ type stopping struct {
 	// handoff: a previous deliverer's Handoff this member was given for a
 	// claim it gave up; it passes it on, as its own, to the next owner.
 	handoff *Handoff
+	// awaiting: the members asked and not heard from.
+	awaiting map[MemberID]struct{}
 }
 
 func (*idle) name() string         { return "idle" }
@@ -132,57 +148,97 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
-		h := handoffOf(m, r)
+		switch st := ri.state.(type) {
+		case *idle:
+			delete(st.awaiting, m.From)
+		case *stopping:
+			delete(st.awaiting, m.From)
+		}
+		c.takeHandoff(r, m.From, handoffOf(m, r))
 		if ri.epoch != m.Epoch {
-			c.passOn(r, m.From, h)
 			continue // an answer to another attempt
 		}
-		switch st := ri.state.(type) {
-		case *acquiring:
+		if st, ok := ri.state.(*acquiring); ok {
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
-			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
-				st.handoff, st.prev = h, h.deliverer(m.From)
-			}
-		case *claiming:
-			// A late answer from a member whose lease went void first (a
-			// leaver deletes its lease as its Released travels): its
-			// Handoff still counts.
-			if h != nil && (st.handoff == nil || h.Token > st.handoff.Token) {
-				st.handoff, st.prev = h, h.deliverer(m.From)
-			}
-		case *active:
-			// Later still: the handlers have the range already. They get
-			// OnDelete for the handoff's objects the range no longer has.
-			if h != nil && h.Token > st.handoff && h.Token < st.token {
-				st.handoff = h.Token
-				c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: h})
-			}
-		default:
-			c.passOn(r, m.From, h)
 		}
 	}
 }
 
-// passOn sends a handoff this member was given but cannot use (it no
-// longer claims the range: it was released to it while the view moved the
-// range on) to the range's owner in its view, as an answer to that
-// owner's last ask: the owner takes it as the previous deliverer's, before
-// or after its activation (LateHandoff), unless it has a newer one.
-func (c *Core) passOn(r int, from MemberID, h *Handoff) {
+// takeHandoff takes a previous deliverer's Handoff, whatever attempt the
+// answer that carried it was for (a handoff is never lost because this
+// member started again): the newest one counts.
+func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 	if h == nil {
 		return
 	}
 	ri := &c.ranges[r]
-	switch ri.state.(type) {
+	if h.Token < ri.delivered {
+		return // stale: repeated by a member this one had released to
+	}
+	got := *h
+	got.From = h.deliverer(from)
+	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
+	switch st := ri.state.(type) {
+	case *syncing:
+		if newer(st.handoff) {
+			st.handoff = &got
+		}
+	case *acquiring:
+		if newer(st.handoff) {
+			st.handoff, st.prev = &got, got.From
+		}
+	case *claiming:
+		// A late answer from a member whose lease went void first (a
+		// leaver deletes its lease as its Released travels): its
+		// Handoff still counts.
+		if newer(st.handoff) {
+			st.handoff, st.prev = &got, got.From
+		}
+	case *active:
+		// Later still: the handlers have the range already. They get
+		// OnDelete for the handoff's objects the range no longer has.
+		if got.Token > st.handoff && got.Token < st.token {
+			st.handoff = got.Token
+			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: &got})
+		}
 	case *idle, *stopping:
+		c.passOn(r, from, &got)
+	}
+}
+
+// passOn keeps a handoff this member was given but cannot use (it no
+// longer claims the range: it was released to it while the view moved the
+// range on) for the range's next owner, as its own would be kept: the
+// first owner to ask gets it, as the previous deliverer's. An owner in
+// this member's view that asked and was answered already gets it now: it
+// takes it before or after its activation (LateHandoff), unless it has a
+// newer one.
+func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
+	ri := &c.ranges[r]
+	switch st := ri.state.(type) {
+	case *idle:
+		if st.handoff != nil && (st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && !st.sent) {
+			return
+		}
+		// New, or back from the member it was given to, unused.
+		st.handoff, st.releasedTo, st.at, st.sent = kept, "", c.ticks, false
+	case *stopping:
+		if st.handoff != nil && st.handoff.Token >= kept.Token {
+			return
+		}
+		st.handoff = kept
 	default:
 		return
 	}
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
-	if o == "" || o == c.cfg.Self || o == from || !asked {
-		return
+	_, waiting := ri.deferred[o]
+	if o == "" || o == c.cfg.Self || o == from || !asked || waiting {
+		return // answered with it when it asks, or once stopped
+	}
+	if st, ok := ri.state.(*idle); ok {
+		st.releasedTo, st.sent = o, true
 	}
 	k := releaseKey{to: o, epoch: e}
 	rel := c.released[k]
@@ -193,7 +249,7 @@ func (c *Core) passOn(r int, from MemberID, h *Handoff) {
 	if !slices.Contains(rel.Ranges, r) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
-	rel.Handoffs = append(rel.Handoffs, *h)
+	rel.Handoffs = append(rel.Handoffs, *kept)
 }
 
 // deliverer is the member that delivered the range under h's token: h.From,
@@ -225,7 +281,11 @@ func (c *Core) synced(m *RangeSynced) {
 	if _, ok := ri.state.(*syncing); !ok || ri.epoch != m.Epoch {
 		return
 	}
-	ri.state = &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
+	acq := &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
+	if h := ri.state.(*syncing).handoff; h != nil {
+		acq.handoff, acq.prev = h, h.From
+	}
+	ri.state = acq
 }
 
 func (c *Core) stopped(m *RangeStopped) {
@@ -239,10 +299,11 @@ func (c *Core) stopped(m *RangeStopped) {
 	switch st := ri.state.(type) {
 	case *deactivating:
 		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
+		ri.delivered = st.token
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
 		// that asks, as the previous deliverer's would have.
-		ri.state = &idle{handoff: st.handoff, at: c.ticks}
+		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting}
 	}
 }
 
@@ -264,7 +325,11 @@ func (c *Core) reconcile() {
 		switch st := ri.state.(type) {
 		case *idle:
 			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks {
-				ri.state = &syncing{}
+				sy := &syncing{}
+				if !st.sent {
+					sy.handoff = st.handoff
+				}
+				ri.state = sy
 				ri.epoch = c.nextEpoch()
 				from := c.holderOf(r)
 				if from == c.cfg.Self {
@@ -318,8 +383,16 @@ func (c *Core) stopRange(r int) {
 	ri := &c.ranges[r]
 	st := &stopping{}
 	switch was := ri.state.(type) {
+	case *syncing:
+		st.handoff = was.handoff
 	case *acquiring:
 		st.handoff = was.handoff
+		st.awaiting = map[MemberID]struct{}{}
+		for id := range was.pending {
+			if _, asked := was.asked[id]; asked {
+				st.awaiting[id] = struct{}{}
+			}
+		}
 	case *claiming:
 		st.handoff = was.handoff
 	}
@@ -466,11 +539,12 @@ func (c *Core) answerDeferred(r int) {
 				c.released[k] = rel
 			}
 			rel.Ranges = append(rel.Ranges, r)
-			if st.handoff != nil && st.releasedTo == "" {
+			if st.handoff != nil && (st.releasedTo == "" || !st.sent) {
 				st.releasedTo = id // the first owner to ask
 			}
 			if st.handoff != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *st.handoff)
+				st.sent = true
 			}
 			delete(ri.deferred, id)
 		case *active:
