@@ -20,6 +20,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard/handover"
@@ -324,7 +325,19 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			}
 		})
 		io.stopTick = make(chan struct{})
-		go ticker(sys, inc.corePID, self, s, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick)
+		// The core's clock; once the actor system is shut down (its actors
+		// still run, but nothing reaches the other members any more), the
+		// I/O actor hears clusterStopped.
+		go ticker(clock.RealClock{}, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick, func(n int) bool {
+			if sys.IsStopped() {
+				sys.Root.Send(self, &clusterStopped{})
+				return false
+			}
+			for range n {
+				sys.Root.Send(inc.corePID, &handover.Tick{Now: s.now()})
+			}
+			return true
+		})
 		io.startLeaseWatch(ctx)
 		// A subscriber added after the member started missed the topology
 		// so far: read it.
@@ -504,36 +517,30 @@ func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
 	return out
 }
 
-// ticker sends the core a Tick with the member's clock every interval, and
-// the I/O actor clusterStopped once the actor system is shut down (its
-// actors still run, but nothing reaches the other members any more).
-// While the member is quiet it wakes once per batch ticks and sends them
-// together: the core counts the same ticks, a process wakes up a fifth as
-// often. Quiet no longer (wake), it sends the ticks due so far and goes
-// back to one per interval.
-func ticker(sys *actor.ActorSystem, pid, io *actor.PID, s *Informer, every time.Duration, batch int, quiet *atomic.Bool, wake <-chan struct{}, stop <-chan struct{}) {
-	t := time.NewTimer(every)
-	defer t.Stop()
+// ticker calls send every interval, with the number of ticks due: one;
+// while the member is quiet it waits for a batch of them and sends them
+// together (the core counts the same ticks, a process wakes up a fifth as
+// often). Quiet no longer (wake), it sends the ticks due so far and goes
+// back to one per interval. It returns when stop closes or send says so.
+func ticker(clk clock.Clock, every time.Duration, batch int, quiet *atomic.Bool, wake, stop <-chan struct{}, send func(n int) bool) {
 	for {
 		n := 1
 		if quiet.Load() {
 			n = batch
 		}
-		start := time.Now()
-		t.Reset(time.Duration(n) * every)
+		start := clk.Now()
+		t := clk.NewTimer(time.Duration(n) * every)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-wake:
-			n = min(n, int(time.Since(start)/every))
+			n = min(n, int(clk.Since(start)/every))
 		case <-stop:
+			t.Stop()
 			return
 		}
-		if sys.IsStopped() {
-			sys.Root.Send(io, &clusterStopped{})
+		t.Stop()
+		if !send(n) {
 			return
-		}
-		for range n {
-			sys.Root.Send(pid, &handover.Tick{Now: s.now()})
 		}
 	}
 }

@@ -259,12 +259,7 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 	if st, ok := ri.state.(*idle); ok {
 		st.releasedTo, st.sent = o, true
 	}
-	k := releaseKey{to: o, epoch: e}
-	rel := c.released[k]
-	if rel == nil {
-		rel = &Released{From: c.cfg.Self, Epoch: e}
-		c.released[k] = rel
-	}
+	rel := c.releaseFor(o, e)
 	if !slices.Contains(rel.Ranges, r) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
@@ -601,12 +596,7 @@ func (c *Core) answerDeferred(r int) {
 		}
 		switch st := ri.state.(type) {
 		case *idle:
-			k := releaseKey{to: id, epoch: e}
-			rel := c.released[k]
-			if rel == nil {
-				rel = &Released{From: c.cfg.Self, Epoch: e}
-				c.released[k] = rel
-			}
+			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)
 			if st.handoff != nil && (st.releasedTo == "" || !st.sent) {
 				st.releasedTo = id // the first owner to ask
@@ -620,6 +610,18 @@ func (c *Core) answerDeferred(r int) {
 			c.deactivate(r, id)
 		}
 	}
+}
+
+// releaseFor is the Released gathered for member to's ask with epoch e,
+// sent at the end of the step.
+func (c *Core) releaseFor(to MemberID, e uint64) *Released {
+	k := releaseKey{to: to, epoch: e}
+	rel := c.released[k]
+	if rel == nil {
+		rel = &Released{From: c.cfg.Self, Epoch: e}
+		c.released[k] = rel
+	}
+	return rel
 }
 
 func (c *Core) flushReleased() {

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actorinformer/actorinformer/internal/shardproc"
+)
+
+// BenchmarkShardedIdle measures what a settled group costs when nothing
+// changes: 3 members (16 ranges, -bench.shard.ranges) and one unsharded
+// informer beside them on a real kube-apiserver with the
+// ShardedListAndWatch gate on, 200 pods; once every process has synced
+// and a few seconds passed, the CPU time each uses over 30 s (-bench.full;
+// 10 s without), per second.
+// A member's lease renewals, the group's heartbeats, the protocol's clock,
+// protoactor's gossip and the etcd provider's keep-alive run all the time;
+// an unsharded informer waits on its watch.
+//
+//	go test ./bench -run '^$' -bench ShardedIdle -benchtime 1x -args -bench.full
+func BenchmarkShardedIdle(b *testing.B) {
+	c, _, bin, ns := startShardBench(b, 200)
+	ranges := *shardRanges
+	b.ResetTimer()
+	for run := range b.N {
+		a := shardproc.Start(b, bin, "a", append(shardArgs(c, ns), "-mode", "unsharded")...)
+		ms := make([]*shardproc.Proc, 3)
+		prefix := fmt.Sprintf("/actorinformer-shard-idle/%d-%d", time.Now().UnixNano(), run)
+		for i := range ms {
+			ms[i] = startMember(b, c, bin, ns, prefix, fmt.Sprintf("c%d", i), ranges, "-calls", "")
+		}
+		all := append([]*shardproc.Proc{a}, ms...)
+		wait(b, 2*time.Minute, "every process synced, each range served once", func() string {
+			for _, p := range all {
+				if st, err := p.State(false); err != nil || !st.Synced {
+					return p.Name + " not synced"
+				}
+			}
+			return covered(ms, ranges)
+		})
+		time.Sleep(5 * time.Second)
+		cpu := func() []float64 {
+			out := make([]float64, len(all))
+			for i, p := range all {
+				st, err := p.State(false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out[i] = st.CPUSeconds
+			}
+			return out
+		}
+		span := 10 * time.Second // the smoke run's
+		if benchSizes() == Full {
+			span = 30 * time.Second
+		}
+		before := cpu()
+		time.Sleep(span)
+		after := cpu()
+		var out strings.Builder
+		var sum float64
+		for i, p := range all {
+			perS := (after[i] - before[i]) * 1000 / span.Seconds()
+			fmt.Fprintf(&out, "%s %.1f ms/s  ", p.Name, perS)
+			if i > 0 {
+				sum += perS
+			}
+		}
+		b.Logf("idle CPU, per second: %s", out.String())
+		b.ReportMetric(sum/3, "ms/s-member")
+		b.ReportMetric((after[0]-before[0])*1000/span.Seconds(), "ms/s-(a)")
+		for _, p := range all {
+			p.Stop(time.Minute)
+		}
+	}
+}
