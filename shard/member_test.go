@@ -92,15 +92,22 @@ func runOne(t *testing.T, src *memServer, h cache.ResourceEventHandler, opts ...
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); inf.RunWithContext(ctx) }()
-	return inf, func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return")
-		}
-		stopCluster(c, prov)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("Run did not return")
+			}
+			stopCluster(c, prov)
+		})
 	}
+	// A test that fails before it stops the member still stops it: its
+	// cluster would outlive it and race with the next test's.
+	t.Cleanup(stop)
+	return inf, stop
 }
 
 func TestOneMemberDeliversEveryRange(t *testing.T) {
