@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,12 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/actorinformer/actorinformer/internal/calllog"
 	"github.com/actorinformer/actorinformer/internal/shardproc"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
 var (
 	scaleMembers = flag.String("bench.shard.members", "", "BenchmarkShardedScaling: the member counts (default 1,2,3,4,6; without -bench.full 1,3)")
+	memberLogs   = flag.String("bench.shard.logs", "", "BenchmarkShardedRollingUpdate: a directory each member's log is copied to")
 	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "BenchmarkShardedScaling: a directory each process's CPU profile (from its start to the measure) is written to")
 )
 
@@ -44,6 +48,18 @@ type updater struct {
 	n    atomic.Int64
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	writes []write // when record is set
+	record bool
+}
+
+// write is one update as the API server answered it: the pod's key, its
+// new resourceVersion, and when the answer came.
+type write struct {
+	key string
+	rv  int64
+	at  time.Time
 }
 
 func startUpdates(b testing.TB, cs kubernetes.Interface, ns string, pods, rate int) *updater {
@@ -62,12 +78,18 @@ func startUpdates(b testing.TB, cs kubernetes.Interface, ns string, pods, rate i
 				case <-tick.C:
 				}
 				i := u.n.Add(1)
-				_, err := cs.CoreV1().Pods(ns).Patch(context.Background(), fmt.Sprintf("p%d", rnd.Intn(pods)), types.MergePatchType,
+				pod, err := cs.CoreV1().Pods(ns).Patch(context.Background(), fmt.Sprintf("p%d", rnd.Intn(pods)), types.MergePatchType,
 					[]byte(fmt.Sprintf(`{"metadata":{"labels":{"roll":"%d"}}}`, i)), metav1.PatchOptions{})
 				if err != nil {
 					b.Error(err)
 					return
 				}
+				u.mu.Lock()
+				if u.record {
+					rv, _ := strconv.ParseInt(pod.ResourceVersion, 10, 64)
+					u.writes = append(u.writes, write{key: ns + "/" + pod.Name, rv: rv, at: time.Now()})
+				}
+				u.mu.Unlock()
 			}
 		}()
 	}
@@ -104,8 +126,12 @@ func balanced(ms []*shardproc.Proc, ranges int) string {
 // yardstick: the lists (requests and bytes) the members made during the
 // update, against that list; the watches' bytes; the ranges moved (the
 // members' acquires from another member); the longest time a range had no
-// member serving it (the members' state polled every 50 ms). 2,000 pods by
-// default; -bench.full: 20,000.
+// member serving it (the members' state polled every 50 ms); and each
+// update's latency, from the API server's answer to the first handler
+// call with its version or a newer one (the members' call logs): the
+// unserved time of a switch is how much longer than the median an update
+// of a range waited while the range switched. 2,000 pods by default;
+// -bench.full: 20,000. -bench.shard.logs DIR keeps the members' logs.
 //
 //	go test ./bench -run '^$' -bench ShardedRollingUpdate -benchtime 1x -args -bench.full
 func BenchmarkShardedRollingUpdate(b *testing.B) {
@@ -193,6 +219,9 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	}()
 
 	up := startUpdates(b, cs, ns, pods, 200)
+	up.mu.Lock()
+	up.record = true
+	up.mu.Unlock()
 	rollStart := time.Now()
 	for k := range old {
 		n := startMember(b, c, bin, ns, prefix, fmt.Sprintf("n%d", k), ranges)
@@ -265,6 +294,7 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		}
 		tally(st, counted[p.Name])
 	}
+	lat := updateLatencies(b, up.writes, slices.Concat(old, live))
 	longest, unserved := time.Duration(0), 0
 	for _, g := range gap {
 		longest = max(longest, g)
@@ -283,13 +313,25 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	fmt.Fprintf(&out, "| ranges seen unserved (polled every 50 ms) | %d of %d | |\n", unserved, ranges)
 	fmt.Fprintf(&out, "| longest a range went unserved, polled | %v | |\n", longest.Round(time.Millisecond))
 	fmt.Fprintf(&out, "| longest a moved range went unserved, as its new owner measured (handoff received → handlers given the range) | %v | |\n", unservedMax.Round(time.Millisecond))
+	fmt.Fprintf(&out, "| updates delivered (write answered → first handler call with that version or a newer one) | %d of %d | |\n", lat.delivered, len(up.writes))
+	fmt.Fprintf(&out, "| their latency: p50, p99, max | %v, %v, %v | |\n", lat.p50.Round(time.Millisecond), lat.p99.Round(time.Millisecond), lat.max.Round(time.Millisecond))
+	fmt.Fprintf(&out, "| max latency of updates written while their range switched (1 s before its old owner's release → its new owner's acquire): %d updates | %v | |\n", lat.switching, lat.maxSwitching.Round(time.Millisecond))
+	fmt.Fprintf(&out, "| max latency of the other updates | %v | |\n", lat.maxOther.Round(time.Millisecond))
+	fmt.Fprintf(&out, "| unserved: the longest an update of a switching range waited beyond the median (max − p50) | %v | |\n", (lat.maxSwitching - lat.p50).Round(time.Millisecond))
 	b.Log(out.String())
 	if lists > 0 {
 		for _, p := range slices.Concat(old, live) {
 			for _, line := range strings.Split(shardproc.Tail(p.Log, 1000), "\n") {
-				if strings.Contains(line, "lists instead") {
+				if strings.Contains(line, "lists instead") || strings.Contains(line, "starts cold") && strings.Contains(line, "current=") {
 					b.Logf("%s: %s", p.Name, line)
 				}
+			}
+		}
+	}
+	if *memberLogs != "" {
+		for _, p := range slices.Concat(old, live) {
+			if lg, err := os.ReadFile(p.Log); err == nil {
+				_ = os.WriteFile(filepath.Join(*memberLogs, p.Name+".log"), lg, 0o644)
 			}
 		}
 	}
@@ -297,6 +339,7 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	b.ReportMetric(float64(lists), "lists")
 	b.ReportMetric(float64(listBytes)/float64(ast.ListBytes), "listbytes/fulllist")
 	b.ReportMetric(longest.Seconds(), "unserved-s")
+	b.ReportMetric((lat.maxSwitching - lat.p50).Seconds(), "switchwait-s")
 	for _, p := range append([]*shardproc.Proc{a}, live...) {
 		p.Stop(time.Minute)
 	}
@@ -423,4 +466,109 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 		p.Stop(time.Minute)
 	}
 	return r
+}
+
+// latencies are the updates' delivery times during a rolling update.
+type latencies struct {
+	delivered, switching   int
+	p50, p99, max          time.Duration
+	maxSwitching, maxOther time.Duration
+}
+
+// updateLatencies matches each write with the first handler call, on any
+// member, for its key with its resourceVersion or a newer one (an initial
+// list may carry a newer version in its place), from the members' call
+// logs. An update counts as written while its range switched when it was
+// written between 1 s before the range's old owner's release call (after
+// its handlers' last call) and its new owner's acquire call (before their
+// first).
+func updateLatencies(b *testing.B, writes []write, ps []*shardproc.Proc) latencies {
+	type call struct {
+		at int64
+		rv int64
+	}
+	byKey := map[string][]call{}
+	type change struct {
+		at int64
+		op calllog.Op
+	}
+	byRange := map[int][]change{}
+	keyRange := map[string]int{}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if seen[p.Calls] {
+			continue
+		}
+		seen[p.Calls] = true
+		recs, _, err := calllog.Read(p.Calls)
+		if err != nil {
+			b.Fatalf("%s's call log: %v", p.Name, err)
+		}
+		for _, rc := range recs {
+			switch {
+			case rc.Op == calllog.OpAcquire || rc.Op == calllog.OpRelease:
+				byRange[rc.Range] = append(byRange[rc.Range], change{rc.Start, rc.Op})
+			case rc.Op == calllog.OpInitial || rc.Op == calllog.OpAdd || rc.Op == calllog.OpUpdate:
+				rv, _ := strconv.ParseInt(rc.RV, 10, 64)
+				byKey[rc.Key] = append(byKey[rc.Key], call{rc.Start, rv})
+				keyRange[rc.Key] = rc.Range
+			}
+		}
+	}
+	for _, cs := range byKey {
+		slices.SortFunc(cs, func(a, b call) int { return cmp.Compare(a.at, b.at) })
+	}
+	for _, cs := range byRange {
+		slices.SortFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	}
+	// switching reports whether a write at t falls in a switch of range r:
+	// from 1 s before a release (its old owner's last handler call) to the
+	// next acquire (its new owner's first).
+	switching := func(r int, t int64) bool {
+		for i, c := range byRange[r] {
+			if c.op != calllog.OpRelease || t < c.at-int64(time.Second) {
+				continue
+			}
+			for _, d := range byRange[r][i+1:] {
+				if d.op == calllog.OpAcquire {
+					if t <= d.at {
+						return true
+					}
+					break
+				}
+			}
+		}
+		return false
+	}
+	var out latencies
+	var all []time.Duration
+	for _, w := range writes {
+		cs := byKey[w.key]
+		t := w.at.UnixNano()
+		found := false
+		for _, c := range cs {
+			if c.rv >= w.rv {
+				d := time.Duration(c.at - t)
+				all = append(all, d)
+				out.max = max(out.max, d)
+				if switching(keyRange[w.key], t) {
+					out.switching++
+					out.maxSwitching = max(out.maxSwitching, d)
+				} else {
+					out.maxOther = max(out.maxOther, d)
+				}
+				found = true
+				break
+			}
+		}
+		if found {
+			out.delivered++
+		}
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		out.p50 = all[len(all)/2]
+		out.p99 = all[len(all)*99/100]
+	}
+	return out
 }

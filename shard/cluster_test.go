@@ -429,3 +429,85 @@ func TestHandoversLoseNoDelete(t *testing.T) {
 		t.Fatalf("%d deletes reached no handler", missed)
 	}
 }
+
+// A rolling update (a new member joins, then once the group is settled an
+// old one leaves gracefully, three times) under a stream of changes lists
+// nothing: every range a member takes is copied from the member that
+// delivers it, or that it was released to, however the members' heartbeats
+// interleave.
+func TestRollingUpdateListsNothing(t *testing.T) {
+	src := newMemServer()
+	for i := range 300 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	// The default lease timings: the test is about graceful moves, and
+	// the tests' short ones fence a member now and then on a loaded
+	// machine (a new incarnation lists its ranges).
+	g := newGroup(t, src, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	defer g.stopAll()
+	g.opts = append(g.opts, shard.WithInformerOptions(actors.WithLogger(slog.New(&coldLog{t: t}))))
+	old := g.joinMany(3)
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	lists := src.lists.Load()
+	t.Log("the rolling update starts")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var ops atomic.Int64
+	go func() {
+		defer close(done)
+		churn(src, 3, 5*time.Millisecond, stop, &ops)
+	}()
+	var fallbacks int64
+	for k, m := range old {
+		n := g.join()
+		eventually(t, 30*time.Second, fmt.Sprintf("step %d: the new member settled", k), g.settled)
+		st := m.inf.Status()
+		fallbacks += st.WarmFallbacks
+		g.leave(m)
+		eventually(t, 30*time.Second, fmt.Sprintf("step %d: the old member left", k), g.settled)
+		if got := n.inf.Status().Delivered; len(got) == 0 {
+			t.Fatalf("step %d: the new member delivers nothing", k)
+		}
+	}
+	close(stop)
+	<-done
+	eventually(t, 30*time.Second, "settled after the changes", g.settled)
+	for _, m := range g.members() {
+		fallbacks += m.inf.Status().WarmFallbacks
+	}
+	if n := src.lists.Load() - lists; n != 0 || fallbacks != 0 {
+		t.Errorf("%d lists and %d fallbacks to a list during the rolling update (%d changes), want none", n, fallbacks, ops.Load())
+	}
+}
+
+// coldLog logs, through t, what members do with ranges (why one starts
+// cold or lists) and why one was fenced.
+type coldLog struct {
+	t     testing.TB
+	attrs []slog.Attr
+}
+
+func (h *coldLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *coldLog) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "range") && !strings.Contains(r.Message, "fenced") {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Message)
+	for _, a := range h.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.t.Log(b.String())
+	return nil
+}
+
+func (h *coldLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &coldLog{t: h.t, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+func (h *coldLog) WithGroup(string) slog.Handler { return h }

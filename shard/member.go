@@ -106,7 +106,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	})
 	sys := c.ActorSystem
 	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{},
-		snapshots: map[snapshotKey]*snapshot{}}
+		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}}
 	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
 	if err != nil {
 		return nil, err
@@ -284,6 +284,10 @@ type memberIO struct {
 	leaseInf   *actors.SharedIndexInformer
 	// snapshots are copies of range caches kept for askers' chunks.
 	snapshots map[snapshotKey]*snapshot
+	// movedTo: the member each range was last released to, until the
+	// range starts here again: a copy asked of this member is asked of
+	// that one.
+	movedTo map[int]handover.MemberID
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
 	renewing      sync.WaitGroup
@@ -369,8 +373,12 @@ func (io *memberIO) Receive(ctx actor.Context) {
 	case *shardpb.Hello:
 		if in := io.fromWire(m.Group, m.To); in {
 			settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
-			io.toCore(&handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
-				JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply})
+			h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
+				JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply}
+			for _, mv := range m.Moved {
+				h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To)})
+			}
+			io.toCore(h)
 		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {
@@ -473,8 +481,12 @@ func (io *memberIO) perform(ctx actor.Context, e *effect) {
 func toWire(group string, to handover.MemberID, body any) any {
 	switch m := body.(type) {
 	case *handover.Hello:
-		return &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
+		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
 			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), View: strs(m.View), Reply: m.Reply}
+		for _, mv := range m.Moved {
+			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To)})
+		}
+		return out
 	case *handover.Reject:
 		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}
 	case *handover.Acquire:

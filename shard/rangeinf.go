@@ -75,6 +75,7 @@ func (io *memberIO) rangeEffect(body any) {
 				delete(io.handoffAt, k) // of an earlier attempt
 			}
 		}
+		delete(io.movedTo, e.Range)
 		io.startRange(e)
 	case *handover.ActivateRange:
 		ri := io.ranges[e.Range]
@@ -102,6 +103,9 @@ func (io *memberIO) rangeEffect(body any) {
 			inc.log.Error("deactivating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
 			return
 		}
+		if e.To != "" {
+			io.movedTo[e.Range] = e.To
+		}
 		go io.deactivate(ri, e.To)
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
@@ -109,6 +113,7 @@ func (io *memberIO) rangeEffect(body any) {
 			return
 		}
 		s.tel.abortHandover(ri.span)
+		inc.log.Debug("stopping a range's informer that no handler was given", "range", ri.r.String(), "epoch", e.Epoch)
 		go func() {
 			ri.cancel()
 			<-ri.done
@@ -202,6 +207,9 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	lw := newRangeLW(s.lw, r, s.filter)
 	warm := e.From != "" && !s.o.noWarm
+	if !warm && !s.o.noWarm {
+		inc.log.Info("range informer starts cold: no member delivers the range as this member knows", "range", r.String(), "epoch", e.Epoch, "known", e.Cold)
+	}
 	if warm {
 		from, addr := e.From, io.address(e.From)
 		lw.seed = func(ctx context.Context) (copied, error) {

@@ -90,6 +90,13 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		// taking the range, or giving it away): either cache is the
 		// range's at one resourceVersion.
 		if ri == nil || !ri.delivering.Load() && !ri.inf.HasSynced() {
+			if to, ok := io.movedTo[int(m.Range)]; ok && string(to) != m.From {
+				// Released since the asker named this member: the member it
+				// went to has a synced copy.
+				ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "the range was released to " + string(to),
+					MovedTo: string(to), MovedToAddress: io.address(to)})
+				return
+			}
 			fail("this member has no synced copy of the range")
 			return
 		}
@@ -149,6 +156,7 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 	}
 	pid := actor.NewPID(addr, actorName(s.group))
 	var cp copied
+	redirects := 0
 	for chunk := int32(0); ; chunk++ {
 		if ctx.Err() != nil {
 			return copied{}, ctx.Err()
@@ -161,6 +169,15 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 		c, ok := res.(*shardpb.SnapshotChunk)
 		if !ok {
 			return copied{}, fmt.Errorf("chunk %d: answered %T", chunk, res)
+		}
+		if c.Error != "" && c.MovedTo != "" && c.MovedToAddress != "" && chunk == 0 && redirects < 3 {
+			// The member released the range after this one named it: ask
+			// the member it went to, whose informer has synced it.
+			redirects++
+			from = handover.MemberID(c.MovedTo)
+			pid = actor.NewPID(c.MovedToAddress, actorName(s.group))
+			chunk--
+			continue
 		}
 		if c.Error != "" {
 			return copied{}, errors.New(c.Error)

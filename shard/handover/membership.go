@@ -3,6 +3,7 @@ package handover
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // membership is what a member knows of the others: the topology's nodes,
@@ -25,9 +26,22 @@ type membership struct {
 
 	view   []MemberID
 	owners []MemberID // per range; nil before the first view
+	// moving: ranges a peer said it released (Hello.Moved), to whom and
+	// at which tick: their holder until a Hello shows one deliver them,
+	// or movingTicks pass.
+	moving map[int]moving
 	// viewAt is the tick the view last changed at.
 	viewAt int
 }
+
+type moving struct {
+	to MemberID
+	at int
+}
+
+// movingTicks, in heartbeats, is how long a move a peer announced stands
+// for the range's holder without the receiver's Hello saying so.
+const movingTicks = 4
 
 type peer struct {
 	heard    bool
@@ -41,12 +55,15 @@ type peer struct {
 	// excludedAt is the tick since which its view leaves this member out
 	// (-1: it does not).
 	excludedAt int
+	// heardAt is the tick its last Hello arrived at.
+	heardAt int
 }
 
 func (ms *membership) init() {
 	ms.topo = map[NodeID]struct{}{}
 	ms.peers = map[MemberID]*peer{}
 	ms.current = map[NodeID]MemberID{}
+	ms.moving = map[int]moving{}
 }
 
 func (ms *membership) peer(id MemberID) *peer {
@@ -142,14 +159,19 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		st = Leaving
 	}
 	var act []int
+	var moved []Move
 	for r := range c.ranges {
-		switch c.ranges[r].state.(type) {
+		switch st := c.ranges[r].state.(type) {
 		case *active, *deactivating:
 			act = append(act, r)
+		case *idle:
+			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
+				moved = append(moved, Move{Range: r, To: st.releasedTo})
+			}
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Reply: reply})
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Moved: moved, Reply: reply})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -184,6 +206,7 @@ func (c *Core) hello(m *Hello) {
 	p := ms.peer(m.From)
 	p.heard = true
 	p.joinedAt = m.JoinedAt
+	p.heardAt = c.ticks
 	delete(ms.waiting, m.From.Node())
 	if cur, ok := ms.current[m.From.Node()]; !ok || cur == m.From || ms.peers[cur] == nil || ms.peers[cur].joinedAt <= m.JoinedAt {
 		ms.current[m.From.Node()] = m.From
@@ -202,6 +225,14 @@ func (c *Core) hello(m *Hello) {
 	p.state = m.State
 	p.active = m.Active
 	p.view = m.View
+	for _, r := range m.Active {
+		delete(ms.moving, r) // its holder is known
+	}
+	for _, mv := range m.Moved {
+		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
+			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks}
+		}
+	}
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
 	} else if p.excludedAt < 0 {
@@ -285,15 +316,27 @@ func (c *Core) holderOf(r int) MemberID { return c.holders()[r] }
 // holders are each range's holder as this member knows it: the member that
 // delivers it (itself, or a current peer by its last Hello); of several,
 // the one with the highest rendezvous score. A range on its way between
-// two members has none: placed among the members with room, it goes where
-// its surplus went before, as long as nothing else changed.
+// two members is held by the member it goes to: itself once every member
+// has let it go (claiming), or the current peer that its previous
+// deliverer said it released it to, until that peer's Hello says it
+// delivers it or movingTicks heartbeats pass. Without that, members
+// that heard the release and not yet the new deliverer would place the
+// range elsewhere, and start it with no holder to copy it from.
 func (c *Core) holders() []MemberID {
 	ms := &c.members
 	out := make([]MemberID, len(c.ranges))
+	var released map[int]MemberID
 	for r := range c.ranges {
-		switch c.ranges[r].state.(type) {
-		case *active, *deactivating:
+		switch st := c.ranges[r].state.(type) {
+		case *active, *deactivating, *claiming:
 			out[r] = c.cfg.Self
+		case *idle:
+			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
+				if released == nil {
+					released = map[int]MemberID{}
+				}
+				released[r] = st.releasedTo
+			}
 		}
 	}
 	for _, id := range sortedKeys(ms.peers) {
@@ -306,7 +349,56 @@ func (c *Core) holders() []MemberID {
 			}
 		}
 	}
+	for r, mv := range ms.moving {
+		if c.ticks-mv.at >= movingTicks*c.cfg.HelloTicks {
+			delete(ms.moving, r)
+			continue
+		}
+		if out[r] == "" && ms.isCurrent(mv.to) {
+			out[r] = mv.to
+		}
+	}
+	// A range this member released: to the member it released it to.
+	for r, to := range released {
+		if out[r] == "" && ms.isCurrent(to) {
+			out[r] = to
+		}
+	}
 	return out
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }
+
+// coldWhy describes, for a log, why range r starts with no holder: the
+// view, and each peer this member heard with its state and whether its
+// last Hello said it delivers r.
+func (c *Core) coldWhy(r int) string {
+	ms := &c.members
+	var b strings.Builder
+	fmt.Fprintf(&b, "view %v; peers:", ms.view)
+	for _, id := range sortedKeys(ms.peers) {
+		p := ms.peers[id]
+		if !p.heard {
+			continue
+		}
+		fmt.Fprintf(&b, " %s(%s current=%t delivers=%t lease=%t)", id, p.state, ms.isCurrent(id), containsInt(p.active, r), c.holdsLease(id))
+	}
+	return b.String()
+}
+
+// inTransit: range r has no holder this member knows, but a member that
+// was leaving said it delivers r within the last two heartbeats and has
+// left the topology since: r is on its way to a member whose Hello has not
+// come yet (the leaver's last Hello, which says where r went, may be lost
+// as its process exits). A new owner waits for that Hello rather than list
+// the range; after two heartbeats without one, r is taken as lost.
+func (c *Core) inTransit(r int) bool {
+	for _, id := range sortedKeys(c.members.peers) {
+		p := c.members.peers[id]
+		if p.heard && p.ok && p.state == Leaving && containsInt(p.active, r) && !c.members.isCurrent(id) &&
+			c.ticks-p.heardAt < 2*c.cfg.HelloTicks {
+			return true
+		}
+	}
+	return false
+}

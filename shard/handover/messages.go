@@ -78,8 +78,20 @@ type Hello struct {
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
 	// peer's provider dropped it and will not take it back).
-	View  []MemberID
+	View []MemberID
+	// Moved are the ranges the sender released lately, each with the
+	// member it released it to: until that member's own Hello says it
+	// delivers the range, the others count it as the range's holder, so
+	// that they place the range where it is going and a new owner knows
+	// whom to copy it from.
+	Moved []Move
 	Reply bool
+}
+
+// Move is a range released to a member.
+type Move struct {
+	Range int
+	To    MemberID
 }
 
 // Reject answers a Hello whose settings differ from the receiver's, from a
@@ -251,6 +263,9 @@ type StartRange struct {
 	Range int
 	Epoch uint64
 	From  MemberID
+	// Cold says why From is "" (for the shell's log): the members this one
+	// knows and what they said they deliver.
+	Cold string
 }
 
 // ActivateRange gives the range to the handlers, under fencing token Token.

@@ -14,11 +14,20 @@ type rangeInfo struct {
 	deferred map[MemberID]uint64
 	// lastAsk: the latest epoch each member asked for the range with.
 	lastAsk map[MemberID]uint64
+	// askedAt: the tick each member's last ask arrived at.
+	askedAt map[MemberID]int
 	// delivered: the token this member last delivered the range under, up
 	// to its release (0: never). A handoff older than that is stale: this
 	// member's own delivery came after it.
 	delivered uint64
 }
+
+// staleAskTicks: an ask for a range this member delivers is answered (the
+// range drained and released) only within that many ticks of its arrival.
+// An asker that still wants the range asks again every tick; one that has
+// given the attempt up (its view moved the range elsewhere) does not, and
+// releasing to it would leave the range with nobody ready to deliver it.
+const staleAskTicks = 3
 
 // rangeState is one of the range's lifecycle states, each with its own
 // data:
@@ -69,6 +78,11 @@ type acquiring struct {
 	// token's), and who sent it.
 	handoff *Handoff
 	prev    MemberID
+	// delivAsked: the held-back members asked (the range's deliverers),
+	// with the tick of the last ask; answered: one of them released the
+	// range to this member.
+	delivAsked map[MemberID]int
+	answered   bool
 }
 
 // claiming: every member has answered or is void; the member waits for a
@@ -136,8 +150,10 @@ func (c *Core) acquire(m *Acquire) {
 		ri.lastAsk[m.From] = m.Epoch
 		if ri.deferred == nil {
 			ri.deferred = map[MemberID]uint64{}
+			ri.askedAt = map[MemberID]int{}
 		}
 		ri.deferred[m.From] = m.Epoch
+		ri.askedAt[m.From] = c.ticks
 	}
 }
 
@@ -159,6 +175,9 @@ func (c *Core) releasedMsg(m *Released) {
 			continue // an answer to another attempt
 		}
 		if st, ok := ri.state.(*acquiring); ok {
+			if _, deliv := st.delivAsked[m.From]; deliv {
+				st.answered = true
+			}
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
 		}
@@ -319,28 +338,48 @@ func (c *Core) reconcile() {
 		mine := c.owner(r) == c.cfg.Self
 		switch st := ri.state.(type) {
 		case *idle:
-			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks {
+			from := c.holderOf(r)
+			if from == c.cfg.Self {
+				from = ""
+			}
+			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) {
 				sy := &syncing{}
 				if !st.sent {
 					sy.handoff = st.handoff
 				}
 				ri.state = sy
 				ri.epoch = c.nextEpoch()
-				from := c.holderOf(r)
-				if from == c.cfg.Self {
-					from = ""
+				start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
+				if from == "" {
+					start.Cold = c.coldWhy(r)
 				}
-				c.out.Send(ToRanges, &StartRange{Range: r, Epoch: ri.epoch, From: from})
+				c.out.Send(ToRanges, start)
 			} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
 				st.handoff = nil
 			}
-		case *syncing, *claiming:
+		case *syncing:
 			if !mine {
+				c.stopRange(r)
+			}
+		case *claiming:
+			// Every member has let the range go to this one: it holds the
+			// range now, whatever its view says (it delivers it, and hands
+			// it on warm to the owner that asks). Stopping here would leave
+			// the range with no member ready to deliver it.
+			if cutOff || c.failed != "" {
 				c.stopRange(r)
 			}
 		case *acquiring:
 			if !mine {
-				c.stopRange(r)
+				// The view moved the range on after its deliverer was asked:
+				// it claims the range once the deliverer has released it
+				// (every other member had answered), stops once that answer
+				// can no longer come, and asks nothing more meanwhile.
+				if st.answered && len(st.pending) == 0 && c.lease.synced {
+					ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+				} else if !c.deliverersAnswering(st) {
+					c.stopRange(r)
+				}
 				break
 			}
 			if !c.lease.synced {
@@ -451,9 +490,32 @@ func (c *Core) askHolders(r int) {
 	for _, id := range sortedKeys(st.holders) {
 		if _, still := st.pending[id]; still {
 			c.ask(r, id)
+			if st.delivAsked == nil {
+				st.delivAsked = map[MemberID]int{}
+			}
+			st.delivAsked[id] = c.ticks
 		}
 	}
 	clear(st.holders)
+}
+
+// deliverersAnswering: the range's deliverers have been asked to release
+// it to this member and may be answering: the member waits for them only,
+// each asked within staleAskTicks (plus one for the ask's way), or for
+// nobody. A member whose view moves the range elsewhere meanwhile keeps
+// its synced informer and its claim until then, asking no more: a
+// deliverer that releases the range to it then finds it ready, rather than
+// gone, and the range does not go without a member ready to deliver it.
+func (c *Core) deliverersAnswering(st *acquiring) bool {
+	if len(st.delivAsked) == 0 || len(st.pending) == 0 {
+		return false
+	}
+	for id := range st.pending {
+		if at, deliv := st.delivAsked[id]; !deliv || c.ticks-at > staleAskTicks+1 || c.isVoid(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Core) ask(r int, id MemberID) {
@@ -470,12 +532,15 @@ func (c *Core) askAgain() {
 	asks := map[MemberID]map[uint64][]int{}
 	for r := range c.ranges {
 		st, ok := c.ranges[r].state.(*acquiring)
-		if !ok {
-			continue
+		if !ok || c.owner(r) != c.cfg.Self {
+			continue // not asked again once the view moved the range on
 		}
 		for id := range st.pending {
 			if _, held := st.holders[id]; held {
 				continue // not asked yet
+			}
+			if _, deliv := st.delivAsked[id]; deliv {
+				st.delivAsked[id] = c.ticks
 			}
 			if asks[id] == nil {
 				asks[id] = map[uint64][]int{}
@@ -524,6 +589,10 @@ func (c *Core) answerDeferred(r int) {
 		}
 		if c.owner(r) != id {
 			continue // not the owner in this member's view: wait
+		}
+		if _, act := ri.state.(*active); act && c.ticks-ri.askedAt[id] > staleAskTicks {
+			delete(ri.deferred, id) // asked again if the asker still wants it
+			continue
 		}
 		switch st := ri.state.(type) {
 		case *idle:
@@ -576,6 +645,7 @@ func (c *Core) activate(seq uint64, token uint64) {
 	if c.lease.validUntil <= c.now {
 		return // the claim lapsed; the next tick fences
 	}
+	activated := false
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		st, ok := ri.state.(*claiming)
@@ -588,5 +658,12 @@ func (c *Core) activate(seq uint64, token uint64) {
 		}
 		ri.state = act
 		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
+		activated = true
+	}
+	if activated {
+		// The others learn at once where the ranges are: a member that
+		// places them before this Hello comes would start them elsewhere,
+		// with no holder to copy them from.
+		c.broadcastHello()
 	}
 }

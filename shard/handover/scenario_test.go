@@ -648,3 +648,51 @@ func TestLateHandoffStillCounts(t *testing.T) {
 		}
 	}
 }
+
+// A rolling update (start a new member, then once the group is settled
+// have an old one leave, three times) moves every range from a member that
+// delivers it: each new owner names that member in its StartRange, so that
+// it starts from the member's copy and lists nothing. Messages are
+// delivered in a random order (in order per connection) under each seed.
+func TestRollingUpdateStartsWarm(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := range seeds {
+		w := newWorld(t, 16)
+		w.fifo = true
+		rng := rand.New(rand.NewPCG(uint64(seed), 11))
+		quiet := func() {
+			t.Helper()
+			if !w.quiesce(rng) && len(w.errs) == 0 {
+				w.failf("no quiescence:\n%s", w.dump())
+			}
+			if len(w.errs) == 0 {
+				w.checkQuiet()
+			}
+			if len(w.errs) > 0 {
+				t.Fatalf("seed %d: %s\nscript: %s", seed, strings.Join(w.errs, "\n"), w.script())
+			}
+		}
+		for _, n := range []string{"m1", "m2", "m3"} {
+			w.exec("start " + n)
+		}
+		quiet()
+		w.starts = nil
+		for k := 1; k <= 3; k++ {
+			w.exec(fmt.Sprintf("start n%d", k))
+			quiet()
+			w.exec(fmt.Sprintf("leave m%d", k))
+			quiet()
+		}
+		for _, s := range w.starts {
+			if s.from == "" {
+				t.Errorf("seed %d: %s started range %d cold (%s)", seed, s.member, s.r, s.why)
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("seed %d: script: %s", seed, w.script())
+		}
+	}
+}

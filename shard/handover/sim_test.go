@@ -154,6 +154,8 @@ type world struct {
 	tokens map[int][]uint64
 	// maxMoves is the members' MaxMoves (a script line sets it).
 	maxMoves int
+	// starts are the StartRange effects, in order.
+	starts []start
 	// gentle: the generator injects no fault that loses state (no kill,
 	// pause, cut, expiry of a live node, lost or bounced message, failed
 	// lease write): only joins, graceful leaves, reordered and duplicated
@@ -170,6 +172,15 @@ type world struct {
 	// handoff across an empty group.
 	emptied int
 	era     map[uint64]int
+}
+
+// start is a StartRange: the member, the range, and the holder it named
+// ("" for none: a cold start, which lists).
+type start struct {
+	member handover.MemberID
+	r      int
+	from   handover.MemberID
+	why    string
 }
 
 type move struct {
@@ -264,6 +275,7 @@ func (w *world) addrOf(id handover.MemberID) string {
 func (w *world) rangeEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.StartRange:
+		w.starts = append(w.starts, start{member: m.id, r: e.Range, from: e.From, why: e.Cold})
 		w.effects = append(w.effects, effect{member: m, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 	case *handover.ActivateRange:
 		if m.delivering[e.Range] {

@@ -40,7 +40,9 @@ type Hello struct {
 	View   []string `protobuf:"bytes,10,rep,name=view,proto3" json:"view,omitempty"`
 	// The protocol's version: members of other versions refuse each other
 	// as members of other settings do.
-	Protocol      int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// Ranges the sender released lately, and to whom (handover.Move).
+	Moved         []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +154,66 @@ func (x *Hello) GetProtocol() int32 {
 	return 0
 }
 
+func (x *Hello) GetMoved() []*Move {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+// Move is a range released to a member.
+type Move struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Move) Reset() {
+	*x = Move{}
+	mi := &file_shard_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Move) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Move) ProtoMessage() {}
+
+func (x *Move) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Move.ProtoReflect.Descriptor instead.
+func (*Move) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Move) GetRange() int32 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *Move) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 // Probe asks a member for its settings (answered with a Hello that is a
 // reply), without joining: New checks a group's settings with it.
 type Probe struct {
@@ -163,7 +225,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +237,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +250,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{1}
+	return file_shard_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Probe) GetGroup() string {
@@ -210,7 +272,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +284,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +297,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{2}
+	return file_shard_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Reject) GetGroup() string {
@@ -279,7 +341,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +353,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +366,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Acquire) GetGroup() string {
@@ -356,7 +418,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +430,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +443,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Released) GetGroup() string {
@@ -442,7 +504,7 @@ type Handoff struct {
 
 func (x *Handoff) Reset() {
 	*x = Handoff{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +516,7 @@ func (x *Handoff) String() string {
 func (*Handoff) ProtoMessage() {}
 
 func (x *Handoff) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +529,7 @@ func (x *Handoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
 func (*Handoff) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Handoff) GetRange() int32 {
@@ -516,7 +578,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +590,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +603,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ObjectRef) GetKey() string {
@@ -582,7 +644,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +656,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +669,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotRequest) GetGroup() string {
@@ -666,14 +728,18 @@ type SnapshotChunk struct {
 	Total           int32                  `protobuf:"varint,7,opt,name=total,proto3" json:"total,omitempty"`
 	// filter_mode is the sender's filter mode ("server" or "client"; "" while
 	// it does not know): the receiver, which lists nothing, adopts it.
-	FilterMode    string `protobuf:"bytes,8,opt,name=filter_mode,json=filterMode,proto3" json:"filter_mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FilterMode string `protobuf:"bytes,8,opt,name=filter_mode,json=filterMode,proto3" json:"filter_mode,omitempty"`
+	// With an error: the sender released the range lately, to this member,
+	// at this address; the asker copies it from there.
+	MovedTo        string `protobuf:"bytes,9,opt,name=moved_to,json=movedTo,proto3" json:"moved_to,omitempty"`
+	MovedToAddress string `protobuf:"bytes,10,opt,name=moved_to_address,json=movedToAddress,proto3" json:"moved_to_address,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +751,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +764,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotChunk) GetRange() int32 {
@@ -757,11 +823,25 @@ func (x *SnapshotChunk) GetFilterMode() string {
 	return ""
 }
 
+func (x *SnapshotChunk) GetMovedTo() string {
+	if x != nil {
+		return x.MovedTo
+	}
+	return ""
+}
+
+func (x *SnapshotChunk) GetMovedToAddress() string {
+	if x != nil {
+		return x.MovedToAddress
+	}
+	return ""
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\x89\x02\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xbd\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -775,7 +855,11 @@ const file_shard_proto_rawDesc = "" +
 	"\x02to\x18\t \x01(\tR\x02to\x12\x12\n" +
 	"\x04view\x18\n" +
 	" \x03(\tR\x04view\x12\x1a\n" +
-	"\bprotocol\x18\v \x01(\x05R\bprotocol\"\x1d\n" +
+	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
+	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\",\n" +
+	"\x04Move\x12\x14\n" +
+	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\x1d\n" +
 	"\x05Probe\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"Z\n" +
 	"\x06Reject\x12\x14\n" +
@@ -812,7 +896,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
 	"\x05range\x18\x04 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xe1\x01\n" +
+	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xa6\x02\n" +
 	"\rSnapshotChunk\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05chunk\x18\x02 \x01(\x05R\x05chunk\x12\x18\n" +
@@ -822,7 +906,10 @@ const file_shard_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\a \x01(\x05R\x05total\x12\x1f\n" +
 	"\vfilter_mode\x18\b \x01(\tR\n" +
-	"filterModeB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
+	"filterMode\x12\x19\n" +
+	"\bmoved_to\x18\t \x01(\tR\amovedTo\x12(\n" +
+	"\x10moved_to_address\x18\n" +
+	" \x01(\tR\x0emovedToAddressB?Z=github.com/actorinformer/actorinformer/shard/internal/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -836,26 +923,28 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_shard_proto_goTypes = []any{
 	(*Hello)(nil),           // 0: actorinformer.shard.v1.Hello
-	(*Probe)(nil),           // 1: actorinformer.shard.v1.Probe
-	(*Reject)(nil),          // 2: actorinformer.shard.v1.Reject
-	(*Acquire)(nil),         // 3: actorinformer.shard.v1.Acquire
-	(*Released)(nil),        // 4: actorinformer.shard.v1.Released
-	(*Handoff)(nil),         // 5: actorinformer.shard.v1.Handoff
-	(*ObjectRef)(nil),       // 6: actorinformer.shard.v1.ObjectRef
-	(*SnapshotRequest)(nil), // 7: actorinformer.shard.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),   // 8: actorinformer.shard.v1.SnapshotChunk
+	(*Move)(nil),            // 1: actorinformer.shard.v1.Move
+	(*Probe)(nil),           // 2: actorinformer.shard.v1.Probe
+	(*Reject)(nil),          // 3: actorinformer.shard.v1.Reject
+	(*Acquire)(nil),         // 4: actorinformer.shard.v1.Acquire
+	(*Released)(nil),        // 5: actorinformer.shard.v1.Released
+	(*Handoff)(nil),         // 6: actorinformer.shard.v1.Handoff
+	(*ObjectRef)(nil),       // 7: actorinformer.shard.v1.ObjectRef
+	(*SnapshotRequest)(nil), // 8: actorinformer.shard.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),   // 9: actorinformer.shard.v1.SnapshotChunk
 }
 var file_shard_proto_depIdxs = []int32{
-	5, // 0: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
-	6, // 1: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	1, // 0: actorinformer.shard.v1.Hello.moved:type_name -> actorinformer.shard.v1.Move
+	6, // 1: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
+	7, // 2: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -869,7 +958,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
