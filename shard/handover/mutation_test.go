@@ -141,12 +141,6 @@ var mutants = []mutant{
 		to:   "c.allIdle() {",
 	},
 	{
-		name: "a handoff answering an earlier attempt is dropped",
-		file: "ranges.go",
-		from: "\t\tc.takeHandoff(r, m.From, handoffOf(m, r))\n\t\tif ri.epoch != m.Epoch {",
-		to:   "\t\tif ri.epoch == m.Epoch {\n\t\t\tc.takeHandoff(r, m.From, handoffOf(m, r))\n\t\t}\n\t\tif ri.epoch != m.Epoch {",
-	},
-	{
 		name: "a failed revocation is tried again forever",
 		file: "fence.go",
 		from: "if !m.OK && !p.checking {",
