@@ -1,7 +1,6 @@
 package shard_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -28,18 +27,7 @@ func runLW(t *testing.T, lw cache.ListerWatcher, example runtime.Object, opts ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inf.RunWithContext(ctx) }()
-	return inf, func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return")
-		}
-		stopCluster(c, prov)
-	}
+	return inf, runUntilStop(t, inf, c, prov)
 }
 
 // The filter mode is known from the first list, empty or not: a server

@@ -23,6 +23,8 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 )
 
 // These tests run one cluster member at a time, so they run with -race.
@@ -89,6 +91,13 @@ func runOne(t *testing.T, src *memServer, h cache.ResourceEventHandler, opts ...
 			t.Fatal(err)
 		}
 	}
+	return inf, runUntilStop(t, inf, c, prov)
+}
+
+// runUntilStop runs inf and returns what stops it and its cluster; a test that
+// fails before it stops the member still stops it: its cluster would
+// outlive it and race with the next test's.
+func runUntilStop(t *testing.T, inf *shard.Informer, c *cluster.Cluster, prov *test.Provider) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); inf.RunWithContext(ctx) }()
@@ -104,10 +113,8 @@ func runOne(t *testing.T, src *memServer, h cache.ResourceEventHandler, opts ...
 			stopCluster(c, prov)
 		})
 	}
-	// A test that fails before it stops the member still stops it: its
-	// cluster would outlive it and race with the next test's.
 	t.Cleanup(stop)
-	return inf, stop
+	return stop
 }
 
 func TestOneMemberDeliversEveryRange(t *testing.T) {
