@@ -23,6 +23,10 @@ const DefaultGossipInterval = 2 * time.Second
 // the expiration, which they leave as it is. A cluster that also hosts
 // grains that rely on gossiped state (its topology consensus) may keep
 // protoactor's interval.
+//
+// cluster.Shutdown(false) does not stop the gossip loop: it ends at its next
+// tick, up to an interval later. A program that checks for leaked
+// goroutines calls c.Gossip.Shutdown() first.
 func ClusterOptions() []cluster.ConfigOption {
 	return []cluster.ConfigOption{func(c *cluster.Config) {
 		c.GossipInterval = DefaultGossipInterval

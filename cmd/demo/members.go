@@ -305,6 +305,10 @@ func (m *member) shutdownCluster() {
 	m.closed, m.dropped = true, true
 	m.mu.Unlock()
 	_ = m.prov.Shutdown(false)
+	// cluster.Shutdown(false) leaves the gossip loop running until its next
+	// tick, up to shard.DefaultGossipInterval (2 s) later; stopping the
+	// gossip first ends it now.
+	m.c.Gossip.Shutdown()
 	m.c.Shutdown(false)
 }
 
