@@ -44,6 +44,8 @@ type memServer struct {
 	compacted atomic.Int64
 	// sent counts the objects sent in lists and watch events.
 	sent int64
+	// onList, when set, is told of each list served (with s.mu held).
+	onList func(selector string, n int)
 }
 
 // compact makes every resourceVersion so far too old to watch from, as an
@@ -176,6 +178,9 @@ func (s *memServer) List(opts metav1.ListOptions) (runtime.Object, error) {
 		}
 	}
 	s.sent += int64(len(list.Items))
+	if s.onList != nil {
+		s.onList(opts.ShardSelector, len(list.Items))
+	}
 	return list, nil
 }
 
