@@ -2,7 +2,12 @@ package bench
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +19,8 @@ import (
 // informer beside them on a real kube-apiserver with the
 // ShardedListAndWatch gate on, 200 pods; once every process has synced
 // and a few seconds passed, the CPU time each uses over 30 s (-bench.full;
-// 10 s without), per second.
+// 10 s without), per second. -bench.shard.cpuprofiles DIR writes each
+// process's CPU profile over that span.
 // A member's lease renewals, the group's heartbeats, the protocol's clock,
 // protoactor's gossip and the etcd provider's keep-alive run all the time;
 // an unsharded informer waits on its watch.
@@ -57,8 +63,15 @@ func BenchmarkShardedIdle(b *testing.B) {
 			span = 30 * time.Second
 		}
 		before := cpu()
+		var profiles sync.WaitGroup
+		if *cpuProfiles != "" {
+			for _, p := range all {
+				profiles.Go(func() { idleProfile(b, p, span, filepath.Join(*cpuProfiles, "idle-"+p.Name+".pprof")) })
+			}
+		}
 		time.Sleep(span)
 		after := cpu()
+		profiles.Wait()
 		var out strings.Builder
 		var sum float64
 		for i, p := range all {
@@ -74,5 +87,25 @@ func BenchmarkShardedIdle(b *testing.B) {
 		for _, p := range all {
 			p.Stop(time.Minute)
 		}
+	}
+}
+
+// idleProfile writes p's CPU profile over the next span to file.
+func idleProfile(b *testing.B, p *shardproc.Proc, span time.Duration, file string) {
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.URL, int(span.Seconds())))
+	if err != nil {
+		b.Errorf("%s's profile: %v", p.Name, err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, data)
+	}
+	if err == nil {
+		err = os.WriteFile(file, data, 0o644)
+	}
+	if err != nil {
+		b.Errorf("%s's profile: %v", p.Name, err)
 	}
 }

@@ -28,7 +28,7 @@ import (
 var (
 	scaleMembers = flag.String("bench.shard.members", "", "BenchmarkShardedScaling: the member counts (default 1,2,3,4,6; without -bench.full 1,3)")
 	memberLogs   = flag.String("bench.shard.logs", "", "BenchmarkShardedRollingUpdate: a directory each member's log is copied to")
-	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "BenchmarkShardedScaling: a directory each process's CPU profile (from its start to the measure) is written to")
+	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "a directory each process's CPU profile is written to: BenchmarkShardedScaling from its start to the measure, BenchmarkShardedIdle over the idle span")
 )
 
 // shardArgs are a shardmember's arguments against cluster c.
