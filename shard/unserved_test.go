@@ -56,7 +56,7 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 // new owner delivers the range while the old owner's informer for it
 // still runs. A release that waited for its informer to stop would hand
 // nothing over until then.
-func TestHandoffDoesNotWaitForTheInformerToStop(t *testing.T) {
+func TestMembersHandOverBeforeTheInformerStops(t *testing.T) {
 	src := newMemServer()
 	for i := range 100 {
 		src.create(fmt.Sprintf("o%d", i))
