@@ -49,6 +49,8 @@ type memServer struct {
 	// stopsWaiting counts the Stops waiting on a gate.
 	stopGate     chan struct{}
 	stopsWaiting atomic.Int64
+	// onList, when set, is told of each list served (with s.mu held).
+	onList func(selector string, n int)
 }
 
 // compact makes every resourceVersion so far too old to watch from, as an
@@ -181,6 +183,9 @@ func (s *memServer) List(opts metav1.ListOptions) (runtime.Object, error) {
 		}
 	}
 	s.sent += int64(len(list.Items))
+	if s.onList != nil {
+		s.onList(opts.ShardSelector, len(list.Items))
+	}
 	return list, nil
 }
 

@@ -89,11 +89,13 @@ func sortReleaseKeys(keys []releaseKey) {
 // the holder is a member and within the bound; only the surplus moves, and
 // the ranges without a holder in members, each to the member with room and
 // the highest rendezvous score for it. With n = q·m + rem over m members,
-// rem members own q+1 ranges and the others q: those that hold the most
-// keep the extra one (ties by id). maxMoves > 0 bounds the ranges taken from
-// a holder that stays a member: the others stay where they are, over the
-// bound, until a later placement (with the holders after the moves) moves
-// them. Every member computes the same owners from the same members and
+// rem members own q+1 ranges and the others q: those that hold more than q
+// keep the extra one (the most first), the others in order of id, so that
+// holders that are part of an earlier placement's owners (members that
+// started together, some with their first ranges ready sooner) change no
+// owner. maxMoves > 0 bounds the ranges taken from a holder that stays a
+// member: the others stay where they are, over the bound, until a later
+// placement (with the holders after the moves) moves them. Every member computes the same owners from the same members and
 // holders, whatever their order.
 func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 	out := make([]MemberID, n)
@@ -123,8 +125,19 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 		})
 	}
 	q, rem := n/len(ms), n%len(ms)
+	// The extra ranges go to the members that hold more than q, most
+	// first; the rest by id, whatever they hold: a member that holds q or
+	// fewer keeps them all either way, and ordering those by what they
+	// hold would move the extra range to whichever had started the most
+	// of its own when members start together.
+	over := func(m MemberID) int {
+		if k := len(held[m]); k > q {
+			return k
+		}
+		return 0
+	}
 	order := slices.Clone(ms)
-	slices.SortStableFunc(order, func(a, b MemberID) int { return cmp.Compare(len(held[b]), len(held[a])) })
+	slices.SortStableFunc(order, func(a, b MemberID) int { return cmp.Compare(over(b), over(a)) })
 	capOf := make(map[MemberID]int, len(ms))
 	for i, m := range order {
 		capOf[m] = q

@@ -156,3 +156,27 @@ func TestPlaceMoveCounts(t *testing.T) {
 		t.Errorf("a rolling update moved up to %d ranges, want at most 24", worst)
 	}
 }
+
+// Members that start together place their ranges with no holder, then
+// again as each one's Hellos say which ranges the others deliver: those
+// that have started theirs, in any order. No such placement moves a
+// range: each member lists only the ranges it keeps, and no range is
+// listed twice because another member's first ranges were ready sooner.
+func TestPlaceStableWhileMembersStart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for seed := range 2000 {
+		n := 1 + rng.IntN(64)
+		ms := ids(fmt.Sprintf("st%d", seed), 1+rng.IntN(9))
+		first := handover.Place(ms, nil, n, 0)
+		holders := make([]handover.MemberID, n)
+		for r := range holders {
+			if rng.IntN(2) == 0 {
+				holders[r] = first[r]
+			}
+		}
+		if got := handover.Place(ms, holders, n, 1+rng.IntN(4)); !slices.Equal(got, first) {
+			t.Fatalf("seed %d: %d ranges over %d members, started %v of %v: the placement moves %d ranges (shares then %v)",
+				seed, n, len(ms), shares(holders), shares(first), moves(first, got), shares(got))
+		}
+	}
+}
