@@ -57,6 +57,12 @@ var mutants = []mutant{
 		to:   "if false {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
 	},
 	{
+		name: "a handoff given on is taken again from its deliverer",
+		file: "ranges.go",
+		from: "if h.Token <= ri.passed && h.deliverer(from) == from {",
+		to:   "if false {",
+	},
+	{
 		name: "a late handoff given while the range was delivered does not go on with its release",
 		file: "ranges.go",
 		from: "d.token, d.handoff, d.late = st.token, st.handoff, st.late",

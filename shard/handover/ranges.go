@@ -20,6 +20,11 @@ type rangeInfo struct {
 	// to its release (0: never). A handoff older than that is stale: this
 	// member's own delivery came after it.
 	delivered uint64
+	// passed: the token of the newest handoff of another deliverer this
+	// member gave to an owner. That deliverer, which does not know it,
+	// may answer a later ask with it again: stale, since the owner it was
+	// given to may have delivered the range since.
+	passed uint64
 }
 
 // staleAskTicks: an ask for a range this member delivers is answered (the
@@ -204,6 +209,9 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 	if h.Token < ri.delivered {
 		return // stale: repeated by a member this one had released to
 	}
+	if h.Token <= ri.passed && h.deliverer(from) == from {
+		return // stale: its deliverer's answer again, given on already
+	}
 	got := *h
 	got.From = h.deliverer(from)
 	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
@@ -279,6 +287,14 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
 	rel.Handoffs = append(rel.Handoffs, *kept)
+	c.gave(r, kept)
+}
+
+// gave records that this member gave handoff h of range r to an owner.
+func (c *Core) gave(r int, h *Handoff) {
+	if ri := &c.ranges[r]; h.From != c.cfg.Self && h.Token > ri.passed {
+		ri.passed = h.Token
+	}
 }
 
 // withLate returns own, the Handoff of a range this member delivered, with
@@ -645,6 +661,7 @@ func (c *Core) answerDeferred(r int) {
 			if st.handoff != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *st.handoff)
 				st.sent = true
+				c.gave(r, st.handoff)
 			}
 			delete(ri.deferred, id)
 		case *active:

@@ -773,3 +773,76 @@ func TestRollingUpdateStartsWarm(t *testing.T) {
 		}
 	}
 }
+
+// A member that was given a deliverer's handoff, gave up its claim and
+// gave the handoff on to the next owner ignores that deliverer's repeated
+// answer with it when it takes the range again: the owner it gave it to
+// may have delivered the range since, and this handoff would take that
+// delivery back (an object's version going back). The handoff comes back
+// only from that owner, if it went unused.
+func TestHandoffGivenOnIsNotTakenAgainFromItsDeliverer(t *testing.T) {
+	c, self, peer, epoch := acquiringZero(t)
+	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	// A newcomer that owns range 0 joins before the deliverer's answer:
+	// the attempt is given up, the range's informer stopped; the answer
+	// comes, with the deliverer's handoff, which this member keeps for
+	// the range's next owner.
+	var next handover.MemberID
+	for i := 0; next == ""; i++ {
+		id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("a%d", i)), "1")
+		if handover.Assign([]handover.MemberID{self, peer, id}, 1)[0] == id {
+			next = id
+		}
+	}
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), next.Node()}})
+	out := c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+	stop, ok := find[*handover.StopRange](out)
+	if !ok {
+		t.Fatalf("the attempt was not given up for the newcomer: %+v", c.Status())
+	}
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
+	rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}))
+	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != 28 {
+		t.Fatalf("the newcomer's ask answered with %+v, want the kept handoff of token 28", rel)
+	}
+	// The newcomer leaves again; the range comes back to this member,
+	// which asks its deliverer again, and gets the same answer. The lease
+	// writes are answered throughout.
+	now, token := 500*time.Millisecond, uint64(40)
+	var act *handover.ActivateRange
+	step := func(in handover.Input) []stage.Msg {
+		out := slices.Clone(c.Step(in))
+		if w, ok := find[*handover.RenewLease](out); ok {
+			out = append(out, c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})...)
+			token++
+		}
+		if a, ok := find[*handover.ActivateRange](out); ok {
+			act = a
+		}
+		return out
+	}
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	step(&handover.Tick{Now: now})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s once the newcomer left, want syncing: %+v", st.State, c.Status())
+	}
+	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+	if !ok {
+		t.Fatalf("no ask after the sync: %+v", c.Status())
+	}
+	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	// The newcomer's lease goes (it left): its answer is not waited for.
+	step(&handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}, {Holder: next, Version: "8"}}})
+	step(&handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+	for ; act == nil && now < 3*time.Second; now += simTick {
+		step(&handover.Tick{Now: now})
+	}
+	if act == nil {
+		t.Fatalf("not activated: %+v", c.Status())
+	}
+	if act.Handoff != nil {
+		t.Fatalf("activated with the handoff it had given on (token %d)", act.Handoff.Token)
+	}
+}
