@@ -353,7 +353,7 @@ func TestWarmStartFallsBackToAList(t *testing.T) {
 // prints the members' handover records of the range.
 func TestHandoversLoseNoDelete(t *testing.T) {
 	if os.Getenv("ACTORINFORMER_HANDOVER_SOAK") == "" {
-		t.Skip("opt-in: ACTORINFORMER_HANDOVER_SOAK=1 (failed 1 run in 30)")
+		t.Skip("opt-in: ACTORINFORMER_HANDOVER_SOAK=1 (hack/test.sh sets it)")
 	}
 	src := newMemServer()
 	for i := range 400 {

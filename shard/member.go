@@ -291,6 +291,9 @@ type memberIO struct {
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
 	renewing      sync.WaitGroup
+	// stopping: the informers of released ranges that are still stopping
+	// (deactivate).
+	stopping sync.WaitGroup
 	// settings: why the core gave up (Failed), for the ending; ended: the
 	// incarnation is ending (dropAll), the core's effects are ignored.
 	settings string
@@ -729,6 +732,7 @@ func (io *memberIO) stop() {
 	}
 	io.inc.cancel()
 	io.renewing.Wait()
+	io.stopping.Wait()
 }
 
 func ints(v []int32) []int {

@@ -106,6 +106,7 @@ func (io *memberIO) rangeEffect(body any) {
 		if e.To != "" {
 			io.movedTo[e.Range] = e.To
 		}
+		io.stopping.Add(1) // done once its informer has stopped
 		go io.deactivate(ri, e.To)
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
@@ -275,7 +276,7 @@ func appliedVersion(ri *rangeInformer) int64 {
 	return 0
 }
 
-// waitFor polls cond every few milliseconds until it holds, the range
+// waitFor polls cond every switchPoll until it holds, the range
 // informer stops or timeout passes; it reports whether cond held.
 func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
@@ -286,11 +287,15 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 		select {
 		case <-ri.done:
 			return false
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(switchPoll):
 		}
 	}
 	return true
 }
+
+// switchPoll is how often a switch's waits (waitFor) look again: each
+// wait that does not hold at once costs up to that much unserved time.
+const switchPoll = time.Millisecond
 
 // activate gives a claimed range to the handlers, continuing from what
 // the previous deliverer's handlers were given: once the range's informer
@@ -391,8 +396,8 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 
 // deactivate releases a range, draining: its intake is paused, its
 // handlers get what its informer had taken, then no further call; they
-// hear OnRelease, the informer stops, and the core hears RangeStopped
-// with the handoff.
+// hear OnRelease, the core hears RangeStopped with the handoff, and the
+// informer stops (io.stopping, added to by the caller, is done then).
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
 	ri.switching.Lock()
@@ -437,12 +442,20 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 		hand.Objects = append(hand.Objects, handover.ObjectRef{Key: k, UID: string(m.GetUID()), Version: m.GetResourceVersion()})
 	}
 	s.rememberReleased(keys)
-	ri.cancel()
-	<-ri.done
 	took := time.Since(start)
 	s.recordHandover(Handover{Range: ri.r, From: string(io.inc.id), To: string(to), Epoch: ri.epoch, Token: ri.token, Start: start, Duration: took, Kind: "release"})
 	s.tel.endHandover(span, "release", string(to), took)
 	io.inc.log.Info("released range", "range", ri.r.String(), "to", string(to), "epoch", ri.epoch, "took", took, "objects", len(keys), "drained", drained)
+	// The handoff goes out now, and the range's informer stops meanwhile:
+	// its intake is paused and no handler is attached, so nothing of it
+	// reaches a handler any more; waiting for its Run to return first
+	// (its watch's end) would only keep the range unserved longer. The
+	// I/O actor's stop waits for it (stopping).
+	go func() {
+		defer io.stopping.Done()
+		ri.cancel()
+		<-ri.done
+	}()
 	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand})
 }
 

@@ -44,6 +44,11 @@ type memServer struct {
 	compacted atomic.Int64
 	// sent counts the objects sent in lists and watch events.
 	sent int64
+	// stopGate, when set, is given to the watches opened from then on:
+	// their Stop waits until it is closed (a watch whose end is slow).
+	// stopsWaiting counts the Stops waiting on a gate.
+	stopGate     chan struct{}
+	stopsWaiting atomic.Int64
 	// onList, when set, is told of each list served (with s.mu held).
 	onList func(selector string, n int)
 }
@@ -195,7 +200,7 @@ func (s *memServer) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := &memWatch{s: s, in: in, ch: make(chan watch.Event, 64), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &memWatch{s: s, in: in, ch: make(chan watch.Event, 64), wake: make(chan struct{}, 1), done: make(chan struct{}), stopGate: s.stopGate}
 	if s.watchList && opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		for _, o := range s.objs {
 			w.push(watch.Event{Type: watch.Added, Object: o})
@@ -227,6 +232,8 @@ type memWatch struct {
 	wake    chan struct{}
 	done    chan struct{}
 	once    sync.Once
+	// stopGate: Stop waits until it is closed (memServer.stopGate).
+	stopGate chan struct{}
 }
 
 func (w *memWatch) push(e watch.Event) { // with s.mu held
@@ -277,6 +284,11 @@ func (w *memWatch) run() {
 }
 
 func (w *memWatch) Stop() {
+	if w.stopGate != nil {
+		w.s.stopsWaiting.Add(1)
+		<-w.stopGate
+		w.s.stopsWaiting.Add(-1)
+	}
 	w.once.Do(func() {
 		w.s.mu.Lock()
 		delete(w.s.watchers, w)

@@ -7,6 +7,7 @@ package shard_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,4 +47,49 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 	if handed == 0 {
 		t.Fatal("m2 acquired no range")
 	}
+}
+
+// The old owner hands a range over before the range's informer has
+// stopped: its intake is paused and its handlers are detached, so nothing
+// of it reaches a handler, and the end of its watch (here a watch whose
+// Stop waits until the test lets it) does not keep the range unserved: the
+// new owner delivers the range while the old owner's informer for it
+// still runs. A release that waited for its informer to stop would hand
+// nothing over until then.
+func TestMembersHandOverBeforeTheInformerStops(t *testing.T) {
+	src := newMemServer()
+	for i := range 100 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	src.mu.Lock()
+	src.stopGate = gate // m1's watches: their Stop waits
+	src.mu.Unlock()
+	g := newGroup(t, src, shard.WithRanges(4))
+	defer g.stopAll()
+	defer open() // before stopAll
+	m1 := g.join()
+	eventually(t, 30*time.Second, "m1 settled alone", g.settled)
+	src.mu.Lock()
+	src.stopGate = nil // m2's stop at once
+	src.mu.Unlock()
+	m2 := g.join()
+	eventually(t, 30*time.Second, "two members settled", g.settled)
+	running, delivered := shard.RunningRangeInformers(m1.inf), len(m1.inf.Status().Delivered)
+	handed := 0
+	for _, h := range m2.inf.Status().Handovers {
+		if h.Kind == "acquire" && h.From == m1.inf.Member() {
+			handed++
+		}
+	}
+	if handed == 0 {
+		t.Fatal("m2 took no range from m1")
+	}
+	if running <= delivered {
+		t.Fatalf("m2 took %d ranges from m1, and m1 runs %d range informers for the %d ranges it delivers: "+
+			"the released ranges' informers had stopped before m2 delivered them", handed, running, delivered)
+	}
+	t.Logf("m2 delivers %d ranges taken from m1, whose informers for them still run (their watches stopping)", handed)
 }

@@ -47,8 +47,20 @@ var mutants = []mutant{
 	{
 		name: "a late handoff is given again, or from after this member's claim",
 		file: "ranges.go",
-		from: "if got.Token > st.handoff && got.Token < st.token {",
-		to:   "if true {",
+		from: "if got.Token > st.handoff && got.Token < st.token {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
+		to:   "if true {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
+	},
+	{
+		name: "a late handoff that comes while the range is released again is dropped",
+		file: "ranges.go",
+		from: "if got.Token > st.handoff && got.Token < st.token {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
+		to:   "if false {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
+	},
+	{
+		name: "a late handoff given while the range was delivered does not go on with its release",
+		file: "ranges.go",
+		from: "d.token, d.handoff, d.late = st.token, st.handoff, st.late",
+		to:   "d.token, d.handoff = st.token, st.handoff",
 	},
 	{
 		name: "the range's deliverer is asked first, with the others",

@@ -95,14 +95,23 @@ type claiming struct {
 }
 
 // active: the handlers get the range, under token; handoff is the token of
-// the Handoff its handlers were given (0: none).
-type active struct{ token, handoff uint64 }
+// the Handoff its handlers were given (0: none), late that Handoff when it
+// came after the activation (a LateHandoff, which the shell may not have
+// given to the handlers if the range was released meanwhile).
+type active struct {
+	token, handoff uint64
+	late           *Handoff
+}
 
 // deactivating: the range is being drained and stopped, to be released to
-// member to ("" when none).
+// member to ("" when none). handoff and late are active's, or a late
+// Handoff that came while the range was drained, too late for its
+// handlers: its objects go with this member's own Handoff to the next
+// owner.
 type deactivating struct {
-	token uint64
-	to    MemberID
+	token, handoff uint64
+	late           *Handoff
+	to             MemberID
 }
 
 // stopping: the informer of a range no handler saw is being stopped.
@@ -218,8 +227,14 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 		// Later still: the handlers have the range already. They get
 		// OnDelete for the handoff's objects the range no longer has.
 		if got.Token > st.handoff && got.Token < st.token {
-			st.handoff = got.Token
+			st.handoff, st.late = got.Token, &got
 			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: &got})
+		}
+	case *deactivating:
+		// Later again: the handlers are being drained. The next owner's
+		// get OnDelete for the objects it no longer has.
+		if got.Token > st.handoff && got.Token < st.token {
+			st.handoff, st.late = got.Token, &got
 		}
 	case *idle, *stopping:
 		c.passOn(r, from, &got)
@@ -264,6 +279,32 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
 	rel.Handoffs = append(rel.Handoffs, *kept)
+}
+
+// withLate returns own, the Handoff of a range this member delivered, with
+// the objects of late, a previous deliverer's Handoff that came after the
+// activation, that own does not have: that deliverer's handlers had them,
+// and this member's handlers may not have heard of their deletes (the
+// shell gives a LateHandoff only to a range it still delivers).
+func withLate(own, late *Handoff) *Handoff {
+	if late == nil {
+		return own
+	}
+	if own == nil {
+		return late
+	}
+	out := *own
+	out.Objects = slices.Clone(own.Objects)
+	have := make(map[string]struct{}, len(own.Objects))
+	for _, o := range own.Objects {
+		have[o.Key] = struct{}{}
+	}
+	for _, o := range late.Objects {
+		if _, ok := have[o.Key]; !ok {
+			out.Objects = append(out.Objects, o)
+		}
+	}
+	return &out
 }
 
 // deliverer is the member that delivered the range under h's token: h.From,
@@ -312,7 +353,7 @@ func (c *Core) stopped(m *RangeStopped) {
 	}
 	switch st := ri.state.(type) {
 	case *deactivating:
-		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
+		ri.state = &idle{releasedTo: st.to, handoff: withLate(m.Handoff, st.late), at: c.ticks}
 		ri.delivered = st.token
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
@@ -568,11 +609,11 @@ func (c *Core) dropVoid(st *acquiring) {
 
 func (c *Core) deactivate(r int, to MemberID) {
 	ri := &c.ranges[r]
-	tok := uint64(0)
+	d := &deactivating{to: to}
 	if st, ok := ri.state.(*active); ok {
-		tok = st.token
+		d.token, d.handoff, d.late = st.token, st.handoff, st.late
 	}
-	ri.state = &deactivating{token: tok, to: to}
+	ri.state = d
 	c.out.Send(ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
 }
 

@@ -592,37 +592,13 @@ func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
 func TestLateHandoffStillCounts(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		c, self, peer, epoch := acquiringZero(t)
-		c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
-		out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-		out = append(out, c.Step(&handover.Tick{Now: 4 * simTick})...)
-		if st := c.Status().Ranges[0]; st.State != "claiming" {
-			t.Fatalf("range 0 is %s once the peer's lease is gone, want claiming", st.State)
-		}
 		h := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "u", Version: "29"}}}
 		rel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}}
+		var before *handover.Released
 		if !late {
-			out = append(out, c.Step(rel)...)
+			before = rel
 		}
-		// The write in flight fails; the next ones are answered until one
-		// gives the range.
-		for seq := uint64(2); seq < 6; seq++ {
-			out = append(out, c.Step(&handover.LeaseRenewFailed{Seq: seq})...)
-		}
-		var act *handover.ActivateRange
-		now, token := 5*simTick, uint64(20)
-		for act == nil && now < 2*time.Second {
-			if w, ok := find[*handover.RenewLease](out); ok {
-				out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
-				token++
-			} else {
-				out = c.Step(&handover.Tick{Now: now})
-			}
-			act, _ = find[*handover.ActivateRange](out)
-			now += simTick
-		}
-		if act == nil {
-			t.Fatalf("late=%v: not activated: %+v", late, c.Status())
-		}
+		act := activateOnVoidLease(t, c, self, peer, before)
 		if !late {
 			if act.Handoff == nil || act.Handoff.Token != 9 || act.From != peer {
 				t.Fatalf("activated with %+v from %q, want the late answer's handoff", act.Handoff, act.From)
@@ -645,6 +621,107 @@ func TestLateHandoffStillCounts(t *testing.T) {
 		stale := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 30}}}
 		if _, ok := find[*handover.LateHandoff](c.Step(stale)); ok {
 			t.Fatal("a handoff of a token above this member's own was given")
+		}
+	}
+}
+
+// activateOnVoidLease has c (acquiring range 0 from peer) see peer's lease
+// deleted, so that it claims the range without peer's answer; before, if
+// not nil, is that answer arriving while the range is claimed. It returns
+// the activation.
+func activateOnVoidLease(t *testing.T, c *handover.Core, self, peer handover.MemberID, before *handover.Released) *handover.ActivateRange {
+	t.Helper()
+	c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+	out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	out = append(out, c.Step(&handover.Tick{Now: 4 * simTick})...)
+	if st := c.Status().Ranges[0]; st.State != "claiming" {
+		t.Fatalf("range 0 is %s once the peer's lease is gone, want claiming", st.State)
+	}
+	if before != nil {
+		out = append(out, c.Step(before)...)
+	}
+	// The write in flight fails; the next ones are answered until one
+	// gives the range.
+	for seq := uint64(2); seq < 6; seq++ {
+		out = append(out, c.Step(&handover.LeaseRenewFailed{Seq: seq})...)
+	}
+	var act *handover.ActivateRange
+	now, token := 5*simTick, uint64(20)
+	for act == nil && now < 2*time.Second {
+		if w, ok := find[*handover.RenewLease](out); ok {
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
+			token++
+		} else {
+			out = c.Step(&handover.Tick{Now: now})
+		}
+		act, _ = find[*handover.ActivateRange](out)
+		now += simTick
+	}
+	if act == nil {
+		t.Fatalf("not activated: %+v", c.Status())
+	}
+	return act
+}
+
+// A late Handoff (as above) goes on to the next owner with this member's
+// own Handoff, whether it arrived while the range was being released again
+// (too late for this member's handlers) or before (the shell gives a
+// LateHandoff only to a range it still delivers, and the release may have
+// begun): the next owner's handlers get OnDelete for the objects the late
+// one's deliverer had given and the range no longer has.
+func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
+	for _, whileActive := range []bool{false, true} {
+		c, self, peer, epoch := acquiringZero(t)
+		act := activateOnVoidLease(t, c, self, peer, nil)
+		late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}, {Key: "ns/b", UID: "ub", Version: "28"}}}
+		lateRel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}}
+		if whileActive {
+			if _, ok := find[*handover.LateHandoff](c.Step(lateRel)); !ok {
+				t.Fatal("no LateHandoff for a delivered range")
+			}
+		}
+		// A newcomer joins, and this member leaves: the newcomer asks for
+		// the range, and it is drained.
+		next := handover.NewMemberID("next", "1")
+		c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), next.Node()}})
+		c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+		c.Step(&handover.Leases{Now: 20 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: next, Version: "31"}}})
+		c.Step(&handover.Leave{})
+		out := c.Step(&handover.Acquire{From: next, Epoch: 50, Ranges: []int{0}})
+		for now := 21 * simTick; now < 40*simTick; now += simTick {
+			if _, ok := find[*handover.DeactivateRange](out); ok {
+				break
+			}
+			out = c.Step(&handover.Tick{Now: now})
+		}
+		if _, ok := find[*handover.DeactivateRange](out); !ok {
+			t.Fatalf("range 0 not released to the asker: %+v", c.Status())
+		}
+		if !whileActive {
+			if lh, ok := find[*handover.LateHandoff](c.Step(lateRel)); ok {
+				t.Fatalf("a LateHandoff %+v for a range being released", lh)
+			}
+		}
+		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}, {Key: "ns/c", UID: "uc", Version: "39"}}}
+		rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
+		if !ok {
+			t.Fatalf("no answer to the asker once stopped: %+v", c.Status())
+		}
+		var got *handover.Handoff
+		for i := range rel.Handoffs {
+			if rel.Handoffs[i].Range == 0 {
+				got = &rel.Handoffs[i]
+			}
+		}
+		if got == nil || got.Token != act.Token || got.Version != "40" {
+			t.Fatalf("handoff %+v, want this member's (token %d, version 40)", got, act.Token)
+		}
+		var keys []string
+		for _, o := range got.Objects {
+			keys = append(keys, o.Key+"@"+o.Version)
+		}
+		if want := []string{"ns/b@35", "ns/c@39", "ns/a@29"}; !slices.Equal(keys, want) {
+			t.Fatalf("while active %v: handoff objects %v, want %v: its own, then the late one's it does not have", whileActive, keys, want)
 		}
 	}
 }
