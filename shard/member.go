@@ -269,8 +269,6 @@ type (
 		ri     *rangeInformer
 		report handover.Input
 	}
-	// ranOut: the lease client answers.
-	leaseAnswer struct{ in handover.Input }
 )
 
 // memberIO is the incarnation's I/O actor.
@@ -361,8 +359,6 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		io.dropAll(ending{clusterStopped: true})
 	case *rangeDone:
 		io.rangeDone(m)
-	case *leaseAnswer:
-		io.toCore(m.in)
 	case *actor.DeadLetterResponse:
 		if m.Target != nil {
 			if id := io.memberAt(m.Target.Address); id != "" {
@@ -560,7 +556,11 @@ func quietBatch(o options) int {
 func (io *memberIO) leaseEffect(body any) {
 	inc := io.inc
 	s := inc.s
-	answer := func(in handover.Input) { inc.c.ActorSystem.Root.Send(inc.ioPID, &leaseAnswer{in}) }
+	// The answers go to the core straight, as its ticks do: behind this
+	// actor's other work (a snapshot being encoded for a new owner), a
+	// renewal that succeeded in time could reach the core after the tick
+	// that fences it.
+	answer := func(in handover.Input) { inc.c.ActorSystem.Root.Send(inc.corePID, in) }
 	switch e := body.(type) {
 	case *handover.RenewLease:
 		start := s.now()
