@@ -95,8 +95,9 @@ func sortReleaseKeys(keys []releaseKey) {
 // started together, some with their first ranges ready sooner) change no
 // owner. maxMoves > 0 bounds the ranges taken from a holder that stays a
 // member: the others stay where they are, over the bound, until a later
-// placement (with the holders after the moves) moves them. Every member computes the same owners from the same members and
-// holders, whatever their order.
+// placement (with the holders after the moves) moves them. Every member
+// computes the same owners from the same members and holders, whatever
+// their order.
 func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 	out := make([]MemberID, n)
 	if len(members) == 0 {
