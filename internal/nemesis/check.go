@@ -726,15 +726,16 @@ func gapOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool, bool) {
 }
 
 // blindOf finds the gap of range rg that follows a fault that blinded its
-// deliverer (blinds) before delete d was made: d was made between the
-// fault's start and the gap.
+// deliverer (blinds) before delete d reached it: d was made between the
+// fault's start and the gap, or committed at most in.InFlight before the
+// fault, its watch event still on the way when the cut held it.
 func blindOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool) {
 	for _, g := range gs {
 		if g.Range != rg || g.Fault < 0 {
 			continue
 		}
 		f := in.Faults[g.Fault]
-		if f.Kind.blinds() && (g.Prev == f.Target || f.Kind == EtcdRestart) && d.Start >= f.Start && d.Start <= g.Start {
+		if f.Kind.blinds() && (g.Prev == f.Target || f.Kind == EtcdRestart) && d.End >= f.Start-int64(in.InFlight) && d.Start <= g.Start {
 			return g, true
 		}
 	}

@@ -308,4 +308,26 @@ func TestCheckBlindDelete(t *testing.T) {
 	if got := kinds(Check(blind(Kill)).Violations); got != VMissedDelete {
 		t.Errorf("after a kill: violations %q, want the missed delete", got)
 	}
+	// A delete committed as the cut is made may have its watch event held
+	// by the cut (CI saw one, started and cut in the same millisecond).
+	// One committed longer than InFlight before the cut reached its member.
+	for _, c := range []struct {
+		start, end int64
+		want       string
+	}{{49 * ms, 50*ms + 1, EBlindDelete}, {44 * ms, 46 * ms, EBlindDelete}, {40 * ms, 44 * ms, VMissedDelete}} {
+		in := blind(APICut)
+		in.Deletes[len(in.Deletes)-1].Start, in.Deletes[len(in.Deletes)-1].End = c.start, c.end
+		res := Check(in)
+		got := kinds(res.Violations)
+		if c.want == EBlindDelete {
+			got = kinds(res.Exemptions)
+			if len(res.Violations) != 0 || !strings.Contains(got, EBlindDelete) {
+				t.Errorf("delete made %v-%v around a cut at 50ms: exemptions %q, violations %s, want a blind delete",
+					time.Duration(c.start), time.Duration(c.end), got, res.Examples(5))
+			}
+		} else if got != VMissedDelete {
+			t.Errorf("delete made %v-%v, before a cut at 50ms: violations %q, want the missed delete",
+				time.Duration(c.start), time.Duration(c.end), got)
+		}
+	}
 }
