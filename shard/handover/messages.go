@@ -141,6 +141,11 @@ type Handoff struct {
 	// member passing the handoff on (it was given it, but the view moved
 	// the range on) is not.
 	From MemberID
+	// Supplement: Objects add to the Handoff of Token, given already:
+	// those of an earlier deliverer's Handoff that came too late for the
+	// delivery under Token. They follow that Handoff to whoever was given
+	// it (Released with epoch 0, never an answer).
+	Supplement bool
 }
 
 // ObjectRef is one object of a Handoff.

@@ -20,6 +20,14 @@ type rangeInfo struct {
 	// to its release (0: never). A handoff older than that is stale: this
 	// member's own delivery came after it.
 	delivered uint64
+	// continued: the token of the Handoff that delivery continued from
+	// (its activation's, or a late one's; 0: none). An older handoff came
+	// before it; a newer one, older than delivered, came too late for it.
+	continued uint64
+	// early: supplements (Handoff.Supplement) that came before the
+	// Handoff of their token, which takes them in when it comes (until the
+	// range's next activation here).
+	early map[uint64]*Handoff
 	// passed: the token of the newest handoff of another deliverer this
 	// member gave to an owner. That deliverer, which does not know it,
 	// may answer a later ask with it again: stale, since the owner it was
@@ -206,7 +214,17 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 		return
 	}
 	ri := &c.ranges[r]
+	if h.Supplement {
+		c.supplement(r, h)
+		return
+	}
 	if h.Token < ri.delivered {
+		if h.Token > ri.continued {
+			// A previous deliverer's Handoff that came after this
+			// member's delivery ended: its objects follow this member's
+			// own Handoff to whoever has it.
+			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: h.Objects, Supplement: true})
+		}
 		return // stale: repeated by a member this one had released to
 	}
 	if h.Token <= ri.passed && h.deliverer(from) == from {
@@ -214,6 +232,10 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 	}
 	got := *h
 	got.From = h.deliverer(from)
+	if e := ri.early[got.Token]; e != nil {
+		got = *withLate(&got, e)
+		delete(ri.early, got.Token)
+	}
 	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
 	switch st := ri.state.(type) {
 	case *syncing:
@@ -290,6 +312,86 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 	c.gave(r, kept)
 }
 
+// supplement adds s's objects to the Handoff of s.Token wherever this
+// member has or had it: one it holds for its claim or for the next owner,
+// the one its handlers were given (they get OnDelete for the objects the
+// range no longer has), or one it gave on or released with (s follows it
+// to that member; for this member's own delivery, s becomes a supplement
+// of its own Handoff). Otherwise it waits for that Handoff (early): the
+// two may have crossed.
+func (c *Core) supplement(r int, s *Handoff) {
+	ri := &c.ranges[r]
+	if s.Token == 0 {
+		return
+	}
+	add := func(h **Handoff) bool {
+		if *h == nil || (*h).Token != s.Token {
+			return false
+		}
+		*h = withLate(*h, s)
+		return true
+	}
+	var took bool
+	switch st := ri.state.(type) {
+	case *syncing:
+		took = add(&st.handoff)
+	case *acquiring:
+		took = add(&st.handoff)
+	case *claiming:
+		took = add(&st.handoff)
+	case *stopping:
+		took = add(&st.handoff)
+	case *active:
+		if st.handoff == s.Token {
+			st.late = withLate(st.late, s)
+			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: s})
+		}
+		return
+	case *deactivating:
+		if st.handoff == s.Token {
+			st.late = withLate(st.late, s)
+		}
+		return
+	case *idle:
+		switch {
+		case s.Token == ri.continued && ri.delivered > ri.continued:
+			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: s.Objects, Supplement: true})
+			return
+		case st.handoff != nil && st.handoff.Token == s.Token:
+			st.handoff = withLate(st.handoff, s)
+			if st.sent && st.releasedTo != "" {
+				c.forward(st.releasedTo, s)
+			}
+			return
+		case st.handoff == nil && s.Token == ri.delivered && st.releasedTo != "":
+			c.forward(st.releasedTo, s)
+			return
+		}
+	}
+	if took {
+		return
+	}
+	// The messages crossed: the Handoff of s.Token may still come.
+	if ri.early == nil {
+		ri.early = map[uint64]*Handoff{}
+	}
+	if len(ri.early) < maxEarly || ri.early[s.Token] != nil {
+		ri.early[s.Token] = withLate(ri.early[s.Token], s)
+	}
+}
+
+// maxEarly bounds the supplements a range keeps for Handoffs that have not
+// come (each is one earlier deliverer's late objects).
+const maxEarly = 4
+
+// forward sends supplement s to member to, in a Released of epoch 0: no
+// attempt's answer.
+func (c *Core) forward(to MemberID, s *Handoff) {
+	out := *s
+	out.Supplement = true
+	c.out.Send(c.addr(to), &Released{From: c.cfg.Self, Ranges: []int{s.Range}, Handoffs: []Handoff{out}})
+}
+
 // gave records that this member gave handoff h of range r to an owner.
 func (c *Core) gave(r int, h *Handoff) {
 	if ri := &c.ranges[r]; h.From != c.cfg.Self && h.Token > ri.passed {
@@ -307,7 +409,9 @@ func withLate(own, late *Handoff) *Handoff {
 		return own
 	}
 	if own == nil {
-		return late
+		out := *late
+		out.Supplement = false
+		return &out
 	}
 	out := *own
 	out.Objects = slices.Clone(own.Objects)
@@ -370,7 +474,7 @@ func (c *Core) stopped(m *RangeStopped) {
 	switch st := ri.state.(type) {
 	case *deactivating:
 		ri.state = &idle{releasedTo: st.to, handoff: withLate(m.Handoff, st.late), at: c.ticks}
-		ri.delivered = st.token
+		ri.delivered, ri.continued = st.token, st.handoff
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
 		// that asks, as the previous deliverer's would have.
@@ -714,7 +818,7 @@ func (c *Core) activate(seq uint64, token uint64) {
 		if st.handoff != nil {
 			act.handoff = st.handoff.Token
 		}
-		ri.state = act
+		ri.state, ri.early = act, nil
 		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
 		activated = true
 	}
