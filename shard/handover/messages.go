@@ -325,8 +325,10 @@ type StopRange struct {
 type Failed struct{ Reason string }
 
 // Left: the member has released everything and said goodbye; its shell
-// deletes its lease and may stop.
-type Left struct{}
+// deletes its lease and may stop. Dropped are the Handoffs it kept that no
+// owner took before the leave's time was up (the next owners' handlers
+// miss the deletes those deliverers' handlers missed).
+type Left struct{ Dropped []Handoff }
 
 // Fenced: this incarnation lost its claim (its lease could not be renewed
 // in time, or was revoked), or the group left it out of its view. The core

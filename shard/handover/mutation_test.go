@@ -183,6 +183,18 @@ var mutants = []mutant{
 		to:   "if false {\n\t\t\tst.late = withLate(st.late, s)\n\t\t\tc.out.Send(",
 	},
 	{
+		name: "a handoff given on while the range stopped is given again",
+		file: "ranges.go",
+		from: ", releasedTo: st.givenTo, sent: st.givenTo != \"\"}",
+		to:   "}",
+	},
+	{
+		name: "a handoff is never given back to the member that passed it on",
+		file: "ranges.go",
+		from: "(o == from && e <= epoch)",
+		to:   "o == from",
+	},
+	{
 		name: "a member left out of a peer's view does not rejoin",
 		file: "membership.go",
 		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",

@@ -132,6 +132,8 @@ type stopping struct {
 	// handoff: a previous deliverer's Handoff this member was given for a
 	// claim it gave up; it passes it on, as its own, to the next owner.
 	handoff *Handoff
+	// givenTo: the owner handoff was given to already ("" for none).
+	givenTo MemberID
 	// awaiting: the members asked and not heard from.
 	awaiting map[MemberID]struct{}
 }
@@ -192,7 +194,7 @@ func (c *Core) releasedMsg(m *Released) {
 		case *stopping:
 			delete(st.awaiting, m.From)
 		}
-		c.takeHandoff(r, m.From, handoffOf(m, r))
+		c.takeHandoff(r, m.From, m.Epoch, handoffOf(m, r))
 		if ri.epoch != m.Epoch {
 			continue // an answer to another attempt
 		}
@@ -209,7 +211,7 @@ func (c *Core) releasedMsg(m *Released) {
 // takeHandoff takes a previous deliverer's Handoff, whatever attempt the
 // answer that carried it was for (a handoff is never lost because this
 // member started again): the newest one counts.
-func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
+func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 	if h == nil {
 		return
 	}
@@ -267,7 +269,7 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 			st.handoff, st.late = got.Token, &got
 		}
 	case *idle, *stopping:
-		c.passOn(r, from, &got)
+		c.passOn(r, from, epoch, &got)
 	}
 }
 
@@ -277,8 +279,9 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 // first owner to ask gets it, as the previous deliverer's. An owner in
 // this member's view that asked and was answered already gets it now: it
 // takes it before or after its activation (LateHandoff), unless it has a
-// newer one.
-func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
+// newer one. The member that sent it (in an answer of epoch) gets it back
+// only if it asked since: it gave it away, then took the range on itself.
+func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	ri := &c.ranges[r]
 	switch st := ri.state.(type) {
 	case *idle:
@@ -291,18 +294,21 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 		if st.handoff != nil && st.handoff.Token >= kept.Token {
 			return
 		}
-		st.handoff = kept
+		st.handoff, st.givenTo = kept, ""
 	default:
 		return
 	}
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
 	_, waiting := ri.deferred[o]
-	if o == "" || o == c.cfg.Self || o == from || !asked || waiting {
+	if o == "" || o == c.cfg.Self || (o == from && e <= epoch) || !asked || waiting {
 		return // answered with it when it asks, or once stopped
 	}
-	if st, ok := ri.state.(*idle); ok {
+	switch st := ri.state.(type) {
+	case *idle:
 		st.releasedTo, st.sent = o, true
+	case *stopping:
+		st.givenTo = o
 	}
 	rel := c.releaseFor(o, e)
 	if !slices.Contains(rel.Ranges, r) {
@@ -477,8 +483,9 @@ func (c *Core) stopped(m *RangeStopped) {
 		ri.delivered, ri.continued = st.token, st.handoff
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
-		// that asks, as the previous deliverer's would have.
-		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting}
+		// that asks, as the previous deliverer's would have, unless it
+		// went to one already.
+		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting, releasedTo: st.givenTo, sent: st.givenTo != ""}
 	}
 }
 

@@ -835,6 +835,48 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	}
 }
 
+// A member that passed a handoff on (answering an owner's ask) and then
+// claimed the range itself gets it back: the member it went to, which
+// answered its ask before the handoff came, gives it on to it, and not
+// when the ask is older than the handoff's message (the two would pass it
+// back and forth while their views differ).
+func TestHandoffGoesBackToTheMemberThatPassedItOn(t *testing.T) {
+	for _, askedSince := range []bool{true, false} {
+		c, _, peer, epoch := acquiringZero(t)
+		// This member leaves: its attempt is given up, and range 0 is
+		// peer's. Peer asks for it and is answered, without a handoff.
+		out := c.Step(&handover.Leave{})
+		stop, ok := find[*handover.StopRange](out)
+		if !ok {
+			t.Fatalf("the attempt was not given up on leaving: %+v", c.Status())
+		}
+		c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
+		ask := epoch + 10
+		if !askedSince {
+			ask = epoch - 1
+		}
+		if rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: peer, Epoch: ask, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 0 {
+			t.Fatalf("peer's ask answered with %+v, want an answer without a handoff", rel)
+		}
+		// Peer's answer to this member's attempt comes now, with the
+		// handoff of the range's earlier deliverer, which peer had.
+		h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: handover.NewMemberID("earlier", "1"), Objects: []handover.ObjectRef{{Key: "ns/a"}}}
+		out = c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+		var back *handover.Released
+		for _, m := range out {
+			if rel, ok := m.Body.(*handover.Released); ok && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == 28 {
+				back = rel
+			}
+		}
+		if askedSince && (back == nil || back.Epoch != ask) {
+			t.Fatalf("handoff given back in %+v, want it in an answer to peer's ask (epoch %d)", back, ask)
+		}
+		if !askedSince && back != nil {
+			t.Fatalf("handoff given back to peer, whose ask is older than the message it came in: %+v", back)
+		}
+	}
+}
+
 // A rolling update (start a new member, then once the group is settled
 // have an old one leave, three times) moves every range from a member that
 // delivers it: each new owner names that member in its StartRange, so that
