@@ -339,7 +339,13 @@ func (c *Core) finish() {
 	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() && !c.keepsHandoff() {
 		c.done = true
 		c.broadcastHello() // says Gone
-		c.out.Send(ToRanges, &Left{})
+		left := &Left{}
+		for r := range c.ranges {
+			if st := c.ranges[r].state.(*idle); st.handoff != nil && !st.sent {
+				left.Dropped = append(left.Dropped, *st.handoff)
+			}
+		}
+		c.out.Send(ToRanges, left)
 	}
 }
 
