@@ -341,7 +341,7 @@ func (c *Core) finish() {
 		c.broadcastHello() // says Gone
 		left := &Left{}
 		for r := range c.ranges {
-			if st := c.ranges[r].state.(*idle); st.handoff != nil && !st.sent {
+			if st, ok := c.ranges[r].state.(*idle); ok && c.forced && st.handoff != nil && !st.sent {
 				left.Dropped = append(left.Dropped, *st.handoff)
 			}
 		}

@@ -327,7 +327,8 @@ type Failed struct{ Reason string }
 // Left: the member has released everything and said goodbye; its shell
 // deletes its lease and may stop. Dropped are the Handoffs it kept that no
 // owner took before the leave's time was up (the next owners' handlers
-// miss the deletes those deliverers' handlers missed).
+// miss the deletes those deliverers' handlers missed); none when nobody
+// was left to take them (the group emptied).
 type Left struct{ Dropped []Handoff }
 
 // Fenced: this incarnation lost its claim (its lease could not be renewed
