@@ -326,10 +326,13 @@ type Failed struct{ Reason string }
 
 // Left: the member has released everything and said goodbye; its shell
 // deletes its lease and may stop. Dropped are the Handoffs it kept that no
-// owner took before the leave's time was up (the next owners' handlers
-// miss the deletes those deliverers' handlers missed); none when nobody
-// was left to take them (the group emptied).
-type Left struct{ Dropped []Handoff }
+// owner took: the next owners' handlers miss the deletes those deliverers'
+// handlers missed. TimeUp: the leave's time ran out while members it knew
+// could still have asked for them (otherwise nobody was left to).
+type Left struct {
+	Dropped []Handoff
+	TimeUp  bool
+}
 
 // Fenced: this incarnation lost its claim (its lease could not be renewed
 // in time, or was revoked), or the group left it out of its view. The core
