@@ -399,6 +399,9 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			now := time.Now()
 			for _, h := range m.Handoffs {
 				rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
+				if h.Supplement {
+					continue // not an answer: no switch waits for it
+				}
 				if io.handoffAt == nil {
 					io.handoffAt = map[handoffKey]time.Time{}
 				}
@@ -501,7 +504,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 }
 
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Objects: make([]*shardpb.ObjectRef, len(h.Objects))}
+	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Supplement: h.Supplement, Objects: make([]*shardpb.ObjectRef, len(h.Objects))}
 	for i, o := range h.Objects {
 		out.Objects[i] = &shardpb.ObjectRef{Key: o.Key, Uid: o.UID, Version: o.Version}
 	}
@@ -509,7 +512,7 @@ func handoffToWire(h handover.Handoff) *shardpb.Handoff {
 }
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Objects: make([]handover.ObjectRef, len(h.Objects))}
+	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Supplement: h.Supplement, Objects: make([]handover.ObjectRef, len(h.Objects))}
 	for i, o := range h.Objects {
 		out.Objects[i] = handover.ObjectRef{Key: o.Key, UID: o.Uid, Version: o.Version}
 	}

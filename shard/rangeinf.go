@@ -124,6 +124,13 @@ func (io *memberIO) rangeEffect(body any) {
 		io.settings = e.Reason
 		inc.log.Warn("this member's settings differ from the group's: it stays out of the group until the members with other settings have left", "reason", e.Reason)
 	case *handover.Left:
+		for _, h := range e.Dropped {
+			if e.TimeUp {
+				inc.log.Warn("left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "range", h.Range, "token", h.Token, "from", string(h.From), "objects", len(h.Objects))
+			} else {
+				inc.log.Info("left with a range's handoff: no member was left to take it", "range", h.Range, "token", h.Token)
+			}
+		}
 		end := ending{settings: io.settings}
 		go func() {
 			if err := inc.leases.release(inc.ctx); err != nil {

@@ -339,7 +339,13 @@ func (c *Core) finish() {
 	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() && !c.keepsHandoff() {
 		c.done = true
 		c.broadcastHello() // says Gone
-		c.out.Send(ToRanges, &Left{})
+		left := &Left{TimeUp: c.forced}
+		for r := range c.ranges {
+			if st, ok := c.ranges[r].state.(*idle); ok && st.handoff != nil && !st.sent {
+				left.Dropped = append(left.Dropped, *st.handoff)
+			}
+		}
+		c.out.Send(ToRanges, left)
 	}
 }
 

@@ -141,6 +141,11 @@ type Handoff struct {
 	// member passing the handoff on (it was given it, but the view moved
 	// the range on) is not.
 	From MemberID
+	// Supplement: Objects add to the Handoff of Token, given already:
+	// those of an earlier deliverer's Handoff that came too late for the
+	// delivery under Token. They follow that Handoff to whoever was given
+	// it (Released with epoch 0, never an answer).
+	Supplement bool
 }
 
 // ObjectRef is one object of a Handoff.
@@ -320,8 +325,14 @@ type StopRange struct {
 type Failed struct{ Reason string }
 
 // Left: the member has released everything and said goodbye; its shell
-// deletes its lease and may stop.
-type Left struct{}
+// deletes its lease and may stop. Dropped are the Handoffs it kept that no
+// owner took: the next owners' handlers miss the deletes those deliverers'
+// handlers missed. TimeUp: the leave's time ran out while members it knew
+// could still have asked for them (otherwise nobody was left to).
+type Left struct {
+	Dropped []Handoff
+	TimeUp  bool
+}
 
 // Fenced: this incarnation lost its claim (its lease could not be renewed
 // in time, or was revoked), or the group left it out of its view. The core

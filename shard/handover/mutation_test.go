@@ -165,6 +165,36 @@ var mutants = []mutant{
 		to:   "if false {",
 	},
 	{
+		name: "a handoff that comes after this member released the range is dropped",
+		file: "ranges.go",
+		from: "if h.Token > ri.continued {",
+		to:   "if false {",
+	},
+	{
+		name: "a supplement that comes before its handoff is dropped",
+		file: "ranges.go",
+		from: "if e := ri.early[got.Token]; e != nil {",
+		to:   "if e := ri.early[got.Token]; e != nil && false {",
+	},
+	{
+		name: "a supplement does not reach the handlers of a delivered range",
+		file: "ranges.go",
+		from: "if st.handoff == s.Token {\n\t\t\tst.late = withLate(st.late, s)\n\t\t\tc.out.Send(",
+		to:   "if false {\n\t\t\tst.late = withLate(st.late, s)\n\t\t\tc.out.Send(",
+	},
+	{
+		name: "a handoff given on while the range stopped is given again",
+		file: "ranges.go",
+		from: ", releasedTo: st.givenTo, sent: st.givenTo != \"\"}",
+		to:   "}",
+	},
+	{
+		name: "a handoff is never given back to the member that passed it on",
+		file: "ranges.go",
+		from: "(o == from && e <= epoch)",
+		to:   "o == from",
+	},
+	{
 		name: "a member left out of a peer's view does not rejoin",
 		file: "membership.go",
 		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",

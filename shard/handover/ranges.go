@@ -20,6 +20,14 @@ type rangeInfo struct {
 	// to its release (0: never). A handoff older than that is stale: this
 	// member's own delivery came after it.
 	delivered uint64
+	// continued: the token of the Handoff that delivery continued from
+	// (its activation's, or a late one's; 0: none). An older handoff came
+	// before it; a newer one, older than delivered, came too late for it.
+	continued uint64
+	// early: supplements (Handoff.Supplement) that came before the
+	// Handoff of their token, which takes them in when it comes (until the
+	// range's next activation here).
+	early map[uint64]*Handoff
 	// passed: the token of the newest handoff of another deliverer this
 	// member gave to an owner. That deliverer, which does not know it,
 	// may answer a later ask with it again: stale, since the owner it was
@@ -124,6 +132,8 @@ type stopping struct {
 	// handoff: a previous deliverer's Handoff this member was given for a
 	// claim it gave up; it passes it on, as its own, to the next owner.
 	handoff *Handoff
+	// givenTo: the owner handoff was given to already ("" for none).
+	givenTo MemberID
 	// awaiting: the members asked and not heard from.
 	awaiting map[MemberID]struct{}
 }
@@ -184,7 +194,7 @@ func (c *Core) releasedMsg(m *Released) {
 		case *stopping:
 			delete(st.awaiting, m.From)
 		}
-		c.takeHandoff(r, m.From, handoffOf(m, r))
+		c.takeHandoff(r, m.From, m.Epoch, handoffOf(m, r))
 		if ri.epoch != m.Epoch {
 			continue // an answer to another attempt
 		}
@@ -201,12 +211,22 @@ func (c *Core) releasedMsg(m *Released) {
 // takeHandoff takes a previous deliverer's Handoff, whatever attempt the
 // answer that carried it was for (a handoff is never lost because this
 // member started again): the newest one counts.
-func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
+func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 	if h == nil {
 		return
 	}
 	ri := &c.ranges[r]
+	if h.Supplement {
+		c.supplement(r, h)
+		return
+	}
 	if h.Token < ri.delivered {
+		if h.Token > ri.continued {
+			// A previous deliverer's Handoff that came after this
+			// member's delivery ended: its objects follow this member's
+			// own Handoff to whoever has it.
+			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: h.Objects, Supplement: true})
+		}
 		return // stale: repeated by a member this one had released to
 	}
 	if h.Token <= ri.passed && h.deliverer(from) == from {
@@ -214,6 +234,10 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 	}
 	got := *h
 	got.From = h.deliverer(from)
+	if e := ri.early[got.Token]; e != nil {
+		got = *withLate(&got, e)
+		delete(ri.early, got.Token)
+	}
 	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
 	switch st := ri.state.(type) {
 	case *syncing:
@@ -245,7 +269,7 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 			st.handoff, st.late = got.Token, &got
 		}
 	case *idle, *stopping:
-		c.passOn(r, from, &got)
+		c.passOn(r, from, epoch, &got)
 	}
 }
 
@@ -255,8 +279,9 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 // first owner to ask gets it, as the previous deliverer's. An owner in
 // this member's view that asked and was answered already gets it now: it
 // takes it before or after its activation (LateHandoff), unless it has a
-// newer one.
-func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
+// newer one. The member that sent it (in an answer of epoch) gets it back
+// only if it asked since: it gave it away, then took the range on itself.
+func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	ri := &c.ranges[r]
 	switch st := ri.state.(type) {
 	case *idle:
@@ -269,18 +294,21 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 		if st.handoff != nil && st.handoff.Token >= kept.Token {
 			return
 		}
-		st.handoff = kept
+		st.handoff, st.givenTo = kept, ""
 	default:
 		return
 	}
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
 	_, waiting := ri.deferred[o]
-	if o == "" || o == c.cfg.Self || o == from || !asked || waiting {
+	if o == "" || o == c.cfg.Self || (o == from && e <= epoch) || !asked || waiting {
 		return // answered with it when it asks, or once stopped
 	}
-	if st, ok := ri.state.(*idle); ok {
+	switch st := ri.state.(type) {
+	case *idle:
 		st.releasedTo, st.sent = o, true
+	case *stopping:
+		st.givenTo = o
 	}
 	rel := c.releaseFor(o, e)
 	if !slices.Contains(rel.Ranges, r) {
@@ -288,6 +316,86 @@ func (c *Core) passOn(r int, from MemberID, kept *Handoff) {
 	}
 	rel.Handoffs = append(rel.Handoffs, *kept)
 	c.gave(r, kept)
+}
+
+// supplement adds s's objects to the Handoff of s.Token wherever this
+// member has or had it: one it holds for its claim or for the next owner,
+// the one its handlers were given (they get OnDelete for the objects the
+// range no longer has), or one it gave on or released with (s follows it
+// to that member; for this member's own delivery, s becomes a supplement
+// of its own Handoff). Otherwise it waits for that Handoff (early): the
+// two may have crossed.
+func (c *Core) supplement(r int, s *Handoff) {
+	ri := &c.ranges[r]
+	if s.Token == 0 {
+		return
+	}
+	add := func(h **Handoff) bool {
+		if *h == nil || (*h).Token != s.Token {
+			return false
+		}
+		*h = withLate(*h, s)
+		return true
+	}
+	var took bool
+	switch st := ri.state.(type) {
+	case *syncing:
+		took = add(&st.handoff)
+	case *acquiring:
+		took = add(&st.handoff)
+	case *claiming:
+		took = add(&st.handoff)
+	case *stopping:
+		took = add(&st.handoff)
+	case *active:
+		if st.handoff == s.Token {
+			st.late = withLate(st.late, s)
+			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: s})
+		}
+		return
+	case *deactivating:
+		if st.handoff == s.Token {
+			st.late = withLate(st.late, s)
+		}
+		return
+	case *idle:
+		switch {
+		case s.Token == ri.continued && ri.delivered > ri.continued:
+			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: s.Objects, Supplement: true})
+			return
+		case st.handoff != nil && st.handoff.Token == s.Token:
+			st.handoff = withLate(st.handoff, s)
+			if st.sent && st.releasedTo != "" {
+				c.forward(st.releasedTo, s)
+			}
+			return
+		case st.handoff == nil && s.Token == ri.delivered && st.releasedTo != "":
+			c.forward(st.releasedTo, s)
+			return
+		}
+	}
+	if took {
+		return
+	}
+	// The messages crossed: the Handoff of s.Token may still come.
+	if ri.early == nil {
+		ri.early = map[uint64]*Handoff{}
+	}
+	if len(ri.early) < maxEarly || ri.early[s.Token] != nil {
+		ri.early[s.Token] = withLate(ri.early[s.Token], s)
+	}
+}
+
+// maxEarly bounds the supplements a range keeps for Handoffs that have not
+// come (each is one earlier deliverer's late objects).
+const maxEarly = 4
+
+// forward sends supplement s to member to, in a Released of epoch 0: no
+// attempt's answer.
+func (c *Core) forward(to MemberID, s *Handoff) {
+	out := *s
+	out.Supplement = true
+	c.out.Send(c.addr(to), &Released{From: c.cfg.Self, Ranges: []int{s.Range}, Handoffs: []Handoff{out}})
 }
 
 // gave records that this member gave handoff h of range r to an owner.
@@ -307,7 +415,9 @@ func withLate(own, late *Handoff) *Handoff {
 		return own
 	}
 	if own == nil {
-		return late
+		out := *late
+		out.Supplement = false
+		return &out
 	}
 	out := *own
 	out.Objects = slices.Clone(own.Objects)
@@ -370,11 +480,12 @@ func (c *Core) stopped(m *RangeStopped) {
 	switch st := ri.state.(type) {
 	case *deactivating:
 		ri.state = &idle{releasedTo: st.to, handoff: withLate(m.Handoff, st.late), at: c.ticks}
-		ri.delivered = st.token
+		ri.delivered, ri.continued = st.token, st.handoff
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
-		// that asks, as the previous deliverer's would have.
-		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting}
+		// that asks, as the previous deliverer's would have, unless it
+		// went to one already.
+		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting, releasedTo: st.givenTo, sent: st.givenTo != ""}
 	}
 }
 
@@ -714,7 +825,7 @@ func (c *Core) activate(seq uint64, token uint64) {
 		if st.handoff != nil {
 			act.handoff = st.handoff.Token
 		}
-		ri.state = act
+		ri.state, ri.early = act, nil
 		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
 		activated = true
 	}

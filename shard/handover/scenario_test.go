@@ -645,6 +645,13 @@ func activateOnVoidLease(t *testing.T, c *handover.Core, self, peer handover.Mem
 	for seq := uint64(2); seq < 6; seq++ {
 		out = append(out, c.Step(&handover.LeaseRenewFailed{Seq: seq})...)
 	}
+	return untilActive(t, c, out)
+}
+
+// untilActive answers c's lease writes from out on (tokens from 20) and
+// ticks until it activates range 0.
+func untilActive(t *testing.T, c *handover.Core, out []stage.Msg) *handover.ActivateRange {
+	t.Helper()
 	var act *handover.ActivateRange
 	now, token := 5*simTick, uint64(20)
 	for act == nil && now < 2*time.Second {
@@ -722,6 +729,150 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 		}
 		if want := []string{"ns/b@35", "ns/c@39", "ns/a@29"}; !slices.Equal(keys, want) {
 			t.Fatalf("while active %v: handoff objects %v, want %v: its own, then the late one's it does not have", whileActive, keys, want)
+		}
+	}
+}
+
+// A late Handoff that comes after this member released the range (its
+// own Handoff sent) follows that Handoff: a supplement to the member it
+// was released to, an answer to no attempt. There, the supplement adds to
+// the Handoff of its token, even when it comes first (the two crossed),
+// and once the range is delivered it is a LateHandoff.
+func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
+	// A member alone delivers ranges 0 and 1, activated on a void lease:
+	// without their previous deliverer's (peer's) answer.
+	self, peer := handover.NewMemberID("self", "1"), handover.NewMemberID("peer", "1")
+	c := handover.NewCore(testConfig(self, 2))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	var out []stage.Msg
+	for now := simTick; now <= 3*simTick; now += simTick {
+		out = append(out, c.Step(&handover.Tick{Now: now})...)
+	}
+	for r, st := range c.Status().Ranges {
+		out = append(out, c.Step(&handover.RangeSynced{Range: r, Epoch: st.Epoch})...)
+	}
+	acts := map[int]*handover.ActivateRange{}
+	now, token := 4*simTick, uint64(20)
+	for len(acts) < 2 && now < 2*time.Second {
+		for _, m := range out {
+			if a, ok := m.Body.(*handover.ActivateRange); ok {
+				acts[a.Range] = a
+			}
+		}
+		if w, ok := find[*handover.RenewLease](out); ok {
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
+			token++
+		} else {
+			out = c.Step(&handover.Tick{Now: now})
+		}
+		now += simTick
+	}
+	if len(acts) < 2 || acts[0].Handoff != nil {
+		t.Fatalf("activations %v, want both ranges, without a handoff: %+v", acts, c.Status())
+	}
+	// A newcomer joins and this member leaves: both ranges are drained for
+	// the newcomer; range 0 stops first, and goes with its own Handoff.
+	next := handover.NewMemberID("next", "1")
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), next.Node()}})
+	c.Step(&handover.Hello{From: next, Ranges: 2, HashField: "uid", Reply: true})
+	c.Step(&handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: next, Version: "31"}}})
+	c.Step(&handover.Leave{})
+	out = c.Step(&handover.Acquire{From: next, Epoch: 50, Ranges: []int{0, 1}})
+	for end := now + 20*simTick; now < end; now += simTick {
+		if _, ok := find[*handover.DeactivateRange](out); ok {
+			break
+		}
+		out = c.Step(&handover.Tick{Now: now})
+	}
+	if st := c.Status().Ranges[0]; st.State != "deactivating" {
+		t.Fatalf("range 0 is %s, want deactivating for the newcomer", st.State)
+	}
+	own := &handover.Handoff{Range: 0, Token: acts[0].Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}}}
+	out = c.Step(&handover.RangeStopped{Range: 0, Epoch: acts[0].Epoch, Handoff: own})
+	var to stage.Addr
+	for _, m := range out {
+		if rel, ok := m.Body.(*handover.Released); ok && rel.Epoch == 50 && len(rel.Handoffs) == 1 {
+			to = m.To
+		}
+	}
+	if to == (stage.Addr{}) {
+		t.Fatalf("no answer with the handoff once range 0 stopped: %v; %+v", out, c.Status())
+	}
+	// The previous deliverer's answer comes now.
+	late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	out = c.Step(&handover.Released{From: peer, Epoch: acts[0].Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}})
+	var sup *handover.Handoff
+	for _, m := range out {
+		if rel, ok := m.Body.(*handover.Released); ok && m.To == to && rel.Epoch == 0 && len(rel.Handoffs) == 1 {
+			sup = &rel.Handoffs[0]
+		}
+	}
+	if sup == nil || !sup.Supplement || sup.Token != acts[0].Token || sup.From != self || len(sup.Objects) != 1 || sup.Objects[0].Key != "ns/a" {
+		t.Fatalf("supplement %+v in %v, want one to the newcomer with the late objects, under this member's token %d", sup, out, acts[0].Token)
+	}
+
+	// The next owner: the supplement comes before the handoff it adds to.
+	c2, _, peer2, epoch2 := acquiringZero(t)
+	supplement := &handover.Released{From: peer2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Supplement: true, Objects: []handover.ObjectRef{{Key: "ns/a"}}}}}
+	out = c2.Step(supplement)
+	out = append(out, c2.Step(&handover.Released{From: peer2, Epoch: epoch2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Objects: []handover.ObjectRef{{Key: "ns/b"}}}}})...)
+	act2 := untilActive(t, c2, out)
+	var keys []string
+	if act2.Handoff != nil {
+		for _, o := range act2.Handoff.Objects {
+			keys = append(keys, o.Key)
+		}
+	}
+	if !slices.Equal(keys, []string{"ns/b", "ns/a"}) {
+		t.Fatalf("activated with handoff objects %v, want [ns/b ns/a]: the handoff and its supplement", keys)
+	}
+	// Delivered: a further supplement is a LateHandoff.
+	supplement.Handoffs[0].Objects = []handover.ObjectRef{{Key: "ns/c"}}
+	if lh, ok := find[*handover.LateHandoff](c2.Step(supplement)); !ok || len(lh.Handoff.Objects) != 1 || lh.Handoff.Objects[0].Key != "ns/c" {
+		t.Fatalf("LateHandoff %+v (found %v), want one with ns/c", lh, ok)
+	}
+}
+
+// A member that passed a handoff on (answering an owner's ask) and then
+// claimed the range itself gets it back: the member it went to, which
+// answered its ask before the handoff came, gives it on to it, and not
+// when the ask is older than the handoff's message (the two would pass it
+// back and forth while their views differ).
+func TestHandoffGoesBackToTheMemberThatPassedItOn(t *testing.T) {
+	for _, askedSince := range []bool{true, false} {
+		c, _, peer, epoch := acquiringZero(t)
+		// This member leaves: its attempt is given up, and range 0 is
+		// peer's. Peer asks for it and is answered, without a handoff.
+		out := c.Step(&handover.Leave{})
+		stop, ok := find[*handover.StopRange](out)
+		if !ok {
+			t.Fatalf("the attempt was not given up on leaving: %+v", c.Status())
+		}
+		c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
+		ask := epoch + 10
+		if !askedSince {
+			ask = epoch - 1
+		}
+		if rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: peer, Epoch: ask, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 0 {
+			t.Fatalf("peer's ask answered with %+v, want an answer without a handoff", rel)
+		}
+		// Peer's answer to this member's attempt comes now, with the
+		// handoff of the range's earlier deliverer, which peer had.
+		h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: handover.NewMemberID("earlier", "1"), Objects: []handover.ObjectRef{{Key: "ns/a"}}}
+		out = c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+		var back *handover.Released
+		for _, m := range out {
+			if rel, ok := m.Body.(*handover.Released); ok && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == 28 {
+				back = rel
+			}
+		}
+		if askedSince && (back == nil || back.Epoch != ask) {
+			t.Fatalf("handoff given back in %+v, want it in an answer to peer's ask (epoch %d)", back, ask)
+		}
+		if !askedSince && back != nil {
+			t.Fatalf("handoff given back to peer, whose ask is older than the message it came in: %+v", back)
 		}
 	}
 }

@@ -497,7 +497,10 @@ type Handoff struct {
 	Objects []*ObjectRef           `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
 	// from is the member whose handlers were given what it says (not the
 	// member that passes it on).
-	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
+	From string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
+	// supplement: objects that add to the handoff of token, given already
+	// (an earlier deliverer's that came too late for it).
+	Supplement    bool `protobuf:"varint,6,opt,name=supplement,proto3" json:"supplement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -565,6 +568,13 @@ func (x *Handoff) GetFrom() string {
 		return x.From
 	}
 	return ""
+}
+
+func (x *Handoff) GetSupplement() bool {
+	if x != nil {
+		return x.Supplement
+	}
+	return false
 }
 
 type ObjectRef struct {
@@ -879,13 +889,16 @@ const file_shard_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xa0\x01\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xc0\x01\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12;\n" +
 	"\aobjects\x18\x04 \x03(\v2!.actorinformer.shard.v1.ObjectRefR\aobjects\x12\x12\n" +
-	"\x04from\x18\x05 \x01(\tR\x04from\"I\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1e\n" +
+	"\n" +
+	"supplement\x18\x06 \x01(\bR\n" +
+	"supplement\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
