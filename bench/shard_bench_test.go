@@ -44,7 +44,7 @@ import (
 //
 //	go test ./bench -run '^$' -bench ShardedMembers -benchtime 1x -args -bench.full
 var (
-	shardRanges   = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers: the group's number of ranges")
+	shardRanges   = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers and BenchmarkShardedScaling: the group's number of ranges")
 	shardHeapDump = flag.String("bench.shard.heapprofiles", "", "BenchmarkShardedMembers: a directory each process's heap profile is written to after the stream drained")
 )
 

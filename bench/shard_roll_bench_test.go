@@ -351,7 +351,12 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // gate on; 2,000 pods and 1 and 3 members, -bench.full 20,000 pods, then a
 // quarter as many updates): the largest member's heap (after a collection) against the
 // informer's, the members' CPU time together against the informer's, and
-// the bytes they received together against the informer's.
+// the bytes they received together against the informer's. The CPU time is
+// reported twice: over each process's whole life, up to the measure (the
+// drain's last second of quiet included); and over the active window, from
+// the processes' start (all of them list at once) to the first poll that saw
+// every process's final byte count, read from that poll's state; of that
+// window, apart, the part from the poll that found every process synced.
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
 // its start to the measure.
 //
@@ -380,18 +385,34 @@ func BenchmarkShardedScaling(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		var out strings.Builder
-		fmt.Fprintf(&out, "\n%d pods, %d updates, %d ranges\n\n| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | bytes, members together | × (a) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
+		fmt.Fprintf(&out, "\n%d pods, %d updates, %d ranges\n\n"+
+			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) |\n"+
+			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
 		for _, n := range counts {
 			r := runScaling(b, c, cs, bin, ns, pods, n, i)
-			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap, r.cpu, r.aCPU, r.cpu/r.aCPU, r.bytes/1e6, r.bytes/r.aBytes)
+			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap,
+				r.cpu, r.aCPU, r.cpu/r.aCPU, r.window.Seconds(), r.toSynced.Seconds(), r.winCPU, r.aWinCPU, r.winCPU/r.aWinCPU,
+				(r.winCPU-r.syncCPU)/(r.aWinCPU-r.aSyncCPU), r.bytes/1e6, r.bytes/r.aBytes)
 			b.ReportMetric(r.cpu/r.aCPU, fmt.Sprintf("cpu%d/(a)", n))
+			b.ReportMetric(r.winCPU/r.aWinCPU, fmt.Sprintf("cpuwindow%d/(a)", n))
 			b.ReportMetric(r.heap/r.aHeap, fmt.Sprintf("heap%d/(a)", n))
 		}
 		b.Log(out.String())
 	}
 }
 
-type scaleRow struct{ heap, aHeap, cpu, aCPU, bytes, aBytes float64 }
+// scaleRow is one member count's figures, (a)'s apart: the heap, the CPU
+// seconds over the whole life, over the active window (its length window)
+// and up to the poll that found every process synced (toSynced after the
+// window's start), and the bytes.
+type scaleRow struct {
+	heap, aHeap       float64
+	cpu, aCPU         float64
+	winCPU, aWinCPU   float64
+	syncCPU, aSyncCPU float64
+	window, toSynced  time.Duration
+	bytes, aBytes     float64
+}
 
 func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, bin, ns string, pods, n, run int) scaleRow {
 	ranges := *shardRanges
@@ -402,6 +423,9 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 		}
 		return []string{"-cpuprofile", filepath.Join(*cpuProfiles, fmt.Sprintf("n%d-%s.pprof", n, name))}
 	}
+	// The active window starts here: every process starts listing at its
+	// start, (a) at once, a member once it joined the group.
+	start := time.Now()
 	a := shardproc.Start(b, bin, "a", append(append(shardArgs(c, ns), "-mode", "unsharded"), profile("a")...)...)
 	ms := make([]*shardproc.Proc, n)
 	var wg sync.WaitGroup
@@ -414,12 +438,18 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 	}
 	wg.Wait()
 	all := append([]*shardproc.Proc{a}, ms...)
+	// The processes' CPU seconds as the poll that found them synced read them.
+	synced := make([]float64, len(all))
+	var syncedAt time.Time
 	wait(b, 5*time.Minute, "every process synced, each range served once", func() string {
-		for _, p := range all {
-			if st, err := p.State(false); err != nil || !st.Synced {
+		for i, p := range all {
+			st, err := p.State(false)
+			if err != nil || !st.Synced {
 				return p.Name + " not synced"
 			}
+			synced[i] = st.CPUSeconds
 		}
+		syncedAt = time.Now()
 		return covered(ms, ranges)
 	})
 	updates := pods / 4
@@ -429,22 +459,39 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 			[]byte(fmt.Sprintf(`{"metadata":{"labels":{"gen":"%d-%d"}}}`, n, i)), metav1.PatchOptions{})
 		return err
 	}, b)
-	var last []int64
+	// Drained: no process received a byte for a second. The active window
+	// ends at the first poll that saw the final byte counts: its CPU
+	// seconds (drained) and time (end).
+	var (
+		last    []int64
+		drained []float64
+		end     time.Time
+	)
 	wait(b, 2*time.Minute, "the streams drained", func() string {
-		cur := make([]int64, len(all))
+		cur, cpu := make([]int64, len(all)), make([]float64, len(all))
+		now := time.Now()
 		for i, p := range all {
 			st, _ := p.State(false)
-			cur[i] = st.Bytes
+			cur[i], cpu[i] = st.Bytes, st.CPUSeconds
 		}
-		same := slices.Equal(cur, last)
-		last = cur
-		if !same {
-			time.Sleep(time.Second)
+		if !slices.Equal(cur, last) {
+			last, drained, end = cur, cpu, now
 			return "bytes still growing"
+		}
+		if time.Since(end) < time.Second {
+			return "no byte for less than a second"
 		}
 		return ""
 	})
-	var r scaleRow
+	r := scaleRow{window: end.Sub(start), toSynced: syncedAt.Sub(start)}
+	for i, p := range all {
+		if p == a {
+			r.aWinCPU, r.aSyncCPU = drained[i], synced[i]
+			continue
+		}
+		r.winCPU += drained[i]
+		r.syncCPU += synced[i]
+	}
 	for _, p := range all {
 		q := "gc=1"
 		if *cpuProfiles != "" {
