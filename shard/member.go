@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,6 +319,14 @@ func (io *memberIO) toCore(in handover.Input) {
 func (io *memberIO) Receive(ctx actor.Context) {
 	inc := io.inc
 	s := inc.s
+	defer func() {
+		// protoactor restarts the actor and logs only the panic's value:
+		// the stack says where.
+		if r := recover(); r != nil {
+			inc.log.Error("the member's I/O actor failed on a message (a bug of ours)", "panic", fmt.Sprint(r), "message", fmt.Sprintf("%T", ctx.Message()), "stack", string(debug.Stack()))
+			panic(r)
+		}
+	}()
 	switch m := ctx.Message().(type) {
 	case *startIO:
 		self, sys := ctx.Self(), inc.c.ActorSystem

@@ -195,6 +195,12 @@ var mutants = []mutant{
 		to:   "o == from",
 	},
 	{
+		name: "a supplement counts as an answer",
+		file: "ranges.go",
+		from: "if m.Epoch != 0 { // epoch 0: a supplement, no answer",
+		to:   "if true { // epoch 0: a supplement, no answer",
+	},
+	{
 		name: "a member left out of a peer's view does not rejoin",
 		file: "membership.go",
 		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",

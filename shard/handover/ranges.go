@@ -190,9 +190,13 @@ func (c *Core) releasedMsg(m *Released) {
 		ri := &c.ranges[r]
 		switch st := ri.state.(type) {
 		case *idle:
-			delete(st.awaiting, m.From)
+			if m.Epoch != 0 { // epoch 0: a supplement, no answer
+				delete(st.awaiting, m.From)
+			}
 		case *stopping:
-			delete(st.awaiting, m.From)
+			if m.Epoch != 0 {
+				delete(st.awaiting, m.From)
+			}
 		}
 		c.takeHandoff(r, m.From, m.Epoch, handoffOf(m, r))
 		if ri.epoch != m.Epoch {

@@ -835,6 +835,22 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	}
 }
 
+// A supplement is no answer: a leaving member that waits for the answer of
+// a member it asked (it may carry a handoff) still waits when that member's
+// supplement comes first.
+func TestSupplementIsNoAnswer(t *testing.T) {
+	c, _, peer, _ := acquiringZero(t)
+	stop, ok := find[*handover.StopRange](c.Step(&handover.Leave{}))
+	if !ok {
+		t.Fatalf("the attempt was not given up on leaving: %+v", c.Status())
+	}
+	c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
+	sup := &handover.Released{From: peer, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer, Supplement: true, Objects: []handover.ObjectRef{{Key: "ns/a"}}}}}
+	if _, ok := find[*handover.Left](c.Step(sup)); ok {
+		t.Fatal("left on a supplement, before the answer of the member it asked")
+	}
+}
+
 // A member that passed a handoff on (answering an owner's ask) and then
 // claimed the range itself gets it back: the member it went to, which
 // answered its ask before the handoff came, gives it on to it, and not
