@@ -573,7 +573,7 @@ func (io *memberIO) leaseEffect(body any) {
 	// actor's other work (a snapshot being encoded for a new owner), a
 	// renewal that succeeded in time could reach the core after the tick
 	// that fences it.
-	answer := func(in handover.Input) { inc.c.ActorSystem.Root.Send(inc.corePID, in) }
+	answer := io.toCore
 	switch e := body.(type) {
 	case *handover.RenewLease:
 		start := s.now()

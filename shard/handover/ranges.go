@@ -188,13 +188,11 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
-		switch st := ri.state.(type) {
-		case *idle:
-			if m.Epoch != 0 { // epoch 0: a supplement, no answer
+		if m.Epoch != 0 { // epoch 0: a supplement, no answer
+			switch st := ri.state.(type) {
+			case *idle:
 				delete(st.awaiting, m.From)
-			}
-		case *stopping:
-			if m.Epoch != 0 {
+			case *stopping:
 				delete(st.awaiting, m.From)
 			}
 		}
@@ -229,7 +227,7 @@ func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 			// A previous deliverer's Handoff that came after this
 			// member's delivery ended: its objects follow this member's
 			// own Handoff to whoever has it.
-			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: h.Objects, Supplement: true})
+			c.supplementOwn(r, h.Objects)
 		}
 		return // stale: repeated by a member this one had released to
 	}
@@ -365,7 +363,7 @@ func (c *Core) supplement(r int, s *Handoff) {
 	case *idle:
 		switch {
 		case s.Token == ri.continued && ri.delivered > ri.continued:
-			c.supplement(r, &Handoff{Range: r, Token: ri.delivered, From: c.cfg.Self, Objects: s.Objects, Supplement: true})
+			c.supplementOwn(r, s.Objects)
 			return
 		case st.handoff != nil && st.handoff.Token == s.Token:
 			st.handoff = withLate(st.handoff, s)
@@ -388,6 +386,12 @@ func (c *Core) supplement(r int, s *Handoff) {
 	if len(ri.early) < maxEarly || ri.early[s.Token] != nil {
 		ri.early[s.Token] = withLate(ri.early[s.Token], s)
 	}
+}
+
+// supplementOwn adds objects to the Handoff of this member's last delivery
+// of range r: they came too late for it.
+func (c *Core) supplementOwn(r int, objects []ObjectRef) {
+	c.supplement(r, &Handoff{Range: r, Token: c.ranges[r].delivered, From: c.cfg.Self, Objects: objects, Supplement: true})
 }
 
 // maxEarly bounds the supplements a range keeps for Handoffs that have not

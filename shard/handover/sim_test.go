@@ -171,8 +171,9 @@ type world struct {
 	// handed: for a range, the tokens whose activation got the previous
 	// deliverer's handoff, at activation or late.
 	handed map[int]map[uint64]bool
-	// dropped: for a range, the tokens of the handoffs that a member whose
-	// leave's time was up left with.
+	// dropped: for a range, the tokens of the handoffs that a member left
+	// with when its leave's time was up or it knew of no member to take
+	// them.
 	dropped map[int]map[uint64]bool
 	// unclean: a member was fenced or failed; its handoffs may be lost.
 	unclean bool
