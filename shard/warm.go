@@ -153,6 +153,9 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		}
 		if len(objs) > snapshotChunk {
 			// Kept for the next chunks; a copy served in one chunk is not.
+			if old := io.snapshots[k]; old != nil {
+				old.drop() // the asker started over
+			}
 			sn = newSnapshot(objs, rv, now)
 			io.snapshots[k] = sn
 		} else {
