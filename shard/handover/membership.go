@@ -360,8 +360,7 @@ func (c *Core) holderOf(r int) MemberID {
 		if !slices.Contains(p.active, r) || !ms.isCurrent(id) {
 			continue
 		}
-		switch s := score(id, r); {
-		case out == "" || s > best, s == best && out != c.cfg.Self && id < out:
+		if s := score(id, r); out == "" || s > best || s == best && out != c.cfg.Self && id < out {
 			out, best = id, s
 		}
 	}

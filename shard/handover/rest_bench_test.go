@@ -8,9 +8,9 @@ import (
 
 // BenchmarkSettledSecond is one second of a settled group of 3 members
 // and 16 ranges, nothing moving: every member's ticks, heartbeats, lease
-// renewals and lease snapshots, through the simulator. It is what the
-// protocol costs a member at rest (times 3), with the simulator's bookkeeping
-// aside: core-ns/s is the members' Step calls alone.
+// renewals and lease snapshots, through the simulator. core-ns/s is what
+// the three members' protocol steps took in that second (their Step calls
+// alone, the simulator's bookkeeping aside).
 func BenchmarkSettledSecond(b *testing.B) {
 	w := newWorld(b, 16)
 	w.fifo = true
