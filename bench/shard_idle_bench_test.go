@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,13 +20,15 @@ import (
 // informer beside them on a real kube-apiserver with the
 // ShardedListAndWatch gate on, 200 pods; once every process has synced
 // and a few seconds passed, the CPU time each uses over 30 s (-bench.full;
-// 10 s without), per second. -bench.shard.cpuprofiles DIR writes each
+// 10 s without; -bench.shard.idle), per second. -bench.shard.cpuprofiles DIR writes each
 // process's CPU profile over that span.
 // A member's lease renewals, the group's heartbeats, the protocol's clock,
 // protoactor's gossip and the etcd provider's keep-alive run all the time;
 // an unsharded informer waits on its watch.
 //
 //	go test ./bench -run '^$' -bench ShardedIdle -benchtime 1x -args -bench.full
+var idleSpan = flag.Duration("bench.shard.idle", 0, "BenchmarkShardedIdle's span (0: 30 s with -bench.full, 10 s without)")
+
 func BenchmarkShardedIdle(b *testing.B) {
 	c, _, bin, ns := startShardBench(b, 200)
 	ranges := *shardRanges
@@ -61,6 +64,9 @@ func BenchmarkShardedIdle(b *testing.B) {
 		span := 10 * time.Second // the smoke run's
 		if benchSizes() == Full {
 			span = 30 * time.Second
+		}
+		if *idleSpan > 0 {
+			span = *idleSpan
 		}
 		before := cpu()
 		var profiles sync.WaitGroup

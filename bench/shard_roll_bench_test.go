@@ -356,7 +356,9 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // drain's last second of quiet included); and over the active window, from
 // the processes' start (all of them list at once) to the first poll that saw
 // every process's final byte count, read from that poll's state; of that
-// window, apart, the part from the poll that found every process synced.
+// window, apart, the part from the poll that found every process synced;
+// and, after the measure, each process's CPU at rest over 10 s, and the
+// window's CPU less that rest cost over the window.
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
 // its start to the measure; -bench.shard.heapprofiles DIR every process's
 // heap profile, at the measure (after its collection).
@@ -387,16 +389,18 @@ func BenchmarkShardedScaling(b *testing.B) {
 	for i := range b.N {
 		var out strings.Builder
 		fmt.Fprintf(&out, "\n%d pods, %d updates, %d ranges\n\n"+
-			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) |\n"+
-			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
+			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) | rest, ms/s, members | (a) | window less rest: × (a) |\n"+
+			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
 		for _, n := range counts {
 			r := runScaling(b, c, cs, bin, ns, pods, n, i)
-			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap,
+			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f | %.1f | %.1f | %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap,
 				r.cpu, r.aCPU, r.cpu/r.aCPU, r.window.Seconds(), r.toSynced.Seconds(), r.winCPU, r.aWinCPU, r.winCPU/r.aWinCPU,
-				(r.winCPU-r.syncCPU)/(r.aWinCPU-r.aSyncCPU), r.bytes/1e6, r.bytes/r.aBytes)
+				(r.winCPU-r.syncCPU)/(r.aWinCPU-r.aSyncCPU), r.bytes/1e6, r.bytes/r.aBytes,
+				r.rest*1000, r.aRest*1000, r.lessRest())
 			b.ReportMetric(r.cpu/r.aCPU, fmt.Sprintf("cpu%d/(a)", n))
 			b.ReportMetric(r.winCPU/r.aWinCPU, fmt.Sprintf("cpuwindow%d/(a)", n))
 			b.ReportMetric(r.heap/r.aHeap, fmt.Sprintf("heap%d/(a)", n))
+			b.ReportMetric(r.lessRest(), fmt.Sprintf("cpulessrest%d/(a)", n))
 		}
 		b.Log(out.String())
 	}
@@ -405,7 +409,7 @@ func BenchmarkShardedScaling(b *testing.B) {
 // scaleRow is one member count's figures, (a)'s apart: the heap, the CPU
 // seconds over the whole life, over the active window (its length window)
 // and up to the poll that found every process synced (toSynced after the
-// window's start), and the bytes.
+// window's start), the bytes, and the CPU at rest.
 type scaleRow struct {
 	heap, aHeap       float64
 	cpu, aCPU         float64
@@ -413,6 +417,16 @@ type scaleRow struct {
 	syncCPU, aSyncCPU float64
 	window, toSynced  time.Duration
 	bytes, aBytes     float64
+	// rest, aRest: CPU seconds a second at rest (the members' together).
+	rest, aRest float64
+}
+
+// lessRest is the window's CPU less what each side costs at rest over the
+// window, members against (a): the work the stream made them do. An
+// estimate: a member whose ranges move ticks more often than a settled one.
+func (r scaleRow) lessRest() float64 {
+	w := r.window.Seconds()
+	return (r.winCPU - r.rest*w) / (r.aWinCPU - r.aRest*w)
 }
 
 func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, bin, ns string, pods, n, run int) scaleRow {
@@ -519,6 +533,34 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 		r.heap = max(r.heap, float64(st.HeapNow))
 		r.cpu += st.CPUSeconds
 		r.bytes += float64(st.Bytes)
+	}
+	// At rest, once measured: each process's CPU over 10 s (3 s in the
+	// smoke run), per second, to set the rest cost apart from the window's
+	// work.
+	cpus := func() []float64 {
+		out := make([]float64, len(all))
+		for i, p := range all {
+			st, err := p.State(false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[i] = st.CPUSeconds
+		}
+		return out
+	}
+	restSpan := 3 * time.Second // the smoke run's
+	if benchSizes() == Full {
+		restSpan = 10 * time.Second
+	}
+	restStart, t0 := cpus(), time.Now()
+	time.Sleep(restSpan)
+	restEnd, span := cpus(), time.Since(t0).Seconds()
+	for i, p := range all {
+		if p == a {
+			r.aRest = (restEnd[i] - restStart[i]) / span
+			continue
+		}
+		r.rest += (restEnd[i] - restStart[i]) / span
 	}
 	for _, p := range all {
 		p.Stop(time.Minute)

@@ -26,6 +26,8 @@ type membership struct {
 
 	view   []MemberID
 	owners []MemberID // per range; nil before the first view
+	// placedView and placedHolders are what owners were placed from.
+	placedView, placedHolders []MemberID
 	// moving: ranges a peer said it released (Hello.Moved), to whom and
 	// at which tick: their holder until a Hello shows one deliver them,
 	// or movingTicks pass.
@@ -303,68 +305,77 @@ func (c *Core) computeView() {
 		ms.view = view
 		ms.viewAt = c.ticks
 	}
-	owners := Place(view, c.holders(), len(c.ranges), c.cfg.MaxMoves)
+	// Place is a pure function of the view and the holders: at rest,
+	// nothing changes and the last owners stand.
+	holders := c.holders()
+	if ms.owners != nil && slices.Equal(view, ms.placedView) && slices.Equal(holders, ms.placedHolders) {
+		return
+	}
+	ms.placedView, ms.placedHolders = view, holders
+	owners := Place(view, holders, len(c.ranges), c.cfg.MaxMoves)
 	if !slices.Equal(owners, ms.owners) {
 		ms.owners = owners
 		ms.viewAt = c.ticks
 	}
 }
 
-// holderOf is range r's holder as this member knows it ("" for none).
-func (c *Core) holderOf(r int) MemberID { return c.holders()[r] }
-
-// holders are each range's holder as this member knows it: the member that
-// delivers it (itself, or a current peer by its last Hello); of several,
-// the one with the highest rendezvous score. A range on its way between
-// two members is held by the member it goes to: itself once every member
-// has let it go (claiming), or the current peer that its previous
-// deliverer said it released it to, until that peer's Hello says it
-// delivers it or movingTicks heartbeats pass. Without that, members
-// that heard the release and not yet the new deliverer would place the
-// range elsewhere, and start it with no holder to copy it from.
+// holders are each range's holder as this member knows it (holderOf).
 func (c *Core) holders() []MemberID {
-	ms := &c.members
-	out := make([]MemberID, len(c.ranges))
-	var released map[int]MemberID
-	for r := range c.ranges {
-		switch st := c.ranges[r].state.(type) {
-		case *active, *deactivating, *claiming:
-			out[r] = c.cfg.Self
-		case *idle:
-			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
-				if released == nil {
-					released = map[int]MemberID{}
-				}
-				released[r] = st.releasedTo
-			}
-		}
-	}
-	for _, id := range sortedKeys(ms.peers) {
-		if !ms.isCurrent(id) {
-			continue
-		}
-		for _, r := range ms.peers[id].active {
-			if r >= 0 && r < len(out) && (out[r] == "" || score(id, r) > score(out[r], r)) {
-				out[r] = id
-			}
-		}
-	}
-	for r, mv := range ms.moving {
+	for r, mv := range c.members.moving {
 		if c.ticks-mv.at >= movingTicks*c.cfg.HelloTicks {
-			delete(ms.moving, r)
-			continue
-		}
-		if out[r] == "" && ms.isCurrent(mv.to) {
-			out[r] = mv.to
+			delete(c.members.moving, r)
 		}
 	}
-	// A range this member released: to the member it released it to.
-	for r, to := range released {
-		if out[r] == "" && ms.isCurrent(to) {
-			out[r] = to
-		}
+	out := make([]MemberID, len(c.ranges))
+	for r := range out {
+		out[r] = c.holderOf(r)
 	}
 	return out
+}
+
+// holderOf is range r's holder as this member knows it ("" for none): the
+// member that delivers it (itself, or a current peer by its last Hello);
+// of several, the one with the highest rendezvous score (of equal scores,
+// itself, then the lowest id). A range on its way between two members is
+// held by the member it goes to: itself once every member has let it go
+// (claiming), or the current peer that its previous deliverer said it
+// released it to, until that peer's Hello says it delivers it or
+// movingTicks heartbeats pass. Without that, members that heard the
+// release and not yet the new deliverer would place the range elsewhere,
+// and start it with no holder to copy it from.
+func (c *Core) holderOf(r int) MemberID {
+	ms := &c.members
+	var out MemberID
+	var best uint64
+	var releasedTo MemberID
+	switch st := c.ranges[r].state.(type) {
+	case *active, *deactivating, *claiming:
+		out, best = c.cfg.Self, score(c.cfg.Self, r)
+	case *idle:
+		if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
+			releasedTo = st.releasedTo
+		}
+	}
+	for id, p := range ms.peers {
+		if !slices.Contains(p.active, r) || !ms.isCurrent(id) {
+			continue
+		}
+		if s := score(id, r); out == "" || s > best || s == best && out != c.cfg.Self && id < out {
+			out, best = id, s
+		}
+	}
+	if out != "" {
+		return out
+	}
+	// A range a peer said it released: to the member it released it to.
+	if mv, ok := ms.moving[r]; ok && c.ticks-mv.at < movingTicks*c.cfg.HelloTicks && ms.isCurrent(mv.to) {
+		return mv.to
+	}
+	// A range this member released: to the member it released it to.
+	if releasedTo != "" && ms.isCurrent(releasedTo) {
+		return releasedTo
+	}
+	return ""
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

@@ -206,6 +206,18 @@ var mutants = []mutant{
 		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",
 		to:   "c.ticks-p.excludedAt >= c.cfg.HealTicks && false {",
 	},
+	{
+		name: "the owners stand when only the holders change",
+		file: "membership.go",
+		from: "slices.Equal(view, ms.placedView) && slices.Equal(holders, ms.placedHolders)",
+		to:   "slices.Equal(view, ms.placedView)",
+	},
+	{
+		name: "a peer that is not current holds what it said it delivers",
+		file: "membership.go",
+		from: "if !slices.Contains(p.active, r) || !ms.isCurrent(id) {",
+		to:   "if !slices.Contains(p.active, r) {",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -128,11 +128,13 @@ type apiLease struct {
 }
 
 type world struct {
-	t       testing.TB
-	ranges  int
-	nodes   map[handover.NodeID]*node
-	order   []handover.NodeID
-	members []*simMember // every incarnation, in start order
+	t testing.TB
+	// coreTime, when set, adds up the time the members' cores take.
+	coreTime *time.Duration
+	ranges   int
+	nodes    map[handover.NodeID]*node
+	order    []handover.NodeID
+	members  []*simMember // every incarnation, in start order
 	// registered: the provider's registrations (etcd keys).
 	registered map[handover.NodeID]bool
 	net        []netMsg
@@ -262,7 +264,14 @@ func (w *world) step(m *simMember, in handover.Input) {
 			m.leaveTicks++
 		}
 	}
+	var began time.Time
+	if w.coreTime != nil {
+		began = time.Now()
+	}
 	out := m.core.Step(in)
+	if w.coreTime != nil {
+		*w.coreTime += time.Since(began)
+	}
 	if w.trace != nil {
 		w.trace(fmt.Sprintf("%s <- %T%+v", m.id, in, in))
 		for _, msg := range out {
