@@ -44,8 +44,9 @@ import (
 //
 //	go test ./bench -run '^$' -bench ShardedMembers -benchtime 1x -args -bench.full
 var (
-	shardRanges   = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers and BenchmarkShardedScaling: the group's number of ranges")
-	shardHeapDump = flag.String("bench.shard.heapprofiles", "", "BenchmarkShardedMembers: a directory each process's heap profile is written to after the stream drained")
+	shardRanges    = flag.Int("bench.shard.ranges", 16, "BenchmarkShardedMembers and BenchmarkShardedScaling: the group's number of ranges")
+	shardHeapDump  = flag.String("bench.shard.heapprofiles", "", "a directory each process's heap profile is written to: BenchmarkShardedMembers after the stream drained, BenchmarkShardedScaling at the heap's measure")
+	memProfileRate = flag.Int("bench.shard.memprofilerate", 0, "BenchmarkShardedScaling: the processes' runtime.MemProfileRate (0: the runtime's default); a low rate makes their heap profiles exact and costs CPU")
 )
 
 func BenchmarkShardedMembers(b *testing.B) {

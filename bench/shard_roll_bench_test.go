@@ -360,7 +360,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // and, after the measure, each process's CPU at rest over 10 s, and the
 // window's CPU less that rest cost over the window.
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
-// its start to the measure.
+// its start to the measure; -bench.shard.heapprofiles DIR every process's
+// heap profile, at the measure (after its collection).
 //
 //	go test ./bench -run '^$' -bench ShardedScaling -benchtime 1x -args -bench.full
 func BenchmarkShardedScaling(b *testing.B) {
@@ -432,10 +433,14 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 	ranges := *shardRanges
 	prefix := fmt.Sprintf("/actorinformer-shard-scale/%d-%d-%d", time.Now().UnixNano(), run, n)
 	profile := func(name string) []string {
-		if *cpuProfiles == "" {
-			return nil
+		var args []string
+		if *memProfileRate > 0 {
+			args = append(args, "-memprofilerate", strconv.Itoa(*memProfileRate))
 		}
-		return []string{"-cpuprofile", filepath.Join(*cpuProfiles, fmt.Sprintf("n%d-%s.pprof", n, name))}
+		if *cpuProfiles == "" {
+			return args
+		}
+		return append(args, "-cpuprofile", filepath.Join(*cpuProfiles, fmt.Sprintf("n%d-%s.pprof", n, name)))
 	}
 	// The active window starts here: every process starts listing at its
 	// start, (a) at once, a member once it joined the group.
@@ -515,6 +520,12 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 		if err != nil {
 			b.Fatal(err)
 		}
+		if *shardHeapDump != "" {
+			if err := saveHeapProfile(p.URL, filepath.Join(*shardHeapDump, fmt.Sprintf("n%d-%s.heap", n, p.Name))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Logf("%d members: %s caches %d objects, heap %.1f MB", n, p.Name, st.Objects, float64(st.HeapNow)/1e6)
 		if p == a {
 			r.aHeap, r.aCPU, r.aBytes = float64(st.HeapNow), st.CPUSeconds, float64(st.Bytes)
 			continue

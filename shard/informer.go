@@ -706,7 +706,26 @@ func (s *Informer) Released(key string) bool {
 	return ok
 }
 
+// rememberReleased remembers the keys of a released range for
+// WithReleasedKeyTTL, then forgets them, whether or not another range is
+// released or Released asked about them by then.
 func (s *Informer) rememberReleased(keys []string) {
+	s.forgetReleased()
+	if len(keys) == 0 {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	for _, k := range keys {
+		s.released[k] = now
+	}
+	s.mu.Unlock()
+	time.AfterFunc(s.o.releasedTTL+time.Millisecond, s.forgetReleased)
+}
+
+// forgetReleased forgets the released keys remembered for longer than
+// WithReleasedKeyTTL.
+func (s *Informer) forgetReleased() {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -715,8 +734,8 @@ func (s *Informer) rememberReleased(keys []string) {
 			delete(s.released, k)
 		}
 	}
-	for _, k := range keys {
-		s.released[k] = now
+	if len(s.released) == 0 {
+		s.released = map[string]time.Time{} // a map keeps its table when emptied
 	}
 }
 

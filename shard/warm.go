@@ -30,8 +30,9 @@ import (
 // snapshotChunk is how many objects a SnapshotChunk carries.
 const snapshotChunk = 256
 
-// snapshotTTL is how long a member keeps a copy it took for an asker.
-const snapshotTTL = time.Minute
+// snapshotTTL is how long a member keeps a copy it took for an asker. A
+// var for tests.
+var snapshotTTL = time.Minute
 
 // warmStats counts the warm starts and the fallbacks to a list.
 type warmStats struct {
@@ -57,11 +58,46 @@ func (l *seedList) DeepCopyObject() runtime.Object {
 
 func (l *seedList) GetObjectKind() schema.ObjectKind { return &l.TypeMeta }
 
-// snapshot is a copy of a range's cache kept for an asker's chunks.
+// snapshot is a copy of a range's cache kept for an asker's chunks. Its
+// objects are dropped snapshotTTL after it was taken, whether or not the
+// asker came back for the rest: an asker that gave up (its range moved
+// on, a chunk timed out) would otherwise keep them alive, the range's
+// cache of that moment beside the live one, until another member asked
+// this one for a copy.
 type snapshot struct {
-	objs []any
-	rv   string
-	at   time.Time
+	rv string
+	at time.Time
+
+	mu    sync.Mutex
+	objs  []any // nil once dropped
+	timer *time.Timer
+}
+
+// newSnapshot keeps objs for snapshotTTL.
+func newSnapshot(objs []any, rv string, at time.Time) *snapshot {
+	sn := &snapshot{objs: objs, rv: rv, at: at}
+	sn.mu.Lock()
+	sn.timer = time.AfterFunc(snapshotTTL, sn.drop)
+	sn.mu.Unlock()
+	return sn
+}
+
+// objects returns the copy's objects, nil once dropped.
+func (sn *snapshot) objects() []any {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	return sn.objs
+}
+
+// drop lets the copy's objects go (its last chunk was served, or its time
+// is up).
+func (sn *snapshot) drop() {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	sn.objs = nil
+	if sn.timer != nil {
+		sn.timer.Stop()
+	}
 }
 
 type snapshotKey struct {
@@ -84,7 +120,11 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		}
 	}
 	sn := io.snapshots[k]
-	if m.Chunk == 0 || sn == nil {
+	var objs []any
+	if sn != nil {
+		objs = sn.objects()
+	}
+	if m.Chunk == 0 || objs == nil {
 		ri := io.ranges[int(m.Range)]
 		// A range it delivers, or one whose informer has synced (it is
 		// taking the range, or giving it away): either cache is the
@@ -105,26 +145,35 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 			fail("the range's cache cannot be copied")
 			return
 		}
-		objs, rv := st.Snapshot()
+		var rv string
+		objs, rv = st.Snapshot()
 		if rv == "" {
 			fail("the range's cache has no resourceVersion")
 			return
 		}
-		sn = &snapshot{objs: objs, rv: rv, at: now}
-		io.snapshots[k] = sn
+		if len(objs) > snapshotChunk {
+			// Kept for the next chunks; a copy served in one chunk is not.
+			if old := io.snapshots[k]; old != nil {
+				old.drop() // the asker started over
+			}
+			sn = newSnapshot(objs, rv, now)
+			io.snapshots[k] = sn
+		} else {
+			sn = &snapshot{objs: objs, rv: rv, at: now}
+		}
 	}
 	from := int(m.Chunk) * snapshotChunk
-	if from > len(sn.objs) {
+	if from > len(objs) {
 		fail("no such chunk")
 		return
 	}
-	to := min(from+snapshotChunk, len(sn.objs))
-	out := &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, ResourceVersion: sn.rv, Last: to == len(sn.objs),
-		Total: int32(len(sn.objs)), Objects: make([][]byte, 0, to-from)}
+	to := min(from+snapshotChunk, len(objs))
+	out := &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, ResourceVersion: sn.rv, Last: to == len(objs),
+		Total: int32(len(objs)), Objects: make([][]byte, 0, to-from)}
 	if mode := io.inc.s.filter.Mode(); mode != FilterPending {
 		out.FilterMode = mode.String()
 	}
-	for _, obj := range sn.objs[from:to] {
+	for _, obj := range objs[from:to] {
 		b, err := json.Marshal(obj)
 		if err != nil {
 			fail("cannot encode an object: " + err.Error())
@@ -133,6 +182,7 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		out.Objects = append(out.Objects, b)
 	}
 	if out.Last {
+		sn.drop()
 		delete(io.snapshots, k)
 	}
 	ctx.Respond(out)

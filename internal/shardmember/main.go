@@ -94,6 +94,7 @@ var (
 
 	handlerDelay = flag.Duration("handler-delay", 0, "how long each handler call takes (a slow handler's queue)")
 	cpuProfile   = flag.String("cpuprofile", "", "a CPU profile of the whole process is written there, when the state page is asked ?stopprofile=1 or at exit")
+	memRate      = flag.Int("memprofilerate", 0, "runtime.MemProfileRate, set at the start: the heap profile samples an allocation every that many bytes (0: the runtime's default, 512 KiB)")
 
 	// The member's network, for fault tests (sharded mode).
 	remotePort = flag.Int("remote-port", 0, "sharded mode: the port protoactor's remote listens on (0: any free port)")
@@ -136,6 +137,9 @@ func main() {
 	// klog's verbosity.
 	klog.InitFlags(nil)
 	flag.Parse()
+	if *memRate > 0 {
+		runtime.MemProfileRate = *memRate
+	}
 	if err := run(); err != nil {
 		klog.ErrorS(err, "shardmember")
 		klog.Flush()
