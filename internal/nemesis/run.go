@@ -183,16 +183,7 @@ func (r *Run) Join() *Member {
 	r.mu.Unlock()
 	name := fmt.Sprintf("m%d", seq)
 	m := &Member{Name: name, src: fmt.Sprintf("127.0.%d.%d", 1+seq/250, 1+seq%250)}
-	port, err := freePort()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if m.link, err = r.net.MemberLink(name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
-		r.t.Fatal(err)
-	}
-	r.mu.Lock()
-	r.links = append(r.links, m.link)
-	r.mu.Unlock()
+	var err error
 	if m.etcd, err = r.net.EtcdLink(name, r.etcdAddr()); err != nil {
 		r.t.Fatal(err)
 	}
@@ -203,24 +194,50 @@ func (r *Run) Join() *Member {
 	r.links = append(r.links, m.etcd, m.api)
 	r.mu.Unlock()
 	r.net.Source(m.src, name)
-	args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
-		"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
-		"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
-		"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
-	m.proc = shardproc.Start(r.t, r.o.Bin, name, append(args, r.o.MemberArgs...)...)
+	// The member listens on a port chosen here, behind its link. Another
+	// socket on the machine may take the port between its choice and the
+	// member's listen: the member then starts again on another.
+	for attempt := 1; ; attempt++ {
+		port, hold, err := reservePort()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		// The link's own port cannot be the member's while it is held.
+		m.link, err = r.net.MemberLink(name, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		hold.Close()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
+			"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
+			"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
+			"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
+		p, log := shardproc.TryStart(r.t, r.o.Bin, name, append(args, r.o.MemberArgs...)...)
+		if p != nil {
+			m.proc = p
+			break
+		}
+		m.link.Close()
+		if attempt == 3 || !strings.Contains(log, "address already in use") {
+			r.t.Fatalf("%s exited at start:\n%s", name, log)
+		}
+		r.t.Logf("%s: port %d was taken before it listened; starting it again on another", name, port)
+	}
 	r.mu.Lock()
+	r.links = append(r.links, m.link)
 	r.members = append(r.members, m)
 	r.mu.Unlock()
 	return m
 }
 
-func freePort() (int, error) {
+// reservePort returns a free loopback port and the listener that holds
+// it; the caller closes it just before the port is used.
+func reservePort() (int, net.Listener, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().(*net.TCPAddr).Port, l, nil
 }
 
 // Live returns the members that were not killed and did not leave.

@@ -113,12 +113,11 @@ type Handover struct {
 // process is killed at the test's end.
 func Start(t testing.TB, bin, name string, args ...string) *Proc {
 	t.Helper()
-	return StartCmd(t, name, func(calls string) *exec.Cmd {
-		if slices.Contains(args, "-calls") {
-			return exec.Command(bin, args...)
-		}
-		return exec.Command(bin, append(args, "-calls", calls)...)
-	})
+	p, log := TryStart(t, bin, name, args...)
+	if p == nil {
+		t.Fatalf("%s exited at start:\n%s", name, log)
+	}
+	return p
 }
 
 // StartCmd is Start with the command built by cmd, given the call log's
@@ -131,13 +130,37 @@ func Start(t testing.TB, bin, name string, args ...string) *Proc {
 // avoid and that kills it only in its first moments.
 func StartCmd(t testing.TB, name string, cmd func(calls string) *exec.Cmd) *Proc {
 	t.Helper()
+	p, log := TryStartCmd(t, name, cmd)
+	if p == nil {
+		t.Fatalf("%s exited at start:\n%s", name, log)
+	}
+	return p
+}
+
+// TryStart is Start, except that a process that exits before it serves
+// does not fail the test: TryStart returns nil and the tail of its log.
+func TryStart(t testing.TB, bin, name string, args ...string) (*Proc, string) {
+	t.Helper()
+	return TryStartCmd(t, name, func(calls string) *exec.Cmd {
+		if slices.Contains(args, "-calls") {
+			return exec.Command(bin, args...)
+		}
+		return exec.Command(bin, append(args, "-calls", calls)...)
+	})
+}
+
+// TryStartCmd is StartCmd, except that a process that exits before it
+// serves (after the restarts StartCmd makes) does not fail the test:
+// TryStartCmd returns nil and the tail of its log.
+func TryStartCmd(t testing.TB, name string, cmd func(calls string) *exec.Cmd) (*Proc, string) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		p, log := startCmd(t, name, cmd)
 		if p != nil {
-			return p
+			return p, ""
 		}
 		if attempt == 3 || !strings.Contains(log, "concurrent map") {
-			t.Fatalf("%s exited at start:\n%s", name, log)
+			return nil, log
 		}
 		t.Logf("%s died at start of protoactor's etcd provider race; starting it again:\n%s", name, log)
 	}
