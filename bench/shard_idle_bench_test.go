@@ -50,17 +50,6 @@ func BenchmarkShardedIdle(b *testing.B) {
 			return covered(ms, ranges)
 		})
 		time.Sleep(5 * time.Second)
-		cpu := func() []float64 {
-			out := make([]float64, len(all))
-			for i, p := range all {
-				st, err := p.State(false)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out[i] = st.CPUSeconds
-			}
-			return out
-		}
 		span := 10 * time.Second // the smoke run's
 		if benchSizes() == Full {
 			span = 30 * time.Second
@@ -68,7 +57,7 @@ func BenchmarkShardedIdle(b *testing.B) {
 		if *idleSpan > 0 {
 			span = *idleSpan
 		}
-		before := cpu()
+		before := cpuSeconds(b, all)
 		var profiles sync.WaitGroup
 		if *cpuProfiles != "" {
 			for _, p := range all {
@@ -76,7 +65,7 @@ func BenchmarkShardedIdle(b *testing.B) {
 			}
 		}
 		time.Sleep(span)
-		after := cpu()
+		after := cpuSeconds(b, all)
 		profiles.Wait()
 		var out strings.Builder
 		var sum float64
@@ -94,6 +83,19 @@ func BenchmarkShardedIdle(b *testing.B) {
 			p.Stop(time.Minute)
 		}
 	}
+}
+
+// cpuSeconds is the CPU time each process has used so far.
+func cpuSeconds(b *testing.B, ps []*shardproc.Proc) []float64 {
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		st, err := p.State(false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = st.CPUSeconds
+	}
+	return out
 }
 
 // idleProfile writes p's CPU profile over the next span to file.

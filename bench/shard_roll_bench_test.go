@@ -537,24 +537,13 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 	// At rest, once measured: each process's CPU over 10 s (3 s in the
 	// smoke run), per second, to set the rest cost apart from the window's
 	// work.
-	cpus := func() []float64 {
-		out := make([]float64, len(all))
-		for i, p := range all {
-			st, err := p.State(false)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out[i] = st.CPUSeconds
-		}
-		return out
-	}
 	restSpan := 3 * time.Second // the smoke run's
 	if benchSizes() == Full {
 		restSpan = 10 * time.Second
 	}
-	restStart, t0 := cpus(), time.Now()
+	restStart, t0 := cpuSeconds(b, all), time.Now()
 	time.Sleep(restSpan)
-	restEnd, span := cpus(), time.Since(t0).Seconds()
+	restEnd, span := cpuSeconds(b, all), time.Since(t0).Seconds()
 	for i, p := range all {
 		if p == a {
 			r.aRest = (restEnd[i] - restStart[i]) / span
