@@ -358,7 +358,7 @@ func (c *Core) keepsHandoff() bool {
 	if c.forced || c.failed != "" {
 		return false
 	}
-	asker := len(c.mustHear()) > 0
+	asker := len(c.mustHear()) > 0 || c.newcomer()
 	for r := range c.ranges {
 		st, ok := c.ranges[r].state.(*idle)
 		if !ok {
@@ -374,6 +374,18 @@ func (c *Core) keepsHandoff() bool {
 			if c.members.isCurrent(id) || c.holdsLease(id) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// newcomer: a node came into the topology within two heartbeats and has
+// not said Hello yet: a member starting there may ask for the ranges.
+func (c *Core) newcomer() bool {
+	ms := &c.members
+	for n, at := range ms.arrived {
+		if _, heard := ms.current[n]; !heard && c.ticks-at < 2*c.cfg.HelloTicks {
+			return true
 		}
 	}
 	return false

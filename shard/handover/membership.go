@@ -23,6 +23,8 @@ type membership struct {
 	// topology waits DiscoveryTicks for others starting with it.
 	waited     bool
 	discoverAt int
+	// arrived: the tick each other node came into the topology at.
+	arrived map[NodeID]int
 
 	view   []MemberID
 	owners []MemberID // per range; nil before the first view
@@ -99,6 +101,19 @@ func (c *Core) topology(m *Topology) {
 	}
 	self := c.cfg.Self.Node()
 	_, in := ms.topo[self]
+	if ms.arrived == nil {
+		ms.arrived = map[NodeID]int{}
+	}
+	for n := range ms.topo {
+		if _, old := prev[n]; !old && n != self {
+			ms.arrived[n] = c.ticks
+		}
+	}
+	for n := range ms.arrived {
+		if _, still := ms.topo[n]; !still {
+			delete(ms.arrived, n)
+		}
+	}
 	wasIn := ms.inTopo
 	ms.inTopo = in
 	if !in {

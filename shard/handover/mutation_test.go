@@ -218,6 +218,18 @@ var mutants = []mutant{
 		from: "if !slices.Contains(p.active, r) || !ms.isCurrent(id) {",
 		to:   "if !slices.Contains(p.active, r) {",
 	},
+	{
+		name: "a handoff given back to its own deliverer is stale when it comes again",
+		file: "ranges.go",
+		from: "h.From != c.cfg.Self && h.From != to && h.Token > ri.passed",
+		to:   "h.From != c.cfg.Self && h.Token > ri.passed",
+	},
+	{
+		name: "a leaver waits for no newcomer to speak",
+		file: "core.go",
+		from: "asker := len(c.mustHear()) > 0 || c.newcomer()",
+		to:   "asker := len(c.mustHear()) > 0",
+	},
 }
 
 func TestMutants(t *testing.T) {

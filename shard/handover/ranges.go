@@ -317,7 +317,7 @@ func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
 	rel.Handoffs = append(rel.Handoffs, *kept)
-	c.gave(r, kept)
+	c.gave(r, kept, o)
 }
 
 // supplement adds s's objects to the Handoff of s.Token wherever this
@@ -406,9 +406,12 @@ func (c *Core) forward(to MemberID, s *Handoff) {
 	c.out.Send(c.addr(to), &Released{From: c.cfg.Self, Ranges: []int{s.Range}, Handoffs: []Handoff{out}})
 }
 
-// gave records that this member gave handoff h of range r to an owner.
-func (c *Core) gave(r int, h *Handoff) {
-	if ri := &c.ranges[r]; h.From != c.cfg.Self && h.Token > ri.passed {
+// gave records that this member gave handoff h of range r to owner to.
+// Given back to its own deliverer, it is not stale when that deliverer
+// answers with it again: it holds it, and a delivery of its own since
+// would have made it a newer one.
+func (c *Core) gave(r int, h *Handoff, to MemberID) {
+	if ri := &c.ranges[r]; h.From != c.cfg.Self && h.From != to && h.Token > ri.passed {
 		ri.passed = h.Token
 	}
 }
@@ -780,7 +783,7 @@ func (c *Core) answerDeferred(r int) {
 			if st.handoff != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *st.handoff)
 				st.sent = true
-				c.gave(r, st.handoff)
+				c.gave(r, st.handoff, id)
 			}
 			delete(ri.deferred, id)
 		case *active:

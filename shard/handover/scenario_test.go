@@ -1013,3 +1013,117 @@ func TestHandoffGivenOnIsNotTakenAgainFromItsDeliverer(t *testing.T) {
 		t.Fatalf("activated with the handoff it had given on (token %d)", act.Handoff.Token)
 	}
 }
+
+// A member that holds a deliverer's handoff and gives it back to that
+// deliverer (its view still places the range there: the deliverer, leaving,
+// released the range to it in answer to an earlier ask) takes it when the
+// deliverer answers its own ask with it again: the deliverer holds it, and
+// a delivery of its own since would have made a newer one.
+func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	peer := ownerOfZero(self)
+	c := joined(t, self, peer, 1)
+	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	if _, ok := find[*handover.Released](c.Step(&handover.Acquire{From: peer, Epoch: 7, Ranges: []int{0}})); !ok {
+		t.Fatal("the owner's ask not answered")
+	}
+	// The deliverer's release, in answer to an older ask of this member's.
+	out := c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	rel, ok := find[*handover.Released](out)
+	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != 28 {
+		t.Fatalf("the handoff not given back to the owner: %v", out)
+	}
+	// The deliverer leaves: the range comes to this member, which asks it
+	// and gets its handoff again.
+	now, token := 500*time.Millisecond, uint64(40)
+	var act *handover.ActivateRange
+	step := func(in handover.Input) []stage.Msg {
+		out := slices.Clone(c.Step(in))
+		if w, ok := find[*handover.RenewLease](out); ok {
+			out = append(out, c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})...)
+			token++
+		}
+		if a, ok := find[*handover.ActivateRange](out); ok {
+			act = a
+		}
+		return out
+	}
+	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Reply: true})
+	step(&handover.Tick{Now: now})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s once its owner left, want syncing: %+v", st.State, c.Status())
+	}
+	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+	if !ok {
+		t.Fatalf("no ask after the sync: %+v", c.Status())
+	}
+	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	for ; act == nil && now < 3*time.Second; now += simTick {
+		step(&handover.Tick{Now: now})
+	}
+	if act == nil {
+		t.Fatalf("not activated: %+v", c.Status())
+	}
+	if act.Handoff == nil || act.Handoff.Token != 28 {
+		t.Fatalf("activated with handoff %+v, want the deliverer's of token 28", act.Handoff)
+	}
+}
+
+// A leaver that holds a handoff no owner took, and knows of no member,
+// waits while a node that came into its topology within two heartbeats
+// has not said Hello: a member starting there may ask for the range. Once
+// it has had two heartbeats to, the leaver goes, dropping the handoff.
+func TestLeaverWaitsForANewcomerToSpeak(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	c := handover.NewCore(testConfig(self, 1))
+	now, token := time.Duration(0), uint64(10)
+	var left *handover.Left
+	step := func(in handover.Input) {
+		out := slices.Clone(c.Step(in))
+		for len(out) > 0 {
+			var next []stage.Msg
+			for _, m := range out {
+				switch e := m.Body.(type) {
+				case *handover.RenewLease:
+					next = append(next, c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: token})...)
+					token++
+				case *handover.StartRange:
+					next = append(next, c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})...)
+				case *handover.DeactivateRange:
+					h := &handover.Handoff{Range: e.Range, Token: token - 1, From: self}
+					next = append(next, c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})...)
+				case *handover.Left:
+					left = e
+				}
+				next = slices.Clone(next)
+			}
+			out = next
+		}
+	}
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	for ; now < time.Second && c.Status().Ranges[0].State != "active"; now += simTick {
+		step(&handover.Tick{Now: now})
+	}
+	if st := c.Status().Ranges[0].State; st != "active" {
+		t.Fatalf("range 0 is %s, want active", st)
+	}
+	newcomer := handover.NodeID("newcomer")
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), newcomer}})
+	step(&handover.Leave{})
+	ticks := 0
+	for ; left == nil && ticks < 50; ticks++ {
+		step(&handover.Tick{Now: now})
+		now += simTick
+	}
+	if left == nil {
+		t.Fatal("the leaver never left")
+	}
+	if ticks < 2*4-1 { // two heartbeats: HelloTicks is 4 by default
+		t.Fatalf("left %d ticks after its leave, before the newcomer had two heartbeats to speak", ticks)
+	}
+	if len(left.Dropped) != 1 {
+		t.Fatalf("left with %d handoffs dropped, want the range's", len(left.Dropped))
+	}
+}
