@@ -941,6 +941,57 @@ func TestRollingUpdateStartsWarm(t *testing.T) {
 	}
 }
 
+// answering steps core c for a test of range 0, answering each lease
+// write it asks for (tokens from token up, started at now) and keeping the
+// last activation it sends.
+type answering struct {
+	c     *handover.Core
+	now   time.Duration
+	token uint64
+	act   *handover.ActivateRange
+}
+
+func (a *answering) step(in handover.Input) []stage.Msg {
+	out := slices.Clone(a.c.Step(in))
+	if w, ok := find[*handover.RenewLease](out); ok {
+		out = append(out, a.c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: a.now, Token: a.token})...)
+		a.token++
+	}
+	if act, ok := find[*handover.ActivateRange](out); ok {
+		a.act = act
+	}
+	return out
+}
+
+// askAfterSync ticks once, wants range 0 syncing (why: what moved it
+// here), reports it synced and returns the Acquire that follows.
+func (a *answering) askAfterSync(t *testing.T, why string) *handover.Acquire {
+	t.Helper()
+	a.step(&handover.Tick{Now: a.now})
+	st := a.c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s %s, want syncing: %+v", st.State, why, a.c.Status())
+	}
+	ask, ok := find[*handover.Acquire](a.step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+	if !ok {
+		t.Fatalf("no ask after the sync: %+v", a.c.Status())
+	}
+	return ask
+}
+
+// activated ticks until the core activates a range (up to 3 s) and
+// returns that activation.
+func (a *answering) activated(t *testing.T) *handover.ActivateRange {
+	t.Helper()
+	for ; a.act == nil && a.now < 3*time.Second; a.now += simTick {
+		a.step(&handover.Tick{Now: a.now})
+	}
+	if a.act == nil {
+		t.Fatalf("not activated: %+v", a.c.Status())
+	}
+	return a.act
+}
+
 // A member that was given a deliverer's handoff, gave up its claim and
 // gave the handoff on to the next owner ignores that deliverer's repeated
 // answer with it when it takes the range again: the owner it gave it to
@@ -976,39 +1027,14 @@ func TestHandoffGivenOnIsNotTakenAgainFromItsDeliverer(t *testing.T) {
 	// The newcomer leaves again; the range comes back to this member,
 	// which asks its deliverer again, and gets the same answer. The lease
 	// writes are answered throughout.
-	now, token := 500*time.Millisecond, uint64(40)
-	var act *handover.ActivateRange
-	step := func(in handover.Input) []stage.Msg {
-		out := slices.Clone(c.Step(in))
-		if w, ok := find[*handover.RenewLease](out); ok {
-			out = append(out, c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})...)
-			token++
-		}
-		if a, ok := find[*handover.ActivateRange](out); ok {
-			act = a
-		}
-		return out
-	}
-	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	step(&handover.Tick{Now: now})
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s once the newcomer left, want syncing: %+v", st.State, c.Status())
-	}
-	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
-	if !ok {
-		t.Fatalf("no ask after the sync: %+v", c.Status())
-	}
-	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	a := &answering{c: c, now: 500 * time.Millisecond, token: 40}
+	a.step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	ask := a.askAfterSync(t, "once the newcomer left")
+	a.step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
 	// The newcomer's lease goes (it left): its answer is not waited for.
-	step(&handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}, {Holder: next, Version: "8"}}})
-	step(&handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
-	for ; act == nil && now < 3*time.Second; now += simTick {
-		step(&handover.Tick{Now: now})
-	}
-	if act == nil {
-		t.Fatalf("not activated: %+v", c.Status())
-	}
+	a.step(&handover.Leases{Now: a.now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}, {Holder: next, Version: "8"}}})
+	a.step(&handover.Leases{Now: a.now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+	act := a.activated(t)
 	if act.Handoff != nil {
 		t.Fatalf("activated with the handoff it had given on (token %d)", act.Handoff.Token)
 	}
@@ -1035,36 +1061,11 @@ func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
 	}
 	// The deliverer leaves: the range comes to this member, which asks it
 	// and gets its handoff again.
-	now, token := 500*time.Millisecond, uint64(40)
-	var act *handover.ActivateRange
-	step := func(in handover.Input) []stage.Msg {
-		out := slices.Clone(c.Step(in))
-		if w, ok := find[*handover.RenewLease](out); ok {
-			out = append(out, c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})...)
-			token++
-		}
-		if a, ok := find[*handover.ActivateRange](out); ok {
-			act = a
-		}
-		return out
-	}
-	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Reply: true})
-	step(&handover.Tick{Now: now})
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s once its owner left, want syncing: %+v", st.State, c.Status())
-	}
-	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
-	if !ok {
-		t.Fatalf("no ask after the sync: %+v", c.Status())
-	}
-	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	for ; act == nil && now < 3*time.Second; now += simTick {
-		step(&handover.Tick{Now: now})
-	}
-	if act == nil {
-		t.Fatalf("not activated: %+v", c.Status())
-	}
+	a := &answering{c: c, now: 500 * time.Millisecond, token: 40}
+	a.step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Reply: true})
+	ask := a.askAfterSync(t, "once its owner left")
+	a.step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	act := a.activated(t)
 	if act.Handoff == nil || act.Handoff.Token != 28 {
 		t.Fatalf("activated with handoff %+v, want the deliverer's of token 28", act.Handoff)
 	}
