@@ -269,8 +269,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	})
 
 	var lists, listBytes, watchBytes, warm, fallbacks int64
-	moves := 0
-	var unservedAll []time.Duration // as the members measured it
+	// unservedAll: each move's unserved time, as its new owner measured it.
+	var unservedAll []time.Duration
 	tally := func(st shardproc.State, before shardproc.State) {
 		lists += st.ListRequests - before.ListRequests
 		listBytes += st.ListBytes - before.ListBytes
@@ -279,7 +279,6 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		fallbacks += st.WarmFallbacks - before.WarmFallbacks
 		for _, h := range st.Handovers {
 			if h.Kind == "acquire" && h.From != "" && !h.Start.Before(rollStart) {
-				moves++
 				unservedAll = append(unservedAll, h.Unserved)
 			}
 		}
@@ -294,6 +293,7 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		}
 		tally(st, counted[p.Name])
 	}
+	moves := len(unservedAll)
 	lat := updateLatencies(b, up.writes, slices.Concat(old, live))
 	longest, unserved := time.Duration(0), 0
 	for _, g := range gap {
