@@ -356,17 +356,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	ri.lw.resume()
 	now := time.Now()
-	took, unserved := now.Sub(ri.started), now.Sub(ri.unservedSince)
+	took, unserved, claim := now.Sub(ri.started), now.Sub(ri.unservedSince), ri.claimed.Sub(ri.unservedSince)
 	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started,
-		Duration: took, Unserved: unserved, Kind: "acquire", Deleted: len(missing)})
+		Duration: took, Unserved: unserved, Claim: claim, CatchUp: caughtUp, Kind: "acquire", Deleted: len(missing)})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
 	s.tel.recordUnserved(unserved)
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
 		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing),
-		// where the unserved time went: the claim (the token's lease
-		// write), the catch-up to the handoff's version, the rest
-		// (handlers' initial lists)
-		"claim", ri.claimed.Sub(ri.unservedSince), "catch_up", caughtUp)
+		"claim", claim, "catch_up", caughtUp)
 	io.report(ri, nil)
 }
 
