@@ -270,7 +270,7 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 
 	var lists, listBytes, watchBytes, warm, fallbacks int64
 	// unservedAll: each move's unserved time, as its new owner measured it.
-	var unservedAll []time.Duration
+	var unservedAll, claims, catchUps []time.Duration
 	tally := func(st shardproc.State, before shardproc.State) {
 		lists += st.ListRequests - before.ListRequests
 		listBytes += st.ListBytes - before.ListBytes
@@ -280,6 +280,7 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		for _, h := range st.Handovers {
 			if h.Kind == "acquire" && h.From != "" && !h.Start.Before(rollStart) {
 				unservedAll = append(unservedAll, h.Unserved)
+				claims, catchUps = append(claims, h.Claim), append(catchUps, h.CatchUp)
 			}
 		}
 	}
@@ -318,6 +319,10 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		unservedMed, unservedMax = unservedAll[n/2], unservedAll[n-1]
 	}
 	fmt.Fprintf(&out, "| a moved range's unserved time, as its new owner measured (handoff received → handlers given the range): median, max | %v, %v | |\n", unservedMed.Round(time.Millisecond), unservedMax.Round(time.Millisecond))
+	claimMed, claimMax := medMax(claims)
+	catchMed, catchMax := medMax(catchUps)
+	fmt.Fprintf(&out, "| its parts: the claim (the token's lease write), median, max | %v, %v | |\n", claimMed, claimMax)
+	fmt.Fprintf(&out, "| its parts: the catch-up with the handoff's version, median, max | %v, %v | |\n", catchMed, catchMax)
 	fmt.Fprintf(&out, "| updates delivered (write answered → first handler call with that version or a newer one) | %d of %d | |\n", lat.delivered, len(up.writes))
 	fmt.Fprintf(&out, "| their latency: p50, p99, max | %v, %v, %v | |\n", lat.p50.Round(time.Millisecond), lat.p99.Round(time.Millisecond), lat.max.Round(time.Millisecond))
 	fmt.Fprintf(&out, "| max latency of updates written while their range switched (1 s before its old owner's release → its new owner's acquire): %d updates | %v | |\n", lat.switching, lat.maxSwitching.Round(time.Millisecond))
@@ -665,4 +670,13 @@ func updateLatencies(b *testing.B, writes []write, ps []*shardproc.Proc) latenci
 		out.p99 = all[len(all)*99/100]
 	}
 	return out
+}
+
+// medMax returns the median and the largest of ds, rounded to 0.1 ms.
+func medMax(ds []time.Duration) (time.Duration, time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2].Round(100 * time.Microsecond), s[len(s)-1].Round(100 * time.Microsecond)
 }

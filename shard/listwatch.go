@@ -140,6 +140,10 @@ type rangeLW struct {
 	// applied all. object is the newest of an object's (list items and
 	// events): the newest version its handlers can have been given.
 	forwarded, object int64
+	// live is closed once a watch has handed on its first event or
+	// bookmark (see awaitLive).
+	live     chan struct{}
+	liveOnce sync.Once
 }
 
 // errPaused fails the lists of a paused range.
@@ -193,7 +197,30 @@ func objectRV(obj runtime.Object) string {
 
 func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
 	sel := sharding.NewSelector(r.Requirement(f.field))
-	return &rangeLW{inner: inner, rng: r, selector: sel, query: sel.String(), f: f}
+	return &rangeLW{inner: inner, rng: r, selector: sel, query: sel.String(), f: f, live: make(chan struct{})}
+}
+
+// awaitLive waits until a watch of the range has handed on an event or a
+// bookmark, wait has passed, or stop is closed; false for the last.
+//
+// An informer has synced once its list (or a warm start's copy) is in its
+// cache, before its watch has sent anything: the API server replays what
+// happened since the list's version only some 50 to 200 ms after the watch
+// opens. A member that asks for a range's release as soon as it has synced
+// has its handlers wait for that replay after the previous deliverer has
+// stopped; asking once the watch has sent something moves the wait before
+// the switch, while the range is still delivered. A range with no change
+// since the list sends nothing: it is asked for after wait.
+func (lw *rangeLW) awaitLive(stop <-chan struct{}, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-lw.live:
+	case <-t.C:
+	case <-stop:
+		return false
+	}
+	return true
 }
 
 func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
@@ -502,6 +529,7 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 			lw.note(objectRV(e.Object), false)
 		}
 	}
+	lw.liveOnce.Do(func() { close(lw.live) })
 	select {
 	case w.out <- e:
 		return true

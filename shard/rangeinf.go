@@ -41,6 +41,8 @@ type rangeInformer struct {
 	// handed it over: a range first served, or taken from a member that
 	// was lost) it started listing the range.
 	unservedSince time.Time
+	// claimed is when the core gave the range its token (ActivateRange).
+	claimed time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// switching is held while the range is activated, given a late
@@ -90,6 +92,7 @@ func (io *memberIO) rangeEffect(body any) {
 			ri.unservedSince = at
 		}
 		delete(io.handoffAt, k)
+		ri.claimed = time.Now()
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
@@ -260,6 +263,9 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	go func() {
 		select {
 		case <-inf.HasSyncedChecker().Done():
+			if e.From != "" && !lw.awaitLive(ri.done, liveWait) {
+				return
+			}
 			io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 		case <-ri.done:
 		}
@@ -273,6 +279,10 @@ func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	}
 	return out
 }
+
+// liveWait bounds how long a synced range that another member delivers
+// waits for its watch's first event before it is asked for (awaitLive).
+const liveWait = 500 * time.Millisecond
 
 // appliedVersion is the resourceVersion a range's cache has applied.
 func appliedVersion(ri *rangeInformer) int64 {
@@ -317,9 +327,11 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		return
 	}
 	var missing []handover.ObjectRef
+	begun := time.Now()
 	if h != nil {
 		missing = io.gone(ri, h)
 	}
+	caughtUp := time.Since(begun)
 	ri.delivering.Store(true)
 	s.publishAdd(ri)
 	s.mu.Lock()
@@ -344,13 +356,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	ri.lw.resume()
 	now := time.Now()
-	took, unserved := now.Sub(ri.started), now.Sub(ri.unservedSince)
+	took, unserved, claim := now.Sub(ri.started), now.Sub(ri.unservedSince), ri.claimed.Sub(ri.unservedSince)
 	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started,
-		Duration: took, Unserved: unserved, Kind: "acquire", Deleted: len(missing)})
+		Duration: took, Unserved: unserved, Claim: claim, CatchUp: caughtUp, Kind: "acquire", Deleted: len(missing)})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
 	s.tel.recordUnserved(unserved)
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
-		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing))
+		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing),
+		"claim", claim, "catch_up", caughtUp)
 	io.report(ri, nil)
 }
 

@@ -32,6 +32,11 @@ type Handover struct {
 	// with no handoff (a range first served, or taken from a member that
 	// was lost, whose last call it cannot see), from the start of its list.
 	Unserved time.Duration
+	// Claim and CatchUp (acquire) are parts of Unserved: until the range
+	// had its fencing token (the lease write), and the wait for the
+	// range's informer to reach the previous deliverer's version. The rest
+	// is the handlers' initial lists.
+	Claim, CatchUp time.Duration
 }
 
 // RangeStatus is one range as this member sees it.

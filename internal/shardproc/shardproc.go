@@ -106,6 +106,8 @@ type Handover struct {
 	Kind     string
 	Start    time.Time
 	Unserved time.Duration
+	// Claim and CatchUp are parts of Unserved (shard.Handover).
+	Claim, CatchUp time.Duration
 }
 
 // Start starts bin with args (plus -calls in a temporary folder, unless

@@ -370,8 +370,8 @@ func (c *Core) keepsHandoff() bool {
 		if c.ticks-st.at >= 2*c.cfg.HelloTicks {
 			continue // an answer on its way has come by now
 		}
-		for id := range st.awaiting {
-			if c.members.isCurrent(id) || c.holdsLease(id) {
+		for id, announced := range st.awaiting {
+			if announced || c.members.isCurrent(id) || c.holdsLease(id) {
 				return true
 			}
 		}

@@ -61,6 +61,9 @@ type peer struct {
 	excludedAt int
 	// heardAt is the tick its last Hello arrived at.
 	heardAt int
+	// releasedHere: the ranges its last Hello said it released to this
+	// member.
+	releasedHere []int
 }
 
 func (ms *membership) init() {
@@ -68,6 +71,13 @@ func (ms *membership) init() {
 	ms.peers = map[MemberID]*peer{}
 	ms.current = map[NodeID]MemberID{}
 	ms.moving = map[int]moving{}
+}
+
+// releasedHere: member id's last Hello said it released range r to this
+// member.
+func (ms *membership) releasedHere(id MemberID, r int) bool {
+	p := ms.peers[id]
+	return p != nil && slices.Contains(p.releasedHere, r)
 }
 
 func (ms *membership) peer(id MemberID) *peer {
@@ -245,7 +255,11 @@ func (c *Core) hello(m *Hello) {
 	for _, r := range m.Active {
 		delete(ms.moving, r) // its holder is known
 	}
+	p.releasedHere = p.releasedHere[:0]
 	for _, mv := range m.Moved {
+		if mv.To == c.cfg.Self {
+			p.releasedHere = append(p.releasedHere, mv.Range)
+		}
 		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
 			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks}
 		}
@@ -272,14 +286,34 @@ func younger(ja int64, a MemberID, jb int64, b MemberID) bool {
 }
 
 // forget stops waiting for an answer from id, which said Gone: it delivers
-// nothing and answers nothing more.
+// nothing and answers nothing more. Its answers sent before its Gone may
+// still come: a leaver waits for those its Gone says it released here
+// (keepsHandoff).
 func (c *Core) forget(id MemberID) {
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		delete(ri.deferred, id)
-		if st, ok := ri.state.(*acquiring); ok {
+		announced := c.members.releasedHere(id, r)
+		switch st := ri.state.(type) {
+		case *acquiring:
+			if _, waiting := st.pending[id]; waiting && announced {
+				if _, asked := st.asked[id]; asked {
+					if st.announced == nil {
+						st.announced = map[MemberID]struct{}{}
+					}
+					st.announced[id] = struct{}{}
+				}
+			}
 			delete(st.pending, id)
 			delete(st.holders, id)
+		case *stopping:
+			if _, waiting := st.awaiting[id]; waiting && announced {
+				st.awaiting[id] = true
+			}
+		case *idle:
+			if _, waiting := st.awaiting[id]; waiting && announced {
+				st.awaiting[id] = true
+			}
 		}
 	}
 }

@@ -230,6 +230,12 @@ var mutants = []mutant{
 		from: "asker := len(c.mustHear()) > 0 || c.newcomer()",
 		to:   "asker := len(c.mustHear()) > 0",
 	},
+	{
+		name: "a leaver does not wait for the answer a Gone announced",
+		file: "core.go",
+		from: "if announced || c.members.isCurrent(id)",
+		to:   "if c.members.isCurrent(id)",
+	},
 }
 
 func TestMutants(t *testing.T) {

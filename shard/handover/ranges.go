@@ -64,7 +64,7 @@ type idle struct {
 	at         int
 	// awaiting: members asked in an attempt given up, whose answer (and
 	// handoff) may still come; a leaving member waits for them.
-	awaiting map[MemberID]struct{}
+	awaiting map[MemberID]bool
 	// sent: handoff went out in a Released. Until then the first owner to
 	// ask gets it, whoever it was meant for, and a leaving member waits
 	// for that owner.
@@ -96,6 +96,10 @@ type acquiring struct {
 	// range to this member.
 	delivAsked map[MemberID]int
 	answered   bool
+	// announced: asked members that said Gone, before their answer came,
+	// with a Hello saying they released the range to this member: their
+	// Released is on its way.
+	announced map[MemberID]struct{}
 }
 
 // claiming: every member has answered or is void; the member waits for a
@@ -134,8 +138,9 @@ type stopping struct {
 	handoff *Handoff
 	// givenTo: the owner handoff was given to already ("" for none).
 	givenTo MemberID
-	// awaiting: the members asked and not heard from.
-	awaiting map[MemberID]struct{}
+	// awaiting: the members asked and not heard from (true: its Gone
+	// said it released the range here; see acquiring.announced).
+	awaiting map[MemberID]bool
 }
 
 func (*idle) name() string         { return "idle" }
@@ -204,6 +209,7 @@ func (c *Core) releasedMsg(m *Released) {
 			if _, deliv := st.delivAsked[m.From]; deliv {
 				st.answered = true
 			}
+			delete(st.announced, m.From)
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
 		}
@@ -600,11 +606,14 @@ func (c *Core) stopRange(r int) {
 		st.handoff = was.handoff
 	case *acquiring:
 		st.handoff = was.handoff
-		st.awaiting = map[MemberID]struct{}{}
+		st.awaiting = map[MemberID]bool{}
 		for id := range was.pending {
 			if _, asked := was.asked[id]; asked {
-				st.awaiting[id] = struct{}{}
+				st.awaiting[id] = false
 			}
+		}
+		for id := range was.announced {
+			st.awaiting[id] = true
 		}
 	case *claiming:
 		st.handoff = was.handoff

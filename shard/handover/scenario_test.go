@@ -1128,3 +1128,104 @@ func TestLeaverWaitsForANewcomerToSpeak(t *testing.T) {
 		t.Fatalf("left with %d handoffs dropped, want the range's", len(left.Dropped))
 	}
 }
+
+// A leaver waits for the answer of a member whose Gone says it released
+// the range here, when the Gone overtakes that answer: the Released, with
+// the range's handoff, is on its way, and the leaver must not drop that
+// handoff unseen. It leaves once the answer came, with the handoff (no
+// member is left to take it). The Gone comes while the leaver still waits
+// for its deliverer's answer (acquiring), while the attempt's informer
+// stops, or after.
+func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
+	for _, at := range []string{"acquiring", "stopping", "idle"} {
+		t.Run(at, func(t *testing.T) {
+			peer := handover.NewMemberID("peer", "1")
+			self := ownerOfZero(peer)
+			c := joined(t, self, peer, 1)
+			now := 3 * simTick
+			var left *handover.Left
+			var stop *handover.StopRange
+			step := func(in handover.Input) {
+				out := slices.Clone(c.Step(in))
+				for len(out) > 0 {
+					var next []stage.Msg
+					for _, m := range out {
+						switch e := m.Body.(type) {
+						case *handover.RenewLease:
+							next = append(next, c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: 20})...)
+						case *handover.StopRange:
+							stop = e
+						case *handover.Left:
+							left = e
+						}
+						next = slices.Clone(next)
+					}
+					out = next
+				}
+			}
+			stopped := func() {
+				if stop == nil {
+					t.Fatalf("the attempt not stopped: %+v", c.Status())
+				}
+				step(&handover.RangeStopped{Range: stop.Range, Epoch: stop.Epoch})
+			}
+			// peer delivers range 0 and leaves: this member asks it for
+			// the range, and waits for its answer a few ticks even once it
+			// leaves too.
+			step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Reply: true})
+			step(&handover.Tick{Now: now})
+			st := c.Status().Ranges[0]
+			if st.State != "syncing" {
+				t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
+			}
+			if _, ok := find[*handover.Acquire](c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})); !ok {
+				t.Fatalf("no ask after the sync: %+v", c.Status())
+			}
+			gone := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Gone,
+				Moved: []handover.Move{{Range: 0, To: self}}}
+			step(&handover.Leave{})
+			switch at {
+			case "acquiring":
+				if st := c.Status().Ranges[0].State; st != "acquiring" {
+					t.Fatalf("range 0 is %s once leaving, want acquiring (waiting for its deliverer's answer)", st)
+				}
+				step(gone)
+				stopped()
+			case "stopping":
+				for i := 0; stop == nil && i < 10; i++ {
+					now += simTick
+					step(&handover.Tick{Now: now})
+				}
+				step(gone)
+				stopped()
+			case "idle":
+				for i := 0; stop == nil && i < 10; i++ {
+					now += simTick
+					step(&handover.Tick{Now: now})
+				}
+				stopped()
+				step(gone)
+			}
+			step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+			for range 3 {
+				now += simTick
+				step(&handover.Tick{Now: now})
+			}
+			if left != nil {
+				t.Fatalf("left before the answer the Gone announced: %+v", left)
+			}
+			h := handover.Handoff{Range: 0, Token: 9, From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "5"}}}
+			step(&handover.Released{From: peer, Epoch: st.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+			for i := 0; left == nil && i < 50; i++ {
+				now += simTick
+				step(&handover.Tick{Now: now})
+			}
+			if left == nil {
+				t.Fatal("the leaver never left")
+			}
+			if len(left.Dropped) != 1 || left.Dropped[0].Token != 9 {
+				t.Fatalf("left with %+v dropped, want the handoff of token 9", left.Dropped)
+			}
+		})
+	}
+}
