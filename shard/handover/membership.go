@@ -307,14 +307,18 @@ func (c *Core) forget(id MemberID) {
 			delete(st.pending, id)
 			delete(st.holders, id)
 		case *stopping:
-			if _, waiting := st.awaiting[id]; waiting && announced {
-				st.awaiting[id] = true
-			}
+			announce(st.awaiting, id, announced)
 		case *idle:
-			if _, waiting := st.awaiting[id]; waiting && announced {
-				st.awaiting[id] = true
-			}
+			announce(st.awaiting, id, announced)
 		}
+	}
+}
+
+// announce marks id, if awaited, as a member whose answer its Gone
+// announced.
+func announce(awaiting map[MemberID]bool, id MemberID, announced bool) {
+	if _, waiting := awaiting[id]; waiting && announced {
+		awaiting[id] = true
 	}
 }
 
