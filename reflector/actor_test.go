@@ -192,6 +192,9 @@ func TestActorResetWatchRelists(t *testing.T) {
 	if got := keys(e.nextReplace().Items); got != "ns/a" {
 		t.Fatalf("first Replace %q", got)
 	}
+	// A watch opened after the change below would replay it from the
+	// source's history: wait for the first one.
+	lw.waitOpened(t, "1")
 	// A change the watch never sees, then a broken watch whose history is
 	// gone: the reflector can only catch up by relisting.
 	src.AddDropWatch(pod("b", ""))
