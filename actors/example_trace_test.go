@@ -47,10 +47,14 @@ func ExampleContextEventHandlerFuncs() {
 		fmt.Println(err)
 		return
 	}
+	// The pod exists before the informer lists: a list before it would
+	// watch from a version the fake source has no history for, relist
+	// after a backoff, and could take the update in that list (no
+	// UpdateFunc call).
+	src.Add(pod("default", "web", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { inf.RunWithContext(ctx); close(done) }()
-	src.Add(pod("default", "web", 1))
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	src.Modify(pod("default", "web", 2))
 	<-notified
