@@ -1071,6 +1071,19 @@ func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
 	}
 }
 
+// drive steps c with in, then hands each effect to answer, stepping c
+// with what answer returns, until no effect is left.
+func drive(c *handover.Core, in handover.Input, answer func(body any) []stage.Msg) {
+	out := slices.Clone(c.Step(in))
+	for len(out) > 0 {
+		var next []stage.Msg
+		for _, m := range out {
+			next = slices.Clone(append(next, answer(m.Body)...))
+		}
+		out = next
+	}
+}
+
 // A leaver that holds a handoff no owner took, and knows of no member,
 // waits while a node that came into its topology within two heartbeats
 // has not said Hello: a member starting there may ask for the range. Once
@@ -1081,26 +1094,21 @@ func TestLeaverWaitsForANewcomerToSpeak(t *testing.T) {
 	now, token := time.Duration(0), uint64(10)
 	var left *handover.Left
 	step := func(in handover.Input) {
-		out := slices.Clone(c.Step(in))
-		for len(out) > 0 {
-			var next []stage.Msg
-			for _, m := range out {
-				switch e := m.Body.(type) {
-				case *handover.RenewLease:
-					next = append(next, c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: token})...)
-					token++
-				case *handover.StartRange:
-					next = append(next, c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})...)
-				case *handover.DeactivateRange:
-					h := &handover.Handoff{Range: e.Range, Token: token - 1, From: self}
-					next = append(next, c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})...)
-				case *handover.Left:
-					left = e
-				}
-				next = slices.Clone(next)
+		drive(c, in, func(body any) []stage.Msg {
+			switch e := body.(type) {
+			case *handover.RenewLease:
+				token++
+				return c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: token - 1})
+			case *handover.StartRange:
+				return c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+			case *handover.DeactivateRange:
+				h := &handover.Handoff{Range: e.Range, Token: token - 1, From: self}
+				return c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})
+			case *handover.Left:
+				left = e
 			}
-			out = next
-		}
+			return nil
+		})
 	}
 	step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
 	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
@@ -1146,22 +1154,17 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 			var left *handover.Left
 			var stop *handover.StopRange
 			step := func(in handover.Input) {
-				out := slices.Clone(c.Step(in))
-				for len(out) > 0 {
-					var next []stage.Msg
-					for _, m := range out {
-						switch e := m.Body.(type) {
-						case *handover.RenewLease:
-							next = append(next, c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: 20})...)
-						case *handover.StopRange:
-							stop = e
-						case *handover.Left:
-							left = e
-						}
-						next = slices.Clone(next)
+				drive(c, in, func(body any) []stage.Msg {
+					switch e := body.(type) {
+					case *handover.RenewLease:
+						return c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: 20})
+					case *handover.StopRange:
+						stop = e
+					case *handover.Left:
+						left = e
 					}
-					out = next
-				}
+					return nil
+				})
 			}
 			stopped := func() {
 				if stop == nil {
