@@ -223,6 +223,9 @@ func (lw *rangeLW) awaitLive(stop <-chan struct{}, wait time.Duration) bool {
 	return true
 }
 
+// markLive records that a watch of the range has handed on something.
+func (lw *rangeLW) markLive() { lw.liveOnce.Do(func() { close(lw.live) }) }
+
 func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
 	if !lw.f.reject.Load() {
 		opts.ShardSelector = lw.query
@@ -529,7 +532,7 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 			lw.note(objectRV(e.Object), false)
 		}
 	}
-	lw.liveOnce.Do(func() { close(lw.live) })
+	lw.markLive()
 	select {
 	case w.out <- e:
 		return true

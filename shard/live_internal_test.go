@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
 // A range is asked for once its watch has sent something: awaitLive waits
@@ -63,4 +65,61 @@ func TestAwaitLiveEnds(t *testing.T) {
 	if lw.awaitLive(stop, time.Hour) {
 		t.Fatal("awaitLive stopped: true, want false")
 	}
+}
+
+// A synced range is asked for at once when nobody delivers it, and only
+// once its watch has sent something when another member does.
+func TestAskWhenReady(t *testing.T) {
+	newLW := func() *rangeLW {
+		return newRangeLW(&cache.ListWatch{}, Range{Index: 0, Count: 1}, &filter{field: UID, log: slog.New(slog.DiscardHandler)})
+	}
+	run := func(from handover.MemberID, lw *rangeLW, synced, done chan struct{}) (asked, returned chan struct{}) {
+		asked, returned = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(returned)
+			askWhenReady(synced, done, from, lw, time.Hour, func() { close(asked) })
+		}()
+		return asked, returned
+	}
+	wait := func(c chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	notYet := func(c chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+			t.Fatal(what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	t.Run("nobody delivers it", func(t *testing.T) {
+		synced := make(chan struct{})
+		asked, _ := run("", newLW(), synced, make(chan struct{}))
+		notYet(asked, "asked before the informer synced")
+		close(synced)
+		wait(asked, "not asked once synced, with no deliverer to wait for")
+	})
+	t.Run("another member delivers it", func(t *testing.T) {
+		synced, lw := make(chan struct{}), newLW()
+		asked, _ := run("n1", lw, synced, make(chan struct{}))
+		close(synced)
+		notYet(asked, "asked before the range's watch sent anything")
+		lw.markLive()
+		wait(asked, "not asked once the watch sent something")
+	})
+	t.Run("stopped while it waits for its watch", func(t *testing.T) {
+		synced, done := make(chan struct{}), make(chan struct{})
+		asked, returned := run("n1", newLW(), synced, done)
+		close(synced)
+		notYet(asked, "asked before the range's watch sent anything")
+		close(done)
+		wait(returned, "still waiting after the range stopped")
+		notYet(asked, "asked for a range that stopped")
+	})
 }

@@ -260,16 +260,24 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		inf.RunWithContext(ctx)
 		s.retire(ri)
 	}()
-	go func() {
-		select {
-		case <-inf.HasSyncedChecker().Done():
-			if e.From != "" && !lw.awaitLive(ri.done, liveWait) {
-				return
-			}
-			io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
-		case <-ri.done:
+	go askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
+		io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+	})
+}
+
+// askWhenReady calls ask (the range is synced: the core may ask for its
+// release) once the range's informer has synced and, for a range another
+// member delivers (from is not ""), its watch has sent something or wait
+// has passed (awaitLive); never if done is closed first.
+func askWhenReady(synced, done <-chan struct{}, from handover.MemberID, lw *rangeLW, wait time.Duration, ask func()) {
+	select {
+	case <-synced:
+		if from != "" && !lw.awaitLive(done, wait) {
+			return
 		}
-	}()
+		ask()
+	case <-done:
+	}
 }
 
 func cloneIndexers(ix cache.Indexers) cache.Indexers {
