@@ -28,6 +28,7 @@ import (
 var (
 	scaleMembers = flag.String("bench.shard.members", "", "BenchmarkShardedScaling: the member counts (default 1,2,3,4,6; without -bench.full 1,3)")
 	memberLogs   = flag.String("bench.shard.logs", "", "BenchmarkShardedRollingUpdate: a directory each member's log is copied to")
+	scalePods    = flag.Int("bench.shard.pods", 0, "BenchmarkShardedScaling: the pods (0: 20,000 with -bench.full, 2,000 without)")
 	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "a directory each process's CPU profile is written to: BenchmarkShardedScaling from its start to the measure, BenchmarkShardedIdle over the idle span")
 )
 
@@ -378,6 +379,9 @@ func BenchmarkShardedScaling(b *testing.B) {
 	pods := 2000
 	if benchSizes() == Full {
 		pods = 20000
+	}
+	if *scalePods > 0 {
+		pods = *scalePods
 	}
 	members := *scaleMembers
 	if members == "" {
