@@ -30,7 +30,11 @@ import (
 var idleSpan = flag.Duration("bench.shard.idle", 0, "BenchmarkShardedIdle's span (0: 30 s with -bench.full, 10 s without)")
 
 func BenchmarkShardedIdle(b *testing.B) {
-	c, _, bin, ns := startShardBench(b, 200)
+	pods := 200
+	if *scalePods > 0 {
+		pods = *scalePods
+	}
+	c, _, bin, ns := startShardBench(b, pods)
 	ranges := *shardRanges
 	b.ResetTimer()
 	for run := range b.N {

@@ -28,6 +28,7 @@ import (
 var (
 	scaleMembers = flag.String("bench.shard.members", "", "BenchmarkShardedScaling: the member counts (default 1,2,3,4,6; without -bench.full 1,3)")
 	memberLogs   = flag.String("bench.shard.logs", "", "BenchmarkShardedRollingUpdate: a directory each member's log is copied to")
+	scalePods    = flag.Int("bench.shard.pods", 0, "the pods of BenchmarkShardedScaling (0: 20,000 with -bench.full, 2,000 without) and of BenchmarkShardedIdle (0: 200)")
 	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "a directory each process's CPU profile is written to: BenchmarkShardedScaling from its start to the measure, BenchmarkShardedIdle over the idle span")
 )
 
@@ -313,12 +314,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	fmt.Fprintf(&out, "| watch bytes (the update stream and the watches' resumption) | %.2f MB | %.3f× |\n", float64(watchBytes)/1e6, float64(watchBytes)/float64(ast.ListBytes))
 	fmt.Fprintf(&out, "| ranges seen unserved (polled every 50 ms) | %d of %d | |\n", unserved, ranges)
 	fmt.Fprintf(&out, "| longest a range went unserved, polled | %v | |\n", longest.Round(time.Millisecond))
-	slices.Sort(unservedAll)
-	var unservedMed, unservedMax time.Duration
-	if n := len(unservedAll); n > 0 {
-		unservedMed, unservedMax = unservedAll[n/2], unservedAll[n-1]
-	}
-	fmt.Fprintf(&out, "| a moved range's unserved time, as its new owner measured (handoff received → handlers given the range): median, max | %v, %v | |\n", unservedMed.Round(time.Millisecond), unservedMax.Round(time.Millisecond))
+	unservedMed, unservedMax := medMax(unservedAll)
+	fmt.Fprintf(&out, "| a moved range's unserved time, as its new owner measured (handoff received → handlers given the range): median, max | %v, %v | |\n", unservedMed, unservedMax)
 	claimMed, claimMax := medMax(claims)
 	catchMed, catchMax := medMax(catchUps)
 	fmt.Fprintf(&out, "| its parts: the claim (the token's lease write), median, max | %v, %v | |\n", claimMed, claimMax)
@@ -378,6 +375,9 @@ func BenchmarkShardedScaling(b *testing.B) {
 	pods := 2000
 	if benchSizes() == Full {
 		pods = 20000
+	}
+	if *scalePods > 0 {
+		pods = *scalePods
 	}
 	members := *scaleMembers
 	if members == "" {
@@ -535,7 +535,8 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 				b.Fatal(err)
 			}
 		}
-		b.Logf("%d members: %s caches %d objects, heap %.1f MB", n, p.Name, st.Objects, float64(st.HeapNow)/1e6)
+		b.Logf("%d members: %s caches %d objects, heap %.1f MB; %d list requests (%.1f MB), %d warm starts, %d handovers",
+			n, p.Name, st.Objects, float64(st.HeapNow)/1e6, st.ListRequests, float64(st.ListBytes)/1e6, st.WarmStarts, len(st.Handovers))
 		if p == a {
 			r.aHeap, r.aCPU, r.aBytes = float64(st.HeapNow), st.CPUSeconds, float64(st.Bytes)
 			continue
