@@ -236,6 +236,12 @@ var mutants = []mutant{
 		from: "if announced || c.members.isCurrent(id)",
 		to:   "if false && announced || c.members.isCurrent(id)",
 	},
+	{
+		name: "a claim given up keeps its handoff from an owner answered already",
+		file: "ranges.go",
+		from: "	if st.handoff != nil {\n		// A handoff given for the claim given up",
+		to:   "	if false && st.handoff != nil {\n		// A handoff given for the claim given up",
+	},
 }
 
 func TestMutants(t *testing.T) {

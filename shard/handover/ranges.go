@@ -306,6 +306,18 @@ func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	default:
 		return
 	}
+	c.giveOn(r, from, epoch, kept)
+}
+
+// giveOn gives kept, the handoff this member keeps for range r's next
+// owner, to the owner in its view now if that owner asked and was answered
+// already: it may never ask again (it heard from every member and claims
+// the range). Otherwise the owner gets it when it asks, or once the range
+// has stopped here. from, epoch: the member that sent kept, in an answer
+// of that epoch ("" when unknown); it gets it back only if it asked since.
+// r's state is idle or stopping.
+func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
+	ri := &c.ranges[r]
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
 	_, waiting := ri.deferred[o]
@@ -620,6 +632,12 @@ func (c *Core) stopRange(r int) {
 	}
 	ri.state = st
 	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
+	if st.handoff != nil {
+		// A handoff given for the claim given up: the range's owner may
+		// have asked this member while it claimed, and been answered
+		// without it.
+		c.giveOn(r, "", 0, st.handoff)
+	}
 }
 
 // mustHear are the members whose answer, or void lease, a range's new

@@ -1232,3 +1232,89 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 		})
 	}
 }
+
+// A member that gives up its claim of a range with a previous deliverer's
+// handoff in hand gives that handoff at once to the range's owner if the
+// owner asked it and was answered already, without it, before this
+// member's claim began: that owner will not ask again, and would deliver
+// the range without the deletes the handoff stands for.
+func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
+	nodes := func(ms ...handover.MemberID) []handover.NodeID {
+		var out []handover.NodeID
+		for _, m := range ms {
+			out = append(out, m.Node())
+		}
+		return out
+	}
+	var (
+		self, peer, next handover.MemberID
+		c                *handover.Core
+		now              time.Duration
+	)
+	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
+	tick := func() []stage.Msg {
+		now += simTick
+		return step(&handover.Tick{Now: now})
+	}
+	// start makes c the core of self, which knows peer and next, and
+	// reports whether range 0 is next's.
+	start := func() bool {
+		c, now = handover.NewCore(testConfig(self, 1)), 0
+		step(&handover.Topology{Nodes: nodes(self, peer, next)})
+		step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+		step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+		step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+		step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+		tick()
+		tick()
+		return c.Status().Ranges[0].Owner == next
+	}
+	// One range goes to the member first in order of id: next's among
+	// the three, self's without next.
+	self = handover.NewMemberID("m", "1")
+	peer = handover.NewMemberID("z", "1")
+	next = handover.NewMemberID("a", "1")
+	if !start() {
+		t.Fatalf("range 0 is not next's: %+v", c.Status())
+	}
+
+	// The owner, next, asks; this member delivers nothing: no handoff.
+	rel, ok := find[*handover.Released](step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}))
+	if !ok || len(rel.Handoffs) != 0 {
+		t.Fatalf("next's ask answered with %+v, want a release without handoff", rel)
+	}
+	// next drops out of the topology for a while: range 0 is this
+	// member's; it syncs and asks.
+	step(&handover.Topology{Nodes: nodes(self, peer)})
+	tick()
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s without next, want syncing: %+v", st.State, c.Status())
+	}
+	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+	if !ok {
+		t.Fatalf("no ask after the sync: %+v", c.Status())
+	}
+	// peer answers with a handoff it kept for the range's next owner (of
+	// an earlier deliverer, gone since); next, out of reach, does not.
+	gone := handover.NewMemberID("gone", "1")
+	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	tick()
+	if st := c.Status().Ranges[0].State; st != "acquiring" {
+		t.Fatalf("range 0 is %s with next's answer missing, want acquiring: %+v", st, c.Status())
+	}
+	// next is back, and delivers range 0: it claimed the range once every
+	// member had answered it, this one without a handoff. It will not ask
+	// again: it gets the handoff now.
+	out := step(&handover.Topology{Nodes: nodes(self, peer, next)})
+	out = append(out, step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Active: []int{0}, Reply: true})...)
+	out = append(out, tick()...)
+	if _, ok := find[*handover.StopRange](out); !ok {
+		t.Fatalf("the claim was not given up once next delivered the range: %v, %+v", out, c.Status())
+	}
+	rel, ok = find[*handover.Released](out)
+	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != h.Token {
+		t.Fatalf("the handoff of the claim given up did not go to next, which was answered already: %v", out)
+	}
+}
