@@ -35,27 +35,27 @@ func ClusterOptions() []cluster.ConfigOption {
 	}}
 }
 
-// RemoteWindow is the flow-control window RemoteOptions gives each stream
+// RemoteWindow is the flow-control window RemoteOption gives each stream
 // and connection of the remote.
 const RemoteWindow = 1 << 20
 
-// RemoteOptions are the protoactor remote settings a member of a group
-// gains from, for remote.Configure:
+// RemoteOption is the protoactor remote setting a member of a group gains
+// from, for remote.Configure:
 //
-//	remote.Configure(host, port, shard.RemoteOptions()...)
+//	remote.Configure(host, port, shard.RemoteOption())
 //
 // By default gRPC estimates each connection's bandwidth-delay product: for
 // data it receives it sends a ping, which its peer answers. A group sends
 // a few small messages a second (heartbeats, gossip), so each one costs a
-// ping and its answer too: twice the writes and wake-ups. These options
-// set fixed flow-control windows of RemoteWindow (1 MiB), which turns the
+// ping and its answer too: twice the writes and wake-ups. This option sets
+// fixed flow-control windows of RemoteWindow (1 MiB), which turns the
 // estimation off; that is room for several of a warm handover's chunks.
-// They add to the dial and server options given before them:
+// It adds to the dial and server options given before it:
 // remote.WithDialOptions and remote.WithServerOptions replace those lists,
 // so give them first.
-func RemoteOptions() []remote.ConfigOption {
-	return []remote.ConfigOption{func(c *remote.Config) {
+func RemoteOption() remote.ConfigOption {
+	return func(c *remote.Config) {
 		c.DialOptions = append(c.DialOptions, grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow))
 		c.ServerOptions = append(c.ServerOptions, grpc.InitialWindowSize(RemoteWindow), grpc.InitialConnWindowSize(RemoteWindow))
-	}}
+	}
 }

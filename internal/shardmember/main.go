@@ -129,7 +129,7 @@ func remoteConfig() (*remote.Config, error) {
 			})))
 	}
 	// After the dial options, which it adds to.
-	opts = append(opts, shard.RemoteOptions()...)
+	opts = append(opts, shard.RemoteOption())
 	return remote.Configure(*remoteHost, *remotePort, opts...), nil
 }
 
