@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
 )
 
 // DefaultGossipInterval is the gossip interval ClusterOptions sets.
@@ -31,4 +33,29 @@ func ClusterOptions() []cluster.ConfigOption {
 	return []cluster.ConfigOption{func(c *cluster.Config) {
 		c.GossipInterval = DefaultGossipInterval
 	}}
+}
+
+// RemoteWindow is the flow-control window RemoteOption gives each stream
+// and connection of the remote.
+const RemoteWindow = 1 << 20
+
+// RemoteOption is the protoactor remote setting a member of a group gains
+// from, for remote.Configure:
+//
+//	remote.Configure(host, port, shard.RemoteOption())
+//
+// By default gRPC estimates each connection's bandwidth-delay product: for
+// data it receives it sends a ping, which its peer answers. A group sends
+// a few small messages a second (heartbeats, gossip), so each one costs a
+// ping and its answer too: twice the writes and wake-ups. This option sets
+// fixed flow-control windows of RemoteWindow (1 MiB), which turns the
+// estimation off; that is room for several of a warm handover's chunks.
+// It adds to the dial and server options given before it:
+// remote.WithDialOptions and remote.WithServerOptions replace those lists,
+// so give them first.
+func RemoteOption() remote.ConfigOption {
+	return func(c *remote.Config) {
+		c.DialOptions = append(c.DialOptions, grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow))
+		c.ServerOptions = append(c.ServerOptions, grpc.InitialWindowSize(RemoteWindow), grpc.InitialConnWindowSize(RemoteWindow))
+	}
 }

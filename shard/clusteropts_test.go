@@ -21,3 +21,15 @@ func TestClusterOptions(t *testing.T) {
 		t.Fatalf("heartbeat expiration %v with gossip every %v; want protoactor's %v, at least 10 intervals", cfg.HeartbeatExpiration, cfg.GossipInterval, def.HeartbeatExpiration)
 	}
 }
+
+// RemoteOption adds its window settings to the remote's dial and server
+// options, keeping those given before (protoactor's insecure credentials
+// among them).
+func TestRemoteOption(t *testing.T) {
+	def := remote.Configure("127.0.0.1", 0)
+	cfg := remote.Configure("127.0.0.1", 0, RemoteOption())
+	if len(cfg.DialOptions) != len(def.DialOptions)+2 || len(cfg.ServerOptions) != len(def.ServerOptions)+2 {
+		t.Fatalf("dial options %d, server options %d; want protoactor's (%d, %d) and two more each",
+			len(cfg.DialOptions), len(cfg.ServerOptions), len(def.DialOptions), len(def.ServerOptions))
+	}
+}

@@ -63,7 +63,7 @@ func newGroup(t testing.TB, src *memServer, opts ...shard.Option) *group {
 
 func startCluster(agent *test.InMemAgent) (*cluster.Cluster, *test.Provider) {
 	prov := test.NewTestProvider(agent, test.WithTestProviderServiceTTL(time.Second), test.WithTestProviderRefreshTTL(200*time.Millisecond))
-	cfg := cluster.Configure("shard-test", prov, disthash.New(), remote.Configure("127.0.0.1", 0))
+	cfg := cluster.Configure("shard-test", prov, disthash.New(), remote.Configure("127.0.0.1", 0, shard.RemoteOption()))
 	c := cluster.New(quietSystem(), cfg)
 	c.StartMember()
 	return c, prov

@@ -180,8 +180,11 @@ func (f *fleet) add() (*member, error) {
 	sys := actors.NewActorSystem(actors.SystemLogger(f.logger.With("member", name)))
 	// A group sends a few messages a second: queues of 4096 instead of
 	// protoactor's 1,000,000 (16 MB per peer, allocated at once).
+	// shard.RemoteOption adds to the partition's dial and server options:
+	// after them.
 	remoteOpts := append([]remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)},
 		m.part.remoteOptions()...)
+	remoteOpts = append(remoteOpts, shard.RemoteOption())
 	m.c = cluster.New(sys, cluster.Configure("actorinformer-demo", m.prov, disthash.New(),
 		remote.Configure("127.0.0.1", 0, remoteOpts...), shard.ClusterOptions()...))
 	m.c.StartMember()

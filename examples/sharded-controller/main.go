@@ -112,7 +112,8 @@ func run(ctx context.Context, cfg config) error {
 				// The address in this member's actor addresses, which the
 				// provider gives the others (the pod's IP).
 				remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
-				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)),
+				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096),
+				shard.RemoteOption()),
 			shard.ClusterOptions()...))
 		c.StartMember()
 		return c, nil

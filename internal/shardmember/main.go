@@ -128,6 +128,8 @@ func remoteConfig() (*remote.Config, error) {
 				return dialer.DialContext(ctx, "tcp", addr)
 			})))
 	}
+	// After the dial options, which it adds to.
+	opts = append(opts, shard.RemoteOption())
 	return remote.Configure(*remoteHost, *remotePort, opts...), nil
 }
 
