@@ -1246,36 +1246,27 @@ func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
 		}
 		return out
 	}
-	var (
-		self, peer, next handover.MemberID
-		c                *handover.Core
-		now              time.Duration
-	)
+	// One range goes to the member first in order of id: next's among
+	// the three, self's without next.
+	self := handover.NewMemberID("m", "1")
+	peer := handover.NewMemberID("z", "1")
+	next := handover.NewMemberID("a", "1")
+	c := handover.NewCore(testConfig(self, 1))
+	now := time.Duration(0)
 	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
 	tick := func() []stage.Msg {
 		now += simTick
 		return step(&handover.Tick{Now: now})
 	}
-	// start makes c the core of self, which knows peer and next, and
-	// reports whether range 0 is next's.
-	start := func() bool {
-		c, now = handover.NewCore(testConfig(self, 1)), 0
-		step(&handover.Topology{Nodes: nodes(self, peer, next)})
-		step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-		step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-		step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
-		step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
-		tick()
-		tick()
-		return c.Status().Ranges[0].Owner == next
-	}
-	// One range goes to the member first in order of id: next's among
-	// the three, self's without next.
-	self = handover.NewMemberID("m", "1")
-	peer = handover.NewMemberID("z", "1")
-	next = handover.NewMemberID("a", "1")
-	if !start() {
-		t.Fatalf("range 0 is not next's: %+v", c.Status())
+	step(&handover.Topology{Nodes: nodes(self, peer, next)})
+	step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+	step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+	tick()
+	tick()
+	if owner := c.Status().Ranges[0].Owner; owner != next {
+		t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
 	}
 
 	// The owner, next, asks; this member delivers nothing: no handoff.
