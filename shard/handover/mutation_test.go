@@ -255,6 +255,12 @@ var mutants = []mutant{
 		to:   "!asked || waiting {",
 	},
 	{
+		name: "a handoff given on and back while stopping stays given",
+		file: "ranges.go",
+		from: "(st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == \"\")",
+		to:   "(st.handoff.Token >= kept.Token)",
+	},
+	{
 		name: "a late handoff goes to the handlers after a delivery between",
 		file: "ranges.go",
 		from: "func (ri *rangeInfo) between(old, token uint64) bool {\n\treturn ri.seen > old && ri.seen < token",

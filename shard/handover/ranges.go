@@ -335,9 +335,10 @@ func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 		// New, or back from the member it was given to, unused.
 		st.handoff, st.releasedTo, st.at, st.sent = kept, "", c.ticks, false
 	case *stopping:
-		if st.handoff != nil && st.handoff.Token >= kept.Token {
+		if st.handoff != nil && (st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == "") {
 			return
 		}
+		// New, or back from the member it was given to, unused.
 		st.handoff, st.givenTo = kept, ""
 	default:
 		return

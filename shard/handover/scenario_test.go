@@ -1239,6 +1239,26 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 // member's claim began: that owner will not ask again, and would deliver
 // the range without the deletes the handoff stands for.
 func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
+	claimGivenUp(t)
+}
+
+// claimGivenUpScene is TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner's
+// end: self gave up its claim of range 0 (StopRange, epoch) and gave h, a
+// handoff peer had given it, to next.
+type claimGivenUpScene struct {
+	c                *handover.Core
+	step             func(handover.Input) []stage.Msg
+	tick             func() []stage.Msg
+	self, peer, next handover.MemberID
+	h                handover.Handoff
+	stop             *handover.StopRange
+	ask              uint64         // the epoch self asked with
+	now              *time.Duration // the time of the last tick
+	renew            []stage.Msg    // the lease writes self asked for
+}
+
+func claimGivenUp(t *testing.T) claimGivenUpScene {
+	t.Helper()
 	nodes := func(ms ...handover.MemberID) []handover.NodeID {
 		var out []handover.NodeID
 		for _, m := range ms {
@@ -1253,7 +1273,16 @@ func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
 	next := handover.NewMemberID("a", "1")
 	c := handover.NewCore(testConfig(self, 1))
 	now := time.Duration(0)
-	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
+	var renew []stage.Msg // the lease writes asked for
+	step := func(in handover.Input) []stage.Msg {
+		out := slices.Clone(c.Step(in))
+		for _, m := range out {
+			if _, ok := m.Body.(*handover.RenewLease); ok {
+				renew = append(renew, m)
+			}
+		}
+		return out
+	}
 	tick := func() []stage.Msg {
 		now += simTick
 		return step(&handover.Tick{Now: now})
@@ -1307,6 +1336,50 @@ func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
 	rel, ok = find[*handover.Released](out)
 	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != h.Token {
 		t.Fatalf("the handoff of the claim given up did not go to next, which was answered already: %v", out)
+	}
+	stop, _ := find[*handover.StopRange](out)
+	return claimGivenUpScene{c: c, step: step, tick: tick, self: self, peer: peer, next: next, h: h, stop: stop, ask: ask.Epoch, now: &now, renew: renew}
+}
+
+// A handoff given on that comes back, unused, from the member it was given
+// to while the range's informer stops here is kept again: the next owner
+// gets it (this member itself, here), rather than each of the two taking
+// the other for its holder.
+func TestHandoffGivenOnComesBackWhileStopping(t *testing.T) {
+	sc := claimGivenUp(t)
+	c, step := sc.c, sc.step
+	// next passes it back (it asked this member, and was answered, before
+	// its own attempt stopped), then leaves: range 0 is this member's.
+	step(&handover.Released{From: sc.next, Epoch: sc.ask, Ranges: []int{0}, Handoffs: []handover.Handoff{sc.h}})
+	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
+	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node()}})
+	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
+	// Every lease write succeeds; peer answers every ask.
+	var act *handover.ActivateRange
+	token := uint64(20)
+	out := sc.renew // unanswered so far
+	for i := 0; act == nil && i < 40; i++ {
+		var next []stage.Msg
+		for _, m := range out {
+			switch b := m.Body.(type) {
+			case *handover.RenewLease:
+				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: *sc.now, Now: *sc.now, Token: token})...)
+				token++
+			case *handover.StartRange:
+				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
+			case *handover.Acquire:
+				next = append(next, step(&handover.Released{From: sc.peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
+			case *handover.ActivateRange:
+				act = b
+			}
+		}
+		out = append(next, sc.tick()...)
+	}
+	if act == nil {
+		t.Fatalf("range 0 not activated: %+v", c.Status())
+	}
+	if act.Handoff == nil || act.Handoff.Token != sc.h.Token {
+		t.Fatalf("activated with handoff %+v, want the one given back (token %d)", act.Handoff, sc.h.Token)
 	}
 }
 
