@@ -55,7 +55,17 @@ const RemoteWindow = 1 << 20
 // so give them first.
 func RemoteOption() remote.ConfigOption {
 	return func(c *remote.Config) {
-		c.DialOptions = append(c.DialOptions, grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow))
+		c.DialOptions = append(c.DialOptions, WindowDialOptions()...)
 		c.ServerOptions = append(c.ServerOptions, grpc.InitialWindowSize(RemoteWindow), grpc.InitialConnWindowSize(RemoteWindow))
 	}
+}
+
+// WindowDialOptions are RemoteOption's dial options: fixed windows of
+// RemoteWindow, with no bandwidth estimation. The etcd provider's client
+// can take them too (its lease keep-alive gets an answer every third of
+// the TTL): an idle member then made about a tenth fewer reads.
+//
+//	clientv3.Config{Endpoints: …, DialOptions: shard.WindowDialOptions()}
+func WindowDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow)}
 }

@@ -381,13 +381,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		}
 	case *shardpb.Hello:
 		if in := io.fromWire(m.Group, m.To); in {
-			settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
-			h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
-				JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply}
-			for _, mv := range m.Moved {
-				h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To)})
-			}
-			io.toCore(h)
+			io.toCore(helloFromWire(m))
 		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {
@@ -490,11 +484,23 @@ func (io *memberIO) perform(ctx actor.Context, e *effect) {
 	}
 }
 
+// helloFromWire is the core's Hello of a wire Hello; its settings carry the
+// sender's protocol version, so that members of other versions differ.
+func helloFromWire(m *shardpb.Hello) *handover.Hello {
+	settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
+	h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
+		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), Tokens: m.Tokens, View: memberIDs(m.View), Reply: m.Reply}
+	for _, mv := range m.Moved {
+		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To)})
+	}
+	return h
+}
+
 func toWire(group string, to handover.MemberID, body any) any {
 	switch m := body.(type) {
 	case *handover.Hello:
 		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
-			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), View: strs(m.View), Reply: m.Reply}
+			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), Tokens: m.Tokens, View: strs(m.View), Reply: m.Reply}
 		for _, mv := range m.Moved {
 			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To)})
 		}

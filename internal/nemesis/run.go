@@ -11,6 +11,7 @@
 package nemesis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -306,13 +307,17 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
 			r.t.Fatal(err)
 		}
+		// The freeze starts once every thread is seen stopped: a handler
+		// call that began between the fault's start and the signal's
+		// arrival was not frozen before it began.
+		stopped := waitStopped(target.proc.Pid(), time.Second)
 		o.until = now.Add(r.o.Hold)
 		o.heal = func() {
 			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
 				r.t.Fatal(err)
 			}
 			target.mu.Lock()
-			target.frozen = append(target.frozen, Interval{f.Start, time.Now().UnixNano()})
+			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
 			target.mu.Unlock()
 		}
 	case Partition, PartitionReject:
@@ -663,3 +668,36 @@ func (r *Run) logs() string {
 
 // Logs returns the last lines of every member's stderr.
 func (r *Run) Logs() string { return r.logs() }
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc), for at most max, and returns when it saw that (the time it
+// gave up otherwise).
+func waitStopped(pid int, max time.Duration) time.Time {
+	deadline := time.Now().Add(max)
+	for {
+		if allStopped(pid) || time.Now().After(deadline) {
+			return time.Now()
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// allStopped reports whether /proc shows every thread of pid stopped.
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}

@@ -186,11 +186,14 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		st = Leaving
 	}
 	var act []int
+	var toks []uint64
 	var moved []Move
 	for r := range c.ranges {
 		switch st := c.ranges[r].state.(type) {
-		case *active, *deactivating:
-			act = append(act, r)
+		case *active:
+			act, toks = append(act, r), append(toks, st.token)
+		case *deactivating:
+			act, toks = append(act, r), append(toks, st.token)
 		case *idle:
 			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
 				moved = append(moved, Move{Range: r, To: st.releasedTo})
@@ -198,7 +201,7 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Moved: moved, Reply: reply})
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -252,8 +255,11 @@ func (c *Core) hello(m *Hello) {
 	p.state = m.State
 	p.active = m.Active
 	p.view = m.View
-	for _, r := range m.Active {
+	for i, r := range m.Active {
 		delete(ms.moving, r) // its holder is known
+		if i < len(m.Tokens) {
+			c.sawDelivery(r, m.From, m.Tokens[i])
+		}
 	}
 	p.releasedHere = p.releasedHere[:0]
 	for _, mv := range m.Moved {

@@ -75,6 +75,10 @@ type Hello struct {
 	// Active are the ranges whose handlers the sender calls now: members
 	// place ranges with their holders (sticky placement).
 	Active []int
+	// Tokens are the tokens Active's ranges are delivered under, in
+	// Active's order (none from a member that does not say): a handoff
+	// older than one of them is stale, since that delivery came after it.
+	Tokens []uint64
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
 	// peer's provider dropped it and will not take it back).

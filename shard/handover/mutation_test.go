@@ -47,13 +47,13 @@ var mutants = []mutant{
 	{
 		name: "a late handoff is given again, or from after this member's claim",
 		file: "ranges.go",
-		from: "if got.Token > st.handoff && got.Token < st.token {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
+		from: "if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
 		to:   "if true {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
 	},
 	{
 		name: "a late handoff that comes while the range is released again is dropped",
 		file: "ranges.go",
-		from: "if got.Token > st.handoff && got.Token < st.token {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
+		from: "if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
 		to:   "if false {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
 	},
 	{
@@ -89,8 +89,8 @@ var mutants = []mutant{
 	{
 		name: "a released range's handoff goes to any owner that asks",
 		file: "ranges.go",
-		from: "if st.handoff != nil && st.releasedTo == id {",
-		to:   "if st.handoff != nil {",
+		from: "if h != nil && st.releasedTo == id {",
+		to:   "if h != nil {",
 	},
 	{
 		name: "a dead letter counts as a release",
@@ -241,6 +241,36 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "	if st.handoff != nil {\n		// A handoff given for the claim given up",
 		to:   "	if false && st.handoff != nil {\n		// A handoff given for the claim given up",
+	},
+	{
+		name: "a kept handoff goes to the first owner to ask after a newer delivery",
+		file: "ranges.go",
+		from: "if h != nil && c.reserved(r, h, id) {",
+		to:   "if false {",
+	},
+	{
+		name: "a kept handoff is given on to an answered owner after a newer delivery",
+		file: "ranges.go",
+		from: "!asked || waiting || c.reserved(r, kept, o) {",
+		to:   "!asked || waiting {",
+	},
+	{
+		name: "a handoff given on and back while stopping stays given",
+		file: "ranges.go",
+		from: "(st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == \"\")",
+		to:   "(st.handoff.Token >= kept.Token)",
+	},
+	{
+		name: "a late handoff goes to the handlers after a delivery between",
+		file: "ranges.go",
+		from: "func (ri *rangeInfo) between(old, token uint64) bool {\n\treturn ri.seen > old && ri.seen < token",
+		to:   "func (ri *rangeInfo) between(old, token uint64) bool {\n\treturn false && ri.seen > old && ri.seen < token",
+	},
+	{
+		name: "a claim activates with a handoff older than a delivery seen",
+		file: "ranges.go",
+		from: "if st.handoff != nil && st.handoff.Token < ri.seen {",
+		to:   "if false {",
 	},
 }
 

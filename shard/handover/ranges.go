@@ -33,6 +33,14 @@ type rangeInfo struct {
 	// may answer a later ask with it again: stale, since the owner it was
 	// given to may have delivered the range since.
 	passed uint64
+	// seen: the newest token another member said (Hello.Tokens) it
+	// delivers the range under; seenBy: that member. A handoff older than
+	// seen is stale for every member but seenBy: that delivery came after
+	// it, and its handlers may have been given more since (a delete the
+	// handoff would take back). seenBy may still take it late, as an
+	// owner that asked.
+	seen   uint64
+	seenBy MemberID
 }
 
 // staleAskTicks: an ask for a range this member delivers is answered (the
@@ -266,19 +274,47 @@ func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 	case *active:
 		// Later still: the handlers have the range already. They get
 		// OnDelete for the handoff's objects the range no longer has.
-		if got.Token > st.handoff && got.Token < st.token {
+		if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {
 			st.handoff, st.late = got.Token, &got
 			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: &got})
 		}
 	case *deactivating:
 		// Later again: the handlers are being drained. The next owner's
 		// get OnDelete for the objects it no longer has.
-		if got.Token > st.handoff && got.Token < st.token {
+		if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {
 			st.handoff, st.late = got.Token, &got
 		}
 	case *idle, *stopping:
 		c.passOn(r, from, epoch, &got)
 	}
+}
+
+// between reports whether another member said it delivered the range under
+// a token above old and below token: a handoff of old is stale for the
+// deliverer under token.
+func (ri *rangeInfo) between(old, token uint64) bool {
+	return ri.seen > old && ri.seen < token
+}
+
+// reserved reports whether handoff h, which this member holds for range r,
+// may not go to member to: another member delivered the range under a
+// newer token, and only that member's handlers may take it (late).
+func (c *Core) reserved(r int, h *Handoff, to MemberID) bool {
+	ri := &c.ranges[r]
+	return h.Token < ri.seen && to != ri.seenBy
+}
+
+// sawDelivery records that member from said it delivers range r under
+// token.
+func (c *Core) sawDelivery(r int, from MemberID, token uint64) {
+	if r < 0 || r >= len(c.ranges) || from == c.cfg.Self {
+		return
+	}
+	ri := &c.ranges[r]
+	if token <= ri.seen {
+		return
+	}
+	ri.seen, ri.seenBy = token, from
 }
 
 // passOn keeps a handoff this member was given but cannot use (it no
@@ -299,9 +335,10 @@ func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 		// New, or back from the member it was given to, unused.
 		st.handoff, st.releasedTo, st.at, st.sent = kept, "", c.ticks, false
 	case *stopping:
-		if st.handoff != nil && st.handoff.Token >= kept.Token {
+		if st.handoff != nil && (st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == "") {
 			return
 		}
+		// New, or back from the member it was given to, unused.
 		st.handoff, st.givenTo = kept, ""
 	default:
 		return
@@ -321,7 +358,7 @@ func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
 	_, waiting := ri.deferred[o]
-	if o == "" || o == c.cfg.Self || (o == from && e <= epoch) || !asked || waiting {
+	if o == "" || o == c.cfg.Self || (o == from && e <= epoch) || !asked || waiting || c.reserved(r, kept, o) {
 		return // answered with it when it asks, or once stopped
 	}
 	switch st := ri.state.(type) {
@@ -804,13 +841,17 @@ func (c *Core) answerDeferred(r int) {
 		case *idle:
 			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)
-			if st.handoff != nil && (st.releasedTo == "" || !st.sent) {
+			h := st.handoff
+			if h != nil && c.reserved(r, h, id) {
+				h = nil // another member delivered the range since
+			}
+			if h != nil && (st.releasedTo == "" || !st.sent) {
 				st.releasedTo = id // the first owner to ask
 			}
-			if st.handoff != nil && st.releasedTo == id {
-				rel.Handoffs = append(rel.Handoffs, *st.handoff)
+			if h != nil && st.releasedTo == id {
+				rel.Handoffs = append(rel.Handoffs, *h)
 				st.sent = true
-				c.gave(r, st.handoff, id)
+				c.gave(r, h, id)
 			}
 			delete(ri.deferred, id)
 		case *active:
@@ -860,6 +901,10 @@ func (c *Core) activate(seq uint64, token uint64) {
 			continue
 		}
 		act := &active{token: token}
+		if st.handoff != nil && st.handoff.Token < ri.seen {
+			// Another member delivered the range after it: stale.
+			st.handoff, st.prev = nil, ""
+		}
 		if st.handoff != nil {
 			act.handoff = st.handoff.Token
 		}

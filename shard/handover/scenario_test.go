@@ -1239,6 +1239,26 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 // member's claim began: that owner will not ask again, and would deliver
 // the range without the deletes the handoff stands for.
 func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
+	claimGivenUp(t)
+}
+
+// claimGivenUpScene is TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner's
+// end: self gave up its claim of range 0 (StopRange, epoch) and gave h, a
+// handoff peer had given it, to next.
+type claimGivenUpScene struct {
+	c                *handover.Core
+	step             func(handover.Input) []stage.Msg
+	tick             func() []stage.Msg
+	self, peer, next handover.MemberID
+	h                handover.Handoff
+	stop             *handover.StopRange
+	ask              uint64         // the epoch self asked with
+	now              *time.Duration // the time of the last tick
+	renew            []stage.Msg    // the lease writes self asked for
+}
+
+func claimGivenUp(t *testing.T) claimGivenUpScene {
+	t.Helper()
 	nodes := func(ms ...handover.MemberID) []handover.NodeID {
 		var out []handover.NodeID
 		for _, m := range ms {
@@ -1253,7 +1273,16 @@ func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
 	next := handover.NewMemberID("a", "1")
 	c := handover.NewCore(testConfig(self, 1))
 	now := time.Duration(0)
-	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
+	var renew []stage.Msg // the lease writes asked for
+	step := func(in handover.Input) []stage.Msg {
+		out := slices.Clone(c.Step(in))
+		for _, m := range out {
+			if _, ok := m.Body.(*handover.RenewLease); ok {
+				renew = append(renew, m)
+			}
+		}
+		return out
+	}
 	tick := func() []stage.Msg {
 		now += simTick
 		return step(&handover.Tick{Now: now})
@@ -1307,5 +1336,246 @@ func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
 	rel, ok = find[*handover.Released](out)
 	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != h.Token {
 		t.Fatalf("the handoff of the claim given up did not go to next, which was answered already: %v", out)
+	}
+	stop, _ := find[*handover.StopRange](out)
+	return claimGivenUpScene{c: c, step: step, tick: tick, self: self, peer: peer, next: next, h: h, stop: stop, ask: ask.Epoch, now: &now, renew: renew}
+}
+
+// A handoff given on that comes back, unused, from the member it was given
+// to while the range's informer stops here is kept again: the next owner
+// gets it (this member itself, here), rather than each of the two taking
+// the other for its holder.
+func TestHandoffGivenOnComesBackWhileStopping(t *testing.T) {
+	sc := claimGivenUp(t)
+	c, step := sc.c, sc.step
+	// next passes it back (it asked this member, and was answered, before
+	// its own attempt stopped), then leaves: range 0 is this member's.
+	step(&handover.Released{From: sc.next, Epoch: sc.ask, Ranges: []int{0}, Handoffs: []handover.Handoff{sc.h}})
+	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
+	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node()}})
+	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
+	// Every lease write succeeds; peer answers every ask.
+	var act *handover.ActivateRange
+	token := uint64(20)
+	out := sc.renew // unanswered so far
+	for i := 0; act == nil && i < 40; i++ {
+		var next []stage.Msg
+		for _, m := range out {
+			switch b := m.Body.(type) {
+			case *handover.RenewLease:
+				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: *sc.now, Now: *sc.now, Token: token})...)
+				token++
+			case *handover.StartRange:
+				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
+			case *handover.Acquire:
+				next = append(next, step(&handover.Released{From: sc.peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
+			case *handover.ActivateRange:
+				act = b
+			}
+		}
+		out = append(next, sc.tick()...)
+	}
+	if act == nil {
+		t.Fatalf("range 0 not activated: %+v", c.Status())
+	}
+	if act.Handoff == nil || act.Handoff.Token != sc.h.Token {
+		t.Fatalf("activated with handoff %+v, want the one given back (token %d)", act.Handoff, sc.h.Token)
+	}
+}
+
+// TestKeptHandoffStaleOnceANewerDeliveryIsSeen: a member keeps a handoff
+// for the range's next owner; another member then says (Hello) that it
+// delivers the range under a newer token, having claimed it without that
+// handoff. The handoff is stale from then on: the next incarnation on that
+// member's node, or any other owner, is answered without it, and a claim
+// of this member's own activates without it. Without the delivery's token
+// in the Hello, the first owner to ask still gets it.
+func TestKeptHandoffStaleOnceANewerDeliveryIsSeen(t *testing.T) {
+	self := handover.NewMemberID("m", "1")
+	peer := handover.NewMemberID("p", "1")
+	old := handover.NewMemberID("a", "1")
+	next := handover.NewMemberID("a", "2")
+	gone := handover.NewMemberID("gone", "1")
+	h := handover.Handoff{Range: 0, Token: 13, Version: "14", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "12"}}}
+
+	// keeper returns a core that keeps h for range 0's next owner, and has
+	// seen old's Hello say it delivers range 0 under tokens.
+	var all []stage.Msg // everything the core sent
+	keeper := func(tokens []uint64) (*handover.Core, func(handover.Input) []stage.Msg) {
+		c := handover.NewCore(testConfig(self, 1))
+		now := time.Duration(0)
+		all = nil
+		step := func(in handover.Input) []stage.Msg {
+			out := slices.Clone(c.Step(in))
+			all = append(all, out...)
+			return out
+		}
+		tick := func() { now += simTick; step(&handover.Tick{Now: now}) }
+		step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), old.Node()}})
+		step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+		step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+		step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
+		step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
+		tick()
+		tick()
+		if owner := c.Status().Ranges[0].Owner; owner != old {
+			t.Fatalf("range 0 is %s's, want old's: %+v", owner, c.Status())
+		}
+		// peer passes on a handoff it kept (its deliverer is gone): this
+		// member keeps it for the first owner to ask.
+		step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+		// old delivers range 0, claimed without it (it had this member's
+		// answer before this member had the handoff).
+		step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Active: []int{0}, Tokens: tokens, Reply: true})
+		tick()
+		return c, step
+	}
+
+	t.Run("asked", func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			tokens  []uint64
+			oldAsks bool // old asks first, and gets h
+			want    int  // handoffs in next's answer
+		}{
+			{"newer delivery seen", []uint64{41}, false, 0},
+			{"older delivery seen", []uint64{12}, false, 1},
+			{"no token said", nil, false, 1},
+			// h went to old, which may have delivered since: only old
+			// gets it again.
+			{"no token said, given to old", nil, true, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c, step := keeper(tc.tokens)
+				if tc.oldAsks {
+					rel, ok := find[*handover.Released](step(&handover.Acquire{From: old, Epoch: 8, Ranges: []int{0}}))
+					if !ok || len(rel.Handoffs) != 1 {
+						t.Fatalf("old's ask answered with %+v, want h", rel)
+					}
+				}
+				// old is gone; next, on its node, owns range 0 and asks.
+				step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", JoinedAt: 2, Reply: true})
+				step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
+				if owner := c.Status().Ranges[0].Owner; owner != next {
+					t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
+				}
+				rel, ok := find[*handover.Released](step(&handover.Acquire{From: next, Epoch: 9, Ranges: []int{0}}))
+				if !ok {
+					t.Fatalf("next's ask not answered: %+v", c.Status())
+				}
+				if len(rel.Handoffs) != tc.want {
+					t.Fatalf("next's ask answered with handoffs %+v, want %d", rel.Handoffs, tc.want)
+				}
+			})
+		}
+	})
+
+	// The handoff comes after the newer delivery was heard of, and after
+	// the owner in this member's view asked and was answered: it is not
+	// given on to that owner.
+	t.Run("given on", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			tokens []uint64
+			want   int // handoffs given to next
+		}{
+			{"newer delivery seen", []uint64{41}, 0},
+			{"no token said", nil, 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c := handover.NewCore(testConfig(self, 1))
+				c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), old.Node()}})
+				c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+				c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+				c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
+				c.Step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Active: []int{0}, Tokens: tc.tokens, Reply: true})
+				c.Step(&handover.Tick{Now: simTick})
+				c.Step(&handover.Tick{Now: 2 * simTick})
+				c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", JoinedAt: 2, Reply: true})
+				c.Step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
+				if owner := c.Status().Ranges[0].Owner; owner != next {
+					t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
+				}
+				if rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: next, Epoch: 9, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 0 {
+					t.Fatalf("next's ask answered with %+v, want a release without handoff", rel)
+				}
+				out := c.Step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+				got := 0
+				for _, m := range out {
+					if rel, ok := m.Body.(*handover.Released); ok {
+						got += len(rel.Handoffs)
+					}
+				}
+				if got != tc.want {
+					t.Fatalf("%d handoffs given on to next (%v), want %d", got, out, tc.want)
+				}
+			})
+		}
+	})
+
+	t.Run("own claim", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			tokens []uint64
+			want   bool // activates with h
+		}{
+			{"newer delivery seen", []uint64{41}, false},
+			{"no token said", nil, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c, step := keeper(tc.tokens)
+				// old is gone and its node leaves the topology: range 0 is
+				// this member's, which claims it with the handoff it kept.
+				step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
+				step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+				step(&handover.Tick{Now: 4 * simTick})
+				st := c.Status().Ranges[0]
+				if st.State != "syncing" {
+					t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
+				}
+				step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+				step(&handover.Released{From: peer, Epoch: st.Epoch, Ranges: []int{0}})
+				var renew []stage.Msg
+				for _, m := range all {
+					if _, ok := m.Body.(*handover.RenewLease); ok {
+						renew = []stage.Msg{m} // the write in flight
+					}
+				}
+				act := untilActive(t, c, renew)
+				if got := act.Handoff != nil && act.Handoff.Token == h.Token; got != tc.want {
+					t.Fatalf("activated with handoff %+v, want h: %v", act.Handoff, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// A late handoff is not given to the handlers when another member said it
+// delivered the range under a token between the handoff's and this
+// member's: that delivery came after the handoff, and its handlers may have
+// been given more.
+func TestLateHandoffStaleOnceADeliveryBetweenIsSeen(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tokens []uint64
+		want   bool // a LateHandoff
+	}{
+		{"delivery between seen", []uint64{15}, false},
+		{"no token said", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, self, peer, epoch := acquiringZero(t)
+			act := activateOnVoidLease(t, c, self, peer, nil)
+			if act.Token <= 15 {
+				t.Fatalf("activated under token %d, want above 15", act.Token)
+			}
+			between := handover.NewMemberID("between", "1")
+			c.Step(&handover.Hello{From: between, Ranges: 1, HashField: "uid", Active: []int{0}, Tokens: tc.tokens, Reply: true})
+			late := handover.Handoff{Range: 0, Token: 9, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+			_, got := find[*handover.LateHandoff](c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}}))
+			if got != tc.want {
+				t.Fatalf("LateHandoff given: %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

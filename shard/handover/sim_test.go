@@ -146,7 +146,6 @@ type world struct {
 	seq        int // incarnation numbers
 	names      int // node names the generator made
 	lines      []string
-	churn      int // lines before quiescence
 	trace      func(string)
 	fifo       bool
 	cut        map[handover.NodeID]bool
@@ -1209,12 +1208,10 @@ func (w *world) checkQuiet() {
 	}
 }
 
+// script is every line run so far, quiescence's too: a failure found
+// while quiescing or by the final checks replays only with them.
 func (w *world) script() string {
-	n := len(w.lines)
-	if w.churn > 0 {
-		n = w.churn
-	}
-	return strings.Join(w.lines[:n], "; ")
+	return strings.Join(w.lines, "; ")
 }
 
 func runSeed(t testing.TB, seed int, steps int) *world {
@@ -1243,7 +1240,6 @@ func runSeedMode(t testing.TB, seed int, steps int, gentle bool) *world {
 			return w
 		}
 	}
-	w.churn = len(w.lines)
 	if !w.quiesce(rng) && len(w.errs) == 0 {
 		w.failf("no quiescence after 400 rounds:\n%s", w.dump())
 	}

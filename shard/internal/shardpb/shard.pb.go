@@ -42,7 +42,9 @@ type Hello struct {
 	// as members of other settings do.
 	Protocol int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	// Ranges the sender released lately, and to whom (handover.Move).
-	Moved         []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
+	Moved []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
+	// The tokens the active ranges are delivered under, in active's order.
+	Tokens        []uint64 `protobuf:"varint,13,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +159,13 @@ func (x *Hello) GetProtocol() int32 {
 func (x *Hello) GetMoved() []*Move {
 	if x != nil {
 		return x.Moved
+	}
+	return nil
+}
+
+func (x *Hello) GetTokens() []uint64 {
+	if x != nil {
+		return x.Tokens
 	}
 	return nil
 }
@@ -851,7 +860,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xbd\x02\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xd5\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -866,7 +875,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x04view\x18\n" +
 	" \x03(\tR\x04view\x12\x1a\n" +
 	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
-	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\",\n" +
+	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\x12\x16\n" +
+	"\x06tokens\x18\r \x03(\x04R\x06tokens\",\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"\x1d\n" +
