@@ -1341,6 +1341,30 @@ func claimGivenUp(t *testing.T) claimGivenUpScene {
 	return claimGivenUpScene{c: c, step: step, tick: tick, self: self, peer: peer, next: next, h: h, stop: stop, ask: ask.Epoch, now: &now, renew: renew}
 }
 
+// A handoff given on while the range's informer stopped stays given once
+// it has stopped: another owner that asks later is answered without it
+// (the first may have delivered the range since).
+func TestHandoffGivenOnWhileStoppingStaysGiven(t *testing.T) {
+	sc := claimGivenUp(t)
+	c, step := sc.c, sc.step
+	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
+	// next goes; b, first in order of id without it, owns the range.
+	b := handover.NewMemberID("b", "1")
+	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node(), b.Node()}})
+	step(&handover.Hello{From: b, Ranges: 1, HashField: "uid", Reply: true})
+	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
+	if owner := c.Status().Ranges[0].Owner; owner != b {
+		t.Fatalf("range 0 is %s's, want b's: %+v", owner, c.Status())
+	}
+	rel, ok := find[*handover.Released](step(&handover.Acquire{From: b, Epoch: 70, Ranges: []int{0}}))
+	if !ok {
+		t.Fatalf("b's ask not answered: %+v", c.Status())
+	}
+	if len(rel.Handoffs) != 0 {
+		t.Fatalf("b answered with the handoff given to next: %+v", rel.Handoffs)
+	}
+}
+
 // A handoff given on that comes back, unused, from the member it was given
 // to while the range's informer stops here is kept again: the next owner
 // gets it (this member itself, here), rather than each of the two taking
