@@ -191,7 +191,7 @@ var mutants = []mutant{
 	{
 		name: "a handoff is never given back to the member that passed it on",
 		file: "ranges.go",
-		from: "(o == from && e <= epoch)",
+		from: "(o == from && (e <= epoch || e <= ri.gaveAsk[o]))",
 		to:   "o == from",
 	},
 	{
@@ -259,6 +259,12 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "(st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == \"\")",
 		to:   "(st.handoff.Token >= kept.Token)",
+	},
+	{
+		name: "a handoff given back is given again for the ask it was given for",
+		file: "ranges.go",
+		from: "(o == from && (e <= epoch || e <= ri.gaveAsk[o]))",
+		to:   "(o == from && e <= epoch)",
 	},
 	{
 		name: "a late handoff goes to the handlers after a delivery between",

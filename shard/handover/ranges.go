@@ -41,6 +41,11 @@ type rangeInfo struct {
 	// owner that asked.
 	seen   uint64
 	seenBy MemberID
+	// gaveAsk: for each member this member gave a handoff of the range
+	// to, the epoch of the ask it answered with it. The handoff coming
+	// back from that member goes to it again only for a later ask: an
+	// attempt of its own begun since.
+	gaveAsk map[MemberID]uint64
 }
 
 // staleAskTicks: an ask for a range this member delivers is answered (the
@@ -358,7 +363,7 @@ func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	o := c.owner(r)
 	e, asked := ri.lastAsk[o]
 	_, waiting := ri.deferred[o]
-	if o == "" || o == c.cfg.Self || (o == from && e <= epoch) || !asked || waiting || c.reserved(r, kept, o) {
+	if o == "" || o == c.cfg.Self || (o == from && (e <= epoch || e <= ri.gaveAsk[o])) || !asked || waiting || c.reserved(r, kept, o) {
 		return // answered with it when it asks, or once stopped
 	}
 	switch st := ri.state.(type) {
@@ -372,7 +377,7 @@ func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 		rel.Ranges = append(rel.Ranges, r)
 	}
 	rel.Handoffs = append(rel.Handoffs, *kept)
-	c.gave(r, kept, o)
+	c.gave(r, kept, o, e)
 }
 
 // supplement adds s's objects to the Handoff of s.Token wherever this
@@ -461,14 +466,19 @@ func (c *Core) forward(to MemberID, s *Handoff) {
 	c.out.Send(c.addr(to), &Released{From: c.cfg.Self, Ranges: []int{s.Range}, Handoffs: []Handoff{out}})
 }
 
-// gave records that this member gave handoff h of range r to owner to.
-// Given back to its own deliverer, it is not stale when that deliverer
-// answers with it again: it holds it, and a delivery of its own since
-// would have made it a newer one.
-func (c *Core) gave(r int, h *Handoff, to MemberID) {
-	if ri := &c.ranges[r]; h.From != c.cfg.Self && h.From != to && h.Token > ri.passed {
+// gave records that this member gave handoff h of range r to owner to, in
+// answer to its ask of epoch e. Given back to its own deliverer, it is not
+// stale when that deliverer answers with it again: it holds it, and a
+// delivery of its own since would have made it a newer one.
+func (c *Core) gave(r int, h *Handoff, to MemberID, e uint64) {
+	ri := &c.ranges[r]
+	if h.From != c.cfg.Self && h.From != to && h.Token > ri.passed {
 		ri.passed = h.Token
 	}
+	if ri.gaveAsk == nil {
+		ri.gaveAsk = map[MemberID]uint64{}
+	}
+	ri.gaveAsk[to] = max(ri.gaveAsk[to], e)
 }
 
 // withLate returns own, the Handoff of a range this member delivered, with
@@ -851,7 +861,7 @@ func (c *Core) answerDeferred(r int) {
 			if h != nil && st.releasedTo == id {
 				rel.Handoffs = append(rel.Handoffs, *h)
 				st.sent = true
-				c.gave(r, h, id)
+				c.gave(r, h, id, e)
 			}
 			delete(ri.deferred, id)
 		case *active:

@@ -1603,3 +1603,72 @@ func TestLateHandoffStaleOnceADeliveryBetweenIsSeen(t *testing.T) {
 		})
 	}
 }
+
+// A handoff this member gave to the owner that asked comes back from that
+// owner unused, in an answer (its attempt stopped): it is not given to that
+// owner again for the ask it was given for, but kept for the range's next
+// owner, here this member itself. Given back, each of the two would take
+// the other for its holder, and the next owner would start without it.
+func TestHandoffGivenBackIsNotGivenAgainForTheSameAsk(t *testing.T) {
+	self := handover.NewMemberID("m", "1")
+	peer := handover.NewMemberID("p", "1")
+	owner := handover.NewMemberID("a", "1")
+	gone := handover.NewMemberID("gone", "1")
+	h := handover.Handoff{Range: 0, Token: 9, Version: "10", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "8"}}}
+	c := handover.NewCore(testConfig(self, 1))
+	now := time.Duration(0)
+	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
+	tick := func() []stage.Msg { now += simTick; return step(&handover.Tick{Now: now}) }
+	var out []stage.Msg
+	out = append(out, step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), owner.Node()}})...)
+	out = append(out, step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 5})...)
+	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "5"}}})
+	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+	step(&handover.Hello{From: owner, Ranges: 1, HashField: "uid", Reply: true})
+	out = append(out, tick()...)
+	out = append(out, tick()...)
+	if o := c.Status().Ranges[0].Owner; o != owner {
+		t.Fatalf("range 0 is %s's, want a's: %+v", o, c.Status())
+	}
+	// peer passes on a handoff it kept; the owner asks and gets it.
+	step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	if rel, ok := find[*handover.Released](step(&handover.Acquire{From: owner, Epoch: 3, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 1 {
+		t.Fatalf("the owner's ask answered with %+v, want h", rel)
+	}
+	// Its attempt stops; it answers an ask of this member's with h.
+	back := step(&handover.Released{From: owner, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	for _, m := range back {
+		if rel, ok := m.Body.(*handover.Released); ok && len(rel.Handoffs) > 0 {
+			t.Fatalf("h given back to the owner that gave it back: %+v", rel)
+		}
+	}
+	// The owner goes: range 0 is this member's, which claims it with h.
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	step(&handover.Hello{From: owner, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
+	var act *handover.ActivateRange
+	token := uint64(20)
+	out = append(out, tick()...)
+	for i := 0; act == nil && i < 40; i++ {
+		var next []stage.Msg
+		for _, m := range out {
+			switch b := m.Body.(type) {
+			case *handover.RenewLease:
+				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: now, Now: now, Token: token})...)
+				token++
+			case *handover.StartRange:
+				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
+			case *handover.Acquire:
+				next = append(next, step(&handover.Released{From: peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
+			case *handover.ActivateRange:
+				act = b
+			}
+		}
+		out = append(next, tick()...)
+	}
+	if act == nil {
+		t.Fatalf("range 0 not activated: %+v", c.Status())
+	}
+	if act.Handoff == nil || act.Handoff.Token != h.Token {
+		t.Fatalf("activated with handoff %+v, want h (token %d)", act.Handoff, h.Token)
+	}
+}
