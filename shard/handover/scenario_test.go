@@ -1378,30 +1378,7 @@ func TestHandoffGivenOnComesBackWhileStopping(t *testing.T) {
 	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
 	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node()}})
 	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
-	// Every lease write succeeds; peer answers every ask.
-	var act *handover.ActivateRange
-	token := uint64(20)
-	out := sc.renew // unanswered so far
-	for i := 0; act == nil && i < 40; i++ {
-		var next []stage.Msg
-		for _, m := range out {
-			switch b := m.Body.(type) {
-			case *handover.RenewLease:
-				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: *sc.now, Now: *sc.now, Token: token})...)
-				token++
-			case *handover.StartRange:
-				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
-			case *handover.Acquire:
-				next = append(next, step(&handover.Released{From: sc.peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
-			case *handover.ActivateRange:
-				act = b
-			}
-		}
-		out = append(next, sc.tick()...)
-	}
-	if act == nil {
-		t.Fatalf("range 0 not activated: %+v", c.Status())
-	}
+	act := activateAnswered(t, c, step, sc.tick, sc.now, sc.peer, sc.renew) // the writes unanswered so far
 	if act.Handoff == nil || act.Handoff.Token != sc.h.Token {
 		t.Fatalf("activated with handoff %+v, want the one given back (token %d)", act.Handoff, sc.h.Token)
 	}
@@ -1645,30 +1622,35 @@ func TestHandoffGivenBackIsNotGivenAgainForTheSameAsk(t *testing.T) {
 	// The owner goes: range 0 is this member's, which claims it with h.
 	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
 	step(&handover.Hello{From: owner, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
-	var act *handover.ActivateRange
+	act := activateAnswered(t, c, step, tick, &now, peer, append(out, tick()...))
+	if act.Handoff == nil || act.Handoff.Token != h.Token {
+		t.Fatalf("activated with handoff %+v, want h (token %d)", act.Handoff, h.Token)
+	}
+}
+
+// activateAnswered drives c from out on until it activates a range: every
+// lease write succeeds (tokens from 20, started at *now), every started
+// range syncs, peer answers every ask, and time ticks between rounds.
+func activateAnswered(t *testing.T, c *handover.Core, step func(handover.Input) []stage.Msg, tick func() []stage.Msg, now *time.Duration, peer handover.MemberID, out []stage.Msg) *handover.ActivateRange {
+	t.Helper()
 	token := uint64(20)
-	out = append(out, tick()...)
-	for i := 0; act == nil && i < 40; i++ {
+	for i := 0; i < 40; i++ {
 		var next []stage.Msg
 		for _, m := range out {
 			switch b := m.Body.(type) {
 			case *handover.RenewLease:
-				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: now, Now: now, Token: token})...)
+				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: *now, Now: *now, Token: token})...)
 				token++
 			case *handover.StartRange:
 				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
 			case *handover.Acquire:
 				next = append(next, step(&handover.Released{From: peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
 			case *handover.ActivateRange:
-				act = b
+				return b
 			}
 		}
 		out = append(next, tick()...)
 	}
-	if act == nil {
-		t.Fatalf("range 0 not activated: %+v", c.Status())
-	}
-	if act.Handoff == nil || act.Handoff.Token != h.Token {
-		t.Fatalf("activated with handoff %+v, want h (token %d)", act.Handoff, h.Token)
-	}
+	t.Fatalf("range 0 not activated: %+v", c.Status())
+	return nil
 }
