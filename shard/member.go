@@ -491,7 +491,7 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
 		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), Tokens: m.Tokens, View: memberIDs(m.View), Reply: m.Reply}
 	for _, mv := range m.Moved {
-		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To)})
+		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To), Token: mv.Token})
 	}
 	return h
 }
@@ -502,7 +502,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
 			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), Tokens: m.Tokens, View: strs(m.View), Reply: m.Reply}
 		for _, mv := range m.Moved {
-			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To)})
+			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To), Token: mv.Token})
 		}
 		return out
 	case *handover.Reject:

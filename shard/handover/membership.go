@@ -39,8 +39,9 @@ type membership struct {
 }
 
 type moving struct {
-	to MemberID
-	at int
+	to    MemberID
+	at    int
+	token uint64 // Move.Token
 }
 
 // movingTicks, in heartbeats, is how long a move a peer announced stands
@@ -196,7 +197,11 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 			act, toks = append(act, r), append(toks, st.token)
 		case *idle:
 			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
-				moved = append(moved, Move{Range: r, To: st.releasedTo})
+				tok := c.ranges[r].delivered
+				if st.handoff != nil {
+					tok = max(tok, st.handoff.Token)
+				}
+				moved = append(moved, Move{Range: r, To: st.releasedTo, Token: tok})
 			}
 		}
 	}
@@ -267,7 +272,10 @@ func (c *Core) hello(m *Hello) {
 			p.releasedHere = append(p.releasedHere, mv.Range)
 		}
 		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
-			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks}
+			if was, ok := ms.moving[mv.Range]; ok && mv.Token != 0 && mv.Token < was.token {
+				continue // an older move, its Hello late
+			}
+			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
 		}
 	}
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
@@ -426,8 +434,11 @@ func (c *Core) holderOf(r int) MemberID {
 	if out != "" {
 		return out
 	}
-	// A range a peer said it released: to the member it released it to.
-	if mv, ok := ms.moving[r]; ok && c.ticks-mv.at < movingTicks*c.cfg.HelloTicks && ms.isCurrent(mv.to) {
+	// A range a peer said it released: to the member it released it to,
+	// unless a delivery this member knows of came after the one the move
+	// passed on (its own, before it released the range too): the range
+	// has moved on since.
+	if mv, ok := ms.moving[r]; ok && c.ticks-mv.at < movingTicks*c.cfg.HelloTicks && ms.isCurrent(mv.to) && !c.movedOnSince(r, mv.token) {
 		return mv.to
 	}
 	// A range this member released: to the member it released it to.
@@ -435,6 +446,14 @@ func (c *Core) holderOf(r int) MemberID {
 		return releasedTo
 	}
 	return ""
+}
+
+// movedOnSince reports whether range r was delivered under a token above
+// token, as this member knows: by itself, or by a peer that said so. A
+// move that names no token (0) is no evidence either way.
+func (c *Core) movedOnSince(r int, token uint64) bool {
+	ri := &c.ranges[r]
+	return token != 0 && (token < ri.delivered || token < ri.seen)
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

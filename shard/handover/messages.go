@@ -96,6 +96,11 @@ type Hello struct {
 type Move struct {
 	Range int
 	To    MemberID
+	// Token is that of the delivery the move passes on: the sender's own,
+	// or that of the handoff it gave on (0: not said, as from a member
+	// that does not). A move older than a delivery the receiver knows of
+	// is stale: the range has moved on since.
+	Token uint64
 }
 
 // Reject answers a Hello whose settings differ from the receiver's, from a

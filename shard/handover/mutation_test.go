@@ -278,6 +278,30 @@ var mutants = []mutant{
 		from: "if st.handoff != nil && st.handoff.Token < ri.seen {",
 		to:   "if false {",
 	},
+	{
+		name: "a move older than a delivery known places the range",
+		file: "membership.go",
+		from: "return token != 0 && (token < ri.delivered || token < ri.seen)",
+		to:   "return token != 0 && (token < ri.delivered)",
+	},
+	{
+		name: "a move older than the own delivery places the range",
+		file: "membership.go",
+		from: "return token != 0 && (token < ri.delivered || token < ri.seen)",
+		to:   "return token != 0 && (token < ri.seen)",
+	},
+	{
+		name: "an older move in a late Hello replaces a newer one",
+		file: "membership.go",
+		from: "ok && mv.Token != 0 && mv.Token < was.token {",
+		to:   "ok && mv.Token != 0 && mv.Token < was.token && false {",
+	},
+	{
+		name: "a move names no token",
+		file: "membership.go",
+		from: "Move{Range: r, To: st.releasedTo, Token: tok}",
+		to:   "Move{Range: r, To: st.releasedTo, Token: tok * 0}",
+	},
 }
 
 func TestMutants(t *testing.T) {
@@ -309,7 +333,7 @@ func TestMutants(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test[^M]", ".", "-handover.seeds", "1000")
+			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test([^M]|M[^u])", ".", "-handover.seeds", "1000")
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if err == nil {

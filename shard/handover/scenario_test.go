@@ -1654,3 +1654,117 @@ func activateAnswered(t *testing.T, c *handover.Core, step func(handover.Input) 
 	t.Fatalf("range 0 not activated: %+v", c.Status())
 	return nil
 }
+
+// A move a peer announces (Hello.Moved) that is older than this member's
+// own delivery of the range does not outweigh this member's release of it:
+// the member it released the range to gets its answer, with the handoff.
+// Gentle seed 218424: the asker's Hellos still named its own release of the
+// range, long before; the releaser took the range for the old move's
+// target's, never answered the asker, and gave its handoff to the old
+// target later, after the asker had claimed the range without it.
+func TestOwnDeliveryOutweighsAnOlderMove(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		token  func(own uint64) uint64 // the move's token
+		answer bool                    // the asker is answered at once
+	}{
+		{"move older than the own delivery", func(own uint64) uint64 { return own - 10 }, true},
+		{"move names no token", func(uint64) uint64 { return 0 }, false},
+		{"move newer than the own delivery", func(own uint64) uint64 { return own + 10 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, self, peer, _ := acquiringZero(t)
+			act := activateOnVoidLease(t, c, self, peer, nil)
+			// asker and other join; this member leaves, and asker, the
+			// owner of range 0 in the view of the two, asks for it.
+			var asker, other handover.MemberID
+			for i := 0; asker == ""; i++ {
+				a, b := handover.NewMemberID(handover.NodeID(fmt.Sprintf("a%d", i)), "1"), handover.NewMemberID("b", "1")
+				if handover.Place([]handover.MemberID{a, b}, nil, 1, 0)[0] == a {
+					asker, other = a, b
+				}
+			}
+			c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), asker.Node(), other.Node()}})
+			c.Step(&handover.Hello{From: asker, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
+			c.Step(&handover.Hello{From: other, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
+			c.Step(&handover.Leases{Now: 20 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: asker, Version: "31"}, {Holder: other, Version: "32"}}})
+			c.Step(&handover.Leave{})
+			out := c.Step(&handover.Acquire{From: asker, Epoch: 50, Ranges: []int{0}})
+			for now := 21 * simTick; now < 40*simTick; now += simTick {
+				if _, ok := find[*handover.DeactivateRange](out); ok {
+					break
+				}
+				out = c.Step(&handover.Tick{Now: now})
+			}
+			if d, ok := find[*handover.DeactivateRange](out); !ok || d.To != asker {
+				t.Fatalf("range 0 not drained for the asker (%+v): %+v", d, c.Status())
+			}
+			// While it drains, the asker's Hello still names a move of
+			// range 0 to other.
+			c.Step(&handover.Hello{From: asker, Ranges: 1, HashField: "uid", JoinedAt: 1, View: []handover.MemberID{asker, other},
+				Moved: []handover.Move{{Range: 0, To: other, Token: tc.token(act.Token)}}, Reply: true})
+			own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "35"}}}
+			rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
+			answered := ok && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == act.Token
+			if answered != tc.answer {
+				t.Fatalf("the asker answered with its handoff: %v (%+v), want %v; owner %s", answered, rel, tc.answer, c.Status().Ranges[0].Owner)
+			}
+		})
+	}
+}
+
+// A move older than a delivery this member heard of does not place the
+// range: a move that arrives after a newer one (its Hello late) does not
+// replace it, and one that comes after its target said it delivered the
+// range under a newer token is stale.
+func TestLateHelloOfAnOlderMove(t *testing.T) {
+	self := handover.NewMemberID("m", "1")
+	x := handover.NewMemberID("x", "1")
+	// y and z: neither owns range 0 by assignment alone.
+	var y, z handover.MemberID
+	for i := 0; z == "" && i < 1000; i++ {
+		y, z = handover.NewMemberID(handover.NodeID(fmt.Sprintf("y%d", i)), "1"), handover.NewMemberID(handover.NodeID(fmt.Sprintf("z%d", i)), "1")
+		if a := handover.Place([]handover.MemberID{self, x, y, z}, nil, 1, 0)[0]; a == y || a == z {
+			z = ""
+		}
+	}
+	if z == "" {
+		t.Fatal("no y and z that assignment alone gives nothing")
+	}
+	plain := handover.Place([]handover.MemberID{self, x, y, z}, nil, 1, 0)[0]
+	for _, tc := range []struct {
+		name  string
+		moveZ bool // y moved the range on to z
+		want  handover.MemberID
+	}{
+		{"after a newer move", true, z},
+		{"after a newer delivery", false, plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := handover.NewCore(testConfig(self, 1))
+			c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), x.Node(), y.Node(), z.Node()}})
+			c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+			c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+			hello := func(from handover.MemberID, active []int, tokens []uint64, moved []handover.Move) {
+				c.Step(&handover.Hello{From: from, Ranges: 1, HashField: "uid", JoinedAt: 1, Active: active, Tokens: tokens, Moved: moved, Reply: true})
+			}
+			hello(x, nil, nil, nil)
+			hello(z, nil, nil, nil)
+			// y delivered range 0 under 30 (x had released it to y), then
+			// released it to z, or stopped it.
+			hello(y, []int{0}, []uint64{30}, nil)
+			if tc.moveZ {
+				hello(y, nil, nil, []handover.Move{{Range: 0, To: z, Token: 30}})
+			} else {
+				hello(y, nil, nil, nil)
+			}
+			// x's Hello naming its own move of the range to y comes late.
+			hello(x, nil, nil, []handover.Move{{Range: 0, To: y, Token: 20}})
+			c.Step(&handover.Tick{Now: simTick})
+			c.Step(&handover.Tick{Now: 2 * simTick})
+			if owner := c.Status().Ranges[0].Owner; owner != tc.want {
+				t.Fatalf("range 0 placed on %s, want %s", owner, tc.want)
+			}
+		})
+	}
+}

@@ -1334,9 +1334,10 @@ func TestRandomGentle(t *testing.T) {
 // check's excuses); 142531, a claim given up with a handoff an answered
 // owner never got; 184327 and 223976, a handoff given on and back (while
 // stopping; again for the ask it had been given for), each of two members
-// taking the other for its holder.
+// taking the other for its holder; 218424, a releaser that took an old
+// move for newer than its own release, and left its asker unanswered.
 func TestGentleSeedsThatFailed(t *testing.T) {
-	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976} {
+	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976, 218424} {
 		if w := runSeedMode(t, seed, *simSteps, true); len(w.errs) > 0 {
 			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
 		}

@@ -172,9 +172,11 @@ func (x *Hello) GetTokens() []uint64 {
 
 // Move is a range released to a member.
 type Move struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
-	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Range int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	To    string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// The token of the delivery the move passes on (0: not said).
+	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -221,6 +223,13 @@ func (x *Move) GetTo() string {
 		return x.To
 	}
 	return ""
+}
+
+func (x *Move) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
 }
 
 // Probe asks a member for its settings (answered with a Hello that is a
@@ -876,10 +885,11 @@ const file_shard_proto_rawDesc = "" +
 	" \x03(\tR\x04view\x12\x1a\n" +
 	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
 	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\x12\x16\n" +
-	"\x06tokens\x18\r \x03(\x04R\x06tokens\",\n" +
+	"\x06tokens\x18\r \x03(\x04R\x06tokens\"B\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\"\x1d\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"\x1d\n" +
 	"\x05Probe\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"Z\n" +
 	"\x06Reject\x12\x14\n" +
