@@ -2,6 +2,7 @@ package handover
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type ownLease struct {
 	// synced: a Leases snapshot showed this member's lease, so the watch
 	// is past its creation and every lease created before it is known.
 	synced bool
+	// seen: the resourceVersion of this member's lease in the last
+	// snapshot that showed it (0: none, or not a number).
+	seen uint64
 }
 
 // peerLease is another member's lease, as this member observed it.
@@ -105,6 +109,15 @@ func (c *Core) renewed(m *LeaseRenewed) {
 	if m.Seq == l.seq {
 		l.inflight = false
 	}
+	if !l.created && l.seen != 0 && l.seen != m.Token {
+		// A create (every write is one until the first succeeds) after a
+		// snapshot showed an earlier one of this member's, whose answer was
+		// lost: that lease was deleted since (revoked: its holder seemed
+		// gone), and its revoker may have claimed ranges this member asked
+		// for meanwhile. Its claims rest on the deleted lease.
+		c.fence(fmt.Sprintf("the lease was deleted and created again (version %d seen, the create wrote %d)", l.seen, m.Token))
+		return
+	}
 	l.created = true
 	if m.Token > l.token {
 		l.token = m.Token
@@ -137,6 +150,7 @@ func (c *Core) leaseSnapshot(m *Leases) {
 		seen[rec.Holder] = true
 		if rec.Holder == c.cfg.Self {
 			c.lease.synced = true
+			c.lease.seen, _ = strconv.ParseUint(rec.Version, 10, 64)
 			continue
 		}
 		p := c.leases[rec.Holder]

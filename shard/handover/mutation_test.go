@@ -302,6 +302,12 @@ var mutants = []mutant{
 		from: "Move{Range: r, To: st.releasedTo, Token: tok}",
 		to:   "Move{Range: r, To: st.releasedTo, Token: tok * 0}",
 	},
+	{
+		name: "a claim activates on a create after its lease was revoked",
+		file: "fence.go",
+		from: "if !l.created && l.seen != 0 && l.seen != m.Token {",
+		to:   "if false && !l.created && l.seen != 0 && l.seen != m.Token {",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
+	"github.com/actorinformer/actorinformer/stage"
 )
 
 // A revocation that fails (the lease changed: renewed, or deleted and its
@@ -54,5 +55,63 @@ func TestFailedRevocationReadsTheLeaseAgain(t *testing.T) {
 				t.Fatalf("revokes %s's lease again after a tombstone took its name: %+v", other, r)
 			}
 		}
+	}
+}
+
+// A member whose first lease write landed with its answer lost (a snapshot
+// shows the lease) claims a range; its lease is then revoked (it seemed
+// gone), and its next create makes a new one. The claim rests on the
+// deleted lease, whose revoker may deliver the range now: the member is
+// fenced, and activates nothing. TestRandom seed 137270: both delivered.
+func TestCreateAfterTheLeaseWasDeletedFences(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		token uint64 // of the create that succeeds
+		fence bool
+	}{
+		{"a new lease", 36, true},
+		{"the lease the snapshot showed", 22, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			peer := handover.NewMemberID("peer", "1")
+			self := ownerOfZero(peer)
+			c := handover.NewCore(testConfig(self, 1))
+			var out []stage.Msg
+			step := func(in handover.Input) { out = append(out, c.Step(in)...) }
+			step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+			w, ok := find[*handover.RenewLease](out)
+			if !ok || !w.Create {
+				t.Fatalf("no create of the lease at start: %v", out)
+			}
+			step(&handover.LeaseRenewFailed{Seq: w.Seq}) // landed, answer lost
+			step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "22"}, {Holder: peer, Version: "21"}}})
+			step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
+			step(&handover.Tick{Now: simTick})
+			step(&handover.Tick{Now: 2 * simTick})
+			st := c.Status().Ranges[0]
+			out = out[:0]
+			step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+			ask, ok := find[*handover.Acquire](out)
+			if !ok {
+				t.Fatalf("no ask: %+v", c.Status())
+			}
+			out = out[:0]
+			step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}})
+			step(&handover.Tick{Now: 3 * simTick})
+			if st := c.Status().Ranges[0]; st.State != "claiming" {
+				t.Fatalf("range 0 is %s, want claiming", st.State)
+			}
+			w, ok = find[*handover.RenewLease](out)
+			if !ok || !w.Create {
+				t.Fatalf("no create for the claim: %v", out)
+			}
+			out = out[:0]
+			step(&handover.LeaseRenewed{Seq: w.Seq, Start: 3 * simTick, Token: tc.token})
+			_, activated := find[*handover.ActivateRange](out)
+			_, fenced := find[*handover.Fenced](out)
+			if fenced != tc.fence || activated == tc.fence {
+				t.Fatalf("fenced %v, activated %v; want fenced %v (%s)", fenced, activated, tc.fence, c.Status().Fenced)
+			}
+		})
 	}
 }

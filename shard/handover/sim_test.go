@@ -1346,9 +1346,10 @@ func TestGentleSeedsThatFailed(t *testing.T) {
 
 // TestRandomSeedsThatFailed replays TestRandom's seeds that once failed,
 // beyond the seeds it runs: 28002, a kept handoff given to an owner after
-// another member had delivered the range under a newer token.
+// another member had delivered the range under a newer token; 137270, a
+// claim activated by a create after the member's lease had been revoked.
 func TestRandomSeedsThatFailed(t *testing.T) {
-	for _, seed := range []int{28002} {
+	for _, seed := range []int{28002, 137270} {
 		if w := runSeed(t, seed, *simSteps); len(w.errs) > 0 {
 			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
 		}
