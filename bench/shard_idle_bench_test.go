@@ -15,20 +15,27 @@ import (
 	"github.com/actorinformer/actorinformer/internal/shardproc"
 )
 
+var (
+	idleSpan    = flag.Duration("bench.shard.idle", 0, "BenchmarkShardedIdle's span (0: 30 s with -bench.full, 10 s without)")
+	compareArgs = flag.String("bench.shard.compare", "", "BenchmarkShardedIdle: run a second group of 3 members side by side, with these more arguments (internal/shardmember's flags, separated by spaces)")
+)
+
 // BenchmarkShardedIdle measures what a settled group costs when nothing
 // changes: 3 members (16 ranges, -bench.shard.ranges) and one unsharded
 // informer beside them on a real kube-apiserver with the
 // ShardedListAndWatch gate on, 200 pods; once every process has synced
 // and a few seconds passed, the CPU time each uses over 30 s (-bench.full;
 // 10 s without; -bench.shard.idle), per second. -bench.shard.cpuprofiles DIR writes each
-// process's CPU profile over that span.
+// process's CPU profile over that span. -bench.shard.compare ARGS runs a
+// second group of 3 members side by side (members d0–d2), started with
+// those more arguments, and reports its CPU against the first group's:
+// the same machine's swings fall on both.
 // A member's lease renewals, the group's heartbeats, the protocol's clock,
 // protoactor's gossip and the etcd provider's keep-alive run all the time;
 // an unsharded informer waits on its watch.
 //
 //	go test ./bench -run '^$' -bench ShardedIdle -benchtime 1x -args -bench.full
-var idleSpan = flag.Duration("bench.shard.idle", 0, "BenchmarkShardedIdle's span (0: 30 s with -bench.full, 10 s without)")
-
+//	go test ./bench -run '^$' -bench ShardedIdle -benchtime 1x -args -bench.full -bench.shard.compare '-tick 1s'
 func BenchmarkShardedIdle(b *testing.B) {
 	pods := 200
 	if *scalePods > 0 {
@@ -36,22 +43,36 @@ func BenchmarkShardedIdle(b *testing.B) {
 	}
 	c, _, bin, ns := startShardBench(b, pods)
 	ranges := *shardRanges
+	groups := [][]string{nil}
+	if *compareArgs != "" {
+		groups = append(groups, strings.Fields(*compareArgs))
+	}
 	b.ResetTimer()
 	for run := range b.N {
 		a := shardproc.Start(b, bin, "a", append(shardArgs(c, ns), "-mode", "unsharded")...)
-		ms := make([]*shardproc.Proc, 3)
-		prefix := fmt.Sprintf("/actorinformer-shard-idle/%d-%d", time.Now().UnixNano(), run)
-		for i := range ms {
-			ms[i] = startMember(b, c, bin, ns, prefix, fmt.Sprintf("c%d", i), ranges, "-calls", "")
+		all := []*shardproc.Proc{a}
+		members := make([][]*shardproc.Proc, len(groups))
+		for g, extra := range groups {
+			prefix := fmt.Sprintf("/actorinformer-shard-idle/%d-%d-%d", time.Now().UnixNano(), run, g)
+			for i := range 3 {
+				args := append([]string{"-calls", "", "-group", fmt.Sprintf("idle%d", g)}, extra...)
+				p := startMember(b, c, bin, ns, prefix, fmt.Sprintf("%c%d", 'c'+g, i), ranges, args...)
+				members[g] = append(members[g], p)
+				all = append(all, p)
+			}
 		}
-		all := append([]*shardproc.Proc{a}, ms...)
 		wait(b, 2*time.Minute, "every process synced, each range served once", func() string {
 			for _, p := range all {
 				if st, err := p.State(false); err != nil || !st.Synced {
 					return p.Name + " not synced"
 				}
 			}
-			return covered(ms, ranges)
+			for _, ms := range members {
+				if msg := covered(ms, ranges); msg != "" {
+					return msg
+				}
+			}
+			return ""
 		})
 		time.Sleep(5 * time.Second)
 		span := 10 * time.Second // the smoke run's
@@ -72,16 +93,20 @@ func BenchmarkShardedIdle(b *testing.B) {
 		after := cpuSeconds(b, all)
 		profiles.Wait()
 		var out strings.Builder
-		var sum float64
+		sums := make([]float64, len(groups))
 		for i, p := range all {
 			perS := (after[i] - before[i]) * 1000 / span.Seconds()
 			fmt.Fprintf(&out, "%s %.1f ms/s  ", p.Name, perS)
 			if i > 0 {
-				sum += perS
+				sums[(i-1)/3] += perS
 			}
 		}
 		b.Logf("idle CPU, per second: %s", out.String())
-		b.ReportMetric(sum/3, "ms/s-member")
+		b.ReportMetric(sums[0]/3, "ms/s-member")
+		if len(groups) > 1 {
+			b.ReportMetric(sums[1]/3, "ms/s-compared")
+			b.Logf("the compared group (%s) uses %.2f× the first's CPU", *compareArgs, sums[1]/sums[0])
+		}
 		b.ReportMetric((after[0]-before[0])*1000/span.Seconds(), "ms/s-(a)")
 		for _, p := range all {
 			p.Stop(time.Minute)

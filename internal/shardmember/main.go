@@ -89,6 +89,9 @@ var (
 	leaseDur     = flag.Duration("lease-duration", shard.DefaultLeaseDuration, "sharded mode: the leases' duration")
 	renewDL      = flag.Duration("renew-deadline", shard.DefaultRenewDeadline, "sharded mode: the leases' renew deadline")
 	retryP       = flag.Duration("retry-period", shard.DefaultRetryPeriod, "sharded mode: the leases' retry period")
+	gossip       = flag.Duration("gossip-interval", 0, "sharded mode: protoactor's gossip interval, with a heartbeat expiration of 10 intervals (0: shard.ClusterOptions' settings)")
+	leaseProto   = flag.Bool("lease-protobuf", false, "sharded mode: the lease client speaks protobuf rather than JSON")
+	tick         = flag.Duration("tick", 0, "sharded mode: the protocol's clock (shard.WithTickInterval; 0: its default)")
 
 	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
 
@@ -211,6 +214,9 @@ func run() error {
 	}
 	leaseCfg := rest.CopyConfig(cfg)
 	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, n: &leaseBytes} }
+	if *leaseProto {
+		leaseCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	}
 	leaseClient, err := kubernetes.NewForConfig(leaseCfg)
 	if err != nil {
 		return err
@@ -258,16 +264,25 @@ func run() error {
 			if err != nil {
 				return nil, err
 			}
-			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc, shard.ClusterOptions()...))
+			c := cluster.New(actors.NewActorSystem(), cluster.Configure("actorinformer", provider, disthash.New(), rc, append(shard.ClusterOptions(), func(cc *cluster.Config) {
+				if *gossip > 0 {
+					cc.GossipInterval = *gossip
+					cc.HeartbeatExpiration = 10 * *gossip
+				}
+			})...))
 			c.StartMember()
 			return c, nil
 		}
 		if c, err = newCluster(ctx); err != nil {
 			return err
 		}
-		sharded, err = shard.New(c, *group, lw, example, shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...),
+		opts := []shard.Option{shard.WithRanges(*ranges), shard.WithInformerOptions(informerOpts...),
 			shard.WithLeases(leaseClient.CoordinationV1(), *leaseNS), shard.WithLeaseTimings(*leaseDur, *renewDL, *retryP),
-			shard.WithRejoin(newCluster))
+			shard.WithRejoin(newCluster)}
+		if *tick > 0 {
+			opts = append(opts, shard.WithTickInterval(*tick))
+		}
+		sharded, err = shard.New(c, *group, lw, example, opts...)
 		if err != nil {
 			return err
 		}

@@ -439,6 +439,18 @@ func ownerOfZero(self handover.MemberID) handover.MemberID {
 	}
 }
 
+// untilDeactivated ticks c from 21 ticks on, out being what its last step
+// gave, until a step gives a DeactivateRange; it gives up at 40 ticks.
+func untilDeactivated(c *handover.Core, out []stage.Msg) (*handover.DeactivateRange, bool) {
+	for now := 21 * simTick; now < 40*simTick; now += simTick {
+		if d, ok := find[*handover.DeactivateRange](out); ok {
+			return d, true
+		}
+		out = c.Step(&handover.Tick{Now: now})
+	}
+	return find[*handover.DeactivateRange](out)
+}
+
 func find[T any](out []stage.Msg) (T, bool) {
 	for _, m := range out {
 		if b, ok := m.Body.(T); ok {
@@ -694,14 +706,7 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 		c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
 		c.Step(&handover.Leases{Now: 20 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: next, Version: "31"}}})
 		c.Step(&handover.Leave{})
-		out := c.Step(&handover.Acquire{From: next, Epoch: 50, Ranges: []int{0}})
-		for now := 21 * simTick; now < 40*simTick; now += simTick {
-			if _, ok := find[*handover.DeactivateRange](out); ok {
-				break
-			}
-			out = c.Step(&handover.Tick{Now: now})
-		}
-		if _, ok := find[*handover.DeactivateRange](out); !ok {
+		if _, ok := untilDeactivated(c, c.Step(&handover.Acquire{From: next, Epoch: 50, Ranges: []int{0}})); !ok {
 			t.Fatalf("range 0 not released to the asker: %+v", c.Status())
 		}
 		if !whileActive {
@@ -1689,14 +1694,7 @@ func TestOwnDeliveryOutweighsAnOlderMove(t *testing.T) {
 			c.Step(&handover.Hello{From: other, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
 			c.Step(&handover.Leases{Now: 20 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: asker, Version: "31"}, {Holder: other, Version: "32"}}})
 			c.Step(&handover.Leave{})
-			out := c.Step(&handover.Acquire{From: asker, Epoch: 50, Ranges: []int{0}})
-			for now := 21 * simTick; now < 40*simTick; now += simTick {
-				if _, ok := find[*handover.DeactivateRange](out); ok {
-					break
-				}
-				out = c.Step(&handover.Tick{Now: now})
-			}
-			if d, ok := find[*handover.DeactivateRange](out); !ok || d.To != asker {
+			if d, ok := untilDeactivated(c, c.Step(&handover.Acquire{From: asker, Epoch: 50, Ranges: []int{0}})); !ok || d.To != asker {
 				t.Fatalf("range 0 not drained for the asker (%+v): %+v", d, c.Status())
 			}
 			// While it drains, the asker's Hello still names a move of
@@ -1720,7 +1718,7 @@ func TestOwnDeliveryOutweighsAnOlderMove(t *testing.T) {
 func TestLateHelloOfAnOlderMove(t *testing.T) {
 	self := handover.NewMemberID("m", "1")
 	x := handover.NewMemberID("x", "1")
-	// y and z: neither owns range 0 by assignment alone.
+	// y and z: neither owns range 0 by placement alone.
 	var y, z handover.MemberID
 	for i := 0; z == "" && i < 1000; i++ {
 		y, z = handover.NewMemberID(handover.NodeID(fmt.Sprintf("y%d", i)), "1"), handover.NewMemberID(handover.NodeID(fmt.Sprintf("z%d", i)), "1")
@@ -1729,7 +1727,7 @@ func TestLateHelloOfAnOlderMove(t *testing.T) {
 		}
 	}
 	if z == "" {
-		t.Fatal("no y and z that assignment alone gives nothing")
+		t.Fatal("no y and z that placement alone gives nothing")
 	}
 	plain := handover.Place([]handover.MemberID{self, x, y, z}, nil, 1, 0)[0]
 	for _, tc := range []struct {
