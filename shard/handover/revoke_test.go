@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
-	"github.com/actorinformer/actorinformer/stage"
 )
 
 // A revocation that fails (the lease changed: renewed, or deleted and its
@@ -75,19 +74,14 @@ func TestCreateAfterTheLeaseWasDeletedFences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			peer := handover.NewMemberID("peer", "1")
 			self := ownerOfZero(peer)
-			c := handover.NewCore(testConfig(self, 1))
-			var out []stage.Msg
+			// The first write (a create) landed, its answer lost.
+			c, out := joinedAfter(self, peer, 1, &handover.LeaseRenewFailed{Seq: 1},
+				handover.LeaseRecord{Holder: self, Version: "22"}, handover.LeaseRecord{Holder: peer, Version: "21"})
 			step := func(in handover.Input) { out = append(out, c.Step(in)...) }
-			step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
 			w, ok := find[*handover.RenewLease](out)
-			if !ok || !w.Create {
+			if !ok || !w.Create || w.Seq != 1 {
 				t.Fatalf("no create of the lease at start: %v", out)
 			}
-			step(&handover.LeaseRenewFailed{Seq: w.Seq}) // landed, answer lost
-			step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "22"}, {Holder: peer, Version: "21"}}})
-			step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
-			step(&handover.Tick{Now: simTick})
-			step(&handover.Tick{Now: 2 * simTick})
 			st := c.Status().Ranges[0]
 			out = out[:0]
 			step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})

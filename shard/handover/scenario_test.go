@@ -465,14 +465,27 @@ func find[T any](out []stage.Msg) (T, bool) {
 // knows peer and has ended discovery.
 func joined(t *testing.T, self, peer handover.MemberID, ranges int) *handover.Core {
 	t.Helper()
-	c := handover.NewCore(testConfig(self, ranges))
-	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-	c.Step(&handover.Hello{From: peer, Ranges: ranges, HashField: "uid", Reply: true})
-	c.Step(&handover.Tick{Now: simTick})
-	c.Step(&handover.Tick{Now: 2 * simTick})
+	c, _ := joinedAfter(self, peer, ranges, &handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10}, handover.LeaseRecord{Holder: self, Version: "10"})
 	return c
+}
+
+// joinedAfter is joined with answer given to the first lease write (Seq
+// 1) and leases in the snapshot that follows; it also returns all the
+// core sent on the way.
+func joinedAfter(self, peer handover.MemberID, ranges int, answer handover.Input, leases ...handover.LeaseRecord) (*handover.Core, []stage.Msg) {
+	c := handover.NewCore(testConfig(self, ranges))
+	var out []stage.Msg
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		answer,
+		&handover.Leases{Leases: leases},
+		&handover.Hello{From: peer, Ranges: ranges, HashField: "uid", Reply: true},
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+	} {
+		out = append(out, c.Step(in)...)
+	}
+	return c, out
 }
 
 // An Acquire older than one already seen from the same member, for the same
