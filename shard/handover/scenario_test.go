@@ -1251,6 +1251,90 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 	}
 }
 
+// A leaver that released a range with its handoff keeps its lease until a
+// Hello shows the range delivered under a newer token: were its lease gone
+// first, the owner would take the range as lost before the Released came,
+// and deliver it without the handoff. The owner's leaving the topology
+// (it holds no lease) ends the wait too, and so does the leave's time.
+func TestLeaverStaysUntilItsHandoffIsConfirmed(t *testing.T) {
+	for _, end := range []string{"hello", "topology", "time"} {
+		t.Run(end, func(t *testing.T) {
+			peer := handover.NewMemberID("peer", "1")
+			self := ownerOfZero(peer)
+			c := joined(t, self, peer, 1)
+			now, token := 3*simTick, uint64(20)
+			var left *handover.Left
+			var rel *handover.Released
+			step := func(in handover.Input) {
+				drive(c, in, func(body any) []stage.Msg {
+					switch e := body.(type) {
+					case *handover.RenewLease:
+						token++
+						return c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: token})
+					case *handover.DeactivateRange:
+						h := &handover.Handoff{Range: e.Range, Token: token, From: self}
+						return c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})
+					case *handover.Released:
+						rel = e
+					case *handover.Left:
+						left = e
+					}
+					return nil
+				})
+			}
+			tick := func() {
+				now += simTick
+				step(&handover.Tick{Now: now})
+			}
+			st := c.Status().Ranges[0]
+			step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+			step(&handover.Released{From: peer, Epoch: st.Epoch, Ranges: []int{0}})
+			if st := c.Status().Ranges[0].State; st != "active" {
+				t.Fatalf("range 0 is %s, want active: %+v", st, c.Status())
+			}
+			delivered := token
+			step(&handover.Leave{})
+			step(&handover.Acquire{From: peer, Epoch: 50, Ranges: []int{0}})
+			if rel == nil || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != delivered {
+				t.Fatalf("released with %+v, want the handoff of token %d", rel, delivered)
+			}
+			// Ten heartbeats without a word from the owner: the Released may
+			// still be on its way.
+			for range 40 {
+				tick()
+			}
+			if left != nil {
+				t.Fatalf("left before the owner showed it delivers the range: %+v", left)
+			}
+			// A Hello that shows no delivery of the range confirms nothing.
+			step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Joined, View: []handover.MemberID{peer}})
+			tick()
+			if left != nil {
+				t.Fatal("left after a Hello that shows no delivery of the range")
+			}
+			switch end {
+			case "hello":
+				step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Joined,
+					Active: []int{0}, Tokens: []uint64{delivered + 3}, View: []handover.MemberID{peer}})
+			case "topology":
+				step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+			}
+			for i := 0; left == nil && i < 40; i++ {
+				tick()
+			}
+			if left == nil {
+				t.Fatal("the leaver never left")
+			}
+			if left.TimeUp != (end == "time") {
+				t.Fatalf("left with TimeUp %v", left.TimeUp)
+			}
+			if len(left.Dropped) != 0 {
+				t.Fatalf("left with %+v dropped, want none: the handoff went to the owner", left.Dropped)
+			}
+		})
+	}
+}
+
 // A member that gives up its claim of a range with a previous deliverer's
 // handoff in hand gives that handoff at once to the range's owner if the
 // owner asked it and was answered already, without it, before this
