@@ -27,9 +27,10 @@ var (
 // and a few seconds passed, the CPU time each uses over 30 s (-bench.full;
 // 10 s without; -bench.shard.idle), per second. -bench.shard.cpuprofiles DIR writes each
 // process's CPU profile over that span. -bench.shard.compare ARGS runs a
-// second group of 3 members side by side (members d0–d2), started with
-// those more arguments, and reports its CPU against the first group's:
-// the same machine's swings fall on both.
+// second group of 3 members side by side (members d0–d2, each started
+// after its c twin, before it on odd runs), with those more arguments, and
+// reports its CPU against the first group's: the same machine's swings
+// fall on both.
 // A member's lease renewals, the group's heartbeats, the protocol's clock,
 // protoactor's gossip and the etcd provider's keep-alive run all the time;
 // an unsharded informer waits on its watch.
@@ -52,12 +53,24 @@ func BenchmarkShardedIdle(b *testing.B) {
 		a := shardproc.Start(b, bin, "a", append(shardArgs(c, ns), "-mode", "unsharded")...)
 		all := []*shardproc.Proc{a}
 		members := make([][]*shardproc.Proc, len(groups))
-		for g, extra := range groups {
-			prefix := fmt.Sprintf("/actorinformer-shard-idle/%d-%d-%d", time.Now().UnixNano(), run, g)
-			for i := range 3 {
-				args := append([]string{"-calls", "", "-group", fmt.Sprintf("idle%d", g)}, extra...)
-				p := startMember(b, c, bin, ns, prefix, fmt.Sprintf("%c%d", 'c'+g, i), ranges, args...)
+		group := map[*shardproc.Proc]int{}
+		prefixes := make([]string, len(groups))
+		for g := range groups {
+			prefixes[g] = fmt.Sprintf("/actorinformer-shard-idle/%d-%d-%d", time.Now().UnixNano(), run, g)
+		}
+		// The groups' members start in turn (c0 d0 c1 d1 …, the second
+		// group first on odd runs), so that neither group is the one
+		// that starts while the other has settled.
+		for i := range 3 {
+			for k := range groups {
+				g := k
+				if run%2 == 1 {
+					g = len(groups) - 1 - k
+				}
+				args := append([]string{"-calls", "", "-group", fmt.Sprintf("idle%d", g)}, groups[g]...)
+				p := startMember(b, c, bin, ns, prefixes[g], fmt.Sprintf("%c%d", 'c'+g, i), ranges, args...)
 				members[g] = append(members[g], p)
+				group[p] = g
 				all = append(all, p)
 			}
 		}
@@ -98,7 +111,7 @@ func BenchmarkShardedIdle(b *testing.B) {
 			perS := (after[i] - before[i]) * 1000 / span.Seconds()
 			fmt.Fprintf(&out, "%s %.1f ms/s  ", p.Name, perS)
 			if i > 0 {
-				sums[(i-1)/3] += perS
+				sums[group[p]] += perS
 			}
 		}
 		b.Logf("idle CPU, per second: %s", out.String())

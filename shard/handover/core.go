@@ -351,9 +351,11 @@ func (c *Core) finish() {
 
 // keepsHandoff: while the leave's time is not up, a handoff this member
 // holds has not gone to an owner yet (and some member may ask for it), or
-// a member it asked in an attempt it gave up just now may still answer
-// with one (a member that did not answer by two heartbeats later waits for
-// this member to own the range, which a leaver never will).
+// went to one that has not shown it delivers the range since (see
+// unconfirmed), or a member it asked in an attempt it gave up just now may
+// still answer with one (a member that did not answer by two heartbeats
+// later waits for this member to own the range, which a leaver never
+// will).
 func (c *Core) keepsHandoff() bool {
 	if c.forced || c.failed != "" {
 		return false
@@ -367,6 +369,9 @@ func (c *Core) keepsHandoff() bool {
 		if asker && st.handoff != nil && !st.sent {
 			return true
 		}
+		if c.unconfirmed(r, st) {
+			return true
+		}
 		if c.ticks-st.at >= 2*c.cfg.HelloTicks {
 			continue // an answer on its way has come by now
 		}
@@ -377,6 +382,20 @@ func (c *Core) keepsHandoff() bool {
 		}
 	}
 	return false
+}
+
+// unconfirmed: the Released that carried range r's handoff to its owner
+// may not have arrived: that owner is current or holds a lease, and no
+// Hello has shown a member delivering r under a newer token. A leaver
+// keeps its lease until then: with the lease gone, the owner would take r
+// as lost, before the Released (on its way, or lost with the leaver's
+// connection) came, and deliver it without the handoff; with it, the owner
+// waits for the answer and asks again if it is lost.
+func (c *Core) unconfirmed(r int, st *idle) bool {
+	if !st.sent || st.handoff == nil || st.releasedTo == "" || c.ranges[r].seen > st.handoff.Token {
+		return false
+	}
+	return c.members.isCurrent(st.releasedTo) || c.holdsLease(st.releasedTo)
 }
 
 // newcomer: a node came into the topology within two heartbeats and has

@@ -308,6 +308,12 @@ var mutants = []mutant{
 		from: "if !l.created && l.seen != 0 && l.seen != m.Token {",
 		to:   "if false && !l.created && l.seen != 0 && l.seen != m.Token {",
 	},
+	{
+		name: "a leaver goes before its handoff's owner shows it delivers the range",
+		file: "core.go",
+		from: "if c.unconfirmed(r, st) {",
+		to:   "if false && c.unconfirmed(r, st) {",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -1251,6 +1251,131 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 	}
 }
 
+// leaverScene is a member (self) that delivered range 0 under token
+// delivered, left, and released the range with its handoff to peer, which
+// asked for it; step drives it, answering its lease writes and its range
+// effects, and keeps what it sent.
+type leaverScene struct {
+	c          *handover.Core
+	self, peer handover.MemberID
+	delivered  uint64
+	now        time.Duration
+	left       *handover.Left
+	rel        *handover.Released
+	hellos     []*handover.Hello
+}
+
+func leaverReleased(t *testing.T) *leaverScene {
+	t.Helper()
+	sc := &leaverScene{peer: handover.NewMemberID("peer", "1"), now: 3 * simTick}
+	sc.self = ownerOfZero(sc.peer)
+	sc.c = joined(t, sc.self, sc.peer, 1)
+	st := sc.c.Status().Ranges[0]
+	sc.step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+	sc.step(&handover.Released{From: sc.peer, Epoch: st.Epoch, Ranges: []int{0}})
+	if st := sc.c.Status().Ranges[0].State; st != "active" {
+		t.Fatalf("range 0 is %s, want active: %+v", st, sc.c.Status())
+	}
+	sc.step(&handover.Leave{})
+	sc.step(&handover.Acquire{From: sc.peer, Epoch: 50, Ranges: []int{0}})
+	if sc.rel == nil || len(sc.rel.Handoffs) != 1 || sc.rel.Handoffs[0].Token != sc.delivered {
+		t.Fatalf("released with %+v, want the handoff of token %d", sc.rel, sc.delivered)
+	}
+	return sc
+}
+
+func (sc *leaverScene) step(in handover.Input) {
+	drive(sc.c, in, func(body any) []stage.Msg {
+		switch e := body.(type) {
+		case *handover.RenewLease:
+			return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
+		case *handover.ActivateRange:
+			sc.delivered = e.Token
+		case *handover.DeactivateRange:
+			h := &handover.Handoff{Range: e.Range, Token: sc.delivered, From: sc.self}
+			return sc.c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})
+		case *handover.Released:
+			sc.rel = e
+		case *handover.Left:
+			sc.left = e
+		case *handover.Hello:
+			sc.hellos = append(sc.hellos, e)
+		}
+		return nil
+	})
+}
+
+func (sc *leaverScene) tick() {
+	sc.now += simTick
+	sc.step(&handover.Tick{Now: sc.now})
+}
+
+// A leaver that released a range with its handoff keeps its lease until a
+// Hello shows the range delivered under a newer token: were its lease gone
+// first, the owner would take the range as lost before the Released came,
+// and deliver it without the handoff. The owner's leaving the topology
+// (it holds no lease) ends the wait too, and so does the leave's time.
+func TestLeaverStaysUntilItsHandoffIsConfirmed(t *testing.T) {
+	for _, end := range []string{"hello", "topology", "time"} {
+		t.Run(end, func(t *testing.T) {
+			sc := leaverReleased(t)
+			// Ten heartbeats without a word from the owner: the Released may
+			// still be on its way.
+			for range 40 {
+				sc.tick()
+			}
+			if sc.left != nil {
+				t.Fatalf("left before the owner showed it delivers the range: %+v", sc.left)
+			}
+			// A Hello that shows no delivery of the range confirms nothing.
+			sc.step(&handover.Hello{From: sc.peer, Ranges: 1, HashField: "uid", State: handover.Joined, View: []handover.MemberID{sc.peer}})
+			sc.tick()
+			if sc.left != nil {
+				t.Fatal("left after a Hello that shows no delivery of the range")
+			}
+			switch end {
+			case "hello":
+				sc.step(&handover.Hello{From: sc.peer, Ranges: 1, HashField: "uid", State: handover.Joined,
+					Active: []int{0}, Tokens: []uint64{sc.delivered + 3}, View: []handover.MemberID{sc.peer}})
+			case "topology":
+				sc.step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node()}})
+			}
+			for i := 0; sc.left == nil && i < 40; i++ {
+				sc.tick()
+			}
+			if sc.left == nil {
+				t.Fatal("the leaver never left")
+			}
+			if sc.left.TimeUp != (end == "time") {
+				t.Fatalf("left with TimeUp %v", sc.left.TimeUp)
+			}
+			if len(sc.left.Dropped) != 0 {
+				t.Fatalf("left with %+v dropped, want none: the handoff went to the owner", sc.left.Dropped)
+			}
+		})
+	}
+}
+
+// A member's Hellos name each range it released, to whom, and the token
+// it delivered the range under: a receiver weighs the move against the
+// deliveries and moves it knows of by that token (an older move, in a
+// late Hello, does not place the range).
+func TestHelloNamesTheMovesToken(t *testing.T) {
+	sc := leaverReleased(t)
+	sc.hellos = nil
+	for range 4 { // a heartbeat
+		sc.tick()
+	}
+	if len(sc.hellos) == 0 {
+		t.Fatal("no Hello in a heartbeat")
+	}
+	for _, h := range sc.hellos {
+		if len(h.Moved) != 1 || h.Moved[0] != (handover.Move{Range: 0, To: sc.peer, Token: sc.delivered}) {
+			t.Fatalf("a Hello names the moves %+v, want range 0's to %s under token %d", h.Moved, sc.peer, sc.delivered)
+		}
+	}
+}
+
 // A member that gives up its claim of a range with a previous deliverer's
 // handoff in hand gives that handoff at once to the range's owner if the
 // owner asked it and was answered already, without it, before this

@@ -1335,9 +1335,11 @@ func TestRandomGentle(t *testing.T) {
 // owner never got; 184327 and 223976, a handoff given on and back (while
 // stopping; again for the ask it had been given for), each of two members
 // taking the other for its holder; 218424, a releaser that took an old
-// move for newer than its own release, and left its asker unanswered.
+// move for newer than its own release, and left its asker unanswered;
+// 482492, a leaver whose lease went before its Released, whose asker took
+// the range for lost and then left before the Released came.
 func TestGentleSeedsThatFailed(t *testing.T) {
-	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976, 218424} {
+	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976, 218424, 482492} {
 		if w := runSeedMode(t, seed, *simSteps, true); len(w.errs) > 0 {
 			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
 		}
