@@ -1267,12 +1267,10 @@ type leaverScene struct {
 
 func leaverReleased(t *testing.T) *leaverScene {
 	t.Helper()
-	sc := &leaverScene{peer: handover.NewMemberID("peer", "1"), now: 3 * simTick}
-	sc.self = ownerOfZero(sc.peer)
-	sc.c = joined(t, sc.self, sc.peer, 1)
-	st := sc.c.Status().Ranges[0]
-	sc.step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
-	sc.step(&handover.Released{From: sc.peer, Epoch: st.Epoch, Ranges: []int{0}})
+	sc := &leaverScene{now: 3 * simTick}
+	var epoch uint64
+	sc.c, sc.self, sc.peer, epoch = acquiringZero(t)
+	sc.step(&handover.Released{From: sc.peer, Epoch: epoch, Ranges: []int{0}})
 	if st := sc.c.Status().Ranges[0].State; st != "active" {
 		t.Fatalf("range 0 is %s, want active: %+v", st, sc.c.Status())
 	}
