@@ -317,7 +317,7 @@ var mutants = []mutant{
 	{
 		name: "a handoff given on and then back to its deliverer stays stale",
 		file: "ranges.go",
-		from: "case h.From == to && h.Token == ri.passed:",
+		from: "case h.From == to && h.Token == ri.passed && h.Token > 0:",
 		to:   "case false:",
 	},
 }

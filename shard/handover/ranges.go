@@ -479,7 +479,7 @@ func (c *Core) gave(r int, h *Handoff, to MemberID, e uint64) {
 	switch {
 	case h.From != c.cfg.Self && h.From != to && h.Token > ri.passed:
 		ri.passed = h.Token
-	case h.From == to && h.Token == ri.passed:
+	case h.From == to && h.Token == ri.passed && h.Token > 0:
 		ri.passed = h.Token - 1
 	}
 	if ri.gaveAsk == nil {
