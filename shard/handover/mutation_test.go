@@ -314,6 +314,12 @@ var mutants = []mutant{
 		from: "if c.unconfirmed(r, st) {",
 		to:   "if false && c.unconfirmed(r, st) {",
 	},
+	{
+		name: "a handoff given on and then back to its deliverer stays stale",
+		file: "ranges.go",
+		from: "case h.From == to && h.Token == ri.passed && h.Token > 0:",
+		to:   "case false:",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -31,7 +31,8 @@ type rangeInfo struct {
 	// passed: the token of the newest handoff of another deliverer this
 	// member gave to an owner. That deliverer, which does not know it,
 	// may answer a later ask with it again: stale, since the owner it was
-	// given to may have delivered the range since.
+	// given to may have delivered the range since. Given back to that
+	// deliverer later, it is no longer covered (see gave).
 	passed uint64
 	// seen: the newest token another member said (Hello.Tokens) it
 	// delivers the range under; seenBy: that member. A handoff older than
@@ -469,11 +470,17 @@ func (c *Core) forward(to MemberID, s *Handoff) {
 // gave records that this member gave handoff h of range r to owner to, in
 // answer to its ask of epoch e. Given back to its own deliverer, it is not
 // stale when that deliverer answers with it again: it holds it, and a
-// delivery of its own since would have made it a newer one.
+// delivery of its own since would have made it a newer one. That holds
+// even if this member had given it on to another owner before (which gave
+// it back unused): the deliverer holds it now, and passed no longer
+// covers it.
 func (c *Core) gave(r int, h *Handoff, to MemberID, e uint64) {
 	ri := &c.ranges[r]
-	if h.From != c.cfg.Self && h.From != to && h.Token > ri.passed {
+	switch {
+	case h.From != c.cfg.Self && h.From != to && h.Token > ri.passed:
 		ri.passed = h.Token
+	case h.From == to && h.Token == ri.passed && h.Token > 0:
+		ri.passed = h.Token - 1
 	}
 	if ri.gaveAsk == nil {
 		ri.gaveAsk = map[MemberID]uint64{}

@@ -1089,6 +1089,78 @@ func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
 	}
 }
 
+// A handoff this member gave on to an owner, that came back unused, and
+// that it then gave back to its own deliverer is taken again when that
+// deliverer, having given up its claim, answers an older ask of this
+// member's with it: the deliverer held it, and nobody else has it. The
+// owner that asks next gets it. (Before, the first giving on marked it
+// stale for good, and the range's next owner got it from nobody.)
+func TestHandoffGivenOnAndBackToItsDelivererIsTakenAgain(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	peer := ownerOfZero(self)
+	// ownerOf returns a new member that owns range 0 against self and
+	// peer.
+	ownerOf := func(prefix string) handover.MemberID {
+		for i := 0; ; i++ {
+			id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("%s%d", prefix, i)), "1")
+			if handover.Assign([]handover.MemberID{self, peer, id}, 1)[0] == id {
+				return id
+			}
+		}
+	}
+	next, last := ownerOf("a"), ownerOf("b")
+	nodes := func(ids ...handover.MemberID) *handover.Topology {
+		tp := &handover.Topology{}
+		for _, id := range ids {
+			tp.Nodes = append(tp.Nodes, id.Node())
+		}
+		return tp
+	}
+	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	// withHandoff: out answers the ask of epoch e with the handoff.
+	withHandoff := func(out []stage.Msg, e uint64) bool {
+		for _, m := range out {
+			if rel, ok := m.Body.(*handover.Released); ok && rel.Epoch == e && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == 28 {
+				return true
+			}
+		}
+		return false
+	}
+	c := joined(t, self, peer, 1)
+	// A newcomer owns range 0. The deliverer's handoff comes to this
+	// member (an answer to an older ask) and goes on to the newcomer.
+	c.Step(nodes(self, peer, next))
+	c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+	c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	if out := c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}); !withHandoff(out, 7) {
+		t.Fatalf("the newcomer's ask not answered with the handoff: %v", out)
+	}
+	// The newcomer leaves, and gives the handoff back unused. The range is
+	// the deliverer's again; it asks, and gets its handoff back.
+	c.Step(nodes(self, peer))
+	c.Step(&handover.Released{From: next, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	if out := c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !withHandoff(out, 8) {
+		t.Fatalf("the deliverer's ask not answered with its handoff: %v", out)
+	}
+	// Time passes (the lease writes answered): the move to the deliverer
+	// no longer places the range. Another newcomer owns range 0; the
+	// deliverer gives its claim up and answers an older ask of this
+	// member's with the handoff. The newcomer asks this member.
+	a := &answering{c: c, now: 3 * simTick, token: 40}
+	for ; a.now < 30*simTick; a.now += simTick {
+		a.step(&handover.Tick{Now: a.now})
+	}
+	a.step(nodes(self, peer, last))
+	a.step(&handover.Hello{From: last, Ranges: 1, HashField: "uid", Reply: true})
+	if st := c.Status(); st.Ranges[0].Owner != last || st.Fenced != "" {
+		t.Fatalf("want range 0 owned by the second newcomer, and no fence: %+v", st)
+	}
+	c.Step(&handover.Released{From: peer, Epoch: 3, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	if out := c.Step(&handover.Acquire{From: last, Epoch: 9, Ranges: []int{0}}); !withHandoff(out, 9) {
+		t.Fatalf("the next owner's ask answered without the handoff the deliverer gave back: %v", out)
+	}
+}
+
 // drive steps c with in, then hands each effect to answer, stepping c
 // with what answer returns, until no effect is left.
 func drive(c *handover.Core, in handover.Input, answer func(body any) []stage.Msg) {

@@ -1337,9 +1337,11 @@ func TestRandomGentle(t *testing.T) {
 // taking the other for its holder; 218424, a releaser that took an old
 // move for newer than its own release, and left its asker unanswered;
 // 482492, a leaver whose lease went before its Released, whose asker took
-// the range for lost and then left before the Released came.
+// the range for lost and then left before the Released came; 593862, a
+// handoff given on, back, back to its deliverer and back again, which the
+// first giving on had marked stale.
 func TestGentleSeedsThatFailed(t *testing.T) {
-	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976, 218424, 482492} {
+	for _, seed := range []int{24316, 30247, 37332, 58944, 142531, 184327, 223976, 218424, 482492, 593862} {
 		if w := runSeedMode(t, seed, *simSteps, true); len(w.errs) > 0 {
 			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
 		}
