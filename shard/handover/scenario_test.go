@@ -431,9 +431,15 @@ func testConfig(self handover.MemberID, ranges int) handover.Config {
 
 // ownerOfZero returns a member id that owns range 0 against self.
 func ownerOfZero(self handover.MemberID) handover.MemberID {
+	return newOwnerOfZero("n", self)
+}
+
+// newOwnerOfZero returns a member id named prefix and a number, not one of
+// others, that owns range 0 against others.
+func newOwnerOfZero(prefix string, others ...handover.MemberID) handover.MemberID {
 	for i := 0; ; i++ {
-		id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("n%d", i)), "1")
-		if id != self && handover.Assign([]handover.MemberID{self, id}, 1)[0] == id {
+		id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("%s%d", prefix, i)), "1")
+		if !slices.Contains(others, id) && handover.Assign(append(slices.Clone(others), id), 1)[0] == id {
 			return id
 		}
 	}
@@ -1023,13 +1029,7 @@ func TestHandoffGivenOnIsNotTakenAgainFromItsDeliverer(t *testing.T) {
 	// the attempt is given up, the range's informer stopped; the answer
 	// comes, with the deliverer's handoff, which this member keeps for
 	// the range's next owner.
-	var next handover.MemberID
-	for i := 0; next == ""; i++ {
-		id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("a%d", i)), "1")
-		if handover.Assign([]handover.MemberID{self, peer, id}, 1)[0] == id {
-			next = id
-		}
-	}
+	next := newOwnerOfZero("a", self, peer)
 	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), next.Node()}})
 	out := c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
 	stop, ok := find[*handover.StopRange](out)
@@ -1098,17 +1098,7 @@ func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
 func TestHandoffGivenOnAndBackToItsDelivererIsTakenAgain(t *testing.T) {
 	self := handover.NewMemberID("self", "1")
 	peer := ownerOfZero(self)
-	// ownerOf returns a new member that owns range 0 against self and
-	// peer.
-	ownerOf := func(prefix string) handover.MemberID {
-		for i := 0; ; i++ {
-			id := handover.NewMemberID(handover.NodeID(fmt.Sprintf("%s%d", prefix, i)), "1")
-			if handover.Assign([]handover.MemberID{self, peer, id}, 1)[0] == id {
-				return id
-			}
-		}
-	}
-	next, last := ownerOf("a"), ownerOf("b")
+	next, last := newOwnerOfZero("a", self, peer), newOwnerOfZero("b", self, peer)
 	nodes := func(ids ...handover.MemberID) *handover.Topology {
 		tp := &handover.Topology{}
 		for _, id := range ids {
