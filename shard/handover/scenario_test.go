@@ -1134,7 +1134,7 @@ func TestDelayedAnswerAfterAHandoffCameBackToItsDeliverer(t *testing.T) {
 				t.Fatalf("the next owner's ask not answered: %v %+v", out, g.c.Status())
 			}
 			if got := g.withHandoff(out, 9); got == deliveredSince {
-				t.Fatalf("the next owner's ask answered with the old handoff: %v, want %v (the deliverer delivered since: %v): %v", got, !deliveredSince, deliveredSince, out)
+				t.Fatalf("the next owner's ask answered with the old handoff: %v, want %v (the deliverer said it delivered since: %v): %v", got, !deliveredSince, deliveredSince, out)
 			}
 		})
 	}
@@ -1157,12 +1157,7 @@ func TestHandoffOfTokenZeroGivenBackToItsDeliverer(t *testing.T) {
 	if out := c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !answersWith(out, 8, 0) {
 		t.Fatalf("the deliverer's ask not answered with its handoff of token 0: %v", out)
 	}
-	a := &answering{c: c, now: 3 * simTick, token: 40}
-	for ; a.now < 30*simTick; a.now += simTick {
-		a.step(&handover.Tick{Now: a.now})
-	}
-	a.step(nodesOf(self, peer, last))
-	a.step(&handover.Hello{From: last, Ranges: 1, HashField: "uid", Reply: true})
+	(&givenBack{c: c, self: self, peer: peer, last: last}).lastOwns(t)
 	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer}
 	c.Step(&handover.Released{From: peer, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
 	if out := c.Step(&handover.Acquire{From: last, Epoch: 9, Ranges: []int{0}}); !answersWith(out, 9, 28) {
@@ -1206,7 +1201,7 @@ func givenOnAndBack(t *testing.T) *givenBack {
 	return g
 }
 
-// lastOwns lets time pass (the lease writes answered) until the move to
+// lastOwns lets time pass (the lease writes answered) until a move to
 // the deliverer no longer places the range, then brings last in and steps
 // then: last must own range 0.
 func (g *givenBack) lastOwns(t *testing.T, then ...handover.Input) {
