@@ -98,6 +98,8 @@ type Proc struct {
 	Exited int64
 	// Frozen are the intervals it spent stopped (SIGSTOP to SIGCONT).
 	Frozen []Interval
+	// Fences are the reasons of the fences its log records (FenceReasons).
+	Fences []string
 }
 
 // Delete is one delete the workload made (with a UID precondition).
@@ -218,6 +220,8 @@ type Result struct {
 	None FaultReport
 	// Begin is Input.Begin.
 	Begin int64
+	// Fences counts the members' fences by reason, from their logs.
+	Fences map[string]int `json:",omitempty"`
 }
 
 // Count returns the number of violations of kind k ("" for all).
@@ -242,6 +246,12 @@ func Check(in Input) *Result {
 	var calls []call
 	for i, p := range in.Procs {
 		res.Torn += p.Torn
+		for _, f := range p.Fences {
+			if res.Fences == nil {
+				res.Fences = map[string]int{}
+			}
+			res.Fences[f]++
+		}
 		for _, r := range p.Calls {
 			calls = append(calls, call{r, i})
 		}

@@ -60,6 +60,9 @@ func (res *Result) Table() string {
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "%d handler calls, %d deliverer switches, %d records torn by kills; %d violations, %d exemptions\n",
 		res.Calls, res.Switches, res.Torn, len(res.Violations), len(res.Exemptions))
+	if len(res.Fences) > 0 {
+		fmt.Fprintf(&b, "fences, from the members' logs: %s\n", fenceSummary(res.Fences))
+	}
 	b.WriteString(res.Examples(3))
 	return b.String()
 }

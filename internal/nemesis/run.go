@@ -628,6 +628,9 @@ func (r *Run) Check() *Result {
 			r.t.Errorf("nemesis: %s's call log: %v", m.Name, err)
 		}
 		p := Proc{Name: m.Name, Calls: recs, Torn: torn}
+		if log, err := os.ReadFile(m.proc.Log); err == nil {
+			p.Fences = FenceReasons(string(log))
+		}
 		m.mu.Lock()
 		p.Frozen = slices.Clone(m.frozen)
 		p.Exited = m.killed

@@ -320,6 +320,12 @@ var mutants = []mutant{
 		from: "case h.From == to && h.Token == ri.passed && h.Token > 0:",
 		to:   "case false:",
 	},
+	{
+		name: "a handoff of token 0 given back to its deliverer wraps passed",
+		file: "ranges.go",
+		from: "case h.From == to && h.Token == ri.passed && h.Token > 0:",
+		to:   "case h.From == to && h.Token == ri.passed:",
+	},
 }
 
 func TestMutants(t *testing.T) {

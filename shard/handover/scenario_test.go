@@ -1096,59 +1096,152 @@ func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
 // owner that asks next gets it. (Before, the first giving on marked it
 // stale for good, and the range's next owner got it from nobody.)
 func TestHandoffGivenOnAndBackToItsDelivererIsTakenAgain(t *testing.T) {
-	self := handover.NewMemberID("self", "1")
-	peer := ownerOfZero(self)
-	next, last := newOwnerOfZero("a", self, peer), newOwnerOfZero("b", self, peer)
-	nodes := func(ids ...handover.MemberID) *handover.Topology {
-		tp := &handover.Topology{}
-		for _, id := range ids {
-			tp.Nodes = append(tp.Nodes, id.Node())
-		}
-		return tp
-	}
-	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
-	// withHandoff: out answers the ask of epoch e with the handoff.
-	withHandoff := func(out []stage.Msg, e uint64) bool {
-		for _, m := range out {
-			if rel, ok := m.Body.(*handover.Released); ok && rel.Epoch == e && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == 28 {
-				return true
-			}
-		}
-		return false
-	}
-	c := joined(t, self, peer, 1)
-	// A newcomer owns range 0. The deliverer's handoff comes to this
-	// member (an answer to an older ask) and goes on to the newcomer.
-	c.Step(nodes(self, peer, next))
-	c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
-	c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	if out := c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}); !withHandoff(out, 7) {
-		t.Fatalf("the newcomer's ask not answered with the handoff: %v", out)
-	}
-	// The newcomer leaves, and gives the handoff back unused. The range is
-	// the deliverer's again; it asks, and gets its handoff back.
-	c.Step(nodes(self, peer))
-	c.Step(&handover.Released{From: next, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	if out := c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !withHandoff(out, 8) {
-		t.Fatalf("the deliverer's ask not answered with its handoff: %v", out)
-	}
+	g := givenOnAndBack(t)
 	// Time passes (the lease writes answered): the move to the deliverer
 	// no longer places the range. Another newcomer owns range 0; the
 	// deliverer gives its claim up and answers an older ask of this
 	// member's with the handoff. The newcomer asks this member.
-	a := &answering{c: c, now: 3 * simTick, token: 40}
+	g.lastOwns(t)
+	g.c.Step(&handover.Released{From: g.peer, Epoch: 3, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
+	if out := g.c.Step(&handover.Acquire{From: g.last, Epoch: 9, Ranges: []int{0}}); !g.withHandoff(out, 9) {
+		t.Fatalf("the next owner's ask answered without the handoff the deliverer gave back: %v", out)
+	}
+}
+
+// The handoff given on and back to its deliverer, as above, and then a
+// delayed copy of the deliverer's first answer with it (sent before it went
+// on) arrives: taken again, it goes to the next owner, unless the deliverer
+// said (Hello.Tokens) it delivered the range under a newer token since.
+// Then the deliverer's handlers may have had more since (a delete the old
+// handoff would take back), and only the deliverer may take it.
+func TestDelayedAnswerAfterAHandoffCameBackToItsDeliverer(t *testing.T) {
+	for _, deliveredSince := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delivered since %v", deliveredSince), func(t *testing.T) {
+			g := givenOnAndBack(t)
+			var since []handover.Input
+			if deliveredSince {
+				// The deliverer delivered under token 41 (it holds the
+				// range), then leaves: the range goes to last.
+				since = []handover.Input{
+					&handover.Hello{From: g.peer, Ranges: 1, HashField: "uid", Active: []int{0}, Tokens: []uint64{41}, Reply: true},
+					&handover.Hello{From: g.peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{41}, Reply: true},
+				}
+			}
+			g.lastOwns(t, since...)
+			g.c.Step(&handover.Released{From: g.peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
+			out := g.c.Step(&handover.Acquire{From: g.last, Epoch: 9, Ranges: []int{0}})
+			if _, ok := find[*handover.Released](out); !ok {
+				t.Fatalf("the next owner's ask not answered: %v %+v", out, g.c.Status())
+			}
+			if got := g.withHandoff(out, 9); got == deliveredSince {
+				t.Fatalf("the next owner's ask answered with the old handoff: %v, want %v (the deliverer said it delivered since: %v): %v", got, !deliveredSince, deliveredSince, out)
+			}
+		})
+	}
+}
+
+// A handoff of token 0 given back to its deliverer leaves the deliverer's
+// later handoffs current: the rule that lowers passed below a handoff's
+// token once it goes back to its deliverer must not wrap it to the
+// largest token, which would make every answer of that deliverer stale.
+func TestHandoffOfTokenZeroGivenBackToItsDeliverer(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	peer := ownerOfZero(self)
+	last := newOwnerOfZero("b", self, peer)
+	c := joined(t, self, peer, 1)
+	// The deliverer's handoff of token 0 comes back from a member it was
+	// given on to (from its deliverer itself, a handoff of token 0 is
+	// stale: passed starts at 0).
+	zero := handover.Handoff{Range: 0, Token: 0, Version: "20", From: peer}
+	c.Step(&handover.Released{From: newOwnerOfZero("a", self, peer), Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{zero}})
+	if out := c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !answersWith(out, 8, 0) {
+		t.Fatalf("the deliverer's ask not answered with its handoff of token 0: %v", out)
+	}
+	(&givenBack{c: c, self: self, peer: peer, last: last}).lastOwns(t)
+	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer}
+	c.Step(&handover.Released{From: peer, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+	if out := c.Step(&handover.Acquire{From: last, Epoch: 9, Ranges: []int{0}}); !answersWith(out, 9, 28) {
+		t.Fatalf("the next owner's ask answered without the deliverer's handoff of token 28: %v", out)
+	}
+}
+
+// givenBack is a core (self) that took handoff h (token 28) of range 0
+// from its deliverer (peer), gave it on to a newcomer, got it back unused
+// and gave it back to the deliverer for its ask; last is a member that
+// owns range 0 against self and peer.
+type givenBack struct {
+	c                *handover.Core
+	self, peer, last handover.MemberID
+	h                handover.Handoff
+}
+
+func givenOnAndBack(t *testing.T) *givenBack {
+	t.Helper()
+	self := handover.NewMemberID("self", "1")
+	peer := ownerOfZero(self)
+	next, last := newOwnerOfZero("a", self, peer), newOwnerOfZero("b", self, peer)
+	g := &givenBack{self: self, peer: peer, last: last,
+		h: handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}}
+	g.c = joined(t, self, peer, 1)
+	// A newcomer owns range 0. The deliverer's handoff comes to this
+	// member (an answer to an older ask) and goes on to the newcomer.
+	g.c.Step(nodesOf(self, peer, next))
+	g.c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
+	g.c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
+	if out := g.c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}); !g.withHandoff(out, 7) {
+		t.Fatalf("the newcomer's ask not answered with the handoff: %v", out)
+	}
+	// The newcomer leaves, and gives the handoff back unused. The range is
+	// the deliverer's again; it asks, and gets its handoff back.
+	g.c.Step(nodesOf(self, peer))
+	g.c.Step(&handover.Released{From: next, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
+	if out := g.c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !g.withHandoff(out, 8) {
+		t.Fatalf("the deliverer's ask not answered with its handoff: %v", out)
+	}
+	return g
+}
+
+// lastOwns lets time pass (the lease writes answered) until a move to
+// the deliverer no longer places the range, then brings last in and steps
+// then: last must own range 0.
+func (g *givenBack) lastOwns(t *testing.T, then ...handover.Input) {
+	t.Helper()
+	a := &answering{c: g.c, now: 3 * simTick, token: 40}
 	for ; a.now < 30*simTick; a.now += simTick {
 		a.step(&handover.Tick{Now: a.now})
 	}
-	a.step(nodes(self, peer, last))
-	a.step(&handover.Hello{From: last, Ranges: 1, HashField: "uid", Reply: true})
-	if st := c.Status(); st.Ranges[0].Owner != last || st.Fenced != "" {
+	a.step(nodesOf(g.self, g.peer, g.last))
+	a.step(&handover.Hello{From: g.last, Ranges: 1, HashField: "uid", Reply: true})
+	for _, in := range then {
+		a.step(in)
+	}
+	if st := g.c.Status(); st.Ranges[0].Owner != g.last || st.Fenced != "" {
 		t.Fatalf("want range 0 owned by the second newcomer, and no fence: %+v", st)
 	}
-	c.Step(&handover.Released{From: peer, Epoch: 3, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	if out := c.Step(&handover.Acquire{From: last, Epoch: 9, Ranges: []int{0}}); !withHandoff(out, 9) {
-		t.Fatalf("the next owner's ask answered without the handoff the deliverer gave back: %v", out)
+}
+
+// withHandoff: out answers the ask of epoch e with the handoff.
+func (g *givenBack) withHandoff(out []stage.Msg, e uint64) bool {
+	return answersWith(out, e, g.h.Token)
+}
+
+// answersWith: out answers the ask of epoch e with one handoff, of token.
+func answersWith(out []stage.Msg, e, token uint64) bool {
+	for _, m := range out {
+		if rel, ok := m.Body.(*handover.Released); ok && rel.Epoch == e && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == token {
+			return true
+		}
 	}
+	return false
+}
+
+// nodesOf is the topology of the members' nodes.
+func nodesOf(ids ...handover.MemberID) *handover.Topology {
+	tp := &handover.Topology{}
+	for _, id := range ids {
+		tp.Nodes = append(tp.Nodes, id.Node())
+	}
+	return tp
 }
 
 // drive steps c with in, then hands each effect to answer, stepping c
