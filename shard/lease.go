@@ -244,7 +244,10 @@ func (l *leases) markReleased(ctx context.Context, m handover.MemberID, version 
 }
 
 // release marks this member's lease released, if it is still at the
-// version it wrote last: the member calls no handler any more.
+// version it wrote last: the member calls no handler any more. If someone
+// deleted it, a released one takes its place, so that the others need not
+// wait a lease duration; if a peer revoked it, or a tombstone holds its
+// name, it is released already.
 func (l *leases) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +256,18 @@ func (l *leases) release(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	_, err := l.markReleased(ctx, l.self, l.version)
+	if ok, err := l.markReleased(ctx, l.self, l.version); ok || err != nil {
+		return err
+	}
+	rel := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(l.group, l.self), Namespace: l.namespace,
+		Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+		Annotations: map[string]string{AnnotationMember: string(l.self), AnnotationReleased: string(l.self)}}}
+	now := metav1.NewMicroTime(time.Now())
+	rel.Spec.RenewTime = &now
+	_, err := l.client.Leases(l.namespace).Create(ctx, rel, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
 	return err
 }
 

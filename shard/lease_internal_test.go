@@ -16,7 +16,8 @@ import (
 // A lease's ends: a revoke releases it at the version seen unchanged (and
 // not at another); its holder can then neither renew nor create it; a
 // check tells a released lease from a tombstone; a holder's own release
-// marks it too; a lease deleted by someone is not taken as revoked.
+// marks it too; a lease deleted by someone is not taken as revoked, and
+// its holder's release puts a released one in its place.
 func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
@@ -90,9 +91,16 @@ func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 	if _, err := e.write(ctx, false); err != errLost {
 		t.Fatalf("renewal of a deleted lease: %v, want errLost", err)
 	}
+	// e stops: its release puts a released lease in the deleted one's place.
+	if err := e.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if found, released, _, err := b.check(ctx, "e#5"); err != nil || found || !released {
+		t.Fatalf("check after the release of a deleted lease: found %v, released %v, err %v", found, released, err)
+	}
 
-	// What the core is shown: b's live lease; a's and d's released; c's
-	// tombstone only to delete once old.
+	// What the core is shown: b's live lease; a's, d's and e's released;
+	// c's tombstone only to delete once old.
 	if _, err := b.write(ctx, true); err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +118,10 @@ func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 		t.Errorf("live leases %+v (addresses %v), want b#2's at %s", snap.Leases, addrs, b.version)
 	}
 	slices.Sort(snap.Released)
-	if !slices.Equal(snap.Released, []handover.MemberID{"a#1", "d#4"}) {
-		t.Errorf("released %v, want a#1 and d#4", snap.Released)
+	if !slices.Equal(snap.Released, []handover.MemberID{"a#1", "d#4", "e#5"}) {
+		t.Errorf("released %v, want a#1, d#4 and e#5", snap.Released)
 	}
-	if len(stones) != 3 {
-		t.Errorf("%d tombstones and released leases, want 3", len(stones))
+	if len(stones) != 4 {
+		t.Errorf("%d tombstones and released leases, want 4", len(stones))
 	}
 }

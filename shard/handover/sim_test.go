@@ -380,7 +380,7 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		}
 		w.api = append(w.api, apiOp{member: m, body: &releaseOwn{}})
 	case *handover.Fenced:
-		// The shell stops every handler call at once, deletes the lease,
+		// The shell stops every handler call at once, releases the lease,
 		// and rejoins as a new incarnation on a new cluster node.
 		m.running, m.fenced = false, e.Reason
 		w.unclean = true
@@ -518,7 +518,11 @@ func (w *world) apply(op apiOp, answer bool) {
 		}
 		reply = &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok && answer}
 	case *releaseOwn:
-		if l := w.leases[m.id]; l != nil && l.holder == m.id { // never a tombstone
+		switch l := w.leases[m.id]; {
+		case l == nil: // deleted by someone: a released one takes its place
+			w.rv++
+			w.leases[m.id] = &apiLease{released: true, version: w.rv}
+		case l.holder == m.id: // never a tombstone
 			w.rv++
 			l.holder, l.released, l.version = "", true, w.rv
 		}
