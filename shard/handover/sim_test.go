@@ -1333,7 +1333,10 @@ func TestRandom(t *testing.T) {
 
 // TestRandomUnlease runs seeds whose faults include deletes of live
 // members' leases by someone outside the group: a member's lease gone
-// from the server is no proof that it stopped calling handlers.
+// from the server is no proof that it stopped calling handlers. Beyond the
+// seeds it runs by default, 2712, 35070 and 35149 fail: a member that
+// joined after the delete, with the holder out of its topology, knows
+// nothing of the holder (docs/sharding.md, "Deleted leases").
 func TestRandomUnlease(t *testing.T) {
 	seeds := *simSeeds
 	if testing.Short() || raceEnabled {
