@@ -25,7 +25,12 @@ import (
 // after the group and the member, labelled with the group, holding the
 // member's id (HolderIdentity) and address (an annotation), written with
 // client-go's resourcelock.LeaseLock. A tombstone is a Lease of a member's
-// name with no holder: the member can never create its lease.
+// name with no holder: the member can never create its lease. A released
+// lease is one too, marked released (AnnotationReleased): its holder
+// released it once it had stopped calling handlers, or a revoker did at a
+// version that stayed unchanged for the lease duration. The others take it
+// as void at once; a lease deleted (by anyone: kubectl delete lease) only
+// the lease duration later, since its holder may not know yet.
 const (
 	// LabelGroup labels the leases of a group.
 	LabelGroup = "actorinformer.io/shard-group"
@@ -33,9 +38,13 @@ const (
 	// where that member's group actor listens.
 	AnnotationMember  = "actorinformer.io/shard-member"
 	AnnotationAddress = "actorinformer.io/shard-address"
-	// tombstoneTTL: tombstones older than that are deleted. A member asks
-	// for ranges only once its lease exists, so a tombstone only has to
-	// outlive a create request in flight.
+	// AnnotationReleased marks a released lease; its value is the member
+	// that released it (the holder, or its revoker).
+	AnnotationReleased = "actorinformer.io/shard-released-by"
+	// tombstoneTTL: tombstones older than that (since their creation, or
+	// their release) are deleted. A member asks for ranges only once its
+	// lease exists, so a tombstone only has to outlive a create request in
+	// flight, and a released lease the time its peers take to see it.
 	tombstoneTTL = 10 * time.Minute
 )
 
@@ -159,8 +168,9 @@ func (l *leases) write(ctx context.Context, create bool) (uint64, error) {
 }
 
 // check reads member m's lease; if there is none, it creates a tombstone
-// in its place. found: m has a lease, at version.
-func (l *leases) check(ctx context.Context, m handover.MemberID) (found bool, version string, err error) {
+// in its place. found: m has a live lease, at version; released: it was
+// released.
+func (l *leases) check(ctx context.Context, m handover.MemberID) (found, released bool, version string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	api := l.client.Leases(l.namespace)
@@ -169,45 +179,75 @@ func (l *leases) check(ctx context.Context, m handover.MemberID) (found bool, ve
 		cur, err := api.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			if holder(cur) == "" {
-				return false, "", nil
+				return false, cur.Annotations[AnnotationReleased] != "", "", nil
 			}
-			return true, cur.ResourceVersion, nil
+			return true, false, cur.ResourceVersion, nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return false, "", err
+			return false, false, "", err
 		}
 		stone := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
 			Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
 			Annotations: map[string]string{AnnotationMember: string(m), "actorinformer.io/shard-tombstone-by": string(l.self)}}}
 		_, err = api.Create(ctx, stone, metav1.CreateOptions{})
 		if err == nil {
-			return false, "", nil
+			return false, false, "", nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return false, "", err
+			return false, false, "", err
 		}
 		// Created meanwhile: read it again.
 	}
-	return false, "", fmt.Errorf("lease %s keeps changing", name)
+	return false, false, "", fmt.Errorf("lease %s keeps changing", name)
 }
 
-// revoke deletes member m's lease if it is still at version. ok: deleted,
-// or gone already.
+// revoke releases member m's lease if it is still at version. ok: this
+// member released it; not when it changed or is gone (the core reads it
+// again).
 func (l *leases) revoke(ctx context.Context, m handover.MemberID, version string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	err := l.client.Leases(l.namespace).Delete(ctx, leaseName(l.group, m), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+	return l.markReleased(ctx, m, version)
+}
+
+// markReleased writes member m's lease, if it is at version and held by
+// m, as released: no holder, AnnotationReleased, renewTime now. The write
+// carries version, so the server refuses it if the lease changed since.
+func (l *leases) markReleased(ctx context.Context, m handover.MemberID, version string) (bool, error) {
+	api := l.client.Leases(l.namespace)
+	cur, err := api.Get(ctx, leaseName(l.group, m), metav1.GetOptions{})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	case cur.ResourceVersion != version || holder(cur) != string(m):
+		return false, nil
+	}
+	rel := cur.DeepCopy()
+	rel.Spec.HolderIdentity = nil
+	now := metav1.NewMicroTime(time.Now())
+	rel.Spec.RenewTime = &now
+	if rel.Annotations == nil {
+		rel.Annotations = map[string]string{}
+	}
+	rel.Annotations[AnnotationMember] = string(m)
+	rel.Annotations[AnnotationReleased] = string(l.self)
+	_, err = api.Update(ctx, rel, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
 		return true, nil
-	case apierrors.IsConflict(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return false, nil
 	}
 	return false, err
 }
 
-// release deletes this member's lease, if it is still at the version it
-// wrote last: the member calls no handler any more.
+// release marks this member's lease released, if it is still at the
+// version it wrote last: the member calls no handler any more. If someone
+// deleted it, a released one takes its place, so that the others need not
+// wait a lease duration; if a peer revoked it, or a tombstone holds its
+// name, it is released already.
 func (l *leases) release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -216,19 +256,30 @@ func (l *leases) release(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	v := l.version
-	err := l.client.Leases(l.namespace).Delete(ctx, leaseName(l.group, l.self), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	if ok, err := l.markReleased(ctx, l.self, l.version); ok || err != nil {
 		return err
 	}
-	return nil
+	rel := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(l.group, l.self), Namespace: l.namespace,
+		Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+		Annotations: map[string]string{AnnotationMember: string(l.self), AnnotationReleased: string(l.self)}}}
+	now := metav1.NewMicroTime(time.Now())
+	rel.Spec.RenewTime = &now
+	_, err := l.client.Leases(l.namespace).Create(ctx, rel, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
-// removeOldTombstones deletes the group's tombstones older than
-// tombstoneTTL.
+// removeOldTombstones deletes the group's tombstones and released leases
+// older than tombstoneTTL (since their release, for a released one).
 func (l *leases) removeOldTombstones(ctx context.Context, stones []*coordinationv1.Lease) {
 	for _, s := range stones {
-		if time.Since(s.CreationTimestamp.Time) > tombstoneTTL {
+		at := s.CreationTimestamp.Time
+		if s.Spec.RenewTime != nil && s.Spec.RenewTime.After(at) {
+			at = s.Spec.RenewTime.Time
+		}
+		if time.Since(at) > tombstoneTTL {
 			v := s.ResourceVersion
 			_ = l.client.Leases(l.namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
 		}

@@ -602,9 +602,9 @@ func (io *memberIO) leaseEffect(body any) {
 	case *handover.CheckLease:
 		go func() {
 			for inc.ctx.Err() == nil {
-				found, version, err := inc.leases.check(inc.ctx, e.Member)
+				found, released, version, err := inc.leases.check(inc.ctx, e.Member)
 				if err == nil {
-					answer(&handover.LeaseChecked{Member: e.Member, Found: found, Version: version})
+					answer(&handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version})
 					return
 				}
 				inc.log.Warn("cannot read a member's lease", "of", string(e.Member), "err", err)
@@ -659,24 +659,36 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 	go io.leaseInf.RunWithContext(inc.ctx)
 }
 
-// snapshotLeases sends the core the group's leases as the watch has them.
-func (io *memberIO) snapshotLeases() {
-	inc := io.inc
-	snap := &handover.Leases{Now: inc.s.now()}
+// leasesOf reads the group's leases: the live ones and the released ones
+// for the core, the tombstones and released ones to delete once old, and
+// the live ones' addresses into addrs.
+func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases, []*coordinationv1.Lease) {
+	snap := &handover.Leases{}
 	var stones []*coordinationv1.Lease
-	for _, obj := range io.leaseInf.GetStore().List() {
+	for _, obj := range objs {
 		l := obj.(*coordinationv1.Lease)
 		h := holder(l)
 		if h == "" {
+			if m := l.Annotations[AnnotationMember]; m != "" && l.Annotations[AnnotationReleased] != "" {
+				snap.Released = append(snap.Released, handover.MemberID(m))
+			}
 			stones = append(stones, l)
 			continue
 		}
 		id := handover.MemberID(h)
 		snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: l.ResourceVersion})
 		if a := l.Annotations[AnnotationAddress]; a != "" {
-			io.leaseAddrs[id] = a
+			addrs[id] = a
 		}
 	}
+	return snap, stones
+}
+
+// snapshotLeases sends the core the group's leases as the watch has them.
+func (io *memberIO) snapshotLeases() {
+	inc := io.inc
+	snap, stones := leasesOf(io.leaseInf.GetStore().List(), io.leaseAddrs)
+	snap.Now = inc.s.now()
 	io.toCore(snap)
 	if len(stones) > 0 {
 		go inc.leases.removeOldTombstones(inc.ctx, stones)

@@ -137,7 +137,7 @@ func (io *memberIO) rangeEffect(body any) {
 		end := ending{settings: io.settings}
 		go func() {
 			if err := inc.leases.release(inc.ctx); err != nil {
-				inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+				inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
 			}
 			inc.finish(end)
 		}()
@@ -148,7 +148,7 @@ func (io *memberIO) rangeEffect(body any) {
 }
 
 // dropAll ends the incarnation at once: no handler call starts from now
-// on, every range is dropped, then the lease is deleted (every handler
+// on, every range is dropped, then the lease is released (every handler
 // call has ended: the others may take the ranges over at once).
 func (io *memberIO) dropAll(end ending) {
 	if io.ended {
@@ -172,7 +172,7 @@ func (io *memberIO) dropAll(end ending) {
 			<-ri.done
 		}
 		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot delete the lease; the others revoke it once it lapses", "err", err)
+			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
 		}
 		inc.finish(end)
 	}()

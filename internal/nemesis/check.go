@@ -46,10 +46,20 @@ const (
 	// member joins, the group settles, and the old member leaves with
 	// SIGTERM, then the group settles again.
 	Rolling Kind = "rolling"
+	// LeaseDelete deletes a member's lease through the API server, as
+	// kubectl delete lease would, while the member is frozen (SIGSTOP) for
+	// LeaseDeleteHold, less than the renew deadline: it resumes with its
+	// claim still valid, and the others must not take its ranges before it
+	// stopped.
+	LeaseDelete Kind = "lease-delete"
 )
 
+// LeaseDeleteHold is how long a lease-delete freezes its target: below
+// the default renew deadline (3 s).
+const LeaseDeleteHold = 2 * time.Second
+
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, LeaseDelete}
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
 // restart) without a handover, as a crash does, or get it fenced; a delete
@@ -71,8 +81,11 @@ func (k Kind) blinds() bool { return k == APICut || k == EtcdRestart }
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
 func (k Kind) fences() bool {
-	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart
+	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete
 }
+
+// freezes: the fault stops its target with SIGSTOP, then resumes it.
+func (k Kind) freezes() bool { return k == Pause || k == LeaseDelete }
 
 // Fault is one injected fault.
 type Fault struct {
@@ -774,7 +787,7 @@ func (res *Result) report(in Input, delivery map[int]map[int][]Interval) {
 		if i < len(in.ServingAgain) && in.ServingAgain[i] != 0 {
 			fr.ServingAgain = time.Duration(in.ServingAgain[i] - f.End)
 		}
-		if pi, ok := procIndex[f.Target]; ok && (f.Kind == Pause || f.Kind == Kill) {
+		if pi, ok := procIndex[f.Target]; ok && (f.Kind.freezes() || f.Kind == Kill) {
 			fr.Takeover, fr.Moved = takeover(delivery, pi, f.Start, in.End)
 		}
 		next := in.End

@@ -242,9 +242,16 @@ func TestCheckCrashGap(t *testing.T) {
 
 // TestCheckPause: a paused member's call that straddles its pause
 // overlaps the new owner's: exempt, counted apart; its calls after the
-// pause overlapping the new owner's are not.
+// pause overlapping the new owner's are not. A lease-delete freezes its
+// target too.
 func TestCheckPause(t *testing.T) {
-	in := crash(Pause)
+	for _, k := range []Kind{Pause, LeaseDelete} {
+		t.Run(string(k), func(t *testing.T) { checkPause(t, k) })
+	}
+}
+
+func checkPause(t *testing.T, k Kind) {
+	in := crash(k)
 	in.Procs[0].Exited = 0
 	in.Procs[0].Frozen = []Interval{{100 * ms, 180 * ms}}
 	in.Procs[0].Calls = append(in.Procs[0].Calls,

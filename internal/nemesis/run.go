@@ -31,7 +31,12 @@ import (
 	"github.com/actorinformer/actorinformer/internal/calllog"
 	"github.com/actorinformer/actorinformer/internal/shardproc"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
+	"github.com/actorinformer/actorinformer/shard"
 )
+
+// LeaseNamespace is where the members keep their leases (the member
+// program's default).
+const LeaseNamespace = "default"
 
 // Options configures a run.
 type Options struct {
@@ -320,6 +325,24 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
 			target.mu.Unlock()
 		}
+	case LeaseDelete:
+		o.i = r.record(f)
+		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
+			r.t.Fatal(err)
+		}
+		stopped := waitStopped(target.proc.Pid(), time.Second)
+		if err := r.deleteLease(target); err != nil {
+			r.t.Fatal(err)
+		}
+		o.until = now.Add(LeaseDeleteHold)
+		o.heal = func() {
+			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
+				r.t.Fatal(err)
+			}
+			target.mu.Lock()
+			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
+			target.mu.Unlock()
+		}
 	case Partition, PartitionReject:
 		mode := Drop
 		if k == PartitionReject {
@@ -394,6 +417,25 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		o.Heal()
 	}
 	return o
+}
+
+// deleteLease deletes m's live lease (the one holding m's address), with
+// no precondition, as someone outside the group would.
+func (r *Run) deleteLease(m *Member) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	api := r.cs.CoordinationV1().Leases(LeaseNamespace)
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: shard.LabelGroup})
+	if err != nil {
+		return err
+	}
+	for _, l := range list.Items {
+		if l.Annotations[shard.AnnotationAddress] == m.link.Addr() && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			r.logf("nemesis: deleting %s's lease %s (holder %s, version %s)", m.Name, l.Name, *l.Spec.HolderIdentity, l.ResourceVersion)
+			return api.Delete(ctx, l.Name, metav1.DeleteOptions{})
+		}
+	}
+	return fmt.Errorf("no live lease of %s (address %s) among %d", m.Name, m.link.Addr(), len(list.Items))
 }
 
 // Heal ends the fault (at once, whatever its duration).

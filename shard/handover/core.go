@@ -20,9 +20,10 @@
 //     valid: until RenewDeadline after the start of its last successful
 //     write, on its own clock (the shell checks before every call). Another
 //     member takes a range from it without its answer only once its lease
-//     is void: gone, or unchanged for LeaseDuration on the observer's clock
-//     and then deleted at that version (a write with a precondition, which
-//     fails if the holder renewed meanwhile). With RenewDeadline below
+//     is void: released by its holder once it stopped, unchanged for
+//     LeaseDuration on the observer's clock and then released at that
+//     version (a write refused if the holder renewed meanwhile), or gone
+//     (deleted, by anyone) for LeaseDuration. With RenewDeadline below
 //     LeaseDuration and bounded clock rates, the holder has stopped before.
 //     A member that cannot renew in time, or whose lease was revoked, or
 //     that a peer leaves out of its view for HealTicks, is fenced: it stops

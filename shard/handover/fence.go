@@ -36,13 +36,21 @@ type peerLease struct {
 	version string
 	seenAt  time.Duration
 	known   bool
-	// inSnapshot: in the last Leases snapshot; void: deleted (it left a
-	// snapshot, a check found none, or this member revoked it): its holder
-	// calls no handler under it.
+	// inSnapshot: in the last Leases snapshot; void: its holder calls no
+	// handler under it: released (by its holder, or by a revoker at the
+	// version it saw unchanged for LeaseDuration, this member or another),
+	// or gone for LeaseDuration.
 	inSnapshot, void bool
-	revoking         bool
-	checking         bool
-	checkedAt        int
+	// gone: deleted (it left a snapshot unreleased, or a check found none),
+	// first seen so at goneAt. Anyone may delete a Lease (kubectl delete
+	// lease): its holder may still call handlers until the renew deadline
+	// after its last write, which started before the delete, so it is void
+	// LeaseDuration after goneAt.
+	gone      bool
+	goneAt    time.Duration
+	revoking  bool
+	checking  bool
+	checkedAt int
 }
 
 // holdsLease: id has a lease that is not void, as far as this member
@@ -94,7 +102,10 @@ func (c *Core) leaseTick() {
 	}
 	for _, id := range sortedKeys(c.leases) {
 		p := c.leases[id]
-		if p.known && !p.void && !p.revoking && c.now-p.seenAt >= c.cfg.LeaseDuration {
+		if p.gone && !p.void && c.now-p.goneAt >= c.cfg.LeaseDuration {
+			p.void = true
+		}
+		if p.known && !p.void && !p.gone && !p.revoking && c.now-p.seenAt >= c.cfg.LeaseDuration {
 			p.revoking = true
 			c.out.Send(ToLease, &RevokeLease{Member: id, Version: p.version})
 		}
@@ -161,18 +172,42 @@ func (c *Core) leaseSnapshot(m *Leases) {
 		p.inSnapshot = true
 		if !p.known || p.version != rec.Version {
 			p.known, p.version, p.seenAt = true, rec.Version, c.now
-			p.void, p.revoking = false, false
+			p.void, p.revoking, p.gone = false, false, false
 		}
 	}
+	released := make(map[MemberID]bool, len(m.Released))
+	for _, id := range m.Released {
+		released[id] = true
+		if id == c.cfg.Self {
+			continue
+		}
+		p := c.leases[id]
+		if p == nil {
+			p = &peerLease{}
+			c.leases[id] = p
+		}
+		p.inSnapshot, p.void = false, true
+	}
 	if c.lease.synced && !seen[c.cfg.Self] && c.members.started {
-		c.fence("the lease was deleted")
+		if released[c.cfg.Self] {
+			c.fence("the lease was revoked")
+		} else {
+			c.fence("the lease was deleted")
+		}
 		return
 	}
 	for id, p := range c.leases {
 		if p.inSnapshot && !seen[id] {
 			p.inSnapshot = false
-			p.void = true
+			c.goneNow(p)
 		}
+	}
+}
+
+// goneNow: p's lease is deleted, as first seen now (unless known void).
+func (c *Core) goneNow(p *peerLease) {
+	if !p.void && !p.gone {
+		p.gone, p.goneAt = true, c.now
 	}
 }
 
@@ -184,11 +219,15 @@ func (c *Core) leaseChecked(m *LeaseChecked) {
 	}
 	p.checking = false
 	switch {
+	case !m.Found && m.Released:
+		p.void = true
 	case !m.Found:
-		p.void = true // a tombstone holds its lease's name
+		// A tombstone holds its lease's name: its holder never writes it
+		// again, but may have had one that someone deleted.
+		c.goneNow(p)
 	case !p.known || p.version != m.Version:
 		p.known, p.version, p.seenAt = true, m.Version, c.now
-		p.void, p.revoking = false, false
+		p.void, p.revoking, p.gone = false, false, false
 	}
 }
 
@@ -202,9 +241,10 @@ func (c *Core) leaseRevoked(m *LeaseRevoked) {
 		p.void = true
 	}
 	if !m.OK && !p.checking {
-		// The lease changed: renewed, or deleted and its name taken by a
-		// tombstone (another member's check). Read it again: a tombstone
-		// makes it void, a new version restarts the wait.
+		// The lease changed: renewed, released (another member revoked
+		// it), or deleted. Read it again: released makes it void, none
+		// (a tombstone takes its name) gone, a new version restarts the
+		// wait.
 		p.checking, p.checkedAt = true, c.ticks
 		c.out.Send(ToLease, &CheckLease{Member: m.Member})
 	}

@@ -225,6 +225,11 @@ type LeaseRenewFailed struct {
 type Leases struct {
 	Now    time.Duration
 	Leases []LeaseRecord
+	// Released are the members whose lease was released: marked by its
+	// holder once it stopped calling handlers, or by a revoker at a
+	// version unchanged for LeaseDuration. Such a lease is void at once;
+	// one that is just gone (deleted) is void LeaseDuration later.
+	Released []MemberID
 }
 
 // LeaseRecord is one member's lease: its holder and resourceVersion.
@@ -233,17 +238,21 @@ type LeaseRecord struct {
 	Version string
 }
 
-// LeaseChecked answers CheckLease: whether Member has a lease on the API
-// server, and its resourceVersion; not Found: it has none and never will
-// (a tombstone holds its name).
+// LeaseChecked answers CheckLease: whether Member has a live lease on the
+// API server, and its resourceVersion; not Found: it has none and never
+// will write one (it was released, or a tombstone holds its name).
 type LeaseChecked struct {
 	Member  MemberID
 	Found   bool
 	Version string
+	// Released: not Found, as the lease was released (void at once); else
+	// there was none and a tombstone took its name (void LeaseDuration
+	// later: someone may have deleted it).
+	Released bool
 }
 
-// LeaseRevoked answers RevokeLease: OK when the lease was deleted at that
-// version, or was already gone.
+// LeaseRevoked answers RevokeLease: OK when this member released the lease
+// at that version; not when it had changed or was gone.
 type LeaseRevoked struct {
 	Member  MemberID
 	Version string
@@ -372,15 +381,16 @@ type SetValidity struct{ Until time.Duration }
 
 // CheckLease reads Member's lease (a direct read, not the watch). If there
 // is none, the shell creates a tombstone in its place (a lease of that
-// name with no holder), so that the member can never create its lease, and
-// so never call a handler. It answers LeaseChecked: Found with the
-// version when the member has a lease (the tombstone's create can find
-// one made meanwhile), not Found once the tombstone is there.
+// name with no holder), so that the member can never create its lease
+// again. It answers LeaseChecked: Found with the version when the member
+// has a live lease (the tombstone's create can find one made meanwhile),
+// not Found when it was released or the tombstone is there.
 type CheckLease struct{ Member MemberID }
 
-// RevokeLease deletes Member's lease if it is still at Version (a
-// precondition on the write): the member cannot renew it again. The shell
-// answers LeaseRevoked.
+// RevokeLease releases Member's lease if it is still at Version (a write
+// refused if the lease changed): it loses its holder, gets a mark saying
+// it was released, and keeps its name, so the member cannot renew it or
+// create it again. The shell answers LeaseRevoked.
 type RevokeLease struct {
 	Member  MemberID
 	Version string

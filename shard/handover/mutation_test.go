@@ -326,6 +326,24 @@ var mutants = []mutant{
 		from: "case h.From == to && h.Token == ri.passed && h.Token > 0:",
 		to:   "case h.From == to && h.Token == ri.passed:",
 	},
+	{
+		name: "a lease deleted from the snapshot is void at once",
+		file: "fence.go",
+		from: "p.inSnapshot = false\n\t\t\tc.goneNow(p)",
+		to:   "p.inSnapshot = false\n\t\t\tp.void = true",
+	},
+	{
+		name: "a check that finds no lease makes it void at once",
+		file: "fence.go",
+		from: "someone deleted.\n\t\tc.goneNow(p)",
+		to:   "someone deleted.\n\t\tp.void = true",
+	},
+	{
+		name: "a released lease is not void",
+		file: "fence.go",
+		from: "p.inSnapshot, p.void = false, true",
+		to:   "p.inSnapshot = false",
+	},
 }
 
 func TestMutants(t *testing.T) {
@@ -357,7 +375,7 @@ func TestMutants(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-run", "^Test([^M]|M[^u])", ".", "-handover.seeds", "1000")
+			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-failfast", "-run", "^Test([^M]|M[^u])", ".", "-handover.seeds", "1000")
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if err == nil {

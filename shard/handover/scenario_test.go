@@ -114,8 +114,8 @@ func TestLeaveHandsOverAndSaysGoodbye(t *testing.T) {
 	if !w.nodes["m2"].member.left {
 		t.Fatal("m2 did not leave")
 	}
-	if w.leases[w.nodes["m2"].member.id] != nil {
-		t.Error("m2's lease is still there after it left")
+	if l := w.leases[w.nodes["m2"].member.id]; l == nil || l.holder != "" || !l.released {
+		t.Errorf("m2's lease is %+v after it left, want released", l)
 	}
 	fromM2 := 0
 	for _, mv := range w.moves {
@@ -210,8 +210,8 @@ func TestPausedMemberIsFencedAndRejoins(t *testing.T) {
 	if n := delivered(w, "m1"); n != 16 {
 		t.Fatalf("m1 delivers %d ranges while m2 is paused, want 16\n%s", n, w.dump())
 	}
-	if w.leases[before.id] != nil {
-		t.Fatal("m2's lease was not revoked")
+	if l := w.leases[before.id]; l == nil || !l.released {
+		t.Fatalf("m2's lease is %+v, want revoked (released)", l)
 	}
 	w.exec("resume m2")
 	w.exec("register m2") // the etcd provider registers it again; m1 keeps it blocked
@@ -617,7 +617,7 @@ func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
 }
 
 // A Released whose sender's lease went void before it arrived (a leaver
-// deletes its lease while its answer travels) still gives its Handoff: to
+// releases its lease while its answer travels) still gives its Handoff: to
 // the activation while the range is claimed, or as a LateHandoff once the
 // handlers have it, once.
 func TestLateHandoffStillCounts(t *testing.T) {
@@ -657,16 +657,16 @@ func TestLateHandoffStillCounts(t *testing.T) {
 }
 
 // activateOnVoidLease has c (acquiring range 0 from peer) see peer's lease
-// deleted, so that it claims the range without peer's answer; before, if
+// released, so that it claims the range without peer's answer; before, if
 // not nil, is that answer arriving while the range is claimed. It returns
 // the activation.
 func activateOnVoidLease(t *testing.T, c *handover.Core, self, peer handover.MemberID, before *handover.Released) *handover.ActivateRange {
 	t.Helper()
 	c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
-	out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}, Released: []handover.MemberID{peer}})
 	out = append(out, c.Step(&handover.Tick{Now: 4 * simTick})...)
 	if st := c.Status().Ranges[0]; st.State != "claiming" {
-		t.Fatalf("range 0 is %s once the peer's lease is gone, want claiming", st.State)
+		t.Fatalf("range 0 is %s once the peer's lease is released, want claiming", st.State)
 	}
 	if before != nil {
 		out = append(out, c.Step(before)...)
@@ -677,6 +677,39 @@ func activateOnVoidLease(t *testing.T, c *handover.Core, self, peer handover.Mem
 		out = append(out, c.Step(&handover.LeaseRenewFailed{Seq: seq})...)
 	}
 	return untilActive(t, c, out)
+}
+
+// A peer's lease deleted, not released (anyone may delete a Lease:
+// kubectl delete lease), is no proof that the peer stopped: it may call
+// handlers until its renew deadline, so the range is claimed without its
+// answer only LeaseDuration after the delete was seen. A release makes
+// the lease void at once.
+func TestDeletedLeaseIsVoidOnlyAfterLeaseDuration(t *testing.T) {
+	c, self, peer, _ := acquiringZero(t)
+	seen := 3 * simTick
+	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
+	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	token := uint64(20)
+	step := func(in handover.Input, now time.Duration) {
+		// This member's lease writes are answered: it stays valid.
+		for out := c.Step(in); ; token++ {
+			w, ok := find[*handover.RenewLease](out)
+			if !ok {
+				return
+			}
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
+		}
+	}
+	for now := seen + simTick; now < seen+simLeaseDuration; now += simTick {
+		step(&handover.Tick{Now: now}, now)
+		if st := c.Status().Ranges[0]; st.State != "acquiring" {
+			t.Fatalf("range 0 is %s %v after the peer's lease was seen deleted, want acquiring until %v", st.State, now-seen, simLeaseDuration)
+		}
+	}
+	step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration)
+	if st := c.Status().Ranges[0]; st.State != "claiming" && st.State != "active" {
+		t.Fatalf("range 0 is %s %v after the peer's lease was seen deleted, want claiming", st.State, simLeaseDuration)
+	}
 }
 
 // untilActive answers c's lease writes from out on (tokens from 20) and
