@@ -334,18 +334,28 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	// that was under way when it lapsed extends it, or the member is fenced
 	// and the range stops being delivered. Dropping the call instead would
 	// lose it when the claim comes back.
-	for h.ri.delivering.Load() && !reg.s.callable() {
-		time.Sleep(gateWait)
-	}
-	if !h.ri.delivering.Load() {
-		reg.refused.Add(1)
-		return
+	//
+	// The gate is passed again once the lock is held: a call may wait for
+	// the lock as long as another range's call lasts, and the process may
+	// be paused meanwhile, past the claim.
+	for {
+		for h.ri.delivering.Load() && !reg.s.callable() {
+			time.Sleep(gateWait)
+		}
+		if !h.ri.delivering.Load() {
+			reg.refused.Add(1)
+			return
+		}
+		reg.mu.Lock()
+		if h.ri.delivering.Load() && reg.s.callable() {
+			break
+		}
+		reg.mu.Unlock()
 	}
 	if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > h.seen.Load() {
 		defer h.seen.Store(n)
 	}
 	ctx = context.WithValue(ctx, claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
-	reg.mu.Lock()
 	defer reg.end()
 	f(ctx)
 }

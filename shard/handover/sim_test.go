@@ -96,6 +96,9 @@ type simMember struct {
 	// leaving: its Leave was stepped; leaveTicks: the ticks stepped since.
 	leaving    bool
 	leaveTicks int
+	// wrote: a write of its lease succeeded and its shell heard so (it
+	// knows a version to release).
+	wrote bool
 	// topo: the last Topology stepped.
 	topo []handover.NodeID
 }
@@ -186,8 +189,9 @@ type world struct {
 	// handoff across an empty group.
 	emptied int
 	era     map[uint64]int
-	// unleasing: the generator also deletes live members' leases, as
-	// someone outside the group would (kubectl delete lease).
+	// unleasing: the generator also deletes running members' leases
+	// (live, released or tombstones), as someone outside the group would
+	// (kubectl delete lease).
 	unleasing bool
 }
 
@@ -494,6 +498,9 @@ func (w *world) apply(op apiOp, answer bool) {
 		if !answer {
 			reply = &handover.LeaseRenewFailed{Seq: e.Seq, Start: op.start}
 		}
+		if _, ok := reply.(*handover.LeaseRenewed); ok {
+			m.wrote = true
+		}
 	case *handover.CheckLease:
 		l := w.leases[e.Member]
 		if l == nil {
@@ -519,6 +526,7 @@ func (w *world) apply(op apiOp, answer bool) {
 		reply = &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok && answer}
 	case *releaseOwn:
 		switch l := w.leases[m.id]; {
+		case !m.wrote: // the shell knows of no write of its to release
 		case l == nil: // deleted by someone: a released one takes its place
 			w.rv++
 			w.leases[m.id] = &apiLease{released: true, version: w.rv}
