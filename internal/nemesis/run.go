@@ -307,7 +307,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 	}
 	f := Fault{Kind: k, Target: o.target, Start: now.UnixNano()}
 	switch k {
-	case Pause:
+	case Pause, LeaseDelete:
 		o.i = r.record(f)
 		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
 			r.t.Fatal(err)
@@ -317,24 +317,12 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		// arrival was not frozen before it began.
 		stopped := waitStopped(target.proc.Pid(), time.Second)
 		o.until = now.Add(r.o.Hold)
-		o.heal = func() {
-			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
+		if k == LeaseDelete {
+			if err := r.deleteLease(target); err != nil {
 				r.t.Fatal(err)
 			}
-			target.mu.Lock()
-			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
-			target.mu.Unlock()
+			o.until = now.Add(LeaseDeleteHold)
 		}
-	case LeaseDelete:
-		o.i = r.record(f)
-		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
-			r.t.Fatal(err)
-		}
-		stopped := waitStopped(target.proc.Pid(), time.Second)
-		if err := r.deleteLease(target); err != nil {
-			r.t.Fatal(err)
-		}
-		o.until = now.Add(LeaseDeleteHold)
 		o.heal = func() {
 			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
 				r.t.Fatal(err)
