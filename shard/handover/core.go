@@ -95,6 +95,14 @@ type Config struct {
 	// be below LeaseDuration; the difference covers the clocks' rate
 	// difference and the last handler call.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// FirstAsk: the member asks for no range until FirstAsk after the first
+	// lease snapshot that shows its own lease (0: LeaseDuration; < 0: at
+	// once). Anyone may delete a Lease: one deleted before that snapshot
+	// was never seen by this member, and its holder, if the provider dropped
+	// it from the topology, may deliver ranges until its renew deadline.
+	// Below LeaseDuration that holder may still deliver a range this member
+	// takes; only tests of other orders set it.
+	FirstAsk time.Duration
 }
 
 // Validate reports settings that cannot work.

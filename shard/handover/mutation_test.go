@@ -344,6 +344,12 @@ var mutants = []mutant{
 		from: "p.inSnapshot, p.void = false, true",
 		to:   "p.inSnapshot = false",
 	},
+	{
+		name: "a member asks for ranges as soon as its own lease is seen",
+		file: "ranges.go",
+		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {",
+		to:   "if !c.lease.synced {",
+	},
 }
 
 func TestMutants(t *testing.T) {
