@@ -713,6 +713,47 @@ func TestDeletedLeaseIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	}
 }
 
+// A peer the member waits for that has left its topology, and whose lease
+// it never saw, is read (CheckLease); none found (someone deleted it, a
+// tombstone may take its name) is no proof that the peer stopped: its lease
+// is void only a lease duration later.
+func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
+	c, self, peer, _ := acquiringZero(t)
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	token := uint64(20)
+	step := func(in handover.Input, now time.Duration) (checked bool) {
+		// This member's lease writes are answered: it stays valid.
+		for out := c.Step(in); ; token++ {
+			if m, ok := find[*handover.CheckLease](out); ok && m.Member == peer {
+				checked = true
+			}
+			w, ok := find[*handover.RenewLease](out)
+			if !ok {
+				return checked
+			}
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
+		}
+	}
+	now := 3 * simTick
+	for ; !step(&handover.Tick{Now: now}, now); now += simTick {
+		if now > 3*simLeaseDuration {
+			t.Fatalf("%s's lease, never seen, was not read: %+v", peer, c.Status())
+		}
+	}
+	checked := now
+	step(&handover.LeaseChecked{Member: peer, Found: false}, now)
+	for now += simTick; now < checked+simLeaseDuration; now += simTick {
+		step(&handover.Tick{Now: now}, now)
+		if st := c.Status().Ranges[0]; st.State != "acquiring" {
+			t.Fatalf("range 0 is %s %v after a check found no lease of %s, want acquiring until %v", st.State, now-checked, peer, simLeaseDuration)
+		}
+	}
+	step(&handover.Tick{Now: checked + simLeaseDuration}, checked+simLeaseDuration)
+	if st := c.Status().Ranges[0]; st.State != "claiming" && st.State != "active" {
+		t.Fatalf("range 0 is %s %v after a check found no lease of %s, want claiming", st.State, simLeaseDuration, peer)
+	}
+}
+
 // A member asks for no range until a lease duration after the first lease
 // snapshot that showed its own lease (Config.FirstAsk): a lease deleted
 // before it was never seen, and its holder, out of the topology, may still
