@@ -31,7 +31,9 @@
 //   - Make before break. A member that becomes a range's owner starts its
 //     informer, and once it has synced asks every member that could deliver
 //     the range to release it (Acquire, with a fresh epoch): the current
-//     peers and every holder of a lease that is not void. Those that said
+//     peers and every holder of a lease that is not void; a new member only
+//     from LeaseDuration after its lease watch first showed its own lease
+//     (a lease deleted before, it never saw). Those that said
 //     they deliver it are asked last, once the others have answered, so that
 //     a member that cannot answer does not leave the range unserved. A
 //     member answers (Released) only when its own view says the asker owns
