@@ -384,7 +384,7 @@ func TestShardedTerminal(t *testing.T) {
 		}
 	}
 	cfg := config{
-		rate: 100, pods: 200, namespaces: 2, seed: 1, duration: 6 * time.Second, interval: 500 * time.Millisecond,
+		rate: 100, pods: 200, namespaces: 2, seed: 1, duration: 10 * time.Second, interval: 500 * time.Millisecond,
 		handlers: 2, workers: 1, logLevel: "off", members: 2, ranges: 8, memberTTL: 500 * time.Millisecond, faults: faults,
 	}
 	var out syncBuffer
@@ -472,7 +472,7 @@ func TestShardedOnARealCluster(t *testing.T) {
 				}
 			}
 			setOTelEnv(t, "OTEL_TRACES_EXPORTER", "none")
-			cfg := config{kubeconfig: writeKubeconfig(t, c), duration: 3 * time.Second, interval: 500 * time.Millisecond,
+			cfg := config{kubeconfig: writeKubeconfig(t, c), duration: 6 * time.Second, interval: 500 * time.Millisecond,
 				handlers: 1, workers: 1, logLevel: "off", members: 2, ranges: 8, memberTTL: time.Second}
 			var out syncBuffer
 			if err := run(context.Background(), cfg, &out, io.Discard); err != nil {

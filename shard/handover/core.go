@@ -31,7 +31,9 @@
 //   - Make before break. A member that becomes a range's owner starts its
 //     informer, and once it has synced asks every member that could deliver
 //     the range to release it (Acquire, with a fresh epoch): the current
-//     peers and every holder of a lease that is not void. Those that said
+//     peers and every holder of a lease that is not void; a new member only
+//     from LeaseDuration after its lease watch first showed its own lease
+//     (a lease deleted before, it never saw). Those that said
 //     they deliver it are asked last, once the others have answered, so that
 //     a member that cannot answer does not leave the range unserved. A
 //     member answers (Released) only when its own view says the asker owns
@@ -95,6 +97,14 @@ type Config struct {
 	// be below LeaseDuration; the difference covers the clocks' rate
 	// difference and the last handler call.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// FirstAsk: the member asks for no range until FirstAsk after the first
+	// lease snapshot that shows its own lease (0: LeaseDuration; < 0: at
+	// once). Anyone may delete a Lease: one deleted before that snapshot
+	// was never seen by this member, and its holder, if the provider dropped
+	// it from the topology, may deliver ranges until its renew deadline.
+	// Below LeaseDuration that holder may still deliver a range this member
+	// takes; only tests of other orders set it.
+	FirstAsk time.Duration
 }
 
 // Validate reports settings that cannot work.

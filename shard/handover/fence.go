@@ -24,6 +24,11 @@ type ownLease struct {
 	// synced: a Leases snapshot showed this member's lease, so the watch
 	// is past its creation and every lease created before it is known.
 	synced bool
+	// syncedAt: when the first snapshot that showed it came. A lease
+	// deleted before it was never seen by this member, whose holder may
+	// call handlers until its renew deadline: this member asks for no range
+	// until LeaseDuration after syncedAt (Config.FirstAsk).
+	syncedAt time.Duration
 	// seen: the resourceVersion of this member's lease in the last
 	// snapshot that showed it (0: none, or not a number).
 	seen uint64
@@ -64,6 +69,18 @@ func (c *Core) holdsLease(id MemberID) bool {
 func (c *Core) isVoid(id MemberID) bool {
 	l := c.leases[id]
 	return l != nil && l.void
+}
+
+// firstAsk is how long after its first lease snapshot the member starts
+// asking for ranges (Config.FirstAsk).
+func (c *Core) firstAsk() time.Duration {
+	switch {
+	case c.cfg.FirstAsk < 0:
+		return 0
+	case c.cfg.FirstAsk == 0:
+		return c.cfg.LeaseDuration
+	}
+	return c.cfg.FirstAsk
 }
 
 // renew asks for a write of this member's lease.
@@ -160,7 +177,9 @@ func (c *Core) leaseSnapshot(m *Leases) {
 	for _, rec := range m.Leases {
 		seen[rec.Holder] = true
 		if rec.Holder == c.cfg.Self {
-			c.lease.synced = true
+			if !c.lease.synced {
+				c.lease.synced, c.lease.syncedAt = true, c.now
+			}
 			c.lease.seen, _ = strconv.ParseUint(rec.Version, 10, 64)
 			continue
 		}

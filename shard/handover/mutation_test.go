@@ -125,8 +125,8 @@ var mutants = []mutant{
 	{
 		name: "asks go out before the lease watch has seen this member's lease",
 		file: "ranges.go",
-		from: "if !c.lease.synced {\n\t\t\t\t// Asks only",
-		to:   "if false {\n\t\t\t\t// Asks only",
+		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {\n\t\t\t\t// Asks only",
+		to:   "if c.now-c.lease.syncedAt < c.firstAsk() {\n\t\t\t\t// Asks only",
 	},
 	{
 		name: "holders of leases outside the topology are not asked",
@@ -343,6 +343,12 @@ var mutants = []mutant{
 		file: "fence.go",
 		from: "p.inSnapshot, p.void = false, true",
 		to:   "p.inSnapshot = false",
+	},
+	{
+		name: "a member asks for ranges as soon as its own lease is seen",
+		file: "ranges.go",
+		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {",
+		to:   "if !c.lease.synced {",
 	},
 }
 

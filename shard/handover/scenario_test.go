@@ -426,7 +426,8 @@ func TestAssignIsBalanced(t *testing.T) {
 
 func testConfig(self handover.MemberID, ranges int) handover.Config {
 	return handover.Config{Self: self, Ranges: ranges, HashField: "uid", DiscoveryTicks: 1,
-		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod}
+		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
+		FirstAsk: -1}
 }
 
 // ownerOfZero returns a member id that owns range 0 against self.
@@ -709,6 +710,105 @@ func TestDeletedLeaseIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration)
 	if st := c.Status().Ranges[0]; st.State != "claiming" && st.State != "active" {
 		t.Fatalf("range 0 is %s %v after the peer's lease was seen deleted, want claiming", st.State, simLeaseDuration)
+	}
+}
+
+// A peer the member waits for that has left its topology, and whose lease
+// it never saw, is read (CheckLease); none found (someone deleted it, a
+// tombstone may take its name) is no proof that the peer stopped: its lease
+// is void only a lease duration later.
+func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
+	c, self, peer, _ := acquiringZero(t)
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	token := uint64(20)
+	step := func(in handover.Input, now time.Duration) (checked bool) {
+		// This member's lease writes are answered: it stays valid.
+		for out := c.Step(in); ; token++ {
+			if m, ok := find[*handover.CheckLease](out); ok && m.Member == peer {
+				checked = true
+			}
+			w, ok := find[*handover.RenewLease](out)
+			if !ok {
+				return checked
+			}
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
+		}
+	}
+	now := 3 * simTick
+	for ; !step(&handover.Tick{Now: now}, now); now += simTick {
+		if now > 3*simLeaseDuration {
+			t.Fatalf("%s's lease, never seen, was not read: %+v", peer, c.Status())
+		}
+	}
+	checked := now
+	step(&handover.LeaseChecked{Member: peer, Found: false}, now)
+	for now += simTick; now < checked+simLeaseDuration; now += simTick {
+		step(&handover.Tick{Now: now}, now)
+		if st := c.Status().Ranges[0]; st.State != "acquiring" {
+			t.Fatalf("range 0 is %s %v after a check found no lease of %s, want acquiring until %v", st.State, now-checked, peer, simLeaseDuration)
+		}
+	}
+	step(&handover.Tick{Now: checked + simLeaseDuration}, checked+simLeaseDuration)
+	if st := c.Status().Ranges[0]; st.State != "claiming" && st.State != "active" {
+		t.Fatalf("range 0 is %s %v after a check found no lease of %s, want claiming", st.State, simLeaseDuration, peer)
+	}
+}
+
+// A member asks for no range until a lease duration after the first lease
+// snapshot that showed its own lease (Config.FirstAsk): a lease deleted
+// before it was never seen, and its holder, out of the topology, may still
+// deliver the range until its renew deadline. Meanwhile the range's
+// deliverers are not asked, and go on delivering.
+func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	self := ownerOfZero(peer)
+	cfg := testConfig(self, 1)
+	cfg.FirstAsk = 0 // the default: LeaseDuration
+	c := handover.NewCore(cfg)
+	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
+		hello,
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+	} {
+		c.Step(in)
+	}
+	seen := 3 * simTick
+	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
+	}
+	token := uint64(20)
+	step := func(in handover.Input, now time.Duration) (asked bool) {
+		// This member's lease writes are answered: it stays valid.
+		for out := c.Step(in); ; token++ {
+			if _, ok := find[*handover.Acquire](out); ok {
+				asked = true
+			}
+			w, ok := find[*handover.RenewLease](out)
+			if !ok {
+				return asked
+			}
+			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
+		}
+	}
+	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen) {
+		t.Fatal("asked at once after its first lease snapshot")
+	}
+	for now := seen + simTick; now < seen+simLeaseDuration; now += simTick {
+		step(hello, now)
+		if step(&handover.Tick{Now: now}, now) {
+			t.Fatalf("asked %v after its first lease snapshot, before the lease duration %v", now-seen, simLeaseDuration)
+		}
+		if st := c.Status().Ranges[0]; st.State != "acquiring" {
+			t.Fatalf("range 0 is %s %v after the first lease snapshot, want acquiring", st.State, now-seen)
+		}
+	}
+	if !step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration) {
+		t.Fatalf("no ask a lease duration after the first lease snapshot: %+v", c.Status())
 	}
 }
 

@@ -1319,79 +1319,65 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 	return out
 }
 
-func TestRandom(t *testing.T) {
-	seeds := *simSeeds
-	if testing.Short() || raceEnabled {
-		seeds = min(seeds, 200)
-	}
-	failed, late := 0, 0
-	defer func() { t.Logf("%d seeds; late handoffs: %d", seeds, late) }()
-	for seed := *simSeed; seed < *simSeed+seeds; seed++ {
-		w := runSeed(t, seed, *simSteps)
-		late += w.lateHandoffs
-		if len(w.errs) > 0 {
-			failed++
-			t.Errorf("seed %d (ranges %d): %s\nreplay: go test ./shard/handover -run TestReplay -handover.script '%s'", seed, w.ranges, strings.Join(w.errs, "\n"), "ranges "+strconv.Itoa(w.ranges)+"; "+w.script())
-			if failed >= 3 {
-				return
-			}
-		}
-	}
-}
-
-// TestRandomUnlease runs seeds whose faults include deletes of live
-// members' leases by someone outside the group: a member's lease gone
-// from the server is no proof that it stopped calling handlers. Beyond the
-// seeds it runs by default, 2712, 35070 and 35149 fail: a member that
-// joined after the delete, with the holder out of its topology, knows
-// nothing of the holder (docs/sharding.md, "Deleted leases").
-func TestRandomUnlease(t *testing.T) {
+// randomSeeds runs the seeds of -handover.seed and -handover.seeds (at
+// most 200 with -short or -race) through run, and stops at the third that
+// fails, giving replay's script for each. It returns the seeds run.
+func randomSeeds(t *testing.T, run func(seed int) *world, replay func(w *world) string) int {
 	seeds := *simSeeds
 	if testing.Short() || raceEnabled {
 		seeds = min(seeds, 200)
 	}
 	failed := 0
 	for seed := *simSeed; seed < *simSeed+seeds; seed++ {
-		w := runSeedWith(t, seed, *simSteps, false, true)
+		w := run(seed)
 		if len(w.errs) > 0 {
 			failed++
-			t.Errorf("seed %d (ranges %d): %s\nreplay: go test ./shard/handover -run TestReplay -handover.script '%s'", seed, w.ranges, strings.Join(w.errs, "\n"), "ranges "+strconv.Itoa(w.ranges)+"; "+w.script())
+			t.Errorf("seed %d (ranges %d): %s\nreplay: go test ./shard/handover -run TestReplay -handover.script '%s'", seed, w.ranges, strings.Join(w.errs, "\n"), "ranges "+strconv.Itoa(w.ranges)+"; "+replay(w))
 			if failed >= 3 {
-				return
+				return seed - *simSeed + 1
 			}
 		}
 	}
+	return seeds
+}
+
+func TestRandom(t *testing.T) {
+	late := 0
+	seeds := randomSeeds(t, func(seed int) *world {
+		w := runSeed(t, seed, *simSteps)
+		late += w.lateHandoffs
+		return w
+	}, (*world).script)
+	t.Logf("%d seeds; late handoffs: %d", seeds, late)
+}
+
+// TestRandomUnlease runs seeds whose faults include deletes of live
+// members' leases by someone outside the group: a member's lease gone
+// from the server is no proof that it stopped calling handlers.
+func TestRandomUnlease(t *testing.T) {
+	randomSeeds(t, func(seed int) *world { return runSeedWith(t, seed, *simSteps, false, true) }, (*world).script)
 }
 
 // TestRandomGentle runs seeds with joins and graceful leaves only (no
 // fault that loses state) and checks that every handover carries the
 // previous deliverer's handoff.
 func TestRandomGentle(t *testing.T) {
-	seeds := *simSeeds
-	if testing.Short() || raceEnabled {
-		seeds = min(seeds, 200)
-	}
-	failed := 0
-	for seed := *simSeed; seed < *simSeed+seeds; seed++ {
-		w := runSeedMode(t, seed, *simSteps, true)
-		if len(w.errs) > 0 {
-			failed++
-			// Every line, quiescence's too: the check runs at its end.
-			t.Errorf("seed %d (ranges %d): %s\nreplay: go test ./shard/handover -run TestReplay -handover.script '%s'", seed, w.ranges, strings.Join(w.errs, "\n"), "ranges "+strconv.Itoa(w.ranges)+"; "+strings.Join(w.lines, "; "))
-			if failed >= 3 {
-				return
-			}
-		}
-	}
+	randomSeeds(t, func(seed int) *world { return runSeedMode(t, seed, *simSteps, true) }, func(w *world) string {
+		// Every line, quiescence's too: the check runs at its end.
+		return strings.Join(w.lines, "; ")
+	})
 }
 
 // TestUnleaseSeedsThatFailed replays seeds with deleted leases that found
 // two members calling a range's handlers at once: 8800, a member that
 // waited for a peer it had never seen a lease of, not in its view, whose
 // lease someone had deleted; the member's check found none (a tombstone
-// took its name) while the peer still delivered.
+// took its name) while the peer still delivered; 2712, 35070 and 35149, a
+// member that joined after the delete, with the holder out of its topology,
+// which knew nothing of the holder and claimed a range it still delivered
+// (Config.FirstAsk).
 func TestUnleaseSeedsThatFailed(t *testing.T) {
-	for _, seed := range []int{8800} {
+	for _, seed := range []int{8800, 2712, 35070, 35149} {
 		if w := runSeedWith(t, seed, *simSteps, false, true); len(w.errs) > 0 {
 			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
 		}
