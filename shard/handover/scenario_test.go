@@ -691,16 +691,7 @@ func TestDeletedLeaseIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
 	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
 	token := uint64(20)
-	step := func(in handover.Input, now time.Duration) {
-		// This member's lease writes are answered: it stays valid.
-		for out := c.Step(in); ; token++ {
-			w, ok := find[*handover.RenewLease](out)
-			if !ok {
-				return
-			}
-			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
-		}
-	}
+	step := func(in handover.Input, now time.Duration) { writesAnswered(c, &token, in, now) }
 	for now := seen + simTick; now < seen+simLeaseDuration; now += simTick {
 		step(&handover.Tick{Now: now}, now)
 		if st := c.Status().Ranges[0]; st.State != "acquiring" {
@@ -722,17 +713,8 @@ func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
 	token := uint64(20)
 	step := func(in handover.Input, now time.Duration) (checked bool) {
-		// This member's lease writes are answered: it stays valid.
-		for out := c.Step(in); ; token++ {
-			if m, ok := find[*handover.CheckLease](out); ok && m.Member == peer {
-				checked = true
-			}
-			w, ok := find[*handover.RenewLease](out)
-			if !ok {
-				return checked
-			}
-			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
-		}
+		m, ok := find[*handover.CheckLease](writesAnswered(c, &token, in, now))
+		return ok && m.Member == peer
 	}
 	now := 3 * simTick
 	for ; !step(&handover.Tick{Now: now}, now); now += simTick {
@@ -783,17 +765,8 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 	}
 	token := uint64(20)
 	step := func(in handover.Input, now time.Duration) (asked bool) {
-		// This member's lease writes are answered: it stays valid.
-		for out := c.Step(in); ; token++ {
-			if _, ok := find[*handover.Acquire](out); ok {
-				asked = true
-			}
-			w, ok := find[*handover.RenewLease](out)
-			if !ok {
-				return asked
-			}
-			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: token})
-		}
+		_, asked = find[*handover.Acquire](writesAnswered(c, &token, in, now))
+		return asked
 	}
 	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen) {
 		t.Fatal("asked at once after its first lease snapshot")
@@ -809,6 +782,23 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 	}
 	if !step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration) {
 		t.Fatalf("no ask a lease duration after the first lease snapshot: %+v", c.Status())
+	}
+}
+
+// writesAnswered steps c with in and answers every lease write it asks
+// for meanwhile (started at now, tokens from *token on), so that its claim
+// stays valid; it returns all that c sent.
+func writesAnswered(c *handover.Core, token *uint64, in handover.Input, now time.Duration) []stage.Msg {
+	out := c.Step(in)
+	all := slices.Clone(out) // c reuses its outbox at the next step
+	for {
+		w, ok := find[*handover.RenewLease](out)
+		if !ok {
+			return all
+		}
+		out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: *token})
+		*token++
+		all = append(all, out...)
 	}
 }
 
