@@ -493,6 +493,9 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	for _, mv := range m.Moved {
 		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To), Token: mv.Token})
 	}
+	if m.Vouch {
+		h.Vouch = &handover.Vouch{MustHear: memberIDs(m.MustHear), YourLease: m.YourLease}
+	}
 	return h
 }
 
@@ -503,6 +506,9 @@ func toWire(group string, to handover.MemberID, body any) any {
 			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), Tokens: m.Tokens, View: strs(m.View), Reply: m.Reply}
 		for _, mv := range m.Moved {
 			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To), Token: mv.Token})
+		}
+		if m.Vouch != nil {
+			out.Vouch, out.MustHear, out.YourLease = true, strs(m.Vouch.MustHear), m.Vouch.YourLease
 		}
 		return out
 	case *handover.Reject:

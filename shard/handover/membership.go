@@ -206,7 +206,8 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply})
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply,
+		Vouch: c.vouch(to)})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -278,6 +279,7 @@ func (c *Core) hello(m *Hello) {
 			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
 		}
 	}
+	c.vouchedBy(m.Vouch)
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
 	} else if p.excludedAt < 0 {
