@@ -496,6 +496,7 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	if m.Vouch {
 		h.Vouch = &handover.Vouch{MustHear: memberIDs(m.MustHear), YourLease: m.YourLease}
 	}
+	h.WantVouch = m.WantVouch
 	return h
 }
 
@@ -510,6 +511,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 		if m.Vouch != nil {
 			out.Vouch, out.MustHear, out.YourLease = true, strs(m.Vouch.MustHear), m.Vouch.YourLease
 		}
+		out.WantVouch = m.WantVouch
 		return out
 	case *handover.Reject:
 		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}

@@ -111,7 +111,42 @@ func (c *Core) vouch(to MemberID) *Vouch {
 	return v
 }
 
-// vouched takes a peer's Vouch: once the peer has seen this member's lease
+// wantVouch is what this member asks for in its Hellos: the version of its
+// lease's first write after its first snapshot while it waits for a vouch,
+// else 0.
+func (c *Core) wantVouch() uint64 {
+	l := &c.lease
+	if l.vouched || l.afterSync == 0 || c.now-l.syncedAt >= c.firstAsk() {
+		return 0
+	}
+	return l.afterSync
+}
+
+// leaseSeenAt: this member's lease watch shows id's lease at version v or
+// a later one.
+func (c *Core) leaseSeenAt(id MemberID, v uint64) bool {
+	l := c.leases[id]
+	if l == nil || !l.known {
+		return false
+	}
+	seen, err := strconv.ParseUint(l.version, 10, 64)
+	return err == nil && seen >= v
+}
+
+// answerWantedVouches says Hello at once to each peer that waits for a
+// vouch once this member can give it: its watch has run LeaseDuration and
+// shows the write the peer named.
+func (c *Core) answerWantedVouches() {
+	for _, id := range sortedKeys(c.members.peers) {
+		p := c.members.peers[id]
+		if p.wantVouch != 0 && c.vouch(id) != nil && c.leaseSeenAt(id, p.wantVouch) {
+			p.wantVouch = 0
+			c.sendHello(id, true)
+		}
+	}
+}
+
+// vouchedBy takes a peer's Vouch: once the peer has seen this member's lease
 // at a write that started after its first snapshot, every member the peer
 // must hear from that this member knows nothing of is taken as the holder
 // of a lease deleted now: void LeaseDuration from now, unless its answer
@@ -294,6 +329,7 @@ func (c *Core) leaseSnapshot(m *Leases) {
 			c.goneNow(p)
 		}
 	}
+	c.answerWantedVouches()
 }
 
 // goneNow: p's lease is deleted, as first seen now (unless known void).

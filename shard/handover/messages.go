@@ -93,6 +93,10 @@ type Hello struct {
 	// Vouch: the sender's lease watch has shown its own lease for at least
 	// LeaseDuration (nil: not, or not said).
 	Vouch *Vouch
+	// WantVouch: the sender waits for a Vouch, for its lease's write of
+	// this version or a later one (0: it does not). A member whose watch
+	// shows that write says Hello at once.
+	WantVouch uint64
 }
 
 // Vouch lets a new member ask for ranges before LeaseDuration has passed

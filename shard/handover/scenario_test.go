@@ -882,6 +882,43 @@ func TestAMemberVouchesALeaseDurationAfterItsFirstSnapshot(t *testing.T) {
 	}
 }
 
+// TestAVouchGoesOutOnceTheWatchShowsTheWantedWrite: a member that waits for
+// a vouch names the write it wants seen (Hello.WantVouch); a peer that can
+// vouch says Hello to it as soon as its lease watch shows that write, not
+// at its next heartbeat.
+func TestAVouchGoesOutOnceTheWatchShowsTheWantedWrite(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	newcomer := handover.NewMemberID("new", "1")
+	self := ownerOfZero(peer)
+	c := handover.NewCore(testConfig(self, 1))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), newcomer.Node()}})
+	token := uint64(20)
+	writesAnswered(c, &token, &handover.Tick{Now: simTick}, simTick)
+	seen := 2 * simTick
+	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}}}, seen)
+	now := seen + simLeaseDuration
+	writesAnswered(c, &token, &handover.Tick{Now: now}, now)
+	writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "29"}}}, now)
+	reply, ok := find[*handover.Hello](writesAnswered(c, &token, &handover.Hello{From: newcomer, Ranges: 1, HashField: "uid", WantVouch: 30}, now))
+	if !ok || reply.Vouch == nil || reply.Vouch.YourLease != "29" {
+		t.Fatalf("the reply to a Hello that wants a vouch for version 30, with version 29 seen: %+v, want a vouch naming 29", reply)
+	}
+	out := writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "30"}}}, now)
+	var hello *handover.Hello
+	for _, m := range out {
+		if h, ok := m.Body.(*handover.Hello); ok && m.To.Kind == handover.Member && c.Member(m.To.ID) == newcomer {
+			hello = h
+		}
+	}
+	if hello == nil || hello.Vouch == nil || hello.Vouch.YourLease != "30" {
+		t.Fatalf("no Hello with a vouch naming version 30 once the watch showed it: %+v", hello)
+	}
+	out = writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "31"}}}, now)
+	if _, again := find[*handover.Hello](out); again {
+		t.Fatal("a second Hello for one wanted vouch")
+	}
+}
+
 // TestAVouchNamesAMemberToHearFrom: a member the voucher must hear from that
 // the vouched member knows nothing of (the holder of a lease deleted before
 // its first snapshot, which the provider dropped) is asked, and waited

@@ -194,7 +194,7 @@ type world struct {
 	// (kubectl delete lease).
 	unleasing bool
 	// hiding: the generator also hides running members (hide): the member
-	// is cut from the API server, its lease is deleted, the provider drops
+	// is cut from the API server and the members, its lease is deleted, the provider drops
 	// it and a new member starts at once, which sees neither its lease nor it in the topology.
 	hiding bool
 }
@@ -828,7 +828,7 @@ func (w *world) exec(line string) {
 			w.rv++
 			delete(w.leases, n.member.id)
 		}
-	case "hide": // hide NODE NEW: cut NODE from the API server, unlease and expire it, start NEW, at once
+	case "hide": // hide NODE NEW: cut NODE from the API server and the members, unlease and expire it, start NEW, at once
 		if len(f) < 3 || w.nodes[handover.NodeID(f[2])] != nil {
 			return
 		}
@@ -838,6 +838,7 @@ func (w *world) exec(line string) {
 		}
 		delete(w.registered, handover.NodeID(f[1]))
 		w.apiCut[handover.NodeID(f[1])] = true
+		w.cut[handover.NodeID(f[1])] = true
 		w.startMember(w.newNode(handover.NodeID(f[2]), w.ranges, "uid"))
 	default:
 		w.failf("unknown command %q", f[0])
@@ -991,6 +992,7 @@ func (w *world) randomFault(rng *rand.Rand) string {
 	if w.hiding && len(run) > 0 && len(run) < 5 && rng.IntN(6) == 0 {
 		n := run[rng.IntN(len(run))]
 		plan("apicut "+string(n.id), 200, 3000)
+		plan("cut "+string(n.id), 200, 3000)
 		w.names++
 		return fmt.Sprintf("hide %s n%d", n.id, w.names)
 	}
@@ -1390,9 +1392,9 @@ func TestRandomUnlease(t *testing.T) {
 }
 
 // TestRandomHide runs seeds whose faults also include hides: a member is
-// cut from the API server (it learns late that its lease is gone), its
-// lease is deleted, the provider drops it, and a new member starts at
-// once. The new member cannot know the hidden one, which may deliver ranges
+// cut from the API server (it learns late that its lease is gone) and from
+// the other members, its lease is deleted, the provider drops it, and a new
+// member starts at once. The new member cannot know the hidden one, which may deliver ranges
 // until its renew deadline: it waits a lease duration after its first
 // lease snapshot, or for a peer's Vouch.
 func TestRandomHide(t *testing.T) {

@@ -48,9 +48,12 @@ type Hello struct {
 	// The sender vouches for the receiver's lease watch (handover.Vouch):
 	// the members it must hear from, and the receiver's lease's version as
 	// its own lease watch shows it.
-	Vouch         bool     `protobuf:"varint,14,opt,name=vouch,proto3" json:"vouch,omitempty"`
-	MustHear      []string `protobuf:"bytes,15,rep,name=must_hear,json=mustHear,proto3" json:"must_hear,omitempty"`
-	YourLease     string   `protobuf:"bytes,16,opt,name=your_lease,json=yourLease,proto3" json:"your_lease,omitempty"`
+	Vouch     bool     `protobuf:"varint,14,opt,name=vouch,proto3" json:"vouch,omitempty"`
+	MustHear  []string `protobuf:"bytes,15,rep,name=must_hear,json=mustHear,proto3" json:"must_hear,omitempty"`
+	YourLease string   `protobuf:"bytes,16,opt,name=your_lease,json=yourLease,proto3" json:"your_lease,omitempty"`
+	// The sender waits for a vouch for this version of its lease, or a later
+	// one (0: it does not).
+	WantVouch     uint64 `protobuf:"varint,17,opt,name=want_vouch,json=wantVouch,proto3" json:"want_vouch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +198,13 @@ func (x *Hello) GetYourLease() string {
 		return x.YourLease
 	}
 	return ""
+}
+
+func (x *Hello) GetWantVouch() uint64 {
+	if x != nil {
+		return x.WantVouch
+	}
+	return 0
 }
 
 // Move is a range released to a member.
@@ -896,7 +906,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xa7\x03\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xc6\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -916,7 +926,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x05vouch\x18\x0e \x01(\bR\x05vouch\x12\x1b\n" +
 	"\tmust_hear\x18\x0f \x03(\tR\bmustHear\x12\x1d\n" +
 	"\n" +
-	"your_lease\x18\x10 \x01(\tR\tyourLease\"B\n" +
+	"your_lease\x18\x10 \x01(\tR\tyourLease\x12\x1d\n" +
+	"\n" +
+	"want_vouch\x18\x11 \x01(\x04R\twantVouch\"B\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
