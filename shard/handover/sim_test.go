@@ -1401,6 +1401,19 @@ func TestRandomHide(t *testing.T) {
 	randomSeeds(t, func(seed int) *world { return runSeedWith(t, seed, *simSteps, false, withHide) }, (*world).script)
 }
 
+// TestHideSeedsThatFailed replays seeds of TestRandomHide that found two
+// members calling a range's handlers at once: 476, 508 and 630 with a new
+// member that asked as soon as its lease was seen, with no wait and no
+// vouch; 1077, 5036 and 8915 with members that vouched as soon as their own
+// lease was seen, before their watch had run a lease duration.
+func TestHideSeedsThatFailed(t *testing.T) {
+	for _, seed := range []int{476, 508, 630, 1077, 5036, 8915} {
+		if w := runSeedWith(t, seed, *simSteps, false, withHide); len(w.errs) > 0 {
+			t.Errorf("seed %d (ranges %d): %s", seed, w.ranges, strings.Join(w.errs, "\n"))
+		}
+	}
+}
+
 // TestRandomGentle runs seeds with joins and graceful leaves only (no
 // fault that loses state) and checks that every handover carries the
 // previous deliverer's handoff.
