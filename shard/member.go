@@ -493,6 +493,10 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	for _, mv := range m.Moved {
 		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To), Token: mv.Token})
 	}
+	if m.Vouch {
+		h.Vouch = &handover.Vouch{MustHear: memberIDs(m.MustHear), YourLease: m.YourLease}
+	}
+	h.WantVouch = m.WantVouch
 	return h
 }
 
@@ -504,6 +508,10 @@ func toWire(group string, to handover.MemberID, body any) any {
 		for _, mv := range m.Moved {
 			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To), Token: mv.Token})
 		}
+		if m.Vouch != nil {
+			out.Vouch, out.MustHear, out.YourLease = true, strs(m.Vouch.MustHear), m.Vouch.YourLease
+		}
+		out.WantVouch = m.WantVouch
 		return out
 	case *handover.Reject:
 		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}

@@ -33,7 +33,8 @@
 //     the range to release it (Acquire, with a fresh epoch): the current
 //     peers and every holder of a lease that is not void; a new member only
 //     from LeaseDuration after its lease watch first showed its own lease
-//     (a lease deleted before, it never saw). Those that said
+//     (a lease deleted before, it never saw), or once a peer whose watch
+//     has run that long vouches for it (Vouch). Those that said
 //     they deliver it are asked last, once the others have answered, so that
 //     a member that cannot answer does not leave the range unserved. A
 //     member answers (Released) only when its own view says the asker owns
@@ -103,7 +104,8 @@ type Config struct {
 	// was never seen by this member, and its holder, if the provider dropped
 	// it from the topology, may deliver ranges until its renew deadline.
 	// Below LeaseDuration that holder may still deliver a range this member
-	// takes; only tests of other orders set it.
+	// takes; only tests of other orders set it. A peer's Vouch ends the
+	// wait sooner.
 	FirstAsk time.Duration
 }
 

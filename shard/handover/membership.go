@@ -65,6 +65,9 @@ type peer struct {
 	// releasedHere: the ranges its last Hello said it released to this
 	// member.
 	releasedHere []int
+	// wantVouch: its last Hello asked for a Vouch for this version of its
+	// lease (Hello.WantVouch; 0: none, or sent).
+	wantVouch uint64
 }
 
 func (ms *membership) init() {
@@ -206,7 +209,8 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply})
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply,
+		Vouch: c.vouch(to), WantVouch: c.wantVouch()})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -278,6 +282,8 @@ func (c *Core) hello(m *Hello) {
 			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
 		}
 	}
+	c.vouchedBy(m.Vouch)
+	p.wantVouch = m.WantVouch
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
 	} else if p.excludedAt < 0 {
@@ -288,6 +294,9 @@ func (c *Core) hello(m *Hello) {
 	}
 	if !m.Reply && ms.started {
 		c.sendHello(m.From, true)
+		if m.WantVouch != 0 && c.vouch(m.From) != nil && c.leaseSeenAt(m.From, m.WantVouch) {
+			p.wantVouch = 0 // vouched in the reply
+		}
 	}
 }
 

@@ -90,6 +90,31 @@ type Hello struct {
 	// whom to copy it from.
 	Moved []Move
 	Reply bool
+	// Vouch: the sender's lease watch has shown its own lease for at least
+	// LeaseDuration (nil: not, or not said).
+	Vouch *Vouch
+	// WantVouch: the sender waits for a Vouch, for its lease's write of
+	// this version or a later one (0: it does not). A member whose watch
+	// shows that write says Hello at once.
+	WantVouch uint64
+}
+
+// Vouch lets a new member ask for ranges before LeaseDuration has passed
+// since its first lease snapshot. A lease deleted before that snapshot was
+// never seen by the new member; its holder may deliver ranges until its
+// renew deadline. A sender whose watch has shown its own lease for
+// LeaseDuration, and has shown the receiver's lease at a write that started
+// after the receiver's first snapshot, has seen every such lease whose
+// holder may still deliver: deleted after its own first snapshot (and not
+// yet void), it is in MustHear; deleted before, its holder has stopped.
+type Vouch struct {
+	// MustHear are the members the sender must hear from before it claims
+	// a range: its peers heard and the holders of leases that are not
+	// void, deleted ones included.
+	MustHear []MemberID
+	// YourLease is the receiver's lease's resourceVersion as the sender's
+	// lease watch shows it ("": none).
+	YourLease string
 }
 
 // Move is a range released to a member.

@@ -124,9 +124,9 @@ var mutants = []mutant{
 	},
 	{
 		name: "asks go out before the lease watch has seen this member's lease",
-		file: "ranges.go",
-		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {\n\t\t\t\t// Asks only",
-		to:   "if c.now-c.lease.syncedAt < c.firstAsk() {\n\t\t\t\t// Asks only",
+		file: "fence.go",
+		from: "return c.lease.synced && (c.lease.vouched || c.now-c.lease.syncedAt >= c.firstAsk())",
+		to:   "return c.lease.vouched || c.now-c.lease.syncedAt >= c.firstAsk()",
 	},
 	{
 		name: "holders of leases outside the topology are not asked",
@@ -346,9 +346,27 @@ var mutants = []mutant{
 	},
 	{
 		name: "a member asks for ranges as soon as its own lease is seen",
-		file: "ranges.go",
-		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {",
-		to:   "if !c.lease.synced {",
+		file: "fence.go",
+		from: "return c.lease.synced && (c.lease.vouched || c.now-c.lease.syncedAt >= c.firstAsk())",
+		to:   "return c.lease.synced",
+	},
+	{
+		name: "a vouch counts whatever write of this member's lease the voucher saw",
+		file: "fence.go",
+		from: "err != nil || seen < l.afterSync {",
+		to:   "err != nil || seen < 0 {",
+	},
+	{
+		name: "a member vouches as soon as its own lease is seen",
+		file: "fence.go",
+		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.cfg.LeaseDuration {\n\t\treturn nil",
+		to:   "if !c.lease.synced {\n\t\treturn nil",
+	},
+	{
+		name: "a vouch's must-hear set is ignored",
+		file: "fence.go",
+		from: "p.known, p.gone, p.goneAt = true, true, c.now",
+		to:   "_ = p",
 	},
 }
 

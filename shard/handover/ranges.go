@@ -633,11 +633,7 @@ func (c *Core) reconcile() {
 				}
 				break
 			}
-			if !c.lease.synced || c.now-c.lease.syncedAt < c.firstAsk() {
-				// Asks only once its lease exists and its watch shows it:
-				// a member that never gets a lease (a tombstone took its
-				// name) holds no answer. And only LeaseDuration after that
-				// (Config.FirstAsk): a lease deleted before was never seen.
+			if !c.mayAsk() {
 				// Until then the deliverers go on delivering.
 				break
 			}

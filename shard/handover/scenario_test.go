@@ -758,15 +758,15 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 		c.Step(in)
 	}
 	seen := 3 * simTick
-	c.Step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
-	}
 	token := uint64(20)
 	step := func(in handover.Input, now time.Duration) (asked bool) {
 		_, asked = find[*handover.Acquire](writesAnswered(c, &token, in, now))
 		return asked
+	}
+	step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}}, seen)
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
 	}
 	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen) {
 		t.Fatal("asked at once after its first lease snapshot")
@@ -783,6 +783,203 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 	if !step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration) {
 		t.Fatalf("no ask a lease duration after the first lease snapshot: %+v", c.Status())
 	}
+}
+
+// TestAVouchedMemberAsksBeforeALeaseDuration: a member asks for a range
+// before a lease duration has passed since its first lease snapshot once a
+// peer vouches for it (Hello.Vouch), but only a peer whose lease watch has
+// shown a write of its lease that started after that snapshot: a watch
+// behind the snapshot may not have seen a lease the snapshot missed.
+func TestAVouchedMemberAsksBeforeALeaseDuration(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	self := ownerOfZero(peer)
+	cfg := testConfig(self, 1)
+	cfg.FirstAsk = 0 // the default: LeaseDuration
+	c := handover.NewCore(cfg)
+	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
+		hello,
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+	} {
+		c.Step(in)
+	}
+	seen := 3 * simTick
+	token := uint64(20) // the writes answered from now on start after the snapshot
+	step := func(in handover.Input, now time.Duration) (asked bool) {
+		_, asked = find[*handover.Acquire](writesAnswered(c, &token, in, now))
+		return asked
+	}
+	step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}}, seen)
+	if token == 20 {
+		t.Fatal("no lease write at the first lease snapshot")
+	}
+	st := c.Status().Ranges[0]
+	now := seen
+	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, now) {
+		t.Fatal("asked at once after its first lease snapshot, with no vouch")
+	}
+	vouch := func(version string) *handover.Hello {
+		return &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true,
+			Vouch: &handover.Vouch{MustHear: []handover.MemberID{self}, YourLease: version}}
+	}
+	// The peer's watch shows the version of the snapshot: its write started before.
+	now += simTick
+	if step(vouch("10"), now) || step(&handover.Tick{Now: now}, now) {
+		t.Fatalf("asked after a vouch for a write that started before its first lease snapshot: %+v", c.Status())
+	}
+	now += simTick
+	if !step(vouch("20"), now) && !step(&handover.Tick{Now: now}, now) {
+		t.Fatalf("no ask after a vouch for the write that started after its first lease snapshot: %+v", c.Status())
+	}
+	if now-seen >= simLeaseDuration {
+		t.Fatalf("the test reached the lease duration (%v after the snapshot): it shows nothing", now-seen)
+	}
+}
+
+// TestAMemberVouchesALeaseDurationAfterItsFirstSnapshot: a member's Hello
+// vouches for the receiver only once its own lease watch has shown its
+// lease for a lease duration, and names the members it must hear from,
+// the holder of a lease deleted lately among them, and the receiver's
+// lease's version as its watch shows it.
+func TestAMemberVouchesALeaseDurationAfterItsFirstSnapshot(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	newcomer := handover.NewMemberID("new", "1")
+	gone := handover.NewMemberID("gone", "1")
+	self := ownerOfZero(peer)
+	c := handover.NewCore(testConfig(self, 1))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	token := uint64(20)
+	writesAnswered(c, &token, &handover.Tick{Now: simTick}, simTick)
+	seen := 2 * simTick
+	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{
+		{Holder: self, Version: "20"}, {Holder: gone, Version: "5"}}}, seen)
+	writesAnswered(c, &token, &handover.Leases{Now: seen + simTick, Leases: []handover.LeaseRecord{
+		{Holder: self, Version: "20"}, {Holder: newcomer, Version: "21"}}}, seen+simTick)
+	ask := &handover.Hello{From: newcomer, Ranges: 1, HashField: "uid"}
+	var v *handover.Vouch
+	now := seen + simTick
+	for ; now <= seen+simLeaseDuration; now += simTick {
+		writesAnswered(c, &token, &handover.Tick{Now: now}, now)
+		reply, ok := find[*handover.Hello](writesAnswered(c, &token, ask, now))
+		if !ok {
+			t.Fatalf("no reply to a Hello at %v", now)
+		}
+		if v = reply.Vouch; v != nil {
+			break
+		}
+	}
+	if v == nil {
+		t.Fatalf("no vouch %v after the first lease snapshot", now-seen)
+	}
+	if now-seen < simLeaseDuration {
+		t.Fatalf("vouched %v after the first lease snapshot, before the lease duration %v", now-seen, simLeaseDuration)
+	}
+	if v.YourLease != "21" || !slices.Contains(v.MustHear, gone) || !slices.Contains(v.MustHear, newcomer) {
+		t.Fatalf("vouch %+v: want the newcomer's version 21, and the deleted lease's holder %s and the newcomer among the members to hear", v, gone)
+	}
+}
+
+// TestAVouchGoesOutOnceTheWatchShowsTheWantedWrite: a member that waits for
+// a vouch names the write it wants seen (Hello.WantVouch); a peer that can
+// vouch says Hello to it as soon as its lease watch shows that write, not
+// at its next heartbeat.
+func TestAVouchGoesOutOnceTheWatchShowsTheWantedWrite(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	newcomer := handover.NewMemberID("new", "1")
+	self := ownerOfZero(peer)
+	c := handover.NewCore(testConfig(self, 1))
+	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), newcomer.Node()}})
+	token := uint64(20)
+	writesAnswered(c, &token, &handover.Tick{Now: simTick}, simTick)
+	seen := 2 * simTick
+	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}}}, seen)
+	now := seen + simLeaseDuration
+	writesAnswered(c, &token, &handover.Tick{Now: now}, now)
+	writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "29"}}}, now)
+	reply, ok := find[*handover.Hello](writesAnswered(c, &token, &handover.Hello{From: newcomer, Ranges: 1, HashField: "uid", WantVouch: 30}, now))
+	if !ok || reply.Vouch == nil || reply.Vouch.YourLease != "29" {
+		t.Fatalf("the reply to a Hello that wants a vouch for version 30, with version 29 seen: %+v, want a vouch naming 29", reply)
+	}
+	out := writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "30"}}}, now)
+	var hello *handover.Hello
+	for _, m := range out {
+		if h, ok := m.Body.(*handover.Hello); ok && m.To.Kind == handover.Member && c.Member(m.To.ID) == newcomer {
+			hello = h
+		}
+	}
+	if hello == nil || hello.Vouch == nil || hello.Vouch.YourLease != "30" {
+		t.Fatalf("no Hello with a vouch naming version 30 once the watch showed it: %+v", hello)
+	}
+	out = writesAnswered(c, &token, &handover.Leases{Now: now, Leases: []handover.LeaseRecord{{Holder: self, Version: "20"}, {Holder: newcomer, Version: "31"}}}, now)
+	if _, again := find[*handover.Hello](out); again {
+		t.Fatal("a second Hello for one wanted vouch")
+	}
+}
+
+// TestAVouchNamesAMemberToHearFrom: a member the voucher must hear from that
+// the vouched member knows nothing of (the holder of a lease deleted before
+// its first snapshot, which the provider dropped) is asked, and waited
+// for until a lease duration after the vouch.
+func TestAVouchNamesAMemberToHearFrom(t *testing.T) {
+	peer := handover.NewMemberID("peer", "1")
+	hidden := handover.NewMemberID("hidden", "1")
+	self := ownerOfZero(peer)
+	cfg := testConfig(self, 1)
+	cfg.FirstAsk = 0
+	c := handover.NewCore(cfg)
+	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
+		hello,
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+	} {
+		c.Step(in)
+	}
+	seen := 3 * simTick
+	token := uint64(20)
+	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}}, seen)
+	st := c.Status().Ranges[0]
+	writesAnswered(c, &token, &handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen)
+	now := seen + simTick
+	vouched := now
+	writesAnswered(c, &token, &handover.Tick{Now: now}, now) // the core's clock at the vouch
+	writesAnswered(c, &token, &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true,
+		Vouch: &handover.Vouch{MustHear: []handover.MemberID{self, hidden}, YourLease: "20"}}, now)
+	askedHidden := false
+	var epoch uint64
+	for now += simTick; now < vouched+simLeaseDuration; now += simTick {
+		for _, m := range writesAnswered(c, &token, &handover.Tick{Now: now}, now) {
+			if a, ok := m.Body.(*handover.Acquire); ok && m.To.Kind == handover.Member {
+				epoch = a.Epoch
+				askedHidden = askedHidden || c.Member(m.To.ID) == hidden
+			}
+		}
+		if epoch != 0 {
+			// The peer answers every ask.
+			out := writesAnswered(c, &token, &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}}, now)
+			if _, act := find[*handover.ActivateRange](out); act {
+				t.Fatalf("delivers range 0 %v after the vouch, before the lease duration, with no answer from %s", now-vouched, hidden)
+			}
+		}
+		if s := c.Status().Ranges[0].State; s == "claiming" || s == "active" {
+			t.Fatalf("range 0 is %s %v after the vouch, before the lease duration, with no answer from %s", s, now-vouched, hidden)
+		}
+	}
+	if !askedHidden {
+		t.Fatalf("%s, named by the vouch, was not asked: %+v", hidden, c.Status())
+	}
+	for ; now < vouched+2*simLeaseDuration; now += simTick {
+		writesAnswered(c, &token, &handover.Tick{Now: now}, now)
+		if s := c.Status().Ranges[0].State; s == "claiming" || s == "active" {
+			return
+		}
+	}
+	t.Fatalf("range 0 not claimed after the named member's lease became void: %+v", c.Status())
 }
 
 // writesAnswered steps c with in and answers every lease write it asks

@@ -44,7 +44,16 @@ type Hello struct {
 	// Ranges the sender released lately, and to whom (handover.Move).
 	Moved []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
 	// The tokens the active ranges are delivered under, in active's order.
-	Tokens        []uint64 `protobuf:"varint,13,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	Tokens []uint64 `protobuf:"varint,13,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	// The sender vouches for the receiver's lease watch (handover.Vouch):
+	// the members it must hear from, and the receiver's lease's version as
+	// its own lease watch shows it.
+	Vouch     bool     `protobuf:"varint,14,opt,name=vouch,proto3" json:"vouch,omitempty"`
+	MustHear  []string `protobuf:"bytes,15,rep,name=must_hear,json=mustHear,proto3" json:"must_hear,omitempty"`
+	YourLease string   `protobuf:"bytes,16,opt,name=your_lease,json=yourLease,proto3" json:"your_lease,omitempty"`
+	// The sender waits for a vouch for this version of its lease, or a later
+	// one (0: it does not).
+	WantVouch     uint64 `protobuf:"varint,17,opt,name=want_vouch,json=wantVouch,proto3" json:"want_vouch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +177,34 @@ func (x *Hello) GetTokens() []uint64 {
 		return x.Tokens
 	}
 	return nil
+}
+
+func (x *Hello) GetVouch() bool {
+	if x != nil {
+		return x.Vouch
+	}
+	return false
+}
+
+func (x *Hello) GetMustHear() []string {
+	if x != nil {
+		return x.MustHear
+	}
+	return nil
+}
+
+func (x *Hello) GetYourLease() string {
+	if x != nil {
+		return x.YourLease
+	}
+	return ""
+}
+
+func (x *Hello) GetWantVouch() uint64 {
+	if x != nil {
+		return x.WantVouch
+	}
+	return 0
 }
 
 // Move is a range released to a member.
@@ -869,7 +906,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xd5\x02\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xc6\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -885,7 +922,13 @@ const file_shard_proto_rawDesc = "" +
 	" \x03(\tR\x04view\x12\x1a\n" +
 	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
 	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\x12\x16\n" +
-	"\x06tokens\x18\r \x03(\x04R\x06tokens\"B\n" +
+	"\x06tokens\x18\r \x03(\x04R\x06tokens\x12\x14\n" +
+	"\x05vouch\x18\x0e \x01(\bR\x05vouch\x12\x1b\n" +
+	"\tmust_hear\x18\x0f \x03(\tR\bmustHear\x12\x1d\n" +
+	"\n" +
+	"your_lease\x18\x10 \x01(\tR\tyourLease\x12\x1d\n" +
+	"\n" +
+	"want_vouch\x18\x11 \x01(\x04R\twantVouch\"B\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
