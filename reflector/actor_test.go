@@ -381,8 +381,12 @@ func TestActorWatchList(t *testing.T) {
 	if got := keys(rep.Items); got != "ns/p1,ns/p2" || rep.ResourceVersion != "2" {
 		t.Fatalf("Replace keys %q RV %q", got, rep.ResourceVersion)
 	}
-	if !e.r.LastSyncUsedWatchList() {
-		t.Fatal("LastSyncUsedWatchList is false")
+	// The status goes out after the Replace, in the same step: the shell
+	// may store it just after the queue got the Replace.
+	for deadline := time.Now().Add(waitFor); !e.r.LastSyncUsedWatchList(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: LastSyncUsedWatchList is false", waitFor)
+		}
 	}
 	w := <-opened
 	w.Modify(pod("p1", "3"))

@@ -194,8 +194,9 @@ type world struct {
 	// (kubectl delete lease).
 	unleasing bool
 	// hiding: the generator also hides running members (hide): the member
-	// is cut from the API server and the members, its lease is deleted, the provider drops
-	// it and a new member starts at once, which sees neither its lease nor it in the topology.
+	// is cut from the API server and the other members, its lease is
+	// deleted, the provider drops it and a new member starts at once, which
+	// sees neither its lease nor it in the topology.
 	hiding bool
 }
 
@@ -1281,7 +1282,8 @@ const (
 	usualFaults faultSet = iota
 	// withUnlease: deletes of live members' leases from outside the group.
 	withUnlease
-	// withHide: those deletes, and hides (unlease, expire and start at once).
+	// withHide: those deletes, and hides (cut, unlease, expire and start
+	// at once).
 	withHide
 )
 
@@ -1394,9 +1396,9 @@ func TestRandomUnlease(t *testing.T) {
 // TestRandomHide runs seeds whose faults also include hides: a member is
 // cut from the API server (it learns late that its lease is gone) and from
 // the other members, its lease is deleted, the provider drops it, and a new
-// member starts at once. The new member cannot know the hidden one, which may deliver ranges
-// until its renew deadline: it waits a lease duration after its first
-// lease snapshot, or for a peer's Vouch.
+// member starts at once. The new member cannot know the hidden one, which
+// may deliver ranges until its renew deadline: it waits a lease duration
+// after its first lease snapshot, or for a peer's Vouch.
 func TestRandomHide(t *testing.T) {
 	randomSeeds(t, func(seed int) *world { return runSeedWith(t, seed, *simSteps, false, withHide) }, (*world).script)
 }
