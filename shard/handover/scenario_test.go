@@ -742,21 +742,7 @@ func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 // deliver the range until its renew deadline. Meanwhile the range's
 // deliverers are not asked, and go on delivering.
 func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
-	peer := handover.NewMemberID("peer", "1")
-	self := ownerOfZero(peer)
-	cfg := testConfig(self, 1)
-	cfg.FirstAsk = 0 // the default: LeaseDuration
-	c := handover.NewCore(cfg)
-	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
-	for _, in := range []handover.Input{
-		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
-		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
-		hello,
-		&handover.Tick{Now: simTick},
-		&handover.Tick{Now: 2 * simTick},
-	} {
-		c.Step(in)
-	}
+	c, self, _, hello := waitingMember()
 	seen := 3 * simTick
 	token := uint64(20)
 	step := func(in handover.Input, now time.Duration) (asked bool) {
@@ -791,21 +777,7 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 // shown a write of its lease that started after that snapshot: a watch
 // behind the snapshot may not have seen a lease the snapshot missed.
 func TestAVouchedMemberAsksBeforeALeaseDuration(t *testing.T) {
-	peer := handover.NewMemberID("peer", "1")
-	self := ownerOfZero(peer)
-	cfg := testConfig(self, 1)
-	cfg.FirstAsk = 0 // the default: LeaseDuration
-	c := handover.NewCore(cfg)
-	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
-	for _, in := range []handover.Input{
-		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
-		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
-		hello,
-		&handover.Tick{Now: simTick},
-		&handover.Tick{Now: 2 * simTick},
-	} {
-		c.Step(in)
-	}
+	c, self, peer, _ := waitingMember()
 	seen := 3 * simTick
 	token := uint64(20) // the writes answered from now on start after the snapshot
 	step := func(in handover.Input, now time.Duration) (asked bool) {
@@ -924,22 +896,8 @@ func TestAVouchGoesOutOnceTheWatchShowsTheWantedWrite(t *testing.T) {
 // its first snapshot, which the provider dropped) is asked, and waited
 // for until a lease duration after the vouch.
 func TestAVouchNamesAMemberToHearFrom(t *testing.T) {
-	peer := handover.NewMemberID("peer", "1")
+	c, self, peer, _ := waitingMember()
 	hidden := handover.NewMemberID("hidden", "1")
-	self := ownerOfZero(peer)
-	cfg := testConfig(self, 1)
-	cfg.FirstAsk = 0
-	c := handover.NewCore(cfg)
-	hello := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
-	for _, in := range []handover.Input{
-		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
-		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
-		hello,
-		&handover.Tick{Now: simTick},
-		&handover.Tick{Now: 2 * simTick},
-	} {
-		c.Step(in)
-	}
 	seen := 3 * simTick
 	token := uint64(20)
 	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}}, seen)
@@ -980,6 +938,28 @@ func TestAVouchNamesAMemberToHearFrom(t *testing.T) {
 		}
 	}
 	t.Fatalf("range 0 not claimed after the named member's lease became void: %+v", c.Status())
+}
+
+// waitingMember returns a core of self, with the default FirstAsk (a lease
+// duration), that has its lease written (token 10), has heard peer and has
+// ticked twice, before any lease snapshot; and peer's Hello.
+func waitingMember() (c *handover.Core, self, peer handover.MemberID, hello *handover.Hello) {
+	peer = handover.NewMemberID("peer", "1")
+	self = ownerOfZero(peer)
+	cfg := testConfig(self, 1)
+	cfg.FirstAsk = 0 // the default: LeaseDuration
+	c = handover.NewCore(cfg)
+	hello = &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true}
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
+		hello,
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+	} {
+		c.Step(in)
+	}
+	return c, self, peer, hello
 }
 
 // writesAnswered steps c with in and answers every lease write it asks
