@@ -317,7 +317,7 @@ var mutants = []mutant{
 	{
 		name: "a claim activates with a handoff older than a delivery seen",
 		file: "ranges.go",
-		from: "if st.handoff != nil && st.handoff.Token < ri.seen {",
+		from: "if handoff != nil && handoff.Token < ri.seen {",
 		to:   "if false {",
 	},
 	{
