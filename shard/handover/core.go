@@ -445,7 +445,8 @@ type RangeStatus struct {
 	// discovers the group, or when the view is empty).
 	Owner MemberID
 	// Waiting are the members whose answer or void lease the member waits
-	// for (acquiring), or the lease write (claiming).
+	// for (acquiring), and itself for the lease write (claiming, or
+	// acquiring before it asks the range's deliverers).
 	Waiting []MemberID
 }
 
@@ -486,6 +487,11 @@ func (c *Core) Status() Status {
 			rs.Token = st.token
 		case *acquiring:
 			rs.Waiting = sortedKeys(st.pending)
+			if c.waitsPre(st) {
+				// The token's write, before the deliverers are asked.
+				rs.Waiting = append(rs.Waiting, c.cfg.Self)
+				slices.Sort(rs.Waiting)
+			}
 		case *claiming:
 			rs.Waiting = []MemberID{c.cfg.Self}
 		}

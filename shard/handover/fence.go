@@ -19,8 +19,9 @@ type ownLease struct {
 	// validUntil: handler calls are allowed until then (RenewDeadline
 	// after lastOK).
 	validUntil time.Duration
-	// token is the resourceVersion of the last successful write.
-	token uint64
+	// token is the resourceVersion of the last successful write, okSeq
+	// its number.
+	token, okSeq uint64
 	// synced: a Leases snapshot showed this member's lease, so the watch
 	// is past its creation and every lease created before it is known.
 	synced bool
@@ -193,9 +194,17 @@ func (c *Core) maybeRenew() {
 		return
 	}
 	for r := range c.ranges {
-		if st, ok := c.ranges[r].state.(*claiming); ok && st.after >= c.lease.seq {
-			c.renew()
-			return
+		switch st := c.ranges[r].state.(type) {
+		case *claiming:
+			if st.after >= c.lease.seq {
+				c.renew()
+				return
+			}
+		case *acquiring:
+			if c.waitsPre(st) && st.preAt >= c.lease.seq {
+				c.renew()
+				return
+			}
 		}
 	}
 }
@@ -244,6 +253,9 @@ func (c *Core) renewed(m *LeaseRenewed) {
 	l.created = true
 	if m.Token > l.token {
 		l.token = m.Token
+	}
+	if m.Seq > l.okSeq {
+		l.okSeq = m.Seq
 	}
 	if m.Start >= l.lastOK {
 		l.lastOK = m.Start

@@ -327,6 +327,11 @@ func (c *Core) forget(id MemberID) {
 					st.announced[id] = struct{}{}
 				}
 			}
+			if _, waiting := st.pending[id]; waiting {
+				// Unanswered: it may have delivered under a token above
+				// the early write's.
+				c.notPre(st)
+			}
 			delete(st.pending, id)
 			delete(st.holders, id)
 		case *stopping:

@@ -33,6 +33,48 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "the early token serves whatever the handoff's token",
+		file: "ranges.go",
+		from: "tok > st.preMax && tok > ri.seen && tok > ri.delivered &&\n\t\t(st.handoff == nil || tok > st.handoff.Token)",
+		to:   "true",
+	},
+	{
+		name: "the early token serves a deliverer that answered with no handoff",
+		file: "ranges.go",
+		from: "\t\t\t\tif !own {\n",
+		to:   "\t\t\t\tif !own && h != nil {\n",
+	},
+	{
+		name: "the early token serves a deliverer that answered with a handoff it passed on",
+		file: "ranges.go",
+		from: "own := h != nil && h.From == m.From && !h.Supplement",
+		to:   "own := h != nil && !h.Supplement",
+	},
+	{
+		name: "a write in flight when the others answered gives the early token",
+		file: "ranges.go",
+		from: "st.preSet, st.preOK, st.preAt = true, true, c.lease.seq",
+		to:   "st.preSet, st.preOK, st.preAt = true, true, c.lease.seq-1",
+	},
+	{
+		name: "the early token serves once a deliverer's lease went void",
+		file: "ranges.go",
+		from: "\t} else {\n\t\tst.preOK = false\n\t}",
+		to:   "\t}",
+	},
+	{
+		name: "the early token serves once a deliverer said Gone unanswered",
+		file: "membership.go",
+		from: "\t\t\tif _, waiting := st.pending[id]; waiting {\n\t\t\t\t// Unanswered",
+		to:   "\t\t\tif _, waiting := st.pending[id]; waiting && false {\n\t\t\t\t// Unanswered",
+	},
+	{
+		name: "the deliverer is asked before the token's write",
+		file: "ranges.go",
+		from: "\tif c.waitsPre(st) {\n\t\treturn // maybeRenew asks for the write",
+		to:   "\tif false {\n\t\treturn // maybeRenew asks for the write",
+	},
+	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
 		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
@@ -275,7 +317,7 @@ var mutants = []mutant{
 	{
 		name: "a claim activates with a handoff older than a delivery seen",
 		file: "ranges.go",
-		from: "if st.handoff != nil && st.handoff.Token < ri.seen {",
+		from: "if handoff != nil && handoff.Token < ri.seen {",
 		to:   "if false {",
 	},
 	{

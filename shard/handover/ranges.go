@@ -114,6 +114,17 @@ type acquiring struct {
 	// with a Hello saying they released the range to this member: their
 	// Released is on its way.
 	announced map[MemberID]struct{}
+	// The token is written before the deliverers are asked (make-before-
+	// break without the token's write between their last call and this
+	// member's first): once every other member has answered (preSet), the
+	// deliverers are asked only after a lease write numbered above preAt
+	// has succeeded. Its token serves the claim if it still holds when the
+	// last one answers (preOK): no member was added to pending or dropped
+	// as void meanwhile, and every deliverer answered with a handoff of its
+	// own delivery, whose tokens are all below it (the highest: preMax).
+	// Else the claim waits for a write that starts after it, as before.
+	preSet, preOK bool
+	preAt, preMax uint64
 }
 
 // claiming: every member has answered or is void; the member waits for a
@@ -222,6 +233,17 @@ func (c *Core) releasedMsg(m *Released) {
 		if st, ok := ri.state.(*acquiring); ok {
 			if _, deliv := st.delivAsked[m.From]; deliv {
 				st.answered = true
+				// A deliverer that answers with no handoff of its own may
+				// have delivered the range since the token's write started
+				// (it claimed with this member's answer to an earlier ask)
+				// and released it to another member: its token is unknown.
+				h := handoffOf(m, r)
+				own := h != nil && h.From == m.From && !h.Supplement
+				if !own {
+					st.preOK = false
+				} else if h.Token > st.preMax {
+					st.preMax = h.Token
+				}
 			}
 			delete(st.announced, m.From)
 			delete(st.pending, m.From)
@@ -584,6 +606,7 @@ func (c *Core) reconcile() {
 	}
 	c.computeView()
 	cutOff := !ms.inTopo
+	activated := false
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		mine := c.owner(r) == c.cfg.Self
@@ -627,7 +650,7 @@ func (c *Core) reconcile() {
 				// (every other member had answered), stops once that answer
 				// can no longer come, and asks nothing more meanwhile.
 				if st.answered && len(st.pending) == 0 && c.lease.synced {
-					ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+					activated = c.claim(r, st) || activated
 				} else if !c.deliverersAnswering(st) {
 					c.stopRange(r)
 				}
@@ -640,7 +663,7 @@ func (c *Core) reconcile() {
 			c.askNewMembers(r)
 			c.dropVoid(st)
 			if len(st.pending) == 0 {
-				ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+				activated = c.claim(r, st) || activated
 			}
 		case *active:
 			// Without the topology, or with nobody to hand over to, or once
@@ -650,6 +673,9 @@ func (c *Core) reconcile() {
 			}
 		}
 		c.answerDeferred(r)
+	}
+	if activated {
+		c.broadcastHello() // as activate does
 	}
 	c.maybeRenew()
 	c.settled = !ms.discovering && ms.inTopo && c.failed == ""
@@ -727,6 +753,7 @@ func (c *Core) askNewMembers(r int) {
 		if l := c.leases[id]; l != nil && l.void {
 			continue
 		}
+		c.notPre(st)
 		if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) {
 			// The range's deliverer is asked last: until every other member
 			// has answered, it keeps delivering.
@@ -739,11 +766,34 @@ func (c *Core) askNewMembers(r int) {
 	c.askHolders(r)
 }
 
+// notPre: a member joined pending or left it void. Before the deliverers
+// are asked, the token's write must start after this (every other member
+// answered again); once they are asked, it serves no claim.
+func (c *Core) notPre(st *acquiring) {
+	if len(st.delivAsked) == 0 {
+		st.preSet = false
+	} else {
+		st.preOK = false
+	}
+}
+
+// waitsPre: every member but the deliverers has answered, and they are
+// asked once a lease write that started after that has succeeded.
+func (c *Core) waitsPre(st *acquiring) bool {
+	return st.preSet && len(st.holders) > 0 && c.lease.okSeq <= st.preAt
+}
+
 // askHolders asks the held-back members once every other one has answered.
 func (c *Core) askHolders(r int) {
 	st := c.ranges[r].state.(*acquiring)
 	if len(st.holders) == 0 || len(st.pending) > len(st.holders) {
 		return
+	}
+	if !st.preSet {
+		st.preSet, st.preOK, st.preAt = true, true, c.lease.seq
+	}
+	if c.waitsPre(st) {
+		return // maybeRenew asks for the write
 	}
 	for _, id := range sortedKeys(st.holders) {
 		if _, still := st.pending[id]; still {
@@ -820,8 +870,27 @@ func (c *Core) dropVoid(st *acquiring) {
 		if l := c.leases[id]; l != nil && l.void {
 			delete(st.pending, id)
 			delete(st.holders, id)
+			// Its writes precede its void lease, which may follow the
+			// token's write: it may have delivered under a higher token.
+			c.notPre(st)
 		}
 	}
+}
+
+// claim: every member has answered or is void. With a token written
+// before the deliverers were asked that still holds (acquiring.preOK),
+// the range goes to the handlers at once (true); else the member waits
+// for a lease write that starts now.
+func (c *Core) claim(r int, st *acquiring) bool {
+	ri := &c.ranges[r]
+	if tok := c.lease.token; st.preSet && st.preOK && len(st.delivAsked) > 0 && c.lease.okSeq > st.preAt &&
+		c.lease.validUntil > c.now && tok > st.preMax && tok > ri.seen && tok > ri.delivered &&
+		(st.handoff == nil || tok > st.handoff.Token) {
+		c.activateRange(r, tok, st.handoff, st.prev)
+		return true
+	}
+	ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
+	return false
 }
 
 func (c *Core) deactivate(r int, to MemberID) {
@@ -915,16 +984,7 @@ func (c *Core) activate(seq uint64, token uint64) {
 		if !ok || st.after >= seq {
 			continue
 		}
-		act := &active{token: token}
-		if st.handoff != nil && st.handoff.Token < ri.seen {
-			// Another member delivered the range after it: stale.
-			st.handoff, st.prev = nil, ""
-		}
-		if st.handoff != nil {
-			act.handoff = st.handoff.Token
-		}
-		ri.state, ri.early = act, nil
-		c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: st.prev, Handoff: st.handoff})
+		c.activateRange(r, token, st.handoff, st.prev)
 		activated = true
 	}
 	if activated {
@@ -933,4 +993,20 @@ func (c *Core) activate(seq uint64, token uint64) {
 		// with no holder to copy them from.
 		c.broadcastHello()
 	}
+}
+
+// activateRange gives range r to the handlers under token, continuing from
+// handoff, which prev sent.
+func (c *Core) activateRange(r int, token uint64, handoff *Handoff, prev MemberID) {
+	ri := &c.ranges[r]
+	act := &active{token: token}
+	if handoff != nil && handoff.Token < ri.seen {
+		// Another member delivered the range after it: stale.
+		handoff, prev = nil, ""
+	}
+	if handoff != nil {
+		act.handoff = handoff.Token
+	}
+	ri.state, ri.early = act, nil
+	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: prev, Handoff: handoff})
 }

@@ -1626,6 +1626,7 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 			now := 3 * simTick
 			var left *handover.Left
 			var stop *handover.StopRange
+			var asked *handover.Acquire
 			step := func(in handover.Input) {
 				drive(c, in, func(body any) []stage.Msg {
 					switch e := body.(type) {
@@ -1635,6 +1636,8 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 						stop = e
 					case *handover.Left:
 						left = e
+					case *handover.Acquire:
+						asked = e
 					}
 					return nil
 				})
@@ -1654,7 +1657,9 @@ func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
 			if st.State != "syncing" {
 				t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
 			}
-			if _, ok := find[*handover.Acquire](c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})); !ok {
+			// The deliverer is asked once the token's write is answered.
+			step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
+			if asked == nil {
 				t.Fatalf("no ask after the sync: %+v", c.Status())
 			}
 			gone := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Gone,
@@ -2356,4 +2361,135 @@ func TestLateHelloOfAnOlderMove(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deliveredByPeer returns a core of self whose peer says it delivers range
+// 0 and leaves, once the range has synced: every other member
+// has answered, so the token's write is due before the deliverer is asked.
+func deliveredByPeer(t *testing.T) (c *handover.Core, self, peer handover.MemberID, out []stage.Msg) {
+	t.Helper()
+	peer = handover.NewMemberID("peer", "1")
+	self = ownerOfZero(peer)
+	c = joined(t, self, peer, 1)
+	c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{12}})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
+	}
+	return c, self, peer, slices.Clone(c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
+}
+
+// The new owner writes its lease before it asks the range's deliverer, and
+// takes the range at once, under that write's token, when the deliverer
+// releases it: the deliverer's last call and the new owner's first have no
+// lease write between them. A write already in flight when every other
+// member had answered does not do; a token not above the handoff's, or an
+// answer with no handoff of the deliverer's own (it may have delivered
+// under a token it does not say), sends the claim back to a write after it.
+func TestTokenIsWrittenBeforeTheDelivererIsAsked(t *testing.T) {
+	release := func(c *handover.Core, peer handover.MemberID, ask *handover.Acquire, h *handover.Handoff) []stage.Msg {
+		rel := &handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}}
+		if h != nil {
+			rel.Handoffs = []handover.Handoff{*h}
+		}
+		return c.Step(rel)
+	}
+	// written answers the token's write with token and returns the ask.
+	written := func(t *testing.T, c *handover.Core, out []stage.Msg, token uint64) *handover.Acquire {
+		t.Helper()
+		if _, ok := find[*handover.Acquire](out); ok {
+			t.Fatalf("the deliverer was asked before the token's write: %v", out)
+		}
+		w, ok := find[*handover.RenewLease](out)
+		if !ok {
+			t.Fatalf("no lease write before the deliverer is asked: %+v", c.Status())
+		}
+		if st := c.Status().Ranges[0]; !slices.Contains(st.Waiting, c.Status().Self) {
+			t.Fatalf("the status does not say the member waits for its write: %+v", st)
+		}
+		ask, ok := find[*handover.Acquire](c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: simTick, Token: token}))
+		if !ok {
+			t.Fatalf("the deliverer not asked after the token's write: %+v", c.Status())
+		}
+		return ask
+	}
+	t.Run("taken at once", func(t *testing.T) {
+		c, _, peer, out := deliveredByPeer(t)
+		ask := written(t, c, out, 30)
+		out = release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer, Version: "5"})
+		act, ok := find[*handover.ActivateRange](out)
+		if !ok || act.Token != 30 || act.Handoff == nil || act.Handoff.Token != 12 {
+			t.Fatalf("activation %+v, want token 30 continuing from the handoff of 12: %+v", act, c.Status())
+		}
+		if _, ok := find[*handover.RenewLease](out); ok {
+			t.Fatal("a second write for a claim already written")
+		}
+	})
+	t.Run("a write in flight does not do", func(t *testing.T) {
+		peer := handover.NewMemberID("peer", "1")
+		self := ownerOfZero(peer)
+		c := joined(t, self, peer, 1)
+		c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{12}})
+		renew, ok := find[*handover.RenewLease](c.Step(&handover.Tick{Now: time.Second}))
+		if !ok {
+			t.Fatal("no periodic renewal")
+		}
+		out := c.Step(&handover.RangeSynced{Range: 0, Epoch: c.Status().Ranges[0].Epoch})
+		if _, ok := find[*handover.Acquire](out); ok {
+			t.Fatal("the deliverer asked while the write in flight had started before the answers")
+		}
+		out = c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})
+		ask := written(t, c, out, 21)
+		act, ok := find[*handover.ActivateRange](release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer}))
+		if !ok || act.Token != 21 {
+			t.Fatalf("activation %+v, want token 21", act)
+		}
+	})
+	fallback := func(t *testing.T, c *handover.Core, out []stage.Msg, want uint64) {
+		t.Helper()
+		if act, ok := find[*handover.ActivateRange](out); ok {
+			t.Fatalf("activated under the early write's token: %+v", act)
+		}
+		if st := c.Status().Ranges[0].State; st != "claiming" {
+			t.Fatalf("range 0 is %s, want claiming", st)
+		}
+		w, ok := find[*handover.RenewLease](out)
+		if !ok {
+			t.Fatalf("no write for the claim: %v", out)
+		}
+		act, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: 2 * simTick, Token: want}))
+		if !ok || act.Token != want {
+			t.Fatalf("activation %+v, want token %d", act, want)
+		}
+	}
+	t.Run("a handoff above the token", func(t *testing.T) {
+		c, _, peer, out := deliveredByPeer(t)
+		ask := written(t, c, out, 30)
+		fallback(t, c, release(c, peer, ask, &handover.Handoff{Range: 0, Token: 35, From: peer}), 40)
+	})
+	t.Run("no handoff", func(t *testing.T) {
+		c, _, peer, out := deliveredByPeer(t)
+		ask := written(t, c, out, 30)
+		fallback(t, c, release(c, peer, ask, nil), 40)
+	})
+	t.Run("the deliverer void", func(t *testing.T) {
+		// Its lease is released before it answers: its writes, and so its
+		// token, may be later than the early write.
+		c, self, peer, out := deliveredByPeer(t)
+		written(t, c, out, 30)
+		c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "33"}}})
+		fallback(t, c, c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}, Released: []handover.MemberID{peer}}), 40)
+	})
+	t.Run("the deliverer gone before its answer", func(t *testing.T) {
+		c, self, peer, out := deliveredByPeer(t)
+		written(t, c, out, 30)
+		fallback(t, c, c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Gone,
+			Moved: []handover.Move{{Range: 0, To: self, Token: 33}}}), 40)
+	})
+	t.Run("a handoff passed on", func(t *testing.T) {
+		c, _, peer, out := deliveredByPeer(t)
+		ask := written(t, c, out, 30)
+		other := handover.NewMemberID("other", "1")
+		fallback(t, c, release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: other}), 40)
+	})
 }
