@@ -237,11 +237,12 @@ func (c *Core) releasedMsg(m *Released) {
 				// have delivered the range since the token's write started
 				// (it claimed with this member's answer to an earlier ask)
 				// and released it to another member: its token is unknown.
-				h := handoffOf(m, r)
-				own := h != nil && h.From == m.From && !h.Supplement
-				if !own {
-					st.preOK = false
-				} else if h.Token > st.preMax {
+				switch h := handoffOf(m, r); {
+				case h == nil || h.Supplement:
+					st.preOK = false // no handoff
+				case h.From != m.From:
+					st.preOK = false // one it passed on
+				case h.Token > st.preMax:
 					st.preMax = h.Token
 				}
 			}
