@@ -401,8 +401,8 @@ var mutants = []mutant{
 	{
 		name: "a member vouches as soon as its own lease is seen",
 		file: "fence.go",
-		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.cfg.LeaseDuration {\n\t\treturn nil",
-		to:   "if !c.lease.synced {\n\t\treturn nil",
+		from: "return c.lease.synced && c.now-c.lease.syncedAt >= c.cfg.LeaseDuration",
+		to:   "return c.lease.synced",
 	},
 	{
 		name: "a vouch's must-hear set is ignored",
