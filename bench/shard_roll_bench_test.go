@@ -270,6 +270,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	})
 
 	var lists, listBytes, watchBytes, warm, fallbacks int64
+	// leaseCalls: the members' lease requests during the update, by kind.
+	leaseCalls := map[string]int64{}
 	// unservedAll: each move's unserved time, as its new owner measured it.
 	var unservedAll, claims, catchUps []time.Duration
 	tally := func(st shardproc.State, before shardproc.State) {
@@ -278,6 +280,9 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		watchBytes += st.WatchBytes - before.WatchBytes
 		warm += st.WarmStarts - before.WarmStarts
 		fallbacks += st.WarmFallbacks - before.WarmFallbacks
+		for k, n := range st.LeaseRequests {
+			leaseCalls[k] += n - before.LeaseRequests[k]
+		}
 		for _, h := range st.Handovers {
 			if h.Kind == "acquire" && h.From != "" && !h.Start.Before(rollStart) {
 				unservedAll = append(unservedAll, h.Unserved)
@@ -310,6 +315,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	fmt.Fprintf(&out, "| ranges moved (acquires from a member) | %d | |\n", moves)
 	fmt.Fprintf(&out, "| warm starts / fallbacks to a list | %d / %d | |\n", warm, fallbacks)
 	fmt.Fprintf(&out, "| list requests | %d | %d requests |\n", lists, ast.ListRequests)
+	fmt.Fprintf(&out, "| the members' lease requests: creates, updates (renewals, tokens, releases), deletes, gets, watches | %d, %d, %d, %d, %d | |\n",
+		leaseCalls["create"], leaseCalls["update"], leaseCalls["delete"], leaseCalls["get"], leaseCalls["watch"])
 	fmt.Fprintf(&out, "| list bytes | %.1f kB | %.4f× |\n", float64(listBytes)/1e3, float64(listBytes)/float64(ast.ListBytes))
 	fmt.Fprintf(&out, "| watch bytes (the update stream and the watches' resumption) | %.2f MB | %.3f× |\n", float64(watchBytes)/1e6, float64(watchBytes)/float64(ast.ListBytes))
 	fmt.Fprintf(&out, "| ranges seen unserved (polled every 50 ms) | %d of %d | |\n", unserved, ranges)

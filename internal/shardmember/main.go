@@ -154,14 +154,17 @@ func main() {
 }
 
 type state struct {
-	Mode          string            `json:"mode"`
-	Member        string            `json:"member,omitempty"`
-	Synced        bool              `json:"synced"`
-	SyncedAfterMS int64             `json:"syncedAfterMs,omitempty"`
-	Ranges        []int             `json:"ranges"`
-	Objects       int               `json:"objects"`
-	Bytes         int64             `json:"bytes"`
-	LeaseBytes    int64             `json:"leaseBytes,omitempty"`
+	Mode          string `json:"mode"`
+	Member        string `json:"member,omitempty"`
+	Synced        bool   `json:"synced"`
+	SyncedAfterMS int64  `json:"syncedAfterMs,omitempty"`
+	Ranges        []int  `json:"ranges"`
+	Objects       int    `json:"objects"`
+	Bytes         int64  `json:"bytes"`
+	LeaseBytes    int64  `json:"leaseBytes,omitempty"`
+	// LeaseRequests counts the requests of the lease client by kind: get
+	// (reads and lists), watch, create, update, delete.
+	LeaseRequests map[string]int64  `json:"leaseRequests,omitempty"`
 	ListRequests  int64             `json:"listRequests"`
 	ListBytes     int64             `json:"listBytes"`
 	WatchBytes    int64             `json:"watchBytes"`
@@ -190,6 +193,7 @@ func run() error {
 	// The objects' requests apart: lists (their count and bytes) and
 	// watches (their bytes).
 	var lists, listBytes, watchBytes atomic.Int64
+	var leaseCalls requestCounts
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
@@ -213,7 +217,9 @@ func run() error {
 		return err
 	}
 	leaseCfg := rest.CopyConfig(cfg)
-	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, n: &leaseBytes} }
+	leaseCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{rt: rt, n: &leaseBytes, requests: &leaseCalls}
+	}
 	if *leaseProto {
 		leaseCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	}
@@ -330,7 +336,7 @@ func run() error {
 			stopProfile()
 		}
 		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys()),
-			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load()}
+			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
@@ -418,14 +424,43 @@ func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Objec
 
 // countingTransport counts the bytes of the responses' bodies in n; when
 // set, also the lists (GETs without watch=true: requests and bytes) and
-// the watches' bytes apart.
+// the watches' bytes apart, and every request by kind (requests).
 type countingTransport struct {
 	rt                           http.RoundTripper
 	n                            *atomic.Int64
 	lists, listBytes, watchBytes *atomic.Int64
+	requests                     *requestCounts
+}
+
+// requestCounts counts requests by kind.
+type requestCounts struct{ get, watch, create, update, del atomic.Int64 }
+
+func (c *requestCounts) add(r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" {
+			c.watch.Add(1)
+		} else {
+			c.get.Add(1)
+		}
+	case http.MethodPost:
+		c.create.Add(1)
+	case http.MethodPut, http.MethodPatch:
+		c.update.Add(1)
+	case http.MethodDelete:
+		c.del.Add(1)
+	}
+}
+
+func (c *requestCounts) snapshot() map[string]int64 {
+	return map[string]int64{"get": c.get.Load(), "watch": c.watch.Load(), "create": c.create.Load(),
+		"update": c.update.Load(), "delete": c.del.Load()}
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.requests != nil {
+		t.requests.add(r)
+	}
 	var kind *atomic.Int64
 	if t.lists != nil && r.Method == http.MethodGet {
 		if r.URL.Query().Get("watch") == "true" {

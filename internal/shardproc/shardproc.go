@@ -76,16 +76,19 @@ func (p *Proc) Exited() time.Time {
 
 // State is what a member's state page answers (see internal/shardmember).
 type State struct {
-	Mode          string            `json:"mode"`
-	Member        string            `json:"member"`
-	Synced        bool              `json:"synced"`
-	SyncedAfterMS int64             `json:"syncedAfterMs"`
-	Ranges        []int             `json:"ranges"`
-	Objects       int               `json:"objects"`
-	Bytes         int64             `json:"bytes"`
-	ListRequests  int64             `json:"listRequests"`
-	ListBytes     int64             `json:"listBytes"`
-	WatchBytes    int64             `json:"watchBytes"`
+	Mode          string `json:"mode"`
+	Member        string `json:"member"`
+	Synced        bool   `json:"synced"`
+	SyncedAfterMS int64  `json:"syncedAfterMs"`
+	Ranges        []int  `json:"ranges"`
+	Objects       int    `json:"objects"`
+	Bytes         int64  `json:"bytes"`
+	ListRequests  int64  `json:"listRequests"`
+	ListBytes     int64  `json:"listBytes"`
+	WatchBytes    int64  `json:"watchBytes"`
+	// LeaseRequests counts the lease client's requests by kind: get,
+	// watch, create, update, delete.
+	LeaseRequests map[string]int64  `json:"leaseRequests,omitempty"`
 	WarmStarts    int64             `json:"warmStarts"`
 	WarmFallbacks int64             `json:"warmFallbacks"`
 	Handovers     []Handover        `json:"handovers"`

@@ -99,10 +99,16 @@ func (c *Core) mayAsk() bool {
 	return c.lease.synced && (c.lease.vouched || c.now-c.lease.syncedAt >= c.firstAsk())
 }
 
-// vouch is what this member vouches to member to in a Hello: nil unless its
-// lease watch has shown its own lease for LeaseDuration.
+// seasoned: this member's lease watch has shown its own lease for
+// LeaseDuration, so it may vouch for others.
+func (c *Core) seasoned() bool {
+	return c.lease.synced && c.now-c.lease.syncedAt >= c.cfg.LeaseDuration
+}
+
+// vouch is what this member vouches to member to in a Hello: nil unless it
+// is seasoned.
 func (c *Core) vouch(to MemberID) *Vouch {
-	if !c.lease.synced || c.now-c.lease.syncedAt < c.cfg.LeaseDuration {
+	if !c.seasoned() {
 		return nil
 	}
 	v := &Vouch{MustHear: c.mustHear()}
@@ -140,7 +146,7 @@ func (c *Core) leaseSeenAt(id MemberID, v uint64) bool {
 func (c *Core) answerWantedVouches() {
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
-		if p.wantVouch != 0 && c.vouch(id) != nil && c.leaseSeenAt(id, p.wantVouch) {
+		if p.wantVouch != 0 && c.seasoned() && c.leaseSeenAt(id, p.wantVouch) {
 			p.wantVouch = 0
 			c.sendHello(id, true)
 		}

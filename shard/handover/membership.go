@@ -294,7 +294,7 @@ func (c *Core) hello(m *Hello) {
 	}
 	if !m.Reply && ms.started {
 		c.sendHello(m.From, true)
-		if m.WantVouch != 0 && c.vouch(m.From) != nil && c.leaseSeenAt(m.From, m.WantVouch) {
+		if m.WantVouch != 0 && c.seasoned() && c.leaseSeenAt(m.From, m.WantVouch) {
 			p.wantVouch = 0 // vouched in the reply
 		}
 	}

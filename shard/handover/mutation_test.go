@@ -41,14 +41,14 @@ var mutants = []mutant{
 	{
 		name: "the early token serves a deliverer that answered with no handoff",
 		file: "ranges.go",
-		from: "\t\t\t\tif !own {\n",
-		to:   "\t\t\t\tif !own && h != nil {\n",
+		from: "st.preOK = false // no handoff",
+		to:   "// no handoff",
 	},
 	{
 		name: "the early token serves a deliverer that answered with a handoff it passed on",
 		file: "ranges.go",
-		from: "own := h != nil && h.From == m.From && !h.Supplement",
-		to:   "own := h != nil && !h.Supplement",
+		from: "st.preOK = false // one it passed on",
+		to:   "// one it passed on",
 	},
 	{
 		name: "a write in flight when the others answered gives the early token",
@@ -401,8 +401,8 @@ var mutants = []mutant{
 	{
 		name: "a member vouches as soon as its own lease is seen",
 		file: "fence.go",
-		from: "if !c.lease.synced || c.now-c.lease.syncedAt < c.cfg.LeaseDuration {\n\t\treturn nil",
-		to:   "if !c.lease.synced {\n\t\treturn nil",
+		from: "return c.lease.synced && c.now-c.lease.syncedAt >= c.cfg.LeaseDuration",
+		to:   "return c.lease.synced",
 	},
 	{
 		name: "a vouch's must-hear set is ignored",

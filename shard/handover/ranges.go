@@ -119,9 +119,10 @@ type acquiring struct {
 	// member's first): once every other member has answered (preSet), the
 	// deliverers are asked only after a lease write numbered above preAt
 	// has succeeded. Its token serves the claim if it still holds when the
-	// last one answers (preOK): no member was added to pending or dropped
-	// as void meanwhile, and every deliverer answered with a handoff of its
-	// own delivery, whose tokens are all below it (the highest: preMax).
+	// last one answers (preOK): no member was added to pending, or left it
+	// void or Gone, meanwhile, and every deliverer answered with a handoff
+	// of its own delivery, whose tokens are all below it (the highest:
+	// preMax).
 	// Else the claim waits for a write that starts after it, as before.
 	preSet, preOK bool
 	preAt, preMax uint64
@@ -237,11 +238,12 @@ func (c *Core) releasedMsg(m *Released) {
 				// have delivered the range since the token's write started
 				// (it claimed with this member's answer to an earlier ask)
 				// and released it to another member: its token is unknown.
-				h := handoffOf(m, r)
-				own := h != nil && h.From == m.From && !h.Supplement
-				if !own {
-					st.preOK = false
-				} else if h.Token > st.preMax {
+				switch h := handoffOf(m, r); {
+				case h == nil || h.Supplement:
+					st.preOK = false // no handoff
+				case h.From != m.From:
+					st.preOK = false // one it passed on
+				case h.Token > st.preMax:
 					st.preMax = h.Token
 				}
 			}
@@ -766,9 +768,10 @@ func (c *Core) askNewMembers(r int) {
 	c.askHolders(r)
 }
 
-// notPre: a member joined pending or left it void. Before the deliverers
-// are asked, the token's write must start after this (every other member
-// answered again); once they are asked, it serves no claim.
+// notPre: a member joined pending, or left it void or Gone unanswered (it
+// may have delivered under a token above the write's). Before the
+// deliverers are asked, the token's write must start after this (every
+// other member answered again); once they are asked, it serves no claim.
 func (c *Core) notPre(st *acquiring) {
 	if len(st.delivAsked) == 0 {
 		st.preSet = false
