@@ -129,7 +129,10 @@ func TestBrowserPage(t *testing.T) {
 	}
 
 	// A key from the workload: its deltas appear under the search box.
-	keys := pageKeys(t, stepCtx)
+	keys, err := pageKeys(stepCtx, `(w) => true`)
+	if err != nil {
+		t.Fatalf("no waterfall names an object key: %v", err)
+	}
 	t.Logf("%s: keys of the latest traces on the page: %v", time.Now().UTC().Format("15:04:05.000"), keys)
 	var deltas []string
 	for _, key := range keys {
@@ -318,22 +321,21 @@ const waterfallWithStages = `((sel, n) => {
 })`
 
 // pageKeys returns the object keys of the waterfalls on the page whose
-// delta is a watch event that leaves the object in place (Added, Updated),
-// latest delta first: pods the workload has just changed, and likely to
-// change again soon. (A list's Replaced deltas may be of pods long gone.)
-func pageKeys(t *testing.T, ctx context.Context) []string {
-	t.Helper()
-	keys, err := chromedp.Run(ctx, chromedp.Poll[[]string](`(() => {
+// delta is a watch event that leaves the object in place (Added, Updated)
+// and for which where (a JavaScript function of the waterfall element)
+// holds, latest delta first: pods the workload has just changed, and
+// likely to change again soon. (A list's Replaced deltas may be of pods
+// long gone.)
+func pageKeys(ctx context.Context, where string, opts ...chromedp.PollOption) ([]string, error) {
+	return chromedp.Run(ctx, chromedp.Poll[[]string](`(() => {
+		const where = `+where+`;
 		const ws = [...document.querySelectorAll("#traces .waterfall[data-key]")]
 			.filter((w) => w.dataset.key && (w.dataset.deltaType === "Added" || w.dataset.deltaType === "Updated"))
+			.filter(where)
 			.sort((a, b) => Date.parse(b.dataset.start) - Date.parse(a.dataset.start));
 		const keys = [...new Set(ws.map((w) => w.dataset.key))];
 		return keys.length > 0 && keys.slice(0, 5);
-	})()`))
-	if err != nil {
-		t.Fatalf("no waterfall names an object key: %v", err)
-	}
-	return keys
+	})()`, opts...))
 }
 
 // saveScreenshot captures the viewport as PNG into $ACTORINFORMER_ARTIFACTS

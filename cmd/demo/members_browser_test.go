@@ -134,14 +134,8 @@ func TestBrowserMembers(t *testing.T) {
 	// come from waterfalls that name a live member and a range: the
 	// members' lease watches are traced too, and their renewals can fill
 	// the page's recent traces, but a lease is in no range.
-	keys, err := chromedp.Run(stepCtx, chromedp.Poll[[]string](`(() => {
-		const ws = [...document.querySelectorAll("#traces .waterfall[data-key]")]
-			.filter((w) => w.dataset.key && (w.dataset.deltaType === "Added" || w.dataset.deltaType === "Updated"))
-			.filter((w) => { const m = w.querySelector(".wf-member"); return m && (m.dataset.member === "m1" || m.dataset.member === "m3") && w.querySelector(".wf-range"); })
-			.sort((a, b) => Date.parse(b.dataset.start) - Date.parse(a.dataset.start));
-		const keys = [...new Set(ws.map((w) => w.dataset.key))];
-		return keys.length > 0 && keys.slice(0, 5);
-	})()`, chromedp.WithPollingInterval(200*time.Millisecond)))
+	keys, err := pageKeys(stepCtx, `(w) => { const m = w.querySelector(".wf-member"); return m && (m.dataset.member === "m1" || m.dataset.member === "m3") && w.querySelector(".wf-range"); }`,
+		chromedp.WithPollingInterval(200*time.Millisecond))
 	if err != nil {
 		t.Fatalf("no waterfall names an object key in a range of m1 or m3: %v\n%s", err, pageText(ctx, "#traces"))
 	}
