@@ -263,7 +263,7 @@ func run() error {
 			var err error
 			switch *providerName {
 			case "etcd":
-				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second, DialOptions: shard.WindowDialOptions()}, etcd.WithKeepAliveTTL(*ttl))
+				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second, DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}, etcd.WithKeepAliveTTL(*ttl))
 			case "k8s":
 				// Its pod's name from the hostname, its namespace and client
 				// configuration from the mounted service account.
