@@ -375,7 +375,11 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // every process's final byte count, read from that poll's state; of that
 // window, apart, the part from the poll that found every process synced;
 // and, after the measure, each process's CPU at rest over 10 s, and the
-// window's CPU less that rest cost over the window.
+// window's CPU less that rest cost over the window. With -bench.full or
+// -bench.shard.start, each round is preceded by the same processes
+// started on an empty namespace, to take what a start costs off the
+// window as well. Each process's log line gives its collector's work and
+// its allocation (runtime/metrics).
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
 // its start to the measure; -bench.shard.heapprofiles DIR every process's
 // heap profile, at the measure (after its collection).
