@@ -627,8 +627,8 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 				b.Fatal(err)
 			}
 		}
-		b.Logf("%d members: %s caches %d objects, heap %.1f MB; %d list requests (%.1f MB), %d warm starts, %d handovers; CPU %.2f s, of it the collector's %.2f s (runtime's estimate; its marking in idle time %.2f s) in %d cycles; %.0f MB allocated, %.1f MB to scan",
-			n, p.Name, st.Objects, float64(st.HeapNow)/1e6, st.ListRequests, float64(st.ListBytes)/1e6, st.WarmStarts, len(st.Handovers), st.CPUSeconds, st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, float64(st.AllocBytes)/1e6, float64(st.ScanBytes)/1e6)
+		b.Logf("%d members: %s caches %d objects, heap %.1f MB; %d list requests (%.1f MB), %d warm starts, %d handovers; CPU %.2f s, of it the collector's %.2f s (runtime's estimate; its marking in idle time %.2f s) in %d cycles; %.0f MB allocated",
+			n, p.Name, st.Objects, float64(st.HeapNow)/1e6, st.ListRequests, float64(st.ListBytes)/1e6, st.WarmStarts, len(st.Handovers), st.CPUSeconds, st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, float64(st.AllocBytes)/1e6)
 		if p == a {
 			r.aHeap, r.aCPU, r.aBytes = float64(st.HeapNow), st.CPUSeconds, float64(st.Bytes)
 			continue

@@ -174,13 +174,13 @@ type state struct {
 	HeapAfterSync uint64           `json:"heapAfterSync"`
 	HeapNow       uint64           `json:"heapNow,omitempty"`
 	CPUSeconds    float64          `json:"cpuSeconds"`
-	// GCCPUSeconds, GCIdleSeconds and GCCycles: the runtime's estimate of the CPU its
-	// collector used (runtime/metrics), and its cycles.
+	// From runtime/metrics: the runtime's estimate of the CPU its
+	// collector used (its marking in idle time apart), its cycles, and the
+	// bytes allocated.
 	GCCPUSeconds  float64           `json:"gcCPUSeconds"`
 	GCIdleSeconds float64           `json:"gcIdleSeconds"`
 	GCCycles      uint64            `json:"gcCycles"`
 	AllocBytes    uint64            `json:"allocBytes"`
-	ScanBytes     uint64            `json:"scanBytes"`
 	FilterMode    string            `json:"filterMode,omitempty"`
 	View          []string          `json:"view,omitempty"`
 	Handovers     []shard.Handover  `json:"handovers,omitempty"`
@@ -345,7 +345,7 @@ func run() error {
 		}
 		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys()),
 			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
-		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes, st.ScanBytes = gcStats()
+		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes = gcStats()
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
@@ -525,12 +525,11 @@ func startCPUProfile(path string) (func(), error) {
 }
 
 // gcStats returns the runtime's estimate of its collector's CPU seconds
-// (all of it, then its idle-time marking apart), its completed cycles,
-// the bytes allocated so far, and the scannable bytes (heap, stacks,
-// globals) at the last cycle.
-func gcStats() (cpu, idle float64, cycles, allocs, scan uint64) {
+// (all of it, then its idle-time marking apart), its completed cycles and
+// the bytes allocated so far.
+func gcStats() (cpu, idle float64, cycles, allocs uint64) {
 	ss := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"},
-		{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/scan/total:bytes"}}
+		{Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(ss)
 	f := func(i int) float64 {
 		if ss[i].Value.Kind() == metrics.KindFloat64 {
@@ -544,7 +543,7 @@ func gcStats() (cpu, idle float64, cycles, allocs, scan uint64) {
 		}
 		return 0
 	}
-	return f(0), f(1), u(2), u(3), u(4)
+	return f(0), f(1), u(2), u(3)
 }
 
 func cpuSeconds() float64 {

@@ -99,7 +99,6 @@ type State struct {
 	GCIdleSeconds float64           `json:"gcIdleSeconds"`
 	GCCycles      uint64            `json:"gcCycles"`
 	AllocBytes    uint64            `json:"allocBytes"`
-	ScanBytes     uint64            `json:"scanBytes"`
 	FilterMode    string            `json:"filterMode"`
 	View          []string          `json:"view"`
 	Failed        string            `json:"failed"`
