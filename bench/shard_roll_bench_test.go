@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +32,7 @@ var (
 	memberLogs   = flag.String("bench.shard.logs", "", "BenchmarkShardedRollingUpdate: a directory each member's log is copied to")
 	scalePods    = flag.Int("bench.shard.pods", 0, "the pods of BenchmarkShardedScaling (0: 20,000 with -bench.full, 2,000 without) and of BenchmarkShardedIdle (0: 200)")
 	cpuProfiles  = flag.String("bench.shard.cpuprofiles", "", "a directory each process's CPU profile is written to: BenchmarkShardedScaling from its start to the measure, BenchmarkShardedIdle over the idle span")
+	startRound   = flag.Bool("bench.shard.start", false, "BenchmarkShardedScaling: before each member count's round, start the same processes on an empty namespace to measure what a start costs (on with -bench.full)")
 )
 
 // shardArgs are a shardmember's arguments against cluster c.
@@ -372,7 +375,11 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 // every process's final byte count, read from that poll's state; of that
 // window, apart, the part from the poll that found every process synced;
 // and, after the measure, each process's CPU at rest over 10 s, and the
-// window's CPU less that rest cost over the window.
+// window's CPU less that rest cost over the window. With -bench.full or
+// -bench.shard.start, each round is preceded by the same processes
+// started on an empty namespace, to take what a start costs off the
+// window as well. Each process's log line gives its collector's work and
+// its allocation (runtime/metrics).
 // -bench.shard.cpuprofiles DIR writes every process's CPU profile, from
 // its start to the measure; -bench.shard.heapprofiles DIR every process's
 // heap profile, at the measure (after its collection).
@@ -406,14 +413,19 @@ func BenchmarkShardedScaling(b *testing.B) {
 	for i := range b.N {
 		var out strings.Builder
 		fmt.Fprintf(&out, "\n%d pods, %d updates, %d ranges\n\n"+
-			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) | rest, ms/s, members | (a) | window less rest: × (a) |\n"+
-			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
+			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) | rest, ms/s, members | (a) | window less rest: × (a) | start, CPU s, members | (a) | window less rest and start: × (a) |\n"+
+			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
 		for _, n := range counts {
 			r := runScaling(b, c, cs, bin, ns, pods, n, i)
-			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f | %.1f | %.1f | %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap,
+			startCols := "| | |"
+			if r.startSpan > 0 {
+				startCols = fmt.Sprintf("%.2f | %.2f | %.2f |", r.startCost(), r.aStartCost(), r.lessRestStart())
+				b.ReportMetric(r.lessRestStart(), fmt.Sprintf("cpulessreststart%d/(a)", n))
+			}
+			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f | %.1f | %.1f | %.2f | %s\n", n, r.heap/1e6, r.heap/r.aHeap,
 				r.cpu, r.aCPU, r.cpu/r.aCPU, r.window.Seconds(), r.toSynced.Seconds(), r.winCPU, r.aWinCPU, r.winCPU/r.aWinCPU,
 				(r.winCPU-r.syncCPU)/(r.aWinCPU-r.aSyncCPU), r.bytes/1e6, r.bytes/r.aBytes,
-				r.rest*1000, r.aRest*1000, r.lessRest())
+				r.rest*1000, r.aRest*1000, r.lessRest(), startCols)
 			b.ReportMetric(r.cpu/r.aCPU, fmt.Sprintf("cpu%d/(a)", n))
 			b.ReportMetric(r.winCPU/r.aWinCPU, fmt.Sprintf("cpuwindow%d/(a)", n))
 			b.ReportMetric(r.heap/r.aHeap, fmt.Sprintf("heap%d/(a)", n))
@@ -436,6 +448,26 @@ type scaleRow struct {
 	bytes, aBytes     float64
 	// rest, aRest: CPU seconds a second at rest (the members' together).
 	rest, aRest float64
+	// startCPU, aStartCPU: the CPU seconds the same processes used on an
+	// empty namespace, from their start to the poll that found them
+	// synced and every range served, startSpan after their start (0: not
+	// measured).
+	startCPU, aStartCPU float64
+	startSpan           time.Duration
+}
+
+// startCost is what the members' start costs, less their rest over it:
+// the processes' own start, the group's forming, its ranges' first empty
+// lists and watches.
+func (r scaleRow) startCost() float64 { return r.startCPU - r.rest*r.startSpan.Seconds() }
+
+func (r scaleRow) aStartCost() float64 { return r.aStartCPU - r.aRest*r.startSpan.Seconds() }
+
+// lessRestStart is the window's CPU less each side's rest over the window
+// and its start: what the objects and updates cost, members against (a).
+func (r scaleRow) lessRestStart() float64 {
+	w := r.window.Seconds()
+	return (r.winCPU - r.rest*w - r.startCost()) / (r.aWinCPU - r.aRest*w - r.aStartCost())
 }
 
 // lessRest is the window's CPU less what each side costs at rest over the
@@ -446,8 +478,61 @@ func (r scaleRow) lessRest() float64 {
 	return (r.winCPU - r.rest*w) / (r.aWinCPU - r.aRest*w)
 }
 
+// startRoundOn reports whether BenchmarkShardedScaling measures starts.
+func startRoundOn() bool { return *startRound || benchSizes() == Full }
+
+// measureStart starts (a) and n members on the empty namespace empty, as
+// runScaling starts them, and returns their CPU seconds at the poll that
+// found every process synced and every range served, (a)'s apart, and
+// how long after their start that poll came.
+func measureStart(b *testing.B, c *testcluster.Cluster, bin, empty string, n, run int) (members, a float64, span time.Duration) {
+	ranges := *shardRanges
+	prefix := fmt.Sprintf("/actorinformer-shard-start/%d-%d-%d", time.Now().UnixNano(), run, n)
+	start := time.Now()
+	pa := shardproc.Start(b, bin, "a-start", append(shardArgs(c, empty), "-mode", "unsharded")...)
+	ms := make([]*shardproc.Proc, n)
+	var wg sync.WaitGroup
+	for i := range ms {
+		wg.Go(func() {
+			ms[i] = startMember(b, c, bin, empty, prefix, fmt.Sprintf("s%d", i), ranges, "-calls", "")
+		})
+	}
+	wg.Wait()
+	all := append([]*shardproc.Proc{pa}, ms...)
+	cpu := make([]float64, len(all))
+	wait(b, 5*time.Minute, "every process synced on the empty namespace, each range served once", func() string {
+		for i, p := range all {
+			st, err := p.State(false)
+			if err != nil || !st.Synced {
+				return p.Name + " not synced"
+			}
+			cpu[i] = st.CPUSeconds
+		}
+		span = time.Since(start)
+		return covered(ms, ranges)
+	})
+	for i, p := range all {
+		if p == pa {
+			a = cpu[i]
+		} else {
+			members += cpu[i]
+		}
+		p.Stop(time.Minute)
+	}
+	return members, a, span
+}
+
 func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, bin, ns string, pods, n, run int) scaleRow {
 	ranges := *shardRanges
+	var startCPU, aStartCPU float64
+	var startSpan time.Duration
+	if startRoundOn() {
+		empty := ns + "-empty"
+		if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: empty}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+		startCPU, aStartCPU, startSpan = measureStart(b, c, bin, empty, n, run)
+	}
 	prefix := fmt.Sprintf("/actorinformer-shard-scale/%d-%d-%d", time.Now().UnixNano(), run, n)
 	profile := func(name string) []string {
 		var args []string
@@ -519,7 +604,7 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 		}
 		return ""
 	})
-	r := scaleRow{window: end.Sub(start), toSynced: syncedAt.Sub(start)}
+	r := scaleRow{window: end.Sub(start), toSynced: syncedAt.Sub(start), startCPU: startCPU, aStartCPU: aStartCPU, startSpan: startSpan}
 	for i, p := range all {
 		if p == a {
 			r.aWinCPU, r.aSyncCPU = drained[i], synced[i]
@@ -542,8 +627,8 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 				b.Fatal(err)
 			}
 		}
-		b.Logf("%d members: %s caches %d objects, heap %.1f MB; %d list requests (%.1f MB), %d warm starts, %d handovers",
-			n, p.Name, st.Objects, float64(st.HeapNow)/1e6, st.ListRequests, float64(st.ListBytes)/1e6, st.WarmStarts, len(st.Handovers))
+		b.Logf("%d members: %s caches %d objects, heap %.1f MB; %d list requests (%.1f MB), %d warm starts, %d handovers; CPU %.2f s, of it the collector's %.2f s (runtime's estimate; its marking in idle time %.2f s) in %d cycles; %.0f MB allocated",
+			n, p.Name, st.Objects, float64(st.HeapNow)/1e6, st.ListRequests, float64(st.ListBytes)/1e6, st.WarmStarts, len(st.Handovers), st.CPUSeconds, st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, float64(st.AllocBytes)/1e6)
 		if p == a {
 			r.aHeap, r.aCPU, r.aBytes = float64(st.HeapNow), st.CPUSeconds, float64(st.Bytes)
 			continue

@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/metrics"
 	rpprof "runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -164,15 +165,22 @@ type state struct {
 	LeaseBytes    int64  `json:"leaseBytes,omitempty"`
 	// LeaseRequests counts the requests of the lease client by kind: get
 	// (reads and lists), watch, create, update, delete.
-	LeaseRequests map[string]int64  `json:"leaseRequests,omitempty"`
-	ListRequests  int64             `json:"listRequests"`
-	ListBytes     int64             `json:"listBytes"`
-	WatchBytes    int64             `json:"watchBytes"`
-	WarmStarts    int64             `json:"warmStarts,omitempty"`
-	WarmFallbacks int64             `json:"warmFallbacks,omitempty"`
-	HeapAfterSync uint64            `json:"heapAfterSync"`
-	HeapNow       uint64            `json:"heapNow,omitempty"`
-	CPUSeconds    float64           `json:"cpuSeconds"`
+	LeaseRequests map[string]int64 `json:"leaseRequests,omitempty"`
+	ListRequests  int64            `json:"listRequests"`
+	ListBytes     int64            `json:"listBytes"`
+	WatchBytes    int64            `json:"watchBytes"`
+	WarmStarts    int64            `json:"warmStarts,omitempty"`
+	WarmFallbacks int64            `json:"warmFallbacks,omitempty"`
+	HeapAfterSync uint64           `json:"heapAfterSync"`
+	HeapNow       uint64           `json:"heapNow,omitempty"`
+	CPUSeconds    float64          `json:"cpuSeconds"`
+	// From runtime/metrics: the runtime's estimate of the CPU its
+	// collector used (its marking in idle time apart), its cycles, and the
+	// bytes allocated.
+	GCCPUSeconds  float64           `json:"gcCPUSeconds"`
+	GCIdleSeconds float64           `json:"gcIdleSeconds"`
+	GCCycles      uint64            `json:"gcCycles"`
+	AllocBytes    uint64            `json:"allocBytes"`
 	FilterMode    string            `json:"filterMode,omitempty"`
 	View          []string          `json:"view,omitempty"`
 	Handovers     []shard.Handover  `json:"handovers,omitempty"`
@@ -337,6 +345,7 @@ func run() error {
 		}
 		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys()),
 			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
+		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes = gcStats()
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
 		mu.Unlock()
@@ -513,6 +522,28 @@ func startCPUProfile(path string) (func(), error) {
 			_ = f.Close()
 		})
 	}, nil
+}
+
+// gcStats returns the runtime's estimate of its collector's CPU seconds
+// (all of it, then its idle-time marking apart), its completed cycles and
+// the bytes allocated so far.
+func gcStats() (cpu, idle float64, cycles, allocs uint64) {
+	ss := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(ss)
+	f := func(i int) float64 {
+		if ss[i].Value.Kind() == metrics.KindFloat64 {
+			return ss[i].Value.Float64()
+		}
+		return 0
+	}
+	u := func(i int) uint64 {
+		if ss[i].Value.Kind() == metrics.KindUint64 {
+			return ss[i].Value.Uint64()
+		}
+		return 0
+	}
+	return f(0), f(1), u(2), u(3)
 }
 
 func cpuSeconds() float64 {

@@ -95,6 +95,10 @@ type State struct {
 	HeapAfterSync uint64            `json:"heapAfterSync"`
 	HeapNow       uint64            `json:"heapNow"`
 	CPUSeconds    float64           `json:"cpuSeconds"`
+	GCCPUSeconds  float64           `json:"gcCPUSeconds"`
+	GCIdleSeconds float64           `json:"gcIdleSeconds"`
+	GCCycles      uint64            `json:"gcCycles"`
+	AllocBytes    uint64            `json:"allocBytes"`
 	FilterMode    string            `json:"filterMode"`
 	View          []string          `json:"view"`
 	Failed        string            `json:"failed"`
