@@ -174,14 +174,29 @@ func TestActorListThenWatch(t *testing.T) {
 	// The status goes out after the deltas, in the same step: the shell
 	// may store it just after the queue got them.
 	c := &e.tel.Metrics.Counters
-	for deadline := time.Now().Add(waitFor); ; time.Sleep(time.Millisecond) {
+	eventually(t, func() string {
 		rv := e.r.LastSyncResourceVersion()
 		if rv == "6" && c.Relists.Load() == 1 && c.ReflectorEvents.Load() == 6 && c.Dropped.Load() == 0 {
-			break
+			return ""
+		}
+		return fmt.Sprintf("RV %q, want 6; relists %d events %d dropped %d, want 1, 6, 0", rv, c.Relists.Load(), c.ReflectorEvents.Load(), c.Dropped.Load())
+	})
+}
+
+// eventually polls cond every millisecond until it returns "", and fails
+// the test with its last answer once waitFor has passed.
+func eventually(t *testing.T, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		why := cond()
+		if why == "" {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v: RV %q, want 6; relists %d events %d dropped %d, want 1, 6, 0", waitFor, rv, c.Relists.Load(), c.ReflectorEvents.Load(), c.Dropped.Load())
+			t.Fatalf("after %v: %s", waitFor, why)
 		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -383,11 +398,12 @@ func TestActorWatchList(t *testing.T) {
 	}
 	// The status goes out after the Replace, in the same step: the shell
 	// may store it just after the queue got the Replace.
-	for deadline := time.Now().Add(waitFor); !e.r.LastSyncUsedWatchList(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: LastSyncUsedWatchList is false", waitFor)
+	eventually(t, func() string {
+		if !e.r.LastSyncUsedWatchList() {
+			return "LastSyncUsedWatchList is false"
 		}
-	}
+		return ""
+	})
 	w := <-opened
 	w.Modify(pod("p1", "3"))
 	if got := deltasString(e.deltas(1)); got != "Updated:ns/p1@3" {

@@ -193,26 +193,31 @@ func (c *Core) renew() {
 	c.out.Send(ToLease, &RenewLease{Seq: c.lease.seq, Create: !c.lease.created})
 }
 
-// maybeRenew writes the lease now when a claimed range waits for a write
-// that starts after its claim.
+// maybeRenew writes the lease now when a range waits for a write that has
+// not begun (awaitsWrite).
 func (c *Core) maybeRenew() {
 	if c.lease.inflight || c.done {
 		return
 	}
 	for r := range c.ranges {
-		switch st := c.ranges[r].state.(type) {
-		case *claiming:
-			if st.after >= c.lease.seq {
-				c.renew()
-				return
-			}
-		case *acquiring:
-			if c.waitsPre(st) && st.preAt >= c.lease.seq {
-				c.renew()
-				return
-			}
+		if c.awaitsWrite(c.ranges[r].state) {
+			c.renew()
+			return
 		}
 	}
+}
+
+// awaitsWrite reports whether a range in state st waits for a lease write
+// that has not begun: a claim's, after the last answer, or the one before
+// the deliverers are asked.
+func (c *Core) awaitsWrite(st rangeState) bool {
+	switch st := st.(type) {
+	case *claiming:
+		return st.after >= c.lease.seq
+	case *acquiring:
+		return c.waitsPre(st) && st.preAt >= c.lease.seq
+	}
+	return false
 }
 
 // leaseTick renews the lease every RetryPeriod, fences this member once

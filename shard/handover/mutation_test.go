@@ -33,6 +33,12 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a failed lease write counts as the early token's write",
+		file: "fence.go",
+		from: "\t\tc.lease.inflight = false\n\t}\n\tif m.Lost {",
+		to:   "\t\tc.lease.inflight = false\n\t}\n\tc.lease.okSeq = m.Seq\n\tc.activate(m.Seq, c.lease.token)\n\tif m.Lost {",
+	},
+	{
 		name: "the early token serves whatever the handoff's token",
 		file: "ranges.go",
 		from: "tok > st.preMax && tok > ri.seen && tok > ri.delivered &&\n\t\t(st.handoff == nil || tok > st.handoff.Token)",

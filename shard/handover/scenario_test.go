@@ -2492,4 +2492,31 @@ func TestTokenIsWrittenBeforeTheDelivererIsAsked(t *testing.T) {
 		other := handover.NewMemberID("other", "1")
 		fallback(t, c, release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: other}), 40)
 	})
+	t.Run("a failed write waits for the next renewal", func(t *testing.T) {
+		// The early write fails: the deliverer goes on delivering and is
+		// not asked; the next write, a retry period after the failed one
+		// began, is the token.
+		c, _, peer, out := deliveredByPeer(t)
+		w, ok := find[*handover.RenewLease](out)
+		if !ok {
+			t.Fatalf("no lease write before the deliverer is asked: %+v", c.Status())
+		}
+		begun := 2 * simTick // deliveredByPeer's clock
+		out = c.Step(&handover.LeaseRenewFailed{Seq: w.Seq, Start: begun})
+		out = append(out, c.Step(&handover.Tick{Now: begun + simRetryPeriod - simTick})...)
+		if _, ok := find[*handover.Acquire](out); ok {
+			t.Fatalf("the deliverer asked after a failed write: %v", out)
+		}
+		if _, ok := find[*handover.RenewLease](out); ok {
+			t.Fatalf("a write again before the retry period: %v", out)
+		}
+		if st := c.Status().Ranges[0]; st.State != "acquiring" || !slices.Contains(st.Waiting, c.Status().Self) {
+			t.Fatalf("range 0 after the failed write: %+v, want acquiring, waiting for its own write", st)
+		}
+		ask := written(t, c, c.Step(&handover.Tick{Now: begun + simRetryPeriod}), 30)
+		act, ok := find[*handover.ActivateRange](release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer}))
+		if !ok || act.Token != 30 {
+			t.Fatalf("activation %+v, want token 30: %+v", act, c.Status())
+		}
+	})
 }
