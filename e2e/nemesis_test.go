@@ -32,6 +32,8 @@ var (
 	nemesisDelay    = flag.Duration("nemesis.handler-delay", time.Millisecond, "how long each handler call takes")
 	nemesisSeed     = flag.Int64("nemesis.seed", 0, "seed of the workload and of the long run's choices (0: the time)")
 	nemesisReport   = flag.String("nemesis.report", "", "a file to write the report to, as JSON")
+	nemesisUpgrade  = flag.String("nemesis.upgrade-from", "", "a git revision: the members start as the member program was there, and a rolling update replaces them with this one's (the only fault unless -nemesis.faults says otherwise)")
+	nemesisRollback = flag.String("nemesis.rollback-to", "", "a git revision: a rolling update replaces this version's members with the member program as it was there (the only fault unless -nemesis.faults says otherwise)")
 )
 
 const nemesisEnv = "ACTORINFORMER_NEMESIS"
@@ -65,7 +67,9 @@ func kindList() string {
 // one cluster, a partition with a member joining during it: about four
 // minutes on 2 cores. -nemesis.duration 10m is a
 // long run: random faults, one after the other, in one group, for that
-// long.
+// long. -nemesis.upgrade-from REV and -nemesis.rollback-to REV run a
+// rolling update between the member program as it was at the git
+// revision REV and this one's, in either direction.
 func TestNemesis(t *testing.T) {
 	if !*nemesisOn && os.Getenv(nemesisEnv) == "" {
 		t.Skip("opt-in: go test ./e2e -run TestNemesis -nemesis (or " + nemesisEnv + "=1); hack/test.sh runs it")
@@ -92,7 +96,28 @@ func TestNemesis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := nemesis.Options{Bin: bin, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
+	// A rolling update from one version of the member program to another.
+	var upgradeBin string
+	if *nemesisUpgrade != "" && *nemesisRollback != "" {
+		t.Fatal("-nemesis.upgrade-from and -nemesis.rollback-to: one or the other")
+	}
+	if rev := *nemesisUpgrade + *nemesisRollback; rev != "" {
+		other, err := shardproc.BuildAt(rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *nemesisUpgrade != "" {
+			bin, upgradeBin = other, bin
+			t.Logf("nemesis: members start as at %s; a rolling update brings this version's", rev)
+		} else {
+			upgradeBin = other
+			t.Logf("nemesis: members start as this version's; a rolling update brings those of %s", rev)
+		}
+		if *nemesisFaults == "" {
+			kinds = []nemesis.Kind{nemesis.Rolling}
+		}
+	}
+	o := nemesis.Options{Bin: bin, UpgradeBin: upgradeBin, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
 		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, HandlerDelay: *nemesisDelay, Seed: seed}
 	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, handler calls of %v, member args %q",
 		seed, kinds, o.Members, o.TTL, o.Hold, o.HandlerDelay, o.MemberArgs)

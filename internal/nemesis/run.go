@@ -42,6 +42,9 @@ const LeaseNamespace = "default"
 type Options struct {
 	// Bin is the member program (shardproc.Build's).
 	Bin string
+	// UpgradeBin, when set, is the member program the new members of a
+	// Rolling fault run: a rolling update from Bin's version to its.
+	UpgradeBin string
 	// MemberArgs are added to every member's command line (after the
 	// run's own flags): the member program's own settings, such as its
 	// lease timings.
@@ -183,6 +186,12 @@ func (r *Run) etcdAddr() string { return strings.TrimPrefix(r.c.EtcdURL(), "http
 // Join starts a member.
 func (r *Run) Join() *Member {
 	r.t.Helper()
+	return r.joinWith(r.o.Bin)
+}
+
+// joinWith starts a member running the program bin.
+func (r *Run) joinWith(bin string) *Member {
+	r.t.Helper()
 	r.mu.Lock()
 	r.seq++
 	seq := r.seq
@@ -218,7 +227,7 @@ func (r *Run) Join() *Member {
 			"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
 			"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
 			"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
-		p, log := shardproc.TryStart(r.t, r.o.Bin, name, append(args, r.o.MemberArgs...)...)
+		p, log := shardproc.TryStart(r.t, bin, name, append(args, r.o.MemberArgs...)...)
 		if p != nil {
 			m.proc = p
 			break
@@ -381,8 +390,12 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		r.mu.Unlock()
 	case Rolling:
 		o.i = r.record(f)
+		bin := r.o.Bin
+		if r.o.UpgradeBin != "" {
+			bin = r.o.UpgradeBin
+		}
 		for _, old := range r.Live() {
-			m := r.Join()
+			m := r.joinWith(bin)
 			if took, why := r.balance(r.o.Recover); why != "" {
 				r.logf("nemesis: rolling: not balanced %v after %s joined: %s", took.Round(time.Millisecond), m.Name, why)
 			}

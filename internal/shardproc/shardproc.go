@@ -52,6 +52,40 @@ func Build(race bool) (string, error) {
 	return path, nil
 }
 
+// BuildAt builds the member program as it was at the git revision rev of
+// the repository the working directory is in: its tree, exported to a
+// temporary directory (git archive), built there. For a rolling update
+// from an older version.
+func BuildAt(rev string) (string, error) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse --show-toplevel: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "shardmember-at")
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return "", err
+	}
+	tarball := filepath.Join(dir, "src.tar")
+	if out, err := exec.Command("git", "-C", strings.TrimSpace(string(top)), "archive", "-o", tarball, rev).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive %s: %v: %s", rev, err, out)
+	}
+	if out, err := exec.Command("tar", "-x", "-C", src, "-f", tarball).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("tar: %v: %s", err, out)
+	}
+	path := filepath.Join(dir, "shardmember")
+	build := exec.Command("go", "build", "-o", path, "./internal/shardmember")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build shardmember at %s: %v\n%s", rev, err, out)
+	}
+	_ = os.Remove(tarball)
+	return path, os.RemoveAll(src)
+}
+
 // Proc is a running shardmember.
 type Proc struct {
 	Name   string
