@@ -158,7 +158,7 @@ func shortNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, k nem
 	r.StartWorkload()
 	time.Sleep(2 * time.Second)
 	var target *nemesis.Member
-	if k != nemesis.EtcdRestart && k != nemesis.Join && k != nemesis.JoinDuringDeletes && k != nemesis.Rolling {
+	if !k.Targetless() {
 		target = r.Live()[1]
 	}
 	inject(r, o, k, target, true)
@@ -185,7 +185,7 @@ func longNemesis(t *testing.T, c *testcluster.Cluster, o nemesis.Options, kinds 
 		k := kinds[rnd.Intn(len(kinds))]
 		live := r.Live()
 		var target *nemesis.Member
-		if k != nemesis.EtcdRestart && k != nemesis.Join && k != nemesis.JoinDuringDeletes && k != nemesis.Rolling {
+		if !k.Targetless() {
 			target = live[rnd.Intn(len(live))]
 		}
 		t.Logf("nemesis: fault %d, %v left", n, time.Until(deadline).Round(time.Second))

@@ -46,6 +46,11 @@ const (
 	// member joins, the group settles, and the old member leaves with
 	// SIGTERM, then the group settles again.
 	Rolling Kind = "rolling"
+	// Flap starts a member and stops it with SIGTERM a random 0.3–2.8 s
+	// later (FlapAfter, FlapSpread), while ranges move to it: it leaves with asks
+	// unanswered, answers given, claims under way or handoffs not yet
+	// used.
+	Flap Kind = "flap"
 	// LeaseDelete deletes a member's lease through the API server, as
 	// kubectl delete lease would, while the member is frozen (SIGSTOP) for
 	// LeaseDeleteHold, less than the renew deadline: it resumes with its
@@ -59,7 +64,15 @@ const (
 const LeaseDeleteHold = 2 * time.Second
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, LeaseDelete}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete}
+
+// FlapAfter and FlapSpread: a Flap's member gets SIGTERM FlapAfter plus
+// up to FlapSpread after its start (a member joining three others served
+// its share 2.2 s after its start).
+const (
+	FlapAfter  = 300 * time.Millisecond
+	FlapSpread = 2500 * time.Millisecond
+)
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
 // restart) without a handover, as a crash does, or get it fenced; a delete
@@ -69,7 +82,13 @@ var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdResta
 // join or a rolling update hands ranges over: a delete lost then is a
 // violation.
 func (k Kind) gapExempt() bool {
-	return k != Leave && k != Join && k != JoinDuringDeletes && k != Rolling
+	return k != Leave && k != Join && k != JoinDuringDeletes && k != Rolling && k != Flap
+}
+
+// Targetless: the fault picks no member of the group (it starts its own,
+// or hits every member).
+func (k Kind) Targetless() bool {
+	return k == EtcdRestart || k == Join || k == JoinDuringDeletes || k == Rolling || k == Flap
 }
 
 // blinds: the fault cuts its target (every member, for an etcd restart)

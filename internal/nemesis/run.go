@@ -14,6 +14,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand"
 	"net"
 	"os"
 	"slices"
@@ -388,6 +390,27 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		r.mu.Lock()
 		r.faults[o.i].Target = m.Name
 		r.mu.Unlock()
+	case Flap:
+		o.i = r.record(f)
+		m := r.Join()
+		o.target = m.Name
+		r.mu.Lock()
+		r.faults[o.i].Target = m.Name
+		r.mu.Unlock()
+		// Each group (namespace) and fault draws its own delay.
+		h := fnv.New64a()
+		h.Write([]byte(r.ns))
+		after := FlapAfter + time.Duration(rand.New(rand.NewSource(r.o.Seed^int64(h.Sum64())+int64(o.i))).Int63n(int64(FlapSpread)))
+		time.Sleep(time.Until(m.proc.Start.Add(after)))
+		serving := "?"
+		if st, err := m.proc.State(false); err == nil {
+			serving = fmt.Sprint(st.Ranges)
+		}
+		r.logf("nemesis: flap: %s gets SIGTERM %v after its start, serving ranges %s", m.Name, time.Since(m.proc.Start).Round(time.Millisecond), serving)
+		m.mu.Lock()
+		m.gone = true
+		m.mu.Unlock()
+		m.proc.Terminate()
 	case Rolling:
 		o.i = r.record(f)
 		bin := r.o.Bin
