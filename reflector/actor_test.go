@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/informertest"
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -174,30 +175,13 @@ func TestActorListThenWatch(t *testing.T) {
 	// The status goes out after the deltas, in the same step: the shell
 	// may store it just after the queue got them.
 	c := &e.tel.Metrics.Counters
-	eventually(t, func() string {
+	informertest.Eventually(t, waitFor, time.Millisecond, "the status after the deltas", func() string {
 		rv := e.r.LastSyncResourceVersion()
 		if rv == "6" && c.Relists.Load() == 1 && c.ReflectorEvents.Load() == 6 && c.Dropped.Load() == 0 {
 			return ""
 		}
 		return fmt.Sprintf("RV %q, want 6; relists %d events %d dropped %d, want 1, 6, 0", rv, c.Relists.Load(), c.ReflectorEvents.Load(), c.Dropped.Load())
 	})
-}
-
-// eventually polls cond every millisecond until it returns "", and fails
-// the test with its last answer once waitFor has passed.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", waitFor, why)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestActorResetWatchRelists(t *testing.T) {
@@ -398,7 +382,7 @@ func TestActorWatchList(t *testing.T) {
 	}
 	// The status goes out after the Replace, in the same step: the shell
 	// may store it just after the queue got the Replace.
-	eventually(t, func() string {
+	informertest.Eventually(t, waitFor, time.Millisecond, "the status after the Replace", func() string {
 		if !e.r.LastSyncUsedWatchList() {
 			return "LastSyncUsedWatchList is false"
 		}
