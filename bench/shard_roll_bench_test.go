@@ -499,18 +499,8 @@ func measureStart(b *testing.B, c *testcluster.Cluster, bin, empty string, n, ru
 	}
 	wg.Wait()
 	all := append([]*shardproc.Proc{pa}, ms...)
-	cpu := make([]float64, len(all))
-	wait(b, 5*time.Minute, "every process synced on the empty namespace, each range served once", func() string {
-		for i, p := range all {
-			st, err := p.State(false)
-			if err != nil || !st.Synced {
-				return p.Name + " not synced"
-			}
-			cpu[i] = st.CPUSeconds
-		}
-		span = time.Since(start)
-		return covered(ms, ranges)
-	})
+	cpu, at := waitServed(b, "every process synced on the empty namespace, each range served once", all, ms, ranges)
+	span = at.Sub(start)
 	for i, p := range all {
 		if p == pa {
 			a = cpu[i]
@@ -520,6 +510,26 @@ func measureStart(b *testing.B, c *testcluster.Cluster, bin, empty string, n, ru
 		p.Stop(time.Minute)
 	}
 	return members, a, span
+}
+
+// waitServed waits (what) until every process of all is synced and the
+// members ms serve each range once, and returns the processes' CPU seconds as the
+// poll that found them so read them, and when it did.
+func waitServed(b *testing.B, what string, all, ms []*shardproc.Proc, ranges int) ([]float64, time.Time) {
+	cpu := make([]float64, len(all))
+	var at time.Time
+	wait(b, 5*time.Minute, what, func() string {
+		for i, p := range all {
+			st, err := p.State(false)
+			if err != nil || !st.Synced {
+				return p.Name + " not synced"
+			}
+			cpu[i] = st.CPUSeconds
+		}
+		at = time.Now()
+		return covered(ms, ranges)
+	})
+	return cpu, at
 }
 
 func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, bin, ns string, pods, n, run int) scaleRow {
@@ -559,20 +569,7 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 	}
 	wg.Wait()
 	all := append([]*shardproc.Proc{a}, ms...)
-	// The processes' CPU seconds as the poll that found them synced read them.
-	synced := make([]float64, len(all))
-	var syncedAt time.Time
-	wait(b, 5*time.Minute, "every process synced, each range served once", func() string {
-		for i, p := range all {
-			st, err := p.State(false)
-			if err != nil || !st.Synced {
-				return p.Name + " not synced"
-			}
-			synced[i] = st.CPUSeconds
-		}
-		syncedAt = time.Now()
-		return covered(ms, ranges)
-	})
+	synced, syncedAt := waitServed(b, "every process synced, each range served once", all, ms, ranges)
 	updates := pods / 4
 	rnd := rand.New(rand.NewSource(int64(n)))
 	parallel(8, updates, func(i int) error {
