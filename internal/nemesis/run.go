@@ -375,10 +375,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 	case Leave:
 		f.End = f.Start
 		o.i = r.record(f)
-		target.mu.Lock()
-		target.gone = true
-		target.mu.Unlock()
-		target.proc.Terminate()
+		target.leave()
 	case Join, JoinDuringDeletes:
 		o.i = r.record(f)
 		if k == JoinDuringDeletes {
@@ -386,17 +383,11 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 			o.until = now.Add(r.o.Burst)
 		}
 		m := r.Join()
-		o.target = m.Name
-		r.mu.Lock()
-		r.faults[o.i].Target = m.Name
-		r.mu.Unlock()
+		r.retarget(o, m.Name)
 	case Flap:
 		o.i = r.record(f)
 		m := r.Join()
-		o.target = m.Name
-		r.mu.Lock()
-		r.faults[o.i].Target = m.Name
-		r.mu.Unlock()
+		r.retarget(o, m.Name)
 		// Each group (namespace) and fault draws its own delay.
 		h := fnv.New64a()
 		h.Write([]byte(r.ns))
@@ -407,10 +398,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 			serving = fmt.Sprint(st.Ranges)
 		}
 		r.logf("nemesis: flap: %s gets SIGTERM %v after its start, serving ranges %s", m.Name, time.Since(m.proc.Start).Round(time.Millisecond), serving)
-		m.mu.Lock()
-		m.gone = true
-		m.mu.Unlock()
-		m.proc.Terminate()
+		m.leave()
 	case Rolling:
 		o.i = r.record(f)
 		bin := r.o.Bin
@@ -422,18 +410,12 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 			if took, why := r.balance(r.o.Recover); why != "" {
 				r.logf("nemesis: rolling: not balanced %v after %s joined: %s", took.Round(time.Millisecond), m.Name, why)
 			}
-			old.mu.Lock()
-			old.gone = true
-			old.mu.Unlock()
-			old.proc.Terminate()
+			old.leave()
 			if took, why := r.balance(r.o.Recover); why != "" {
 				r.logf("nemesis: rolling: not balanced %v after %s left: %s", took.Round(time.Millisecond), old.Name, why)
 			}
 		}
-		o.target = "all"
-		r.mu.Lock()
-		r.faults[o.i].Target = o.target
-		r.mu.Unlock()
+		r.retarget(o, "all")
 	default:
 		r.t.Fatalf("nemesis: unknown fault %q", k)
 	}
@@ -483,6 +465,22 @@ func (o *Ongoing) Wait() {
 	o.r.t.Helper()
 	time.Sleep(time.Until(o.until))
 	o.Heal()
+}
+
+// retarget names the fault's target once it is known: a joiner, or "all".
+func (r *Run) retarget(o *Ongoing, name string) {
+	o.target = name
+	r.mu.Lock()
+	r.faults[o.i].Target = name
+	r.mu.Unlock()
+}
+
+// leave marks m gone and sends it SIGTERM: it leaves the group gracefully.
+func (m *Member) leave() {
+	m.mu.Lock()
+	m.gone = true
+	m.mu.Unlock()
+	m.proc.Terminate()
 }
 
 // Inject injects a fault and returns once it has healed: Start, then Wait.
