@@ -243,25 +243,34 @@ func (s *Store) AddIndexers(newIndexers cache.Indexers) error {
 // ---- cache.Store reads ----
 
 // List returns every cached object, in no particular order.
-func (s *Store) List() []any {
+func (s *Store) List() []any { return s.AppendList([]any{}) }
+
+// AppendList appends every cached object to dst, in no particular order,
+// and returns the extended slice: a view over several stores lists them
+// into one slice, grown once.
+func (s *Store) AppendList(dst []any) []any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	list := make([]any, 0, len(s.items))
+	dst = slices.Grow(dst, len(s.items))
 	for _, obj := range s.items {
-		list = append(list, obj)
+		dst = append(dst, obj)
 	}
-	return list
+	return dst
 }
 
 // ListKeys returns every cached key, in no particular order.
-func (s *Store) ListKeys() []string {
+func (s *Store) ListKeys() []string { return s.AppendKeys([]string{}) }
+
+// AppendKeys appends every cached key to dst, in no particular order, and
+// returns the extended slice.
+func (s *Store) AppendKeys(dst []string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	keys := make([]string, 0, len(s.items))
+	dst = slices.Grow(dst, len(s.items))
 	for k := range s.items {
-		keys = append(keys, k)
+		dst = append(dst, k)
 	}
-	return keys
+	return dst
 }
 
 // Get returns the cached object with obj's key.

@@ -310,6 +310,32 @@ func TestStoreReadsReturnFreshSlices(t *testing.T) {
 	}
 }
 
+func TestStoreAppendReads(t *testing.T) {
+	s := NewStore(nil, nil)
+	if l, k := s.List(), s.ListKeys(); l == nil || k == nil || len(l) != 0 || len(k) != 0 {
+		t.Fatalf("an empty store's List %#v, ListKeys %#v; want empty, non-nil slices as client-go's", l, k)
+	}
+	for _, p := range []*corev1.Pod{pod("a", "x", "1"), pod("a", "y", "1")} {
+		if err := s.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := s.AppendKeys([]string{"kept"})
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"a/x", "a/y", "kept"}) {
+		t.Fatalf("AppendKeys = %v", keys)
+	}
+	objs := s.AppendList([]any{"kept"})
+	if len(objs) != 3 || objs[0] != "kept" || describe(objs[1:]) != describe(s.List()) {
+		t.Fatalf("AppendList = %v", objs)
+	}
+	// A slice with room is filled in place.
+	room := make([]string, 1, 8)
+	if got := testing.AllocsPerRun(10, func() { _ = s.AppendKeys(room[:1]) }); got != 0 {
+		t.Fatalf("AppendKeys into a slice with room allocated %v times", got)
+	}
+}
+
 func TestStoreKeyError(t *testing.T) {
 	s := NewStore(nil, nil)
 	for name, err := range map[string]error{

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/indexer"
 )
 
 // ErrReadOnly is returned by the writes of a sharded informer's cache: only
@@ -26,18 +28,36 @@ func (v indexerView) Resync() error                       { return nil }
 func (v indexerView) Bookmark(string)                     {}
 func (v indexerView) AddIndexers(ix cache.Indexers) error { return v.s.AddIndexers(ix) }
 
+// Len is the number of objects in the delivered ranges.
+func (v indexerView) Len() int { return cachedLen(v.stores()) }
+
+// cache is a range's cache: the store its informer's indexer actor writes.
+func (ri *rangeInformer) cache() *indexer.Store { return ri.inf.GetIndexer().(*indexer.Store) }
+
+func cachedLen(ris []*rangeInformer) int {
+	n := 0
+	for _, ri := range ris {
+		n += ri.cache().Len()
+	}
+	return n
+}
+
+// List and ListKeys read each delivered range's cache into one slice,
+// allocated once: a lister's List reads the whole cache.
 func (v indexerView) List() []any {
-	var out []any
-	for _, ri := range v.stores() {
-		out = append(out, ri.inf.GetIndexer().List()...)
+	ris := v.stores()
+	out := make([]any, 0, cachedLen(ris))
+	for _, ri := range ris {
+		out = ri.cache().AppendList(out)
 	}
 	return out
 }
 
 func (v indexerView) ListKeys() []string {
-	var out []string
-	for _, ri := range v.stores() {
-		out = append(out, ri.inf.GetIndexer().ListKeys()...)
+	ris := v.stores()
+	out := make([]string, 0, cachedLen(ris))
+	for _, ri := range ris {
+		out = ri.cache().AppendKeys(out)
 	}
 	return out
 }

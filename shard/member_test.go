@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -262,6 +263,7 @@ func TestServerSideFilterMode(t *testing.T) {
 	if n := len(inf.GetIndexer().ListKeys()); n != 50 {
 		t.Fatalf("%d cached, want 50", n)
 	}
+	checkView(t, inf.GetIndexer(), 50)
 	src.mu.Lock()
 	sent := src.sent
 	src.mu.Unlock()
@@ -432,5 +434,34 @@ func TestHandlerCallsTheInformer(t *testing.T) {
 	}
 	if n := calls.Load(); n != 40+8+8 {
 		t.Errorf("%d calls, want 40 adds, 8 acquires and 8 releases", n)
+	}
+}
+
+// checkView checks the view over the delivered ranges' caches: its length,
+// List and ListKeys agree, and each of them allocates its one slice.
+func checkView(t *testing.T, ix cache.Indexer, want int) {
+	t.Helper()
+	if n := ix.(interface{ Len() int }).Len(); n != want {
+		t.Fatalf("Len %d, want %d", n, want)
+	}
+	keys := ix.ListKeys()
+	var fromList []string
+	for _, obj := range ix.List() {
+		k, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromList = append(fromList, k)
+	}
+	slices.Sort(keys)
+	slices.Sort(fromList)
+	if len(keys) != want || !slices.Equal(keys, fromList) || len(slices.Compact(slices.Clone(keys))) != want {
+		t.Fatalf("ListKeys %d keys, List %d objects, want %d, the same and distinct", len(keys), len(fromList), want)
+	}
+	if a := testing.AllocsPerRun(5, func() { _ = ix.ListKeys() }); a != 1 {
+		t.Errorf("ListKeys allocated %v times, want 1: one slice for every range's keys", a)
+	}
+	if a := testing.AllocsPerRun(5, func() { _ = ix.List() }); a != 1 {
+		t.Errorf("List allocated %v times, want 1", a)
 	}
 }

@@ -343,7 +343,7 @@ func run() error {
 		if r.URL.Query().Get("stopprofile") == "1" {
 			stopProfile()
 		}
-		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: len(inf.GetStore().ListKeys()),
+		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: cachedLen(inf.GetStore()),
 			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
 		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes = gcStats()
 		mu.Lock()
@@ -728,4 +728,14 @@ func (v *view) snapshot() (map[string]string, []string) {
 		out[k] = rv
 	}
 	return out, append([]string(nil), v.errs...)
+}
+
+// cachedLen counts the cached objects without listing them: the benchmarks
+// poll the state often, and listing every key at each poll cost a member of
+// 6,000 pods 7 of the 80 MB it allocated.
+func cachedLen(s cache.Store) int {
+	if l, ok := s.(interface{ Len() int }); ok {
+		return l.Len()
+	}
+	return len(s.ListKeys())
 }
