@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/indexer"
 )
 
@@ -16,7 +17,7 @@ var ErrReadOnly = errors.New("shard: a sharded informer's cache is written only 
 // each delivered range's cache (a read handle, no mailbox).
 type indexerView struct{ s *Informer }
 
-var _ cache.Indexer = indexerView{}
+var _ actors.Store = indexerView{}
 
 func (v indexerView) stores() []*rangeInformer { return *v.s.delivered.Load() }
 
@@ -29,15 +30,15 @@ func (v indexerView) Bookmark(string)                     {}
 func (v indexerView) AddIndexers(ix cache.Indexers) error { return v.s.AddIndexers(ix) }
 
 // Len is the number of objects in the delivered ranges.
-func (v indexerView) Len() int { return cachedLen(v.stores()) }
+func (v indexerView) Len() int { return totalLen(v.stores()) }
 
 // cache is a range's cache: the store its informer's indexer actor writes.
 func (ri *rangeInformer) cache() *indexer.Store { return ri.inf.GetIndexer().(*indexer.Store) }
 
-func cachedLen(ris []*rangeInformer) int {
+func totalLen(ris []*rangeInformer) int {
 	n := 0
 	for _, ri := range ris {
-		n += ri.cache().Len()
+		n += cacheLen(ri.inf.GetIndexer())
 	}
 	return n
 }
@@ -46,7 +47,7 @@ func cachedLen(ris []*rangeInformer) int {
 // allocated once: a lister's List reads the whole cache.
 func (v indexerView) List() []any {
 	ris := v.stores()
-	out := make([]any, 0, cachedLen(ris))
+	out := make([]any, 0, totalLen(ris))
 	for _, ri := range ris {
 		out = ri.cache().AppendList(out)
 	}
@@ -55,7 +56,7 @@ func (v indexerView) List() []any {
 
 func (v indexerView) ListKeys() []string {
 	ris := v.stores()
-	out := make([]string, 0, cachedLen(ris))
+	out := make([]string, 0, totalLen(ris))
 	for _, ri := range ris {
 		out = ri.cache().AppendKeys(out)
 	}

@@ -117,7 +117,9 @@ func WithReleasedKeyTTL(d time.Duration) Option { return func(o *options) { o.re
 // each member keeps its lease: the fencing that keeps a range's handlers on
 // one member at a time through pauses and partitions (docs/sharding.md).
 // Required. The member needs get, list, watch, create, update and delete
-// on leases there.
+// on leases there. A group is its name within namespace: every member that
+// keeps its lease there under the group's name is taken for a peer, so two
+// groups of one name, on two clusters, must not share a namespace.
 func WithLeases(leases coordinationv1client.LeasesGetter, namespace string) Option {
 	return func(o *options) { o.leases, o.namespace = leases, namespace }
 }

@@ -132,6 +132,8 @@ type Proc struct {
 	Frozen []Interval
 	// Fences are the reasons of the fences its log records (FenceReasons).
 	Fences []string
+	// Events counts the protocol's paths its log records (LogEvents).
+	Events map[string]int
 }
 
 // Delete is one delete the workload made (with a UID precondition).
@@ -254,6 +256,8 @@ type Result struct {
 	Begin int64
 	// Fences counts the members' fences by reason, from their logs.
 	Fences map[string]int `json:",omitempty"`
+	// Events counts the protocol's paths the members' logs record (Events).
+	Events map[string]int `json:",omitempty"`
 }
 
 // Count returns the number of violations of kind k ("" for all).
@@ -283,6 +287,12 @@ func Check(in Input) *Result {
 				res.Fences = map[string]int{}
 			}
 			res.Fences[f]++
+		}
+		for name, n := range p.Events {
+			if res.Events == nil {
+				res.Events = map[string]int{}
+			}
+			res.Events[name] += n
 		}
 		for _, r := range p.Calls {
 			calls = append(calls, call{r, i})

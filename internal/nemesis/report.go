@@ -63,6 +63,9 @@ func (res *Result) Table() string {
 	if len(res.Fences) > 0 {
 		fmt.Fprintf(&b, "fences, from the members' logs: %s\n", fenceSummary(res.Fences))
 	}
+	if len(res.Events) > 0 {
+		fmt.Fprintf(&b, "the members' logs record: %s\n", eventSummary(res.Events))
+	}
 	b.WriteString(res.Examples(3))
 	return b.String()
 }

@@ -36,10 +36,6 @@ import (
 	"github.com/actorinformer/actorinformer/shard"
 )
 
-// LeaseNamespace is where the members keep their leases (the member
-// program's default).
-const LeaseNamespace = "default"
-
 // Options configures a run.
 type Options struct {
 	// Bin is the member program (shardproc.Build's).
@@ -225,7 +221,9 @@ func (r *Run) joinWith(bin string) *Member {
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-mode", "sharded",
+		// The leases live in the group's namespace: the groups of a short
+		// run share an API server, and each must see only its own.
+		args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-lease-namespace", r.ns, "-mode", "sharded",
 			"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
 			"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
 			"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
@@ -430,7 +428,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 func (r *Run) deleteLease(m *Member) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	api := r.cs.CoordinationV1().Leases(LeaseNamespace)
+	api := r.cs.CoordinationV1().Leases(r.ns)
 	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: shard.LabelGroup})
 	if err != nil {
 		return err
@@ -694,6 +692,7 @@ func (r *Run) Check() *Result {
 		p := Proc{Name: m.Name, Calls: recs, Torn: torn}
 		if log, err := os.ReadFile(m.proc.Log); err == nil {
 			p.Fences = FenceReasons(string(log))
+			p.Events = LogEvents(string(log))
 		}
 		m.mu.Lock()
 		p.Frozen = slices.Clone(m.frozen)

@@ -62,6 +62,48 @@ func fenceKind(reason string) string {
 	return b.String()
 }
 
+// Events are the protocol's paths a member's log records, each by its
+// message (as shard logs it) and the name the report counts it under: the
+// count says whether a run took the path at all.
+var Events = []struct{ Message, Name string }{
+	{"acquired range", "acquisitions"},
+	{"released range", "releases"},
+	{"revoked the lease of a member that stopped renewing it", "revokes"},
+	{"a late handoff", "late handoffs"},
+	{"range informer started from the previous deliverer's copy, without a list", "warm starts"},
+	{"range informer starts cold: no member delivers the range as this member knows", "cold starts"},
+	{"the range's handlers were not given everything before its release; the next owner may miss deletes", "drains cut short"},
+	{"the range's informer did not reach the previous deliverer's version in time; delivering from where it is", "catch-ups cut short"},
+	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},
+	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
+}
+
+// LogEvents counts the Events a member's log records, by name.
+func LogEvents(log string) map[string]int {
+	out := map[string]int{}
+	for line := range strings.Lines(log) {
+		for _, e := range Events {
+			if strings.Contains(line, `] "`+e.Message+`"`) {
+				out[e.Name]++
+				break
+			}
+		}
+	}
+	return out
+}
+
+// eventSummary lists the counted events in Events' order, those that
+// happened.
+func eventSummary(events map[string]int) string {
+	var parts []string
+	for _, e := range Events {
+		if n := events[e.Name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, e.Name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // fenceSummary lists the fences by reason, the most frequent first.
 func fenceSummary(fences map[string]int) string {
 	reasons := make([]string, 0, len(fences))
