@@ -132,8 +132,8 @@ type Proc struct {
 	Frozen []Interval
 	// Fences are the reasons of the fences its log records (FenceReasons).
 	Fences []string
-	// Events counts the protocol's paths its log records (LogEvents).
-	Events map[string]int
+	// Events are the protocol's paths its log records (LogEvents).
+	Events []Event
 }
 
 // Delete is one delete the workload made (with a UID precondition).
@@ -239,6 +239,9 @@ type FaultReport struct {
 	Deletes    int
 	Violations map[string]int
 	Exemptions map[string]int
+	// Events counts the protocol's paths the members' logs record from
+	// the fault's start to the next fault's (Events).
+	Events map[string]int `json:",omitempty"`
 }
 
 // Result is the checker's verdict.
@@ -288,25 +291,17 @@ func Check(in Input) *Result {
 			}
 			res.Fences[f]++
 		}
-		for name, n := range p.Events {
+		for _, e := range p.Events {
 			if res.Events == nil {
 				res.Events = map[string]int{}
 			}
-			res.Events[name] += n
+			res.Events[e.Name]++
 		}
 		for _, r := range p.Calls {
 			calls = append(calls, call{r, i})
 		}
 	}
-	attribute := func(at int64) int {
-		f := -1
-		for i, ft := range in.Faults {
-			if ft.Start <= at {
-				f = i
-			}
-		}
-		return f
-	}
+	attribute := func(at int64) int { return attributeTo(in.Faults, at) }
 	violate := func(kind string, at int64, format string, args ...any) {
 		res.Violations = append(res.Violations, Violation{kind, at, attribute(at), fmt.Sprintf(format, args...)})
 	}
@@ -845,6 +840,26 @@ func (res *Result) report(in Input, delivery map[int]map[int][]Interval) {
 	for _, g := range res.Gaps {
 		at(g.Fault).Unserved[g.Range] += g.Duration()
 	}
+	for _, p := range in.Procs {
+		for _, e := range p.Events {
+			fr := at(attributeTo(in.Faults, e.At))
+			if fr.Events == nil {
+				fr.Events = map[string]int{}
+			}
+			fr.Events[e.Name]++
+		}
+	}
+}
+
+// attributeTo returns the last fault begun at or before at, -1 if none.
+func attributeTo(faults []Fault, at int64) int {
+	f := -1
+	for i, ft := range faults {
+		if ft.Start <= at {
+			f = i
+		}
+	}
+	return f
 }
 
 // takeover returns how long after at every range that process pi

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // fenceLine is the message a member logs when it is fenced
@@ -78,16 +79,46 @@ var Events = []struct{ Message, Name string }{
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
 }
 
-// LogEvents counts the Events a member's log records, by name.
-func LogEvents(log string) map[string]int {
-	out := map[string]int{}
+// Event is one of Events in a member's log: its name and when it was
+// logged (Unix nanoseconds; 0 if the line's time could not be read).
+type Event struct {
+	Name string
+	At   int64
+}
+
+// LogEvents returns the Events a member's log records, in order. klog's
+// timestamps (I1201 11:01:04.296000) have no year: year is the run's, and
+// the time is read in the local zone, as klog writes it.
+func LogEvents(log string, year int) []Event {
+	var out []Event
 	for line := range strings.Lines(log) {
 		for _, e := range Events {
 			if strings.Contains(line, `] "`+e.Message+`"`) {
-				out[e.Name]++
+				out = append(out, Event{Name: e.Name, At: klogTime(line, year)})
 				break
 			}
 		}
+	}
+	return out
+}
+
+// klogTime reads a klog line's time, 0 if it cannot.
+func klogTime(line string, year int) int64 {
+	if len(line) < len("I0102 15:04:05.000000") {
+		return 0
+	}
+	t, err := time.ParseInLocation("0102 15:04:05.000000", line[1:len("I0102 15:04:05.000000")], time.Local)
+	if err != nil {
+		return 0
+	}
+	return t.AddDate(year-t.Year(), 0, 0).UnixNano()
+}
+
+// countEvents counts events by name.
+func countEvents(events []Event) map[string]int {
+	out := map[string]int{}
+	for _, e := range events {
+		out[e.Name]++
 	}
 	return out
 }
@@ -102,6 +133,34 @@ func eventSummary(events map[string]int) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// eventsByKind sums the faults' events by the fault's kind, for the kinds
+// in order of their first fault; "before any fault" first.
+func (res *Result) eventsByKind() string {
+	var parts []string
+	if len(res.None.Events) > 0 {
+		parts = append(parts, "before any fault: "+eventSummary(res.None.Events))
+	}
+	var kinds []Kind
+	sums := map[Kind]map[string]int{}
+	for _, fr := range res.Faults {
+		if len(fr.Events) == 0 {
+			continue
+		}
+		k := fr.Fault.Kind
+		if sums[k] == nil {
+			sums[k] = map[string]int{}
+			kinds = append(kinds, k)
+		}
+		for name, n := range fr.Events {
+			sums[k][name] += n
+		}
+	}
+	for _, k := range kinds {
+		parts = append(parts, string(k)+": "+eventSummary(sums[k]))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // fenceSummary lists the fences by reason, the most frequent first.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Lines as a member writes them (klog, through shard's default logger).
@@ -63,21 +64,38 @@ I1201 11:01:09.000000    4930 main.go:11] "state" last="released range"
 `
 
 func TestLogEvents(t *testing.T) {
-	got := LogEvents(eventLog)
+	events := LogEvents(eventLog, 2026)
 	want := map[string]int{"acquisitions": 2, "releases": 1, "revokes": 1}
-	if !maps.Equal(got, want) {
+	if got := countEvents(events); !maps.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+	at := time.Date(2026, 12, 1, 11, 1, 6, 0, time.Local).UnixNano()
+	if events[3].Name != "revokes" || events[3].At != at {
+		t.Fatalf("the revoke: %+v, want at %d", events[3], at)
 	}
 	for _, e := range Events {
 		line := `I1201 11:01:04.296000    4930 x.go:1] "` + e.Message + `" group="g"` + "\n"
-		if got := LogEvents(line); got[e.Name] != 1 || len(got) != 1 {
-			t.Errorf("%q counted as %v", e.Message, got)
+		if got := LogEvents(line, 2026); len(got) != 1 || got[0].Name != e.Name {
+			t.Errorf("%q read as %v", e.Message, got)
 		}
 	}
-	res := Check(Input{Ranges: 1, Procs: []Proc{{Name: "m1", Events: got}, {Name: "m2", Events: map[string]int{"releases": 2, "late handoffs": 1}}}})
-	line := "the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs\n"
-	if tab := res.Table(); !strings.Contains(tab, line) {
-		t.Fatalf("the report has no line %q:\n%s", line, tab)
+	if got := LogEvents(`garbled] "released range"`+"\n", 2026); len(got) != 1 || got[0].At != 0 {
+		t.Errorf("a line with no time: %+v", got)
+	}
+
+	// Each event counts for the fault begun last before it.
+	fault := Fault{Kind: Pause, Target: "m2", Start: time.Date(2026, 12, 1, 11, 1, 5, 0, time.Local).UnixNano()}
+	fault.End = fault.Start
+	res := Check(Input{Ranges: 1, Faults: []Fault{fault}, Procs: []Proc{{Name: "m1", Events: events},
+		{Name: "m2", Events: []Event{{"releases", fault.Start}, {"releases", fault.Start + 1}, {"late handoffs", 0}}}}})
+	tab := res.Table()
+	for _, line := range []string{
+		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs\n",
+		"from each fault's start to the next's, by kind: before any fault: 2 acquisitions, 1 late handoffs; pause: 3 releases, 1 revokes\n",
+	} {
+		if !strings.Contains(tab, line) {
+			t.Fatalf("the report has no line %q:\n%s", line, tab)
+		}
 	}
 	if res := Check(Input{Ranges: 1, Procs: []Proc{{Name: "m3"}}}); res.Events != nil || strings.Contains(res.Table(), "logs record") {
 		t.Fatalf("events reported with none logged: %v", res.Events)

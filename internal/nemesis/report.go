@@ -65,6 +65,7 @@ func (res *Result) Table() string {
 	}
 	if len(res.Events) > 0 {
 		fmt.Fprintf(&b, "the members' logs record: %s\n", eventSummary(res.Events))
+		fmt.Fprintf(&b, "from each fault's start to the next's, by kind: %s\n", res.eventsByKind())
 	}
 	b.WriteString(res.Examples(3))
 	return b.String()

@@ -692,7 +692,7 @@ func (r *Run) Check() *Result {
 		p := Proc{Name: m.Name, Calls: recs, Torn: torn}
 		if log, err := os.ReadFile(m.proc.Log); err == nil {
 			p.Fences = FenceReasons(string(log))
-			p.Events = LogEvents(string(log))
+			p.Events = LogEvents(string(log), time.Unix(0, r.begin).Year())
 		}
 		m.mu.Lock()
 		p.Frozen = slices.Clone(m.frozen)
