@@ -114,15 +114,6 @@ func klogTime(line string, year int) int64 {
 	return t.AddDate(year-t.Year(), 0, 0).UnixNano()
 }
 
-// countEvents counts events by name.
-func countEvents(events []Event) map[string]int {
-	out := map[string]int{}
-	for _, e := range events {
-		out[e.Name]++
-	}
-	return out
-}
-
 // eventSummary lists the counted events in Events' order, those that
 // happened.
 func eventSummary(events map[string]int) string {

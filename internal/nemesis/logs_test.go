@@ -126,3 +126,12 @@ func TestEventMessagesAreShards(t *testing.T) {
 		}
 	}
 }
+
+// countEvents counts events by name.
+func countEvents(events []Event) map[string]int {
+	out := map[string]int{}
+	for _, e := range events {
+		out[e.Name]++
+	}
+	return out
+}
