@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -106,6 +107,7 @@ func TestNemesis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(other)) })
 		if *nemesisUpgrade != "" {
 			bin, upgradeBin = other, bin
 			t.Logf("nemesis: members start as at %s; a rolling update brings this version's", rev)

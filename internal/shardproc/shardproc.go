@@ -55,8 +55,9 @@ func Build(race bool) (string, error) {
 // BuildAt builds the member program as it was at the git revision rev of
 // the repository the working directory is in: its tree, exported to a
 // temporary directory (git archive), built there. For a rolling update
-// from an older version.
-func BuildAt(rev string) (string, error) {
+// from an older version. The program is left alone in that directory: the
+// caller removes filepath.Dir of the path once done with it.
+func BuildAt(rev string) (path string, err error) {
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		return "", fmt.Errorf("git rev-parse --show-toplevel: %v", err)
@@ -65,6 +66,11 @@ func BuildAt(rev string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	src := filepath.Join(dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		return "", err
@@ -76,7 +82,7 @@ func BuildAt(rev string) (string, error) {
 	if out, err := exec.Command("tar", "-x", "-C", src, "-f", tarball).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("tar: %v: %s", err, out)
 	}
-	path := filepath.Join(dir, "shardmember")
+	path = filepath.Join(dir, "shardmember")
 	build := exec.Command("go", "build", "-o", path, "./internal/shardmember")
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
