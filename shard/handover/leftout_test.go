@@ -1,6 +1,7 @@
 package handover_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
@@ -42,5 +43,36 @@ func TestFencedLeftOutOnlyWhenDropped(t *testing.T) {
 	f, ok := find[*handover.Fenced](c.Step(&handover.LeaseRenewFailed{Seq: 1, Lost: true}))
 	if !ok || f.LeftOut {
 		t.Fatalf("lease revoked: fenced %+v (%v), want not LeftOut", f, ok)
+	}
+}
+
+// A member left out of the view of a lease holder that is not in its
+// cluster topology is fenced with a reason that names the likely cause:
+// two groups of one name, on two clusters, with their leases in one
+// namespace. One left out by a current peer is not told so.
+func TestLeftOutByAMemberKnownOnlyByItsLease(t *testing.T) {
+	self, peer := handover.NewMemberID("self", "1"), handover.NewMemberID("peer", "1")
+	for _, inTopology := range []bool{false, true} {
+		cfg := testConfig(self, 4)
+		cfg.HealTicks = 3
+		c := handover.NewCore(cfg)
+		nodes := []handover.NodeID{self.Node()}
+		if inTopology {
+			nodes = append(nodes, peer.Node())
+		}
+		c.Step(&handover.Topology{Nodes: nodes})
+		c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+		c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}})
+		var fenced *handover.Fenced
+		for i := 0; i < 20 && fenced == nil; i++ {
+			c.Step(&handover.Hello{From: peer, Ranges: 4, HashField: "uid", View: []handover.MemberID{peer}, Reply: true})
+			fenced, _ = find[*handover.Fenced](c.Step(&handover.Tick{Now: simTick}))
+		}
+		if fenced == nil || !strings.Contains(fenced.Reason, "left this one out of its view") {
+			t.Fatalf("peer in the topology %v: fenced %+v, want left out: %+v", inTopology, fenced, c.Status())
+		}
+		if hint := strings.Contains(fenced.Reason, "two groups share this group's name and lease namespace"); hint == inTopology {
+			t.Errorf("peer in the topology %v: reason %q", inTopology, fenced.Reason)
+		}
 	}
 }

@@ -362,7 +362,14 @@ func (c *Core) healTick() {
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
 		if p.excludedAt >= 0 && p.ok && p.state == Joined && (c.members.isCurrent(id) || c.holdsLease(id)) && c.ticks-p.excludedAt >= c.cfg.HealTicks {
-			c.fenceLeftOut(fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt))
+			reason := fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt)
+			if !c.members.isCurrent(id) {
+				// Known by its lease alone: a member the provider dropped,
+				// or one of another cluster whose group has this one's name
+				// and keeps its leases in the same namespace.
+				reason += fmt.Sprintf(" (%s is not in this member's cluster topology, only in the leases: if it belongs to another cluster, two groups share this group's name and lease namespace, and each needs its own)", id)
+			}
+			c.fenceLeftOut(reason)
 			return
 		}
 	}

@@ -33,6 +33,20 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name:      "a range no member delivers is listed before the member may ask for it",
+		file:      "ranges.go",
+		from:      "&& (!cold || c.mayAsk()) {",
+		to:        "&& (!cold || true) {",
+		mustMatch: "which no member delivers, before its lease watch showed its lease",
+	},
+	{
+		name:      "a range a member delivers is copied only once this member may ask",
+		file:      "ranges.go",
+		from:      "&& (!cold || c.mayAsk()) {",
+		to:        "&& (cold || !cold) && c.mayAsk() {",
+		mustMatch: "was not copied from it before the first ask",
+	},
+	{
 		name: "a failed lease write counts as the early token's write",
 		file: "fence.go",
 		from: "\t\tc.lease.inflight = false\n\t}\n\tif m.Lost {",

@@ -618,7 +618,13 @@ func (c *Core) reconcile() {
 			if from == c.cfg.Self {
 				from = ""
 			}
-			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) {
+			// A range that no member delivers, and that was handed to
+			// none, is listed only once this member may ask for it: listed
+			// before, it may move on (a member that joins meanwhile takes
+			// it) before this one could deliver it, and its next owner,
+			// with no deliverer to copy it from, lists it again.
+			cold := from == "" && st.handoff == nil
+			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) && (!cold || c.mayAsk()) {
 				sy := &syncing{}
 				if !st.sent {
 					sy.handoff = st.handoff

@@ -592,28 +592,36 @@ func TestTokenComesFromAWriteAfterTheClaim(t *testing.T) {
 
 // A member asks for ranges only once its lease watch has shown its own
 // lease: a member that never gets one (a tombstone took its name) holds no
-// answer it could use later.
+// answer it could use later. A range no member delivers is not even listed
+// before: the member could not deliver it meanwhile.
 func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
 	peer := handover.NewMemberID("peer", "1")
 	self := ownerOfZero(peer)
 	c := handover.NewCore(testConfig(self, 1))
-	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-	c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
-	c.Step(&handover.Tick{Now: simTick})
-	c.Step(&handover.Tick{Now: 2 * simTick})
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s, want syncing", st.State)
+	var out []stage.Msg
+	for _, in := range []handover.Input{
+		&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}},
+		&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10},
+		&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true},
+		&handover.Tick{Now: simTick},
+		&handover.Tick{Now: 2 * simTick},
+		&handover.Tick{Now: 3 * simTick},
+	} {
+		out = append(out, c.Step(in)...)
 	}
-	out := c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
-	out = append(out, c.Step(&handover.Tick{Now: 3 * simTick})...)
 	if a, ok := find[*handover.Acquire](out); ok {
 		t.Fatalf("asked %+v before its lease watch showed its lease", a)
 	}
-	out = c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-	if _, ok := find[*handover.Acquire](out); !ok {
-		t.Fatalf("no ask once its lease was seen: %v", out)
+	if s, ok := find[*handover.StartRange](out); ok {
+		t.Fatalf("listed %+v, which no member delivers, before its lease watch showed its lease", s)
+	}
+	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s once its lease was seen, want syncing", st.State)
+	}
+	if _, ok := find[*handover.Acquire](c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})); !ok {
+		t.Fatalf("no ask once its lease was seen and the range synced: %+v", c.Status())
 	}
 }
 
@@ -749,21 +757,59 @@ func TestNoAskUntilALeaseDurationAfterTheFirstSnapshot(t *testing.T) {
 		_, asked = find[*handover.Acquire](writesAnswered(c, &token, in, now))
 		return asked
 	}
-	step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}}, seen)
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
-	}
-	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen) {
+	if step(&handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}}, seen) {
 		t.Fatal("asked at once after its first lease snapshot")
 	}
+	// Range 0, which no member delivers, is not listed meanwhile: listed
+	// now, it might move to a member that joins before this one may
+	// deliver it, and be listed there again.
 	for now := seen + simTick; now < seen+simLeaseDuration; now += simTick {
 		step(hello, now)
 		if step(&handover.Tick{Now: now}, now) {
 			t.Fatalf("asked %v after its first lease snapshot, before the lease duration %v", now-seen, simLeaseDuration)
 		}
-		if st := c.Status().Ranges[0]; st.State != "acquiring" {
-			t.Fatalf("range 0 is %s %v after the first lease snapshot, want acquiring", st.State, now-seen)
+		if st := c.Status().Ranges[0]; st.State != "idle" {
+			t.Fatalf("range 0 is %s %v after the first lease snapshot, want idle", st.State, now-seen)
+		}
+	}
+	step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration)
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s a lease duration after the first lease snapshot, want syncing: %+v", st.State, c.Status())
+	}
+	if !step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen+simLeaseDuration) {
+		t.Fatalf("no ask once synced, a lease duration after the first lease snapshot: %+v", c.Status())
+	}
+}
+
+// TestAWarmCopyStartsBeforeTheFirstAsk: a range a member delivers is copied
+// from it as soon as this member owns it, before this member may ask: the
+// copy cannot be wasted on a list, and it is ready when the ask may go.
+func TestAWarmCopyStartsBeforeTheFirstAsk(t *testing.T) {
+	c, self, peer, _ := waitingMember()
+	seen := 3 * simTick
+	token := uint64(20)
+	leaving := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true, State: handover.Leaving, Active: []int{0}, Tokens: []uint64{5}}
+	step := func(in handover.Input, now time.Duration) (asked bool) {
+		_, asked = find[*handover.Acquire](writesAnswered(c, &token, in, now))
+		return asked
+	}
+	var out []stage.Msg
+	out = append(out, writesAnswered(c, &token, leaving, seen)...)
+	out = append(out, writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}}, seen)...)
+	out = append(out, writesAnswered(c, &token, &handover.Tick{Now: seen + simTick}, seen+simTick)...)
+	start, ok := find[*handover.StartRange](out)
+	if !ok || start.From != peer || start.Cold != "" {
+		t.Fatalf("range 0, which %s delivers, was not copied from it before the first ask: %+v, %+v", peer, start, c.Status())
+	}
+	st := c.Status().Ranges[0]
+	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen+simTick) {
+		t.Fatal("asked at once after its first lease snapshot")
+	}
+	for now := seen + 2*simTick; now < seen+simLeaseDuration; now += simTick {
+		step(leaving, now)
+		if step(&handover.Tick{Now: now}, now) {
+			t.Fatalf("asked %v after its first lease snapshot, before the lease duration %v", now-seen, simLeaseDuration)
 		}
 	}
 	if !step(&handover.Tick{Now: seen + simLeaseDuration}, seen+simLeaseDuration) {
@@ -788,10 +834,14 @@ func TestAVouchedMemberAsksBeforeALeaseDuration(t *testing.T) {
 	if token == 20 {
 		t.Fatal("no lease write at the first lease snapshot")
 	}
-	st := c.Status().Ranges[0]
 	now := seen
-	if step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, now) {
-		t.Fatal("asked at once after its first lease snapshot, with no vouch")
+	if st := c.Status().Ranges[0]; st.State != "idle" {
+		t.Fatalf("range 0, which no member delivers, is %s with no vouch, want idle", st.State)
+	}
+	// synced: range 0 is listed once this member may ask, and it asks then.
+	synced := func(now time.Duration) (asked bool) {
+		st := c.Status().Ranges[0]
+		return st.State == "syncing" && step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}, now)
 	}
 	vouch := func(version string) *handover.Hello {
 		return &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true,
@@ -799,11 +849,11 @@ func TestAVouchedMemberAsksBeforeALeaseDuration(t *testing.T) {
 	}
 	// The peer's watch shows the version of the snapshot: its write started before.
 	now += simTick
-	if step(vouch("10"), now) || step(&handover.Tick{Now: now}, now) {
+	if step(vouch("10"), now) || step(&handover.Tick{Now: now}, now) || synced(now) {
 		t.Fatalf("asked after a vouch for a write that started before its first lease snapshot: %+v", c.Status())
 	}
 	now += simTick
-	if !step(vouch("20"), now) && !step(&handover.Tick{Now: now}, now) {
+	if !step(vouch("20"), now) && !step(&handover.Tick{Now: now}, now) && !synced(now) {
 		t.Fatalf("no ask after a vouch for the write that started after its first lease snapshot: %+v", c.Status())
 	}
 	if now-seen >= simLeaseDuration {
@@ -901,13 +951,17 @@ func TestAVouchNamesAMemberToHearFrom(t *testing.T) {
 	seen := 3 * simTick
 	token := uint64(20)
 	writesAnswered(c, &token, &handover.Leases{Now: seen, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}}, seen)
-	st := c.Status().Ranges[0]
-	writesAnswered(c, &token, &handover.RangeSynced{Range: 0, Epoch: st.Epoch}, seen)
 	now := seen + simTick
 	vouched := now
 	writesAnswered(c, &token, &handover.Tick{Now: now}, now) // the core's clock at the vouch
 	writesAnswered(c, &token, &handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true,
 		Vouch: &handover.Vouch{MustHear: []handover.MemberID{self, hidden}, YourLease: "20"}}, now)
+	// Range 0, which no member delivers, is listed once vouched for.
+	st := c.Status().Ranges[0]
+	if st.State != "syncing" {
+		t.Fatalf("range 0 is %s after the vouch, want syncing: %+v", st.State, c.Status())
+	}
+	writesAnswered(c, &token, &handover.RangeSynced{Range: 0, Epoch: st.Epoch}, now)
 	askedHidden := false
 	var epoch uint64
 	for now += simTick; now < vouched+simLeaseDuration; now += simTick {
