@@ -723,6 +723,18 @@ func (s *Informer) rememberReleased(keys []string) {
 	time.AfterFunc(s.o.releasedTTL+time.Millisecond, s.forgetReleased)
 }
 
+// reclaimed forgets the released keys of a range this member delivers
+// again, whose cache is ix: they are this member's again (s.mu is held).
+// While no key is remembered, it lists none.
+func (s *Informer) reclaimed(ix cache.Indexer) {
+	if len(s.released) == 0 {
+		return
+	}
+	for _, k := range ix.ListKeys() {
+		delete(s.released, k)
+	}
+}
+
 // forgetReleased forgets the released keys remembered for longer than
 // WithReleasedKeyTTL.
 func (s *Informer) forgetReleased() {

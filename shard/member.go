@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,9 @@ type incarnation struct {
 	// tells the ticker that it is quiet no longer.
 	quiet atomic.Bool
 	wake  chan struct{}
+	// status is the core's status after its last step, rebuilt in place
+	// at each step (publishing): only the core's actor touches it.
+	status handover.Status
 }
 
 // ending is how an incarnation ended.
@@ -201,16 +205,59 @@ type publishing struct{ inc *incarnation }
 
 func (p publishing) Step(in handover.Input) []stage.Msg {
 	out := p.inc.core.Step(in)
-	st := p.inc.core.Status()
-	p.inc.s.protocol.Store(&st)
+	st := p.inc.publishStatus()
 	p.inc.s.signals.Poke()
-	if q := quietStatus(&st, p.inc.s.now(), p.inc.s.o.tick*time.Duration(quietBatch(p.inc.s.o))); p.inc.quiet.Swap(q) && !q {
+	if q := quietStatus(st, p.inc.s.now(), p.inc.s.o.tick*time.Duration(quietBatch(p.inc.s.o))); p.inc.quiet.Swap(q) && !q {
 		select {
 		case p.inc.wake <- struct{}{}:
 		default:
 		}
 	}
 	return out
+}
+
+// publishStatus publishes the core's status for the public methods: a
+// new copy only when it changed (most steps, a tick's, change nothing of
+// it). It returns the status, which is the incarnation's, rebuilt at each
+// step.
+func (inc *incarnation) publishStatus() *handover.Status {
+	st := &inc.status
+	inc.core.StatusInto(st)
+	if prev := inc.s.protocol.Load(); prev == nil || !sameStatus(prev, st) {
+		inc.s.protocol.Store(cloneStatus(st))
+	}
+	return st
+}
+
+// sameStatus reports whether a and b are the same status.
+func sameStatus(a, b *handover.Status) bool {
+	if a.Self != b.Self || a.Discovering != b.Discovering || a.Leaving != b.Leaving || a.Done != b.Done || a.Settled != b.Settled ||
+		a.Failed != b.Failed || a.Fenced != b.Fenced || a.ValidUntil != b.ValidUntil || a.Token != b.Token ||
+		!sameIDs(a.View, b.View) || (a.Ranges == nil) != (b.Ranges == nil) || len(a.Ranges) != len(b.Ranges) {
+		return false
+	}
+	for i := range a.Ranges {
+		x, y := &a.Ranges[i], &b.Ranges[i]
+		if x.State != y.State || x.Epoch != y.Epoch || x.Token != y.Token || x.Owner != y.Owner || !sameIDs(x.Waiting, y.Waiting) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameIDs reports whether a and b have the same members in the same order
+// and are both nil or both not.
+func sameIDs(a, b []handover.MemberID) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
+}
+
+// cloneStatus copies st, its View and Ranges (not their Waiting slices,
+// which StatusInto never reuses).
+func cloneStatus(st *handover.Status) *handover.Status {
+	c := *st
+	c.View = slices.Clone(st.View)
+	c.Ranges = slices.Clone(st.Ranges)
+	return &c
 }
 
 // quietStatus: the member is settled, nothing moves and its claim holds

@@ -347,9 +347,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	for reg := range s.regs {
 		regs = append(regs, reg)
 	}
-	for _, k := range ri.inf.GetIndexer().ListKeys() {
-		delete(s.released, k) // this member's again
-	}
+	s.reclaimed(ri.inf.GetIndexer())
 	s.mu.Unlock()
 	for _, reg := range regs {
 		s.attach(reg, ri, missing)

@@ -170,9 +170,9 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 			}
 		})
 	}
-	rh := &rangeHandler{reg: reg, ri: ri}
+	var rh *rangeHandler
 	wrapped, err := actors.WrapHandler(reg.h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {
-		rh.inner = inner
+		rh = newRangeHandler(reg, ri, inner)
 		return rh
 	})
 	if err != nil {
@@ -314,6 +314,23 @@ type rangeHandler struct {
 	ri    *rangeInformer
 	inner actors.ContextEventHandler
 	seen  atomic.Int64
+	// claim is the range's Claim for the calls' contexts, boxed once; nil
+	// when inner drops its context (a cache.ResourceEventHandler's calls):
+	// no one could read it, and a call then allocates nothing for it.
+	claim any
+}
+
+// newRangeHandler returns the handler that calls inner for range ri. The
+// range's token is set before it is given to any handler (activate).
+func newRangeHandler(reg *registration, ri *rangeInformer, inner actors.ContextEventHandler) *rangeHandler {
+	h := &rangeHandler{reg: reg, ri: ri, inner: inner}
+	// A handler written as a cache.ResourceEventHandler stands behind
+	// actors' adapter, which drops the context: unwrapped, it is no
+	// ContextEventHandler.
+	if _, ok := actors.UnwrapHandler(inner).(actors.ContextEventHandler); ok {
+		h.claim = Claim{Range: ri.r, Epoch: ri.token}
+	}
+	return h
 }
 
 func (h *rangeHandler) OnAdd(ctx context.Context, obj any, initial bool) {
@@ -355,7 +372,9 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > h.seen.Load() {
 		defer h.seen.Store(n)
 	}
-	ctx = context.WithValue(ctx, claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
+	if h.claim != nil {
+		ctx = context.WithValue(ctx, claimKey{}, h.claim)
+	}
 	defer reg.end()
 	f(ctx)
 }

@@ -473,10 +473,28 @@ type Status struct {
 
 // Status returns the member's state.
 func (c *Core) Status() Status {
-	s := Status{Self: c.cfg.Self, View: slices.Clone(c.members.view), Discovering: c.members.discovering,
+	var s Status
+	c.StatusInto(&s)
+	return s
+}
+
+// StatusInto sets s to the member's state, as Status returns it, reusing
+// the arrays of s.View and s.Ranges: a caller that keeps s from step to
+// step allocates nothing while no range waits for an answer. The Waiting
+// slices are never reused: a copy of s's ranges may keep them.
+func (c *Core) StatusInto(s *Status) {
+	view := slices.Clone(c.members.view[:0:0]) // nil or empty as the core's
+	if len(c.members.view) > 0 {
+		view = append(s.View[:0], c.members.view...)
+	}
+	ranges := s.Ranges
+	if ranges == nil || cap(ranges) < len(c.ranges) {
+		ranges = make([]RangeStatus, len(c.ranges))
+	}
+	*s = Status{Self: c.cfg.Self, View: view, Discovering: c.members.discovering,
 		Leaving: c.leaving, Done: c.done, Settled: c.settled, Failed: c.failed, Fenced: c.fenced,
 		ValidUntil: c.lease.validUntil, Token: c.lease.token,
-		Ranges: make([]RangeStatus, len(c.ranges))}
+		Ranges: ranges[:len(c.ranges)]}
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		rs := RangeStatus{State: ri.state.name(), Epoch: ri.epoch}
@@ -500,5 +518,4 @@ func (c *Core) Status() Status {
 		}
 		s.Ranges[r] = rs
 	}
-	return s
 }
