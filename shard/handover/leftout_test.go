@@ -24,17 +24,7 @@ func TestLeftOutOfItsOwnTopologyIsFenced(t *testing.T) {
 // its node.
 func TestFencedLeftOutOnlyWhenDropped(t *testing.T) {
 	self, peer := handover.NewMemberID("self", "1"), handover.NewMemberID("peer", "1")
-	cfg := testConfig(self, 4)
-	cfg.HealTicks = 3
-	c := handover.NewCore(cfg)
-	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}})
-	var fenced *handover.Fenced
-	for i := 0; i < 20 && fenced == nil; i++ {
-		c.Step(&handover.Hello{From: peer, Ranges: 4, HashField: "uid", View: []handover.MemberID{peer}, Reply: true})
-		fenced, _ = find[*handover.Fenced](c.Step(&handover.Tick{Now: simTick}))
-	}
+	c, fenced := leftOutBy(self, peer, []handover.NodeID{self.Node(), peer.Node()})
 	if fenced == nil || !fenced.LeftOut {
 		t.Fatalf("left out of a peer's view: fenced %+v, want LeftOut: %+v", fenced, c.Status())
 	}
@@ -53,21 +43,11 @@ func TestFencedLeftOutOnlyWhenDropped(t *testing.T) {
 func TestLeftOutByAMemberKnownOnlyByItsLease(t *testing.T) {
 	self, peer := handover.NewMemberID("self", "1"), handover.NewMemberID("peer", "1")
 	for _, inTopology := range []bool{false, true} {
-		cfg := testConfig(self, 4)
-		cfg.HealTicks = 3
-		c := handover.NewCore(cfg)
 		nodes := []handover.NodeID{self.Node()}
 		if inTopology {
 			nodes = append(nodes, peer.Node())
 		}
-		c.Step(&handover.Topology{Nodes: nodes})
-		c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-		c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}})
-		var fenced *handover.Fenced
-		for i := 0; i < 20 && fenced == nil; i++ {
-			c.Step(&handover.Hello{From: peer, Ranges: 4, HashField: "uid", View: []handover.MemberID{peer}, Reply: true})
-			fenced, _ = find[*handover.Fenced](c.Step(&handover.Tick{Now: simTick}))
-		}
+		c, fenced := leftOutBy(self, peer, nodes)
 		if fenced == nil || !strings.Contains(fenced.Reason, "left this one out of its view") {
 			t.Fatalf("peer in the topology %v: fenced %+v, want left out: %+v", inTopology, fenced, c.Status())
 		}
@@ -75,4 +55,22 @@ func TestLeftOutByAMemberKnownOnlyByItsLease(t *testing.T) {
 			t.Errorf("peer in the topology %v: reason %q", inTopology, fenced.Reason)
 		}
 	}
+}
+
+// leftOutBy returns a core of self, with the topology nodes and self's and
+// peer's leases, that heard peer's Hellos leave it out of peer's view for
+// up to 20 ticks (HealTicks 3), and what it was fenced with (nil if not).
+func leftOutBy(self, peer handover.MemberID, nodes []handover.NodeID) (*handover.Core, *handover.Fenced) {
+	cfg := testConfig(self, 4)
+	cfg.HealTicks = 3
+	c := handover.NewCore(cfg)
+	c.Step(&handover.Topology{Nodes: nodes})
+	c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
+	c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "11"}}})
+	var fenced *handover.Fenced
+	for i := 0; i < 20 && fenced == nil; i++ {
+		c.Step(&handover.Hello{From: peer, Ranges: 4, HashField: "uid", View: []handover.MemberID{peer}, Reply: true})
+		fenced, _ = find[*handover.Fenced](c.Step(&handover.Tick{Now: simTick}))
+	}
+	return c, fenced
 }
