@@ -101,6 +101,15 @@ func (f *filter) toClient(why string) {
 	})
 }
 
+// rejects records that the server refused the shard selector: the mode
+// turns client (logged with why) before the selectors stop, so that a
+// range informer listing without one, and finding others' objects, cannot
+// log its own reason first.
+func (f *filter) rejects(why string) {
+	f.toClient(why)
+	f.reject.Store(true)
+}
+
 // listed records a list (or a watch event) that sent nothing out of range.
 func (f *filter) listed() {
 	if f.mode.CompareAndSwap(int32(FilterPending), int32(FilterServer)) {
@@ -255,8 +264,7 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	}
 	list, err := listWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.reject.Store(true)
-		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
 		list, err = listWith(ctx, lw.inner, lw.options(opts))
 	}
 	if err != nil {
@@ -392,10 +400,11 @@ func (lw *rangeLW) transform(user cache.TransformFunc) cache.TransformFunc {
 // does not is client-side.
 func (lw *rangeLW) judge(list runtime.Object, n, kept int) {
 	switch applied, known := shardInfo(list); {
+	case lw.f.reject.Load():
+		// Listed without a selector (or with one, before the refusal was
+		// known): the mode is client already, for that reason.
 	case kept < n:
 		lw.f.toClient("a list returned objects outside the requested ranges")
-	case lw.f.reject.Load():
-		// Listed without a selector: the mode is client already.
 	case known && applied:
 		lw.f.listed()
 	case known:
@@ -423,8 +432,7 @@ func (lw *rangeLW) probe(ctx context.Context) {
 	ctx = quietOnCancel(ctx)
 	list, err := listWith(ctx, lw.inner, lw.options(metav1.ListOptions{Limit: 1}))
 	if lw.rejected(err) {
-		lw.f.reject.Store(true)
-		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
 		return
 	}
 	if err != nil {
@@ -453,8 +461,7 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	}
 	w, err := watchWith(ctx, lw.inner, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.reject.Store(true)
-		lw.f.toClient("the API server rejects shardSelector: " + err.Error())
+		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
 		w, err = watchWith(ctx, lw.inner, lw.options(opts))
 	}
 	if err != nil {
