@@ -70,6 +70,8 @@ type incarnation struct {
 	// status is the core's status after its last step, rebuilt in place
 	// at each step (publishing): only the core's actor touches it.
 	status handover.Status
+	// copies: the warm starts' copies under way, by source.
+	copies copyWaits
 }
 
 // ending is how an incarnation ended.
@@ -744,6 +746,7 @@ func (io *memberIO) snapshotLeases() {
 	inc := io.inc
 	snap, stones := leasesOf(io.leaseInf.GetStore().List(), io.leaseAddrs)
 	snap.Now = inc.s.now()
+	inc.copies.released(snap.Released)
 	io.toCore(snap)
 	if len(stones) > 0 {
 		go inc.leases.removeOldTombstones(inc.ctx, stones)

@@ -211,8 +211,16 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 		if ctx.Err() != nil {
 			return copied{}, ctx.Err()
 		}
-		res, err := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
-			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second).Result()
+		f := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
+			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second)
+		// A cancelled fetch stops waiting: stopping the future ends its
+		// Result at once.
+		stop := context.AfterFunc(ctx, func() { inc.c.ActorSystem.Root.Stop(f.PID()) })
+		res, err := f.Result()
+		stop()
+		if ctx.Err() != nil {
+			return copied{}, context.Cause(ctx)
+		}
 		if err != nil {
 			return copied{}, fmt.Errorf("chunk %d: %w", chunk, err)
 		}
@@ -247,6 +255,52 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 		}
 		if c.Last {
 			return cp, nil
+		}
+	}
+}
+
+// errSourceReleased ends a copy whose source's lease was released.
+var errSourceReleased = errors.New("the member copied from has lost its lease (released or revoked): it may be frozen or gone")
+
+// copyWaits are the copies under way, by the member they come from: a
+// member whose lease is released (revoked by a peer once it stopped
+// renewing it) answers no more, and a copy from it would wait out its
+// chunk's timeout before the range is listed.
+type copyWaits struct {
+	mu sync.Mutex
+	m  map[handover.MemberID]map[*context.CancelCauseFunc]struct{}
+}
+
+// add records a copy from member from, cancelled by cancel; the returned
+// func removes it.
+func (w *copyWaits) add(from handover.MemberID, cancel context.CancelCauseFunc) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[handover.MemberID]map[*context.CancelCauseFunc]struct{}{}
+	}
+	if w.m[from] == nil {
+		w.m[from] = map[*context.CancelCauseFunc]struct{}{}
+	}
+	k := &cancel
+	w.m[from][k] = struct{}{}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.m[from], k)
+		if len(w.m[from]) == 0 {
+			delete(w.m, from)
+		}
+	}
+}
+
+// released cancels the copies from the given members.
+func (w *copyWaits) released(ids []handover.MemberID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		for k := range w.m[id] {
+			(*k)(errSourceReleased)
 		}
 	}
 }

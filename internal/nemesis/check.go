@@ -57,14 +57,24 @@ const (
 	// claim still valid, and the others must not take its ranges before it
 	// stopped.
 	LeaseDelete Kind = "lease-delete"
+	// LeavePause stops a member with SIGTERM and freezes it (SIGSTOP) a
+	// random 0–LeavePauseSpread later, while it hands its ranges over, for
+	// longer than the provider's TTL and its lease duration, then resumes
+	// it: its lease goes void mid-leave, its answers and handoffs arrive
+	// late or never, and the others take its ranges without it.
+	LeavePause Kind = "leave-pause"
 )
+
+// LeavePauseSpread bounds the delay between a LeavePause's SIGTERM and
+// its SIGSTOP (a leave handed its ranges over in 40–80 ms).
+const LeavePauseSpread = 150 * time.Millisecond
 
 // LeaseDeleteHold is how long a lease-delete freezes its target: below
 // the default renew deadline (3 s).
 const LeaseDeleteHold = 2 * time.Second
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause}
 
 // FlapAfter and FlapSpread: a Flap's member gets SIGTERM FlapAfter plus
 // up to FlapSpread after its start (a member joining three others served
@@ -75,7 +85,8 @@ const (
 )
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
-// restart) without a handover, as a crash does, or get it fenced; a delete
+// restart) without a handover, as a crash does (a leave frozen midway
+// too), or get it fenced; a delete
 // in the ownerless gap that follows on a range the target delivered may
 // reach no handler (the documented limit: the new owner's list no longer
 // has the object, as a relist in client-go would not). A graceful leave, a
@@ -104,7 +115,7 @@ func (k Kind) fences() bool {
 }
 
 // freezes: the fault stops its target with SIGSTOP, then resumes it.
-func (k Kind) freezes() bool { return k == Pause || k == LeaseDelete }
+func (k Kind) freezes() bool { return k == Pause || k == LeaseDelete || k == LeavePause }
 
 // Fault is one injected fault.
 type Fault struct {

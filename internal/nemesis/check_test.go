@@ -286,6 +286,32 @@ func checkPause(t *testing.T, k Kind) {
 	}
 }
 
+// TestCheckLeavePause: a leaver frozen midway, its lease lapsing, is a
+// crash to the others: a delete in the gap that follows is exempt (after
+// a plain leave it is not); its call frozen mid-way is exempt; it leaves,
+// so it need not serve again.
+func TestCheckLeavePause(t *testing.T) {
+	in := crash(LeavePause)
+	in.Procs[0].Exited = 190 * ms
+	in.Procs[0].Frozen = []Interval{{100 * ms, 180 * ms}}
+	in.Faults[0].End = 180 * ms
+	in.Procs[0].Calls = append(in.Procs[0].Calls, rec(99, 181, 0, calllog.OpUpdate, "ns/z", "uz", "7"))
+	in.Procs[1].Calls = append(in.Procs[1].Calls, rec(140, 141, 0, calllog.OpAdd, "ns/z", "uz", "7"))
+	in.Server = map[string]Object{"ns/z": {"uz", "7"}}
+	in.Final[0].State.Cache = map[string]string{"ns/z": "7"}
+	in.Final[0].State.Handler = map[string]string{"ns/z": "7"}
+	res := Check(in)
+	if len(res.Violations) != 0 {
+		t.Fatalf("violations: %s", res.Examples(5))
+	}
+	if got := kinds(res.Exemptions); !sameKinds(got, EInFlightDelete+","+EGapDelete+","+EFrozenCall) {
+		t.Errorf("exemptions %q, want an in-flight delete, one in the gap and a frozen call", got)
+	}
+	if fr := res.Faults[0]; fr.Takeover != 50*time.Millisecond || fr.Moved != 2 {
+		t.Errorf("takeover %v of %d, want 50ms of 2", fr.Takeover, fr.Moved)
+	}
+}
+
 func TestSubtract(t *testing.T) {
 	got := subtract(Interval{0, 100}, []Interval{{10, 20}, {50, 150}})
 	want := []Interval{{0, 10}, {20, 50}}

@@ -374,6 +374,26 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		f.End = f.Start
 		o.i = r.record(f)
 		target.leave()
+	case LeavePause:
+		o.i = r.record(f)
+		target.leave()
+		time.Sleep(time.Duration(r.draw(o.i).Int63n(int64(LeavePauseSpread))))
+		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
+			// It left before the freeze: a plain leave.
+			r.logf("nemesis: leave-pause: %s exited before its freeze: %v", target.Name, err)
+			break
+		}
+		stopped := waitStopped(target.proc.Pid(), time.Second)
+		r.logf("nemesis: leave-pause: %s frozen %v after its SIGTERM", target.Name, stopped.Sub(now).Round(time.Millisecond))
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() {
+			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
+				r.logf("nemesis: leave-pause: resuming %s: %v", target.Name, err)
+			}
+			target.mu.Lock()
+			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
+			target.mu.Unlock()
+		}
 	case Join, JoinDuringDeletes:
 		o.i = r.record(f)
 		if k == JoinDuringDeletes {
@@ -386,10 +406,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		o.i = r.record(f)
 		m := r.Join()
 		r.retarget(o, m.Name)
-		// Each group (namespace) and fault draws its own delay.
-		h := fnv.New64a()
-		h.Write([]byte(r.ns))
-		after := FlapAfter + time.Duration(rand.New(rand.NewSource(r.o.Seed^int64(h.Sum64())+int64(o.i))).Int63n(int64(FlapSpread)))
+		after := FlapAfter + time.Duration(r.draw(o.i).Int63n(int64(FlapSpread)))
 		time.Sleep(time.Until(m.proc.Start.Add(after)))
 		serving := "?"
 		if st, err := m.proc.State(false); err == nil {
@@ -421,6 +438,14 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		o.Heal()
 	}
 	return o
+}
+
+// draw is fault i's random source: each group (namespace) and fault
+// draws its own delay.
+func (r *Run) draw(i int) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(r.ns))
+	return rand.New(rand.NewSource(r.o.Seed ^ int64(h.Sum64()) + int64(i)))
 }
 
 // deleteLease deletes m's live lease (the one holding m's address), with
