@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
+	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 )
 
 // A copy from a member that does not answer (frozen) ends once that
@@ -30,10 +31,7 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 	fetch := func(from handover.MemberID) chan error {
 		out := make(chan error, 1)
 		go func() {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			defer inc.copies.add(from, cancel)()
-			_, err := inc.fetchSnapshot(ctx, from, sys.Address(), 0, 1)
+			_, err := inc.fetchSnapshot(context.Background(), from, sys.Address(), 0, 1)
 			out <- err
 		}()
 		<-asked
@@ -45,10 +43,11 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 	if err := <-frozen; !errors.Is(err, errSourceReleased) {
 		t.Fatalf("the copy from the released member ended with %v, want %v", err, errSourceReleased)
 	}
-	select {
-	case err := <-other:
-		t.Fatalf("the copy from a member still holding its lease ended: %v", err)
-	default:
+	inc.copies.mu.Lock()
+	_, waits := inc.copies.m["other"]
+	inc.copies.mu.Unlock()
+	if !waits {
+		t.Fatal("the copy from a member still holding its lease ended")
 	}
 	inc.copies.released([]handover.MemberID{"other"})
 	if err := <-other; !errors.Is(err, errSourceReleased) {
@@ -58,5 +57,44 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 	defer inc.copies.mu.Unlock()
 	if len(inc.copies.m) != 0 {
 		t.Fatalf("copies still recorded: %v", inc.copies.m)
+	}
+}
+
+// A copy redirected to the member the range went to ends with that
+// member's lease, not the first one's.
+func TestRedirectedCopyEndsWithItsNewSource(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	asked := make(chan struct{}, 2)
+	n := 0
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*shardpb.SnapshotRequest); ok {
+			n++
+			if n == 1 {
+				ctx.Respond(&shardpb.SnapshotChunk{Error: "released", MovedTo: "second", MovedToAddress: sys.Address()})
+			}
+			asked <- struct{}{} // the second ask is never answered
+		}
+	}), actorName("g")); err != nil {
+		t.Fatal(err)
+	}
+	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
+	out := make(chan error, 1)
+	go func() {
+		_, err := inc.fetchSnapshot(context.Background(), "first", sys.Address(), 0, 1)
+		out <- err
+	}()
+	<-asked
+	<-asked
+	inc.copies.mu.Lock()
+	_, first := inc.copies.m["first"]
+	_, second := inc.copies.m["second"]
+	inc.copies.mu.Unlock()
+	if first || !second {
+		t.Fatalf("the redirected copy is recorded as from the first member (%v) or not from the second (%v)", first, second)
+	}
+	inc.copies.released([]handover.MemberID{"second"})
+	if err := <-out; !errors.Is(err, errSourceReleased) {
+		t.Fatalf("the redirected copy ended with %v, want %v", err, errSourceReleased)
 	}
 }

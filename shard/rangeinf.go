@@ -224,9 +224,6 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	if warm {
 		from, addr := e.From, io.address(e.From)
 		lw.seed = func(ctx context.Context) (copied, error) {
-			ctx, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			defer inc.copies.add(from, cancel)()
 			cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
 			if err == nil {
 				s.warm.starts.Add(1)

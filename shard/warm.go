@@ -198,13 +198,19 @@ type copied struct {
 }
 
 // fetchSnapshot asks member from for a copy of range r's cache, chunk by
-// chunk, and decodes it into new objects of the example's type.
+// chunk, and decodes it into new objects of the example's type. It gives
+// up once the member it asks loses its lease (copyWaits).
 func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
 	s := inc.s
 	if addr == "" {
 		return copied{}, errors.New("the member's address is unknown")
 	}
 	pid := actor.NewPID(addr, actorName(s.group))
+	// The copy ends once the member it comes from loses its lease.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	remove := inc.copies.add(from, cancel)
+	defer func() { remove() }()
 	var cp copied
 	redirects := 0
 	for chunk := int32(0); ; chunk++ {
@@ -234,6 +240,8 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 			redirects++
 			from = handover.MemberID(c.MovedTo)
 			pid = actor.NewPID(c.MovedToAddress, actorName(s.group))
+			remove()
+			remove = inc.copies.add(from, cancel)
 			chunk--
 			continue
 		}
