@@ -271,7 +271,9 @@ func TestJoinStartsWarm(t *testing.T) {
 	for i := range 200 {
 		src.create(fmt.Sprintf("o%d", i))
 	}
-	g := newGroup(t, src)
+	// The default lease timings: the first member fenced on a loaded
+	// machine would have no copy to give.
+	g := newGroup(t, src, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
 	// Each transform appends a mark: an object transformed twice has two.
 	g.transform = func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)

@@ -23,7 +23,9 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 	for i := range 200 {
 		src.create(fmt.Sprintf("o%d", i))
 	}
-	g := newGroup(t, src, shard.WithRanges(8))
+	// The default lease timings: a member fenced on a loaded machine
+	// would take its ranges again without a handoff.
+	g := newGroup(t, src, shard.WithRanges(8), shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
 	defer g.stopAll()
 	g.join()
 	eventually(t, 30*time.Second, "m1 settled alone", g.settled)
@@ -67,7 +69,9 @@ func TestMembersHandOverBeforeTheInformerStops(t *testing.T) {
 	src.mu.Lock()
 	src.stopGate = gate // m1's watches: their Stop waits
 	src.mu.Unlock()
-	g := newGroup(t, src, shard.WithRanges(4))
+	// The default lease timings: m1 fenced on a loaded machine would
+	// rejoin under another id, its ranges taken from the old one.
+	g := newGroup(t, src, shard.WithRanges(4), shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
 	defer g.stopAll()
 	defer open() // before stopAll
 	m1 := g.join()
@@ -85,7 +89,8 @@ func TestMembersHandOverBeforeTheInformerStops(t *testing.T) {
 		}
 	}
 	if handed == 0 {
-		t.Fatal("m2 took no range from m1")
+		st := m1.inf.Status()
+		t.Fatalf("m2 took no range from m1 (%s; rejoins %d, fenced %q): m2's handovers %+v", m1.inf.Member(), st.Rejoins, st.Fenced, m2.inf.Status().Handovers)
 	}
 	if running <= delivered {
 		t.Fatalf("m2 took %d ranges from m1, and m1 runs %d range informers for the %d ranges it delivers: "+
