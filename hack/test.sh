@@ -52,7 +52,8 @@ ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|Te
 # The nemesis, short run: member processes on kube-apiserver with the
 # gate, each fault once in a group of its own (pause, partitions, cuts from
 # etcd and the API server, an etcd restart, kill, leave, a join during
-# deletes, a rolling update, a join cut short by a leave), checked for
+# deletes, a rolling update, a join cut short by a leave, a lease deleted,
+# a leave frozen midway), checked for
 # overlapping calls, versions going
 # back, lost deletes and the end state (docs/sharding.md, "Nemesis").
 go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
