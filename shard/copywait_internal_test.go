@@ -21,7 +21,7 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 	defer sys.Shutdown()
 	asked := make(chan struct{}, 1)
 	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(interface{ GetChunk() int32 }); ok {
+		if _, ok := ctx.Message().(*shardpb.SnapshotRequest); ok {
 			asked <- struct{}{} // and never answers
 		}
 	}), actorName("g")); err != nil {
