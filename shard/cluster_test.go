@@ -193,7 +193,7 @@ func TestServerFilteredLoad(t *testing.T) {
 	src.onList = func(sel string, _ int) { listed[sel]++ }
 	// The default lease timings: a member fenced on a loaded machine
 	// would list its ranges again as a new incarnation, rightly.
-	g := newGroup(t, src, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	g := newGroup(t, src, defaultLeaseTimings())
 	g.opts = append(g.opts, shard.WithInformerOptions(actors.WithLogger(slog.New(&coldLog{t: t}))))
 	defer g.stopAll()
 	ms := g.joinMany(3)
@@ -273,7 +273,7 @@ func TestJoinStartsWarm(t *testing.T) {
 	}
 	// The default lease timings: the first member fenced on a loaded
 	// machine would have no copy to give.
-	g := newGroup(t, src, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	g := newGroup(t, src, defaultLeaseTimings())
 	// Each transform appends a mark: an object transformed twice has two.
 	g.transform = func(obj any) (any, error) {
 		cm, ok := obj.(*corev1.ConfigMap)
@@ -456,7 +456,7 @@ func TestRollingUpdateListsNothing(t *testing.T) {
 	// The default lease timings: the test is about graceful moves, and
 	// the tests' short ones fence a member now and then on a loaded
 	// machine (a new incarnation lists its ranges).
-	g := newGroup(t, src, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	g := newGroup(t, src, defaultLeaseTimings())
 	defer g.stopAll()
 	g.opts = append(g.opts, shard.WithInformerOptions(actors.WithLogger(slog.New(&coldLog{t: t}))))
 	old := g.joinMany(3)

@@ -17,3 +17,10 @@ func testLeases() []shard.Option {
 	return []shard.Option{shard.WithLeases(cs.CoordinationV1(), "default"),
 		shard.WithLeaseTimings(2*time.Second, 1500*time.Millisecond, 300*time.Millisecond)}
 }
+
+// defaultLeaseTimings replaces testLeases' timings with the defaults (5 s,
+// 3 s, 1 s): for a test that a member fenced on a loaded machine (starved
+// past testLeases' 1.5 s renew deadline) would fail.
+func defaultLeaseTimings() shard.Option {
+	return shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod)
+}

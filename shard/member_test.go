@@ -251,7 +251,7 @@ func TestServerSideFilterMode(t *testing.T) {
 	}
 	// The default lease timings: a member fenced on a loaded machine
 	// would list its ranges again as a new incarnation, rightly.
-	inf, stop := runOne(t, src, nil, shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	inf, stop := runOne(t, src, nil, defaultLeaseTimings())
 	defer stop()
 	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
 		t.Fatal("not synced")

@@ -25,7 +25,7 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 	}
 	// The default lease timings: a member fenced on a loaded machine
 	// would take its ranges again without a handoff.
-	g := newGroup(t, src, shard.WithRanges(8), shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	g := newGroup(t, src, shard.WithRanges(8), defaultLeaseTimings())
 	defer g.stopAll()
 	g.join()
 	eventually(t, 30*time.Second, "m1 settled alone", g.settled)
@@ -71,7 +71,7 @@ func TestMembersHandOverBeforeTheInformerStops(t *testing.T) {
 	src.mu.Unlock()
 	// The default lease timings: m1 fenced on a loaded machine would
 	// rejoin under another id, its ranges taken from the old one.
-	g := newGroup(t, src, shard.WithRanges(4), shard.WithLeaseTimings(shard.DefaultLeaseDuration, shard.DefaultRenewDeadline, shard.DefaultRetryPeriod))
+	g := newGroup(t, src, shard.WithRanges(4), defaultLeaseTimings())
 	defer g.stopAll()
 	defer open() // before stopAll
 	m1 := g.join()

@@ -215,7 +215,7 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 	redirects := 0
 	for chunk := int32(0); ; chunk++ {
 		if ctx.Err() != nil {
-			return copied{}, ctx.Err()
+			return copied{}, context.Cause(ctx)
 		}
 		f := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
 			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second)

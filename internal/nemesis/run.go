@@ -318,13 +318,10 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 	switch k {
 	case Pause, LeaseDelete:
 		o.i = r.record(f)
-		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
+		_, heal, err := r.freeze(target, func(err error) { r.t.Fatal(err) })
+		if err != nil {
 			r.t.Fatal(err)
 		}
-		// The freeze starts once every thread is seen stopped: a handler
-		// call that began between the fault's start and the signal's
-		// arrival was not frozen before it began.
-		stopped := waitStopped(target.proc.Pid(), time.Second)
 		o.until = now.Add(r.o.Hold)
 		if k == LeaseDelete {
 			if err := r.deleteLease(target); err != nil {
@@ -332,14 +329,7 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 			}
 			o.until = now.Add(LeaseDeleteHold)
 		}
-		o.heal = func() {
-			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
-				r.t.Fatal(err)
-			}
-			target.mu.Lock()
-			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
-			target.mu.Unlock()
-		}
+		o.heal = heal
 	case Partition, PartitionReject:
 		mode := Drop
 		if k == PartitionReject {
@@ -378,22 +368,15 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		o.i = r.record(f)
 		target.leave()
 		time.Sleep(time.Duration(r.draw(o.i).Int63n(int64(LeavePauseSpread))))
-		if err := target.proc.Signal(syscall.SIGSTOP); err != nil {
+		stopped, heal, err := r.freeze(target, func(err error) { r.logf("nemesis: leave-pause: resuming %s: %v", target.Name, err) })
+		if err != nil {
 			// It left before the freeze: a plain leave.
 			r.logf("nemesis: leave-pause: %s exited before its freeze: %v", target.Name, err)
 			break
 		}
-		stopped := waitStopped(target.proc.Pid(), time.Second)
 		r.logf("nemesis: leave-pause: %s frozen %v after its SIGTERM", target.Name, stopped.Sub(now).Round(time.Millisecond))
 		o.until = now.Add(r.o.Hold)
-		o.heal = func() {
-			if err := target.proc.Signal(syscall.SIGCONT); err != nil {
-				r.logf("nemesis: leave-pause: resuming %s: %v", target.Name, err)
-			}
-			target.mu.Lock()
-			target.frozen = append(target.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
-			target.mu.Unlock()
-		}
+		o.heal = heal
 	case Join, JoinDuringDeletes:
 		o.i = r.record(f)
 		if k == JoinDuringDeletes {
@@ -438,6 +421,26 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		o.Heal()
 	}
 	return o
+}
+
+// freeze stops m with SIGSTOP and returns once every thread is seen
+// stopped, the freeze's start (a handler call that began between the
+// fault's start and the signal's arrival was not frozen before it began),
+// with the heal that resumes m (SIGCONT; resumeFailed gets its error) and
+// records the freeze.
+func (r *Run) freeze(m *Member, resumeFailed func(error)) (stopped time.Time, heal func(), err error) {
+	if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
+		return time.Time{}, nil, err
+	}
+	stopped = waitStopped(m.proc.Pid(), time.Second)
+	return stopped, func() {
+		if err := m.proc.Signal(syscall.SIGCONT); err != nil {
+			resumeFailed(err)
+		}
+		m.mu.Lock()
+		m.frozen = append(m.frozen, Interval{stopped.UnixNano(), time.Now().UnixNano()})
+		m.mu.Unlock()
+	}, nil
 }
 
 // draw is fault i's random source: each group (namespace) and fault
