@@ -38,8 +38,8 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 		return out
 	}
 	frozen, other := fetch("frozen"), fetch("other")
-	inc.copies.released([]handover.MemberID{"someone-else"})
-	inc.copies.released([]handover.MemberID{"frozen"})
+	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"someone-else"}})
+	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"frozen"}})
 	if err := <-frozen; !errors.Is(err, errSourceReleased) {
 		t.Fatalf("the copy from the released member ended with %v, want %v", err, errSourceReleased)
 	}
@@ -49,7 +49,7 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 	if !waits {
 		t.Fatal("the copy from a member still holding its lease ended")
 	}
-	inc.copies.released([]handover.MemberID{"other"})
+	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"other"}})
 	if err := <-other; !errors.Is(err, errSourceReleased) {
 		t.Fatalf("the second copy ended with %v", err)
 	}
@@ -93,8 +93,66 @@ func TestRedirectedCopyEndsWithItsNewSource(t *testing.T) {
 	if first || !second {
 		t.Fatalf("the redirected copy is recorded as from the first member (%v) or not from the second (%v)", first, second)
 	}
-	inc.copies.released([]handover.MemberID{"second"})
+	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"second"}})
 	if err := <-out; !errors.Is(err, errSourceReleased) {
 		t.Fatalf("the redirected copy ended with %v, want %v", err, errSourceReleased)
+	}
+}
+
+// A copy from a member whose lease was in the last snapshot and is in no
+// longer (deleted, or a tombstone took its name) ends at once; a copy from
+// a member no snapshot has shown yet (a watch behind its lease) goes on.
+func TestCopyEndsWhenItsSourcesLeaseIsDeleted(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	asked := make(chan struct{}, 1)
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*shardpb.SnapshotRequest); ok {
+			asked <- struct{}{} // and never answers
+		}
+	}), actorName("g")); err != nil {
+		t.Fatal(err)
+	}
+	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
+	fetch := func(from handover.MemberID) chan error {
+		out := make(chan error, 1)
+		go func() {
+			_, err := inc.fetchSnapshot(context.Background(), from, sys.Address(), 0, 1)
+			out <- err
+		}()
+		<-asked
+		return out
+	}
+	waits := func(from handover.MemberID) bool {
+		inc.copies.mu.Lock()
+		defer inc.copies.mu.Unlock()
+		_, ok := inc.copies.m[from]
+		return ok
+	}
+	held := func(ids ...handover.MemberID) *handover.Leases {
+		snap := &handover.Leases{}
+		for _, id := range ids {
+			snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: "1"})
+		}
+		return snap
+	}
+	frozen, unseen := fetch("frozen"), fetch("unseen")
+	// The first snapshot: no member lost a lease it was seen holding.
+	inc.copies.leases(held("self"))
+	inc.copies.leases(held("self", "frozen"))
+	if !waits("frozen") || !waits("unseen") {
+		t.Fatal("a copy ended while no lease it comes from was seen deleted")
+	}
+	inc.copies.leases(held("self"))
+	if err := <-frozen; !errors.Is(err, errSourceDeleted) {
+		t.Fatalf("the copy from the member whose lease was deleted ended with %v, want %v", err, errSourceDeleted)
+	}
+	if !waits("unseen") {
+		t.Fatal("the copy from a member no snapshot showed ended")
+	}
+	inc.copies.leases(held("self", "unseen"))
+	inc.copies.leases(&handover.Leases{Leases: held("self").Leases, Released: []handover.MemberID{"unseen"}})
+	if err := <-unseen; !errors.Is(err, errSourceReleased) {
+		t.Fatalf("a copy from a member whose lease was released ended with %v, want %v", err, errSourceReleased)
 	}
 }

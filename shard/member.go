@@ -746,7 +746,7 @@ func (io *memberIO) snapshotLeases() {
 	inc := io.inc
 	snap, stones := leasesOf(io.leaseInf.GetStore().List(), io.leaseAddrs)
 	snap.Now = inc.s.now()
-	inc.copies.released(snap.Released)
+	inc.copies.leases(snap)
 	io.toCore(snap)
 	if len(stones) > 0 {
 		go inc.leases.removeOldTombstones(inc.ctx, stones)

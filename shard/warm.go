@@ -199,7 +199,7 @@ type copied struct {
 
 // fetchSnapshot asks member from for a copy of range r's cache, chunk by
 // chunk, and decodes it into new objects of the example's type. It gives
-// up once the member it asks loses its lease (copyWaits).
+// up once the member it asks loses its lease (copyWaits.leases).
 func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
 	s := inc.s
 	if addr == "" {
@@ -270,13 +270,20 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 // errSourceReleased ends a copy whose source's lease was released.
 var errSourceReleased = errors.New("the member copied from has lost its lease (released or revoked): it may be frozen or gone")
 
-// copyWaits are the copies under way, by the member they come from: a
+// errSourceDeleted ends a copy whose source's lease was deleted.
+var errSourceDeleted = errors.New("the lease of the member copied from was deleted: it may be frozen or gone")
+
+// copyWaits are the copies under way, by the member they come from. A
 // member whose lease is released (revoked by a peer once it stopped
-// renewing it) answers no more, and a copy from it would wait out its
-// chunk's timeout before the range is listed.
+// renewing it) or deleted answers no more: it is frozen, gone, or fenced
+// (a fenced member has dropped its ranges). A copy from it would wait out
+// its chunk's timeout before the range is listed. Ending a copy early
+// costs at most a list: the range is claimed as before.
 type copyWaits struct {
 	mu sync.Mutex
 	m  map[handover.MemberID]map[*context.CancelCauseFunc]struct{}
+	// held: the lease holders of the last snapshot (nil before the first).
+	held map[handover.MemberID]bool
 }
 
 // add records a copy from member from, cancelled by cancel; the returned
@@ -302,14 +309,34 @@ func (w *copyWaits) add(from handover.MemberID, cancel context.CancelCauseFunc) 
 	}
 }
 
-// released cancels the copies from the given members.
-func (w *copyWaits) released(ids []handover.MemberID) {
+// leases takes a snapshot of the group's leases: it cancels the copies
+// from the members it shows released, and from those that held a lease in
+// the last snapshot and hold none in this one (their lease was deleted, or
+// replaced by a tombstone).
+func (w *copyWaits) leases(snap *handover.Leases) {
+	held := make(map[handover.MemberID]bool, len(snap.Leases))
+	for _, l := range snap.Leases {
+		held[l.Holder] = true
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, id := range ids {
-		for k := range w.m[id] {
-			(*k)(errSourceReleased)
+	released := make(map[handover.MemberID]bool, len(snap.Released))
+	for _, id := range snap.Released {
+		released[id] = true
+		w.cancel(id, errSourceReleased)
+	}
+	for id := range w.held {
+		if !held[id] && !released[id] {
+			w.cancel(id, errSourceDeleted)
 		}
+	}
+	w.held = held
+}
+
+// cancel ends the copies from id with why; w.mu is held.
+func (w *copyWaits) cancel(id handover.MemberID, why error) {
+	for k := range w.m[id] {
+		(*k)(why)
 	}
 }
 
