@@ -43,6 +43,11 @@ type rangeInformer struct {
 	unservedSince time.Time
 	// claimed is when the core gave the range its token (ActivateRange).
 	claimed time.Time
+	// lateUntil: the range was activated without its previous deliverer's
+	// handoff, which may still come (a LateHandoff); until then its
+	// handlers remember the objects they were given a delete of
+	// (rangeHandler.deleted).
+	lateUntil time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// switching is held while the range is activated, given a late
@@ -57,6 +62,13 @@ type rangeInformer struct {
 	// Informer.retired (guarded by Informer.mu).
 	retired bool
 }
+
+// lateHandoffMemory is how long after a range's activation without its
+// previous deliverer's handoff its handlers remember the objects they were
+// given a delete of: a late handoff (LateHandoff) gives no tombstone for
+// those. One that comes later still may give a handler a second OnDelete
+// for such an object. A var for tests.
+var lateHandoffMemory = 5 * time.Minute
 
 // attachment is a handler given a range.
 type attachment struct {
@@ -93,6 +105,9 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		delete(io.handoffAt, k)
 		ri.claimed = time.Now()
+		if e.Handoff == nil {
+			ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
+		}
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
@@ -408,6 +423,20 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	}
 	missing := io.gone(ri, h)
 	defer ri.lw.resume()
+	// A handler given the delete of a missing object saw it: it gets no
+	// tombstone for it. The deletes the intake took before its pause are
+	// given first.
+	_, obj := ri.lw.versions()
+	given := waitFor(ri, s.o.drainTimeout, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, a := range ri.attached {
+			if a.h.seen.Load() < obj {
+				return false
+			}
+		}
+		return true
+	})
 	s.mu.Lock()
 	hs := make([]*rangeHandler, 0, len(ri.attached))
 	for _, a := range ri.attached {
@@ -415,9 +444,10 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	}
 	s.mu.Unlock()
 	for _, rh := range hs {
-		rh.tombstones(missing)
+		rh.tombstones(rh.unseenDeletes(missing))
 	}
-	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing))
+	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing),
+		"handlers_caught_up", given)
 }
 
 // deactivate releases a range, draining: its intake is paused, its
