@@ -65,4 +65,18 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 	if got := keys(h.unseenDeletes(refs)); len(got) != 3 {
 		t.Errorf("tombstones for %v after the wait, want all three", got)
 	}
+
+	// And with the count.
+	defer func(n int) { lateHandoffDeletes = n }(lateHandoffDeletes)
+	lateHandoffDeletes = 2
+	h = newRangeHandler(&registration{}, &rangeInformer{lateUntil: time.Now().Add(time.Hour)}, nopHandler{})
+	h.deletedOne(cm("a", "ua"))
+	h.deletedOne(cm("b", "ub"))
+	if got := keys(h.unseenDeletes(refs)); !slices.Equal(got, []string{"ns/c"}) {
+		t.Errorf("tombstones for %v at the bound, want only ns/c", got)
+	}
+	h.deletedOne(cm("c", "uc"))
+	if got := keys(h.unseenDeletes(refs)); len(got) != 3 {
+		t.Errorf("tombstones for %v past the bound, want all three (nothing remembered)", got)
+	}
 }

@@ -66,9 +66,13 @@ type rangeInformer struct {
 // lateHandoffMemory is how long after a range's activation without its
 // previous deliverer's handoff its handlers remember the objects they were
 // given a delete of: a late handoff (LateHandoff) gives no tombstone for
-// those. One that comes later still may give a handler a second OnDelete
-// for such an object. A var for tests.
-var lateHandoffMemory = 5 * time.Minute
+// those. One that comes later still, or after a handler was given more
+// than lateHandoffDeletes deletes on the range, may give it a second
+// OnDelete for such an object. Vars for tests.
+var (
+	lateHandoffMemory  = 5 * time.Minute
+	lateHandoffDeletes = 10000
+)
 
 // attachment is a handler given a range.
 type attachment struct {

@@ -398,7 +398,7 @@ func (h *rangeHandler) deletedOne(obj any) {
 	if h.deleted == nil {
 		return
 	}
-	if !time.Now().Before(h.ri.lateUntil) {
+	if len(h.deleted) >= lateHandoffDeletes || !time.Now().Before(h.ri.lateUntil) {
 		h.deleted = nil
 		return
 	}
