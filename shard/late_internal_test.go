@@ -80,3 +80,36 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 		t.Errorf("tombstones for %v past the bound, want all three (nothing remembered)", got)
 	}
 }
+
+// A range activated with a handoff that names the deletes an earlier
+// deliverer's handlers were given: a late handoff, or the objects merged
+// into that handoff, give no OnDelete for them; and the range's own
+// handoff names them again, with its handlers' own, at most
+// lateHandoffDeletes.
+func TestInheritedDeletes(t *testing.T) {
+	refs := []handover.ObjectRef{{Key: "ns/a", UID: "ua"}, {Key: "ns/b", UID: "ub"}, {Key: "ns/c", UID: "uc"}}
+	ri := &rangeInformer{lateUntil: time.Now().Add(time.Hour), inherited: map[string]struct{}{"ua": {}}}
+	var got []string
+	for _, o := range ri.notInherited(refs) {
+		got = append(got, o.Key)
+	}
+	if !slices.Equal(got, []string{"ns/b", "ns/c"}) {
+		t.Errorf("not inherited: %v, want ns/b, ns/c", got)
+	}
+	h1 := newRangeHandler(&registration{}, ri, nopHandler{})
+	h2 := newRangeHandler(&registration{}, ri, nopHandler{})
+	h1.deletedOne(cm("b", "ub"))
+	h2.deletedOne(cm("b", "ub"))
+	h2.deletedOne(cm("d", "ud"))
+	if got := ri.deletedUIDs([]*rangeHandler{h1, h2}); !slices.Equal(got, []string{"ua", "ub", "ud"}) {
+		t.Errorf("the handoff's deletes: %v, want ua, ub, ud", got)
+	}
+	defer func(n int) { lateHandoffDeletes = n }(lateHandoffDeletes)
+	lateHandoffDeletes = 2
+	if got := ri.deletedUIDs([]*rangeHandler{h1, h2}); len(got) != 2 {
+		t.Errorf("the handoff's deletes past the bound: %v, want 2", got)
+	}
+	if got := (&rangeInformer{}).deletedUIDs([]*rangeHandler{newRangeHandler(&registration{}, &rangeInformer{}, nopHandler{})}); got != nil {
+		t.Errorf("deletes with none remembered: %v", got)
+	}
+}
