@@ -53,9 +53,9 @@ ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|Te
 # gate, each fault once in a group of its own (pause, partitions, cuts from
 # etcd and the API server, an etcd restart, kill, leave, a join during
 # deletes, a rolling update, a join cut short by a leave, a lease deleted,
-# a leave frozen midway), checked for
-# overlapping calls, versions going
-# back, lost deletes and the end state (docs/sharding.md, "Nemesis").
+# a leave frozen midway, a leave whose answers are held until after it
+# exited), checked for overlapping calls, versions going back, lost
+# deletes and the end state (docs/sharding.md, "Nemesis").
 go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
 # An upgrade and a rollback under the nemesis's workload and checker: a
 # rolling update from three members built as the member program was at

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"reflect"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,15 @@ type rangeInformer struct {
 	unservedSince time.Time
 	// claimed is when the core gave the range its token (ActivateRange).
 	claimed time.Time
+	// lateUntil: the range was activated without its previous deliverer's
+	// handoff, which may still come (a LateHandoff); until then its
+	// handlers remember the objects they were given a delete of
+	// (rangeHandler.deleted). Also set when the handoff it was activated
+	// with names the objects an earlier deliverer's handlers were given a
+	// delete of (inherited, guarded by switching): a late handoff may still
+	// come for that deliverer's predecessor.
+	lateUntil time.Time
+	inherited map[string]struct{}
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// switching is held while the range is activated, given a late
@@ -56,6 +66,59 @@ type rangeInformer struct {
 	// retired: its Run has returned and its counters are in
 	// Informer.retired (guarded by Informer.mu).
 	retired bool
+}
+
+// lateHandoffMemory is how long after a range's activation without its
+// previous deliverer's handoff its handlers remember the objects they were
+// given a delete of: a late handoff (LateHandoff) gives no tombstone for
+// those. One that comes later still, or after a handler was given more
+// than lateHandoffDeletes deletes on the range, may give it a second
+// OnDelete for such an object. Vars for tests.
+var (
+	lateHandoffMemory  = 5 * time.Minute
+	lateHandoffDeletes = 10000
+)
+
+// notInherited returns the objects of gone whose delete an earlier
+// deliverer's handlers were not given (ri.inherited).
+func (ri *rangeInformer) notInherited(gone []handover.ObjectRef) []handover.ObjectRef {
+	if len(ri.inherited) == 0 {
+		return gone
+	}
+	out := make([]handover.ObjectRef, 0, len(gone))
+	for _, o := range gone {
+		if _, saw := ri.inherited[o.UID]; !saw {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// deletedUIDs are the objects whose delete the handlers hs, or an earlier
+// deliverer's, were given while a late handoff could come, for the range's
+// own handoff: at most lateHandoffDeletes of them (each keeps the next
+// owner from one second OnDelete).
+func (ri *rangeInformer) deletedUIDs(hs []*rangeHandler) []string {
+	set := make(map[string]struct{}, len(ri.inherited))
+	for u := range ri.inherited {
+		set[u] = struct{}{}
+	}
+	for _, h := range hs {
+		h.delMu.Lock()
+		for u := range h.deleted {
+			set[string(u)] = struct{}{}
+		}
+		h.delMu.Unlock()
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(set))
+	for u := range set {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out[:min(len(out), lateHandoffDeletes)]
 }
 
 // attachment is a handler given a range.
@@ -93,6 +156,9 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		delete(io.handoffAt, k)
 		ri.claimed = time.Now()
+		if e.Handoff == nil || len(e.Handoff.Deleted) > 0 {
+			ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
+		}
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
@@ -337,7 +403,13 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	var missing []handover.ObjectRef
 	begun := time.Now()
 	if h != nil {
-		missing = io.gone(ri, h)
+		if len(h.Deleted) > 0 {
+			ri.inherited = make(map[string]struct{}, len(h.Deleted))
+			for _, u := range h.Deleted {
+				ri.inherited[u] = struct{}{}
+			}
+		}
+		missing = ri.notInherited(io.gone(ri, h))
 	}
 	caughtUp := time.Since(begun)
 	ri.delivering.Store(true)
@@ -406,8 +478,22 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	if !ri.delivering.Load() {
 		return
 	}
-	missing := io.gone(ri, h)
+	missing := ri.notInherited(io.gone(ri, h))
 	defer ri.lw.resume()
+	// A handler given the delete of a missing object saw it: it gets no
+	// tombstone for it. The deletes the intake took before its pause are
+	// given first.
+	_, obj := ri.lw.versions()
+	given := waitFor(ri, s.o.drainTimeout, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, a := range ri.attached {
+			if a.h.seen.Load() < obj {
+				return false
+			}
+		}
+		return true
+	})
 	s.mu.Lock()
 	hs := make([]*rangeHandler, 0, len(ri.attached))
 	for _, a := range ri.attached {
@@ -415,9 +501,10 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	}
 	s.mu.Unlock()
 	for _, rh := range hs {
-		rh.tombstones(missing)
+		rh.tombstones(rh.unseenDeletes(missing))
 	}
-	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing))
+	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing),
+		"handlers_caught_up", given)
 }
 
 // deactivate releases a range, draining: its intake is paused, its
@@ -452,8 +539,17 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	ri.delivering.Store(false)
 	s.publishNow(io)
+	s.mu.Lock()
+	hs := make([]*rangeHandler, 0, len(ri.attached))
+	for _, a := range ri.attached {
+		hs = append(hs, a.h)
+	}
+	s.mu.Unlock()
 	s.detachAll(ri)
 	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id}
+	if time.Now().Before(ri.lateUntil) {
+		hand.Deleted = ri.deletedUIDs(hs)
+	}
 	if obj > 0 {
 		hand.Version = strconv.FormatInt(obj, 10)
 	}

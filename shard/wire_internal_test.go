@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 )
@@ -22,5 +24,30 @@ func TestHelloRoundTrip(t *testing.T) {
 	}
 	if out := helloFromWire(w); !reflect.DeepEqual(out, in) {
 		t.Fatalf("Hello after the wire:\n%+v\nwant\n%+v", out, in)
+	}
+}
+
+// A Released's handoffs cross the wire whole: the UIDs of the deletes
+// their senders' handlers were given too.
+func TestReleasedRoundTrip(t *testing.T) {
+	in := handover.Handoff{Range: 3, Token: 9, Version: "120", From: "a#1", Supplement: true,
+		Objects: []handover.ObjectRef{{Key: "ns/x", UID: "ux", Version: "101"}}, Deleted: []string{"uy", "uz"}}
+	w, ok := toWire("g", "b#2", &handover.Released{From: "c#3", Epoch: 4, Ranges: []int{3}, Handoffs: []handover.Handoff{in}}).(*shardpb.Released)
+	if !ok {
+		t.Fatal("toWire gave no Released")
+	}
+	b, err := proto.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back shardpb.Released
+	if err := proto.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Handoffs) != 1 {
+		t.Fatalf("%d handoffs after the wire", len(back.Handoffs))
+	}
+	if out := handoffFromWire(back.Handoffs[0]); !reflect.DeepEqual(out, in) {
+		t.Fatalf("Handoff after the wire:\n%+v\nwant\n%+v", out, in)
 	}
 }

@@ -63,18 +63,32 @@ const (
 	// it: its lease goes void mid-leave, its answers and handoffs arrive
 	// late or never, and the others take its ranges without it.
 	LeavePause Kind = "leave-pause"
+	// LeaveCut stops a member with SIGTERM and, a random
+	// 0–LeavePauseSpread later, while it hands its ranges over, holds what
+	// it sends to the other members (a one-way Drop: it still hears them,
+	// and reaches etcd and the API server) for LeaveCutHold: longer than
+	// its leave's timeout and its lease duration. It answers asks into the
+	// cut, its leave times out, it deletes its lease and exits, and the
+	// others take its ranges without it; the answers and handoffs it sent
+	// arrive after that, at the heal.
+	LeaveCut Kind = "leave-cut"
 )
 
 // LeavePauseSpread bounds the delay between a LeavePause's SIGTERM and
 // its SIGSTOP (a leave handed its ranges over in 40–80 ms).
 const LeavePauseSpread = 150 * time.Millisecond
 
+// LeaveCutHold is how long a LeaveCut holds its target's bytes: the
+// default leave timeout (30 s), then the lease duration (5 s) for the
+// deleted lease to go void, and 5 s for the others to claim its ranges.
+const LeaveCutHold = 40 * time.Second
+
 // LeaseDeleteHold is how long a lease-delete freezes its target: below
 // the default renew deadline (3 s).
 const LeaseDeleteHold = 2 * time.Second
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause, LeaveCut}
 
 // FlapAfter and FlapSpread: a Flap's member gets SIGTERM FlapAfter plus
 // up to FlapSpread after its start (a member joining three others served
@@ -85,8 +99,8 @@ const (
 )
 
 // gapExempt: such a fault may stop its target (every member, for an etcd
-// restart) without a handover, as a crash does (a leave frozen midway
-// too), or get it fenced; a delete
+// restart) without a handover, as a crash does (a leave frozen or cut
+// off midway too), or get it fenced; a delete
 // in the ownerless gap that follows on a range the target delivered may
 // reach no handler (the documented limit: the new owner's list no longer
 // has the object, as a relist in client-go would not). A graceful leave, a
@@ -113,6 +127,10 @@ func (k Kind) blinds() bool { return k == APICut || k == EtcdRestart }
 func (k Kind) fences() bool {
 	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete
 }
+
+// takesOver: the others take the target's ranges without its handover
+// (the report's takeover time).
+func (k Kind) takesOver() bool { return k.freezes() || k == Kill || k == LeaveCut }
 
 // freezes: the fault stops its target with SIGSTOP, then resumes it.
 func (k Kind) freezes() bool { return k == Pause || k == LeaseDelete || k == LeavePause }
@@ -234,9 +252,9 @@ func (g Gap) Duration() time.Duration { return time.Duration(g.End - g.Start) }
 // FaultReport is what one fault caused.
 type FaultReport struct {
 	Fault Fault
-	// Takeover: for a pause or a kill, from the fault until every range
-	// its target delivered was delivered again (-1 if one never was, 0
-	// for other kinds); Moved counts those ranges.
+	// Takeover: for a freeze, a kill or a leave cut off, from the fault
+	// until every range its target delivered was delivered again (-1 if
+	// one never was, 0 for other kinds); Moved counts those ranges.
 	Takeover time.Duration
 	Moved    int
 	// Unserved sums, per range, the gaps begun during or after this
@@ -822,7 +840,7 @@ func (res *Result) report(in Input, delivery map[int]map[int][]Interval) {
 		if i < len(in.ServingAgain) && in.ServingAgain[i] != 0 {
 			fr.ServingAgain = time.Duration(in.ServingAgain[i] - f.End)
 		}
-		if pi, ok := procIndex[f.Target]; ok && (f.Kind.freezes() || f.Kind == Kill) {
+		if pi, ok := procIndex[f.Target]; ok && f.Kind.takesOver() {
 			fr.Takeover, fr.Moved = takeover(delivery, pi, f.Start, in.End)
 		}
 		next := in.End

@@ -312,6 +312,33 @@ func TestCheckLeavePause(t *testing.T) {
 	}
 }
 
+// TestCheckLeaveCut: a leaver whose answers are held until after it
+// exited is a crash to the others: a delete in the gap that follows is
+// exempt (after a plain leave it is not); it leaves, so it need not serve
+// again, and its fault ends after its exit.
+func TestCheckLeaveCut(t *testing.T) {
+	for _, k := range []Kind{LeaveCut, Leave} {
+		in := crash(k)
+		in.Faults[0].End = 180 * ms
+		res := Check(in)
+		if k == Leave {
+			if res.Count(VMissedDelete) != 2 {
+				t.Errorf("leave: %d missed deletes, want the gap's and the one in flight: %s", res.Count(VMissedDelete), res.Examples(5))
+			}
+			continue
+		}
+		if len(res.Violations) != 0 {
+			t.Fatalf("violations: %s", res.Examples(5))
+		}
+		if got := kinds(res.Exemptions); !sameKinds(got, EInFlightDelete+","+EGapDelete) {
+			t.Errorf("exemptions %q, want an in-flight delete and one in the gap", got)
+		}
+		if fr := res.Faults[0]; fr.Takeover != 50*time.Millisecond || fr.Moved != 2 {
+			t.Errorf("takeover %v of %d, want 50ms of 2", fr.Takeover, fr.Moved)
+		}
+	}
+}
+
 func TestSubtract(t *testing.T) {
 	got := subtract(Interval{0, 100}, []Interval{{10, 20}, {50, 150}})
 	want := []Interval{{0, 10}, {20, 50}}

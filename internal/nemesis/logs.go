@@ -73,6 +73,7 @@ var Events = []struct{ Message, Name string }{
 	{"a late handoff", "late handoffs"},
 	{"range informer started from the previous deliverer's copy, without a list", "warm starts"},
 	{"range informer starts cold: no member delivers the range as this member knows", "cold starts"},
+	{"a range's informer lists instead of starting from the previous deliverer's copy (logged once per reason)", "warm-start fallbacks (one line per reason)"},
 	{"the range's handlers were not given everything before its release; the next owner may miss deletes", "drains cut short"},
 	{"the range's informer did not reach the previous deliverer's version in time; delivering from where it is", "catch-ups cut short"},
 	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},

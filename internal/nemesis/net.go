@@ -58,7 +58,10 @@ type Net struct {
 	sources  map[string]string
 	cuts     map[pair]Mode
 	isolated map[string]Mode
-	links    map[*Link]struct{}
+	// muted: the members whose bytes to the other members are held (Drop,
+	// one way).
+	muted map[string]bool
+	links map[*Link]struct{}
 
 	// held counts the chunks a Drop held, reset the connections a Reject
 	// reset or refused.
@@ -72,7 +75,7 @@ func (n *Net) Counts() (held, reset int64) { return n.held.Load(), n.reset.Load(
 // NewNet returns a network with no cut.
 func NewNet() *Net {
 	return &Net{changed: make(chan struct{}), sources: map[string]string{}, cuts: map[pair]Mode{}, isolated: map[string]Mode{},
-		links: map[*Link]struct{}{}}
+		muted: map[string]bool{}, links: map[*Link]struct{}{}}
 }
 
 // Source declares that connections from ip are member's.
@@ -118,6 +121,16 @@ func (n *Net) Isolate(mode Mode, a string) {
 	}
 }
 
+// Mute holds every byte a sends to the other members (as Drop does),
+// members that join later included, one way: a still hears them, and
+// reaches etcd and the API server. What it sent arrives once healed.
+func (n *Net) Mute(a string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.muted[a] = true
+	n.changedLocked()
+}
+
 // Heal removes every cut that involves a, and its isolation.
 func (n *Net) Heal(a string) {
 	n.mu.Lock()
@@ -128,6 +141,7 @@ func (n *Net) Heal(a string) {
 		}
 	}
 	delete(n.isolated, a)
+	delete(n.muted, a)
 	n.changedLocked()
 }
 
@@ -144,17 +158,23 @@ func (n *Net) linksLocked() []*Link {
 	return out
 }
 
-// mode returns the cut between from and to, and a channel closed at the
-// next change.
+// mode returns the cut on the bytes from from to to, and a channel closed
+// at the next change.
 func (n *Net) mode(from, to string) (Mode, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	m := n.cuts[pair{from, to}]
-	if from != to && from != "" && to != EtcdEndpoint && to != APIEndpoint {
+	if from != to && from != "" && to != "" && !infra(from) && !infra(to) {
 		m = max(m, n.isolated[from], n.isolated[to])
+		if n.muted[from] {
+			m = max(m, Drop)
+		}
 	}
 	return m, n.changed
 }
+
+// infra: etcd or the API server, not a member.
+func infra(e string) bool { return e == EtcdEndpoint || e == APIEndpoint }
 
 func (n *Net) source(addr net.Addr) string {
 	ta, ok := addr.(*net.TCPAddr)
@@ -333,20 +353,21 @@ func (l *Link) serve(c *linkConn) {
 		return
 	}
 	ended := make(chan struct{}, 2)
-	go func() { l.pipe(c, server, c.client); ended <- struct{}{} }()
-	go func() { l.pipe(c, c.client, server); ended <- struct{}{} }()
+	go func() { l.pipe(c, server, c.client, c.from, c.to); ended <- struct{}{} }()
+	go func() { l.pipe(c, c.client, server, c.to, c.from); ended <- struct{}{} }()
 	<-ended
 	c.cut()
 	<-ended
 }
 
-// pipe copies src to dst, holding every chunk while a Drop cut lasts.
-func (l *Link) pipe(c *linkConn, dst, src net.Conn) {
+// pipe copies src to dst, the bytes from one endpoint to another,
+// holding every chunk while a Drop cut on them lasts.
+func (l *Link) pipe(c *linkConn, dst, src net.Conn, from, to string) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !l.net.waitOpen(c.from, c.to, c.done) {
+			if !l.net.waitOpen(from, to, c.done) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -181,3 +181,92 @@ func TestNetCuts(t *testing.T) {
 		t.Fatalf("a to etcd after the heal: %v", err)
 	}
 }
+
+// A muted member's bytes to the others are held, one way: what the others
+// send it arrives (its echo's answers are held), and it still reaches
+// etcd. Healing delivers what was held.
+func TestNetMute(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, leakcheck.Options()...) })
+	n := NewNet()
+	n.Source("127.0.1.1", "a")
+	n.Source("127.0.1.3", "c")
+	// b's endpoint echoes; a's endpoint records what arrives and echoes.
+	linkB, err := n.MemberLink("b", echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer linkB.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { ln.Close(); <-served }()
+	linkA, err := n.MemberLink("a", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer linkA.Close()
+	etcd, err := n.EtcdLink("a", echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	aToB := dialFrom(t, "127.0.1.1", linkB.Addr())
+	cToA := dialFrom(t, "127.0.1.3", linkA.Addr())
+	toEtcd := dialFrom(t, "127.0.0.1", etcd.Addr())
+	if err := roundTrip(aToB, time.Second); err != nil {
+		t.Fatalf("before the mute: %v", err)
+	}
+
+	n.Mute("a")
+	if err := roundTrip(aToB, 200*time.Millisecond); !timeout(err) {
+		t.Fatalf("a to b while a is muted: %v, want a timeout", err)
+	}
+	if err := roundTrip(cToA, 200*time.Millisecond); !timeout(err) {
+		t.Fatalf("c to a and back while a is muted: %v, want a timeout (a's answer held)", err)
+	}
+	select {
+	case line := <-got:
+		if line != "ping\n" {
+			t.Fatalf("a got %q", line)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("c's bytes did not reach the muted a")
+	}
+	if err := roundTrip(toEtcd, time.Second); err != nil {
+		t.Fatalf("muted a to etcd: %v", err)
+	}
+	if err := roundTrip(dialFrom(t, "127.0.1.3", linkB.Addr()), time.Second); err != nil {
+		t.Fatalf("c to b while a is muted: %v", err)
+	}
+
+	n.Heal("a")
+	for _, c := range []net.Conn{aToB, cToA} {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "ping\n" {
+			t.Fatalf("after the heal: %q, %v; want the held answer", line, err)
+		}
+		_ = c.SetReadDeadline(time.Time{})
+	}
+}

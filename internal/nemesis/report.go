@@ -42,7 +42,7 @@ func (res *Result) Table() string {
 	for i, fr := range res.Faults {
 		f := fr.Fault
 		takeover, moved := "", ""
-		if f.Kind.freezes() || f.Kind == Kill {
+		if f.Kind.takesOver() {
 			takeover, moved = dur(fr.Takeover), fmt.Sprint(fr.Moved)
 			if fr.Takeover < 0 {
 				takeover = "never"

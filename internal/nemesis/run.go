@@ -377,6 +377,14 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		r.logf("nemesis: leave-pause: %s frozen %v after its SIGTERM", target.Name, stopped.Sub(now).Round(time.Millisecond))
 		o.until = now.Add(r.o.Hold)
 		o.heal = heal
+	case LeaveCut:
+		o.i = r.record(f)
+		target.leave()
+		time.Sleep(time.Duration(r.draw(o.i).Int63n(int64(LeavePauseSpread))))
+		r.net.Mute(target.Name)
+		r.logf("nemesis: leave-cut: %s's bytes to the members held from %v after its SIGTERM", target.Name, time.Since(now).Round(time.Millisecond))
+		o.until = now.Add(max(r.o.Hold, LeaveCutHold))
+		o.heal = func() { r.net.Heal(target.Name) }
 	case Join, JoinDuringDeletes:
 		o.i = r.record(f)
 		if k == JoinDuringDeletes {

@@ -180,6 +180,13 @@ type Handoff struct {
 	// delivery under Token. They follow that Handoff to whoever was given
 	// it (Released with epoch 0, never an answer).
 	Supplement bool
+	// Deleted are the UIDs of objects whose delete the sender's handlers
+	// were given, or those of a deliverer before it whose Handoff it was
+	// given, while an earlier deliverer's late Handoff could still come
+	// (the shell's choice, bounded). That Handoff's objects, merged with
+	// this one or following it as a Supplement, get no OnDelete for them:
+	// the handlers saw them go.
+	Deleted []string
 }
 
 // ObjectRef is one object of a Handoff.
@@ -337,8 +344,10 @@ type ActivateRange struct {
 // informer has reached Handoff.Version, then calls OnDelete with a
 // cache.DeletedFinalStateUnknown for each object of Handoff.Objects it
 // does not have: a delete the previous deliverer's handlers never got and
-// this member's handlers never saw the object of. A handler may get such
-// an OnDelete for an object it was given and already saw deleted.
+// this member's handlers never saw the object of. It skips the objects
+// whose delete its handlers were given, or (Handoff.Deleted of the handoff
+// the range was activated with) an earlier deliverer's, as far as the
+// shell remembers them.
 type LateHandoff struct {
 	Range   int
 	Epoch   uint64

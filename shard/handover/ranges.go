@@ -537,6 +537,19 @@ func withLate(own, late *Handoff) *Handoff {
 			out.Objects = append(out.Objects, o)
 		}
 	}
+	if len(late.Deleted) > 0 {
+		out.Deleted = slices.Clone(own.Deleted)
+		seen := make(map[string]struct{}, len(own.Deleted))
+		for _, u := range own.Deleted {
+			seen[u] = struct{}{}
+		}
+		for _, u := range late.Deleted {
+			if _, ok := seen[u]; !ok {
+				seen[u] = struct{}{}
+				out.Deleted = append(out.Deleted, u)
+			}
+		}
+	}
 	return &out
 }
 

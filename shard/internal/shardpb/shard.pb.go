@@ -555,7 +555,10 @@ type Handoff struct {
 	From string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
 	// supplement: objects that add to the handoff of token, given already
 	// (an earlier deliverer's that came too late for it).
-	Supplement    bool `protobuf:"varint,6,opt,name=supplement,proto3" json:"supplement,omitempty"`
+	Supplement bool `protobuf:"varint,6,opt,name=supplement,proto3" json:"supplement,omitempty"`
+	// deleted: the UIDs of objects whose delete the sender's handlers (or
+	// an earlier deliverer's) were given while a late handoff could come.
+	Deleted       []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +633,13 @@ func (x *Handoff) GetSupplement() bool {
 		return x.Supplement
 	}
 	return false
+}
+
+func (x *Handoff) GetDeleted() []string {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
 }
 
 type ObjectRef struct {
@@ -952,7 +962,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xc0\x01\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xda\x01\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -961,7 +971,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1e\n" +
 	"\n" +
 	"supplement\x18\x06 \x01(\bR\n" +
-	"supplement\"I\n" +
+	"supplement\x12\x18\n" +
+	"\adeleted\x18\a \x03(\tR\adeleted\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
