@@ -23,10 +23,10 @@ func cm(name string, uid types.UID) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}}
 }
 
-// A range activated without its previous deliverer's handoff: a handler
-// given the delete of an object (plain or as a tombstone) gets no second
-// one from a late handoff; the objects it never saw deleted still get one.
-// Once the late handoff can no longer come, nothing is remembered.
+// Within lateHandoffMemory of a range's activation, a handler given the
+// delete of an object (plain or as a tombstone) gets no second one from a
+// late handoff; the objects it never saw deleted still get one. Past it,
+// nothing is remembered.
 func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 	refs := []handover.ObjectRef{{Key: "ns/a", UID: "ua"}, {Key: "ns/b", UID: "ub"}, {Key: "ns/c", UID: "uc"}}
 	keys := func(rs []handover.ObjectRef) []string {
@@ -46,7 +46,7 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 		t.Errorf("tombstones for %v, want only ns/c", got)
 	}
 
-	// Activated with its handoff: no late one is awaited, none remembered.
+	// A range whose memory is not open: nothing is remembered.
 	h = newRangeHandler(&registration{}, &rangeInformer{}, nopHandler{})
 	h.deletedOne(cm("a", "ua"))
 	if got := keys(h.unseenDeletes(refs)); len(got) != 3 {

@@ -44,13 +44,14 @@ type rangeInformer struct {
 	unservedSince time.Time
 	// claimed is when the core gave the range its token (ActivateRange).
 	claimed time.Time
-	// lateUntil: the range was activated without its previous deliverer's
-	// handoff, which may still come (a LateHandoff); until then its
-	// handlers remember the objects they were given a delete of
-	// (rangeHandler.deleted). Also set when the handoff it was activated
-	// with names the objects an earlier deliverer's handlers were given a
-	// delete of (inherited, guarded by switching): a late handoff may still
-	// come for that deliverer's predecessor.
+	// lateUntil: lateHandoffMemory after the activation. Until then a
+	// late handoff may come (LateHandoff: the previous deliverer's, if the
+	// range was activated without it; an earlier one's, passed on as a
+	// supplement), and the range's handlers remember the objects they were
+	// given a delete of (rangeHandler.deleted), for it and for the range's
+	// own handoff. inherited (guarded by switching) are those an earlier
+	// deliverer's handlers were given, named by the handoff the range was
+	// activated with.
 	lateUntil time.Time
 	inherited map[string]struct{}
 	// delivering: the handlers may be called for it (the calls' gate).
@@ -68,10 +69,9 @@ type rangeInformer struct {
 	retired bool
 }
 
-// lateHandoffMemory is how long after a range's activation without its
-// previous deliverer's handoff its handlers remember the objects they were
-// given a delete of: a late handoff (LateHandoff) gives no tombstone for
-// those. One that comes later still, or after a handler was given more
+// lateHandoffMemory is how long after a range's activation its handlers
+// remember the objects they were given a delete of: a late handoff
+// (LateHandoff) gives no tombstone for those. One that comes later still, or after a handler was given more
 // than lateHandoffDeletes deletes on the range, may give it a second
 // OnDelete for such an object. Vars for tests.
 var (
@@ -156,9 +156,7 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		delete(io.handoffAt, k)
 		ri.claimed = time.Now()
-		if e.Handoff == nil || len(e.Handoff.Deleted) > 0 {
-			ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
-		}
+		ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
