@@ -13,12 +13,12 @@ import (
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 )
 
-// A copy from a member that does not answer (frozen) ends once that
-// member's lease is released, not after its chunk's timeout; copies from
-// other members go on.
-func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
+// silentSource is an incarnation whose copies come from a member that
+// never answers (frozen), and the start of a copy from it as a given
+// member: it returns once the member was asked, with the copy's end.
+func silentSource(t *testing.T) (*incarnation, func(from handover.MemberID) chan error) {
 	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
+	t.Cleanup(sys.Shutdown)
 	asked := make(chan struct{}, 1)
 	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*shardpb.SnapshotRequest); ok {
@@ -28,7 +28,7 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
-	fetch := func(from handover.MemberID) chan error {
+	return inc, func(from handover.MemberID) chan error {
 		out := make(chan error, 1)
 		go func() {
 			_, err := inc.fetchSnapshot(context.Background(), from, sys.Address(), 0, 1)
@@ -37,16 +37,28 @@ func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
 		<-asked
 		return out
 	}
+}
+
+// waits reports whether a copy from member from is under way.
+func (w *copyWaits) waits(from handover.MemberID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[from]
+	return ok
+}
+
+// A copy from a member that does not answer (frozen) ends once that
+// member's lease is released, not after its chunk's timeout; copies from
+// other members go on.
+func TestCopyEndsWhenItsSourceIsReleased(t *testing.T) {
+	inc, fetch := silentSource(t)
 	frozen, other := fetch("frozen"), fetch("other")
 	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"someone-else"}})
 	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"frozen"}})
 	if err := <-frozen; !errors.Is(err, errSourceReleased) {
 		t.Fatalf("the copy from the released member ended with %v, want %v", err, errSourceReleased)
 	}
-	inc.copies.mu.Lock()
-	_, waits := inc.copies.m["other"]
-	inc.copies.mu.Unlock()
-	if !waits {
+	if !inc.copies.waits("other") {
 		t.Fatal("the copy from a member still holding its lease ended")
 	}
 	inc.copies.leases(&handover.Leases{Released: []handover.MemberID{"other"}})
@@ -86,10 +98,7 @@ func TestRedirectedCopyEndsWithItsNewSource(t *testing.T) {
 	}()
 	<-asked
 	<-asked
-	inc.copies.mu.Lock()
-	_, first := inc.copies.m["first"]
-	_, second := inc.copies.m["second"]
-	inc.copies.mu.Unlock()
+	first, second := inc.copies.waits("first"), inc.copies.waits("second")
 	if first || !second {
 		t.Fatalf("the redirected copy is recorded as from the first member (%v) or not from the second (%v)", first, second)
 	}
@@ -103,32 +112,7 @@ func TestRedirectedCopyEndsWithItsNewSource(t *testing.T) {
 // longer (deleted, or a tombstone took its name) ends at once; a copy from
 // a member no snapshot has shown yet (a watch behind its lease) goes on.
 func TestCopyEndsWhenItsSourcesLeaseIsDeleted(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	asked := make(chan struct{}, 1)
-	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*shardpb.SnapshotRequest); ok {
-			asked <- struct{}{} // and never answers
-		}
-	}), actorName("g")); err != nil {
-		t.Fatal(err)
-	}
-	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
-	fetch := func(from handover.MemberID) chan error {
-		out := make(chan error, 1)
-		go func() {
-			_, err := inc.fetchSnapshot(context.Background(), from, sys.Address(), 0, 1)
-			out <- err
-		}()
-		<-asked
-		return out
-	}
-	waits := func(from handover.MemberID) bool {
-		inc.copies.mu.Lock()
-		defer inc.copies.mu.Unlock()
-		_, ok := inc.copies.m[from]
-		return ok
-	}
+	inc, fetch := silentSource(t)
 	held := func(ids ...handover.MemberID) *handover.Leases {
 		snap := &handover.Leases{}
 		for _, id := range ids {
@@ -140,14 +124,14 @@ func TestCopyEndsWhenItsSourcesLeaseIsDeleted(t *testing.T) {
 	// The first snapshot: no member lost a lease it was seen holding.
 	inc.copies.leases(held("self"))
 	inc.copies.leases(held("self", "frozen"))
-	if !waits("frozen") || !waits("unseen") {
+	if !inc.copies.waits("frozen") || !inc.copies.waits("unseen") {
 		t.Fatal("a copy ended while no lease it comes from was seen deleted")
 	}
 	inc.copies.leases(held("self"))
 	if err := <-frozen; !errors.Is(err, errSourceDeleted) {
 		t.Fatalf("the copy from the member whose lease was deleted ended with %v, want %v", err, errSourceDeleted)
 	}
-	if !waits("unseen") {
+	if !inc.copies.waits("unseen") {
 		t.Fatal("the copy from a member no snapshot showed ended")
 	}
 	inc.copies.leases(held("self", "unseen"))

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -11,14 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-type nopHandler struct{}
+// nop is a handler that does nothing.
+var nop = actors.ContextEventHandlerFuncs{}
 
-func (nopHandler) OnAdd(context.Context, any, bool)   {}
-func (nopHandler) OnUpdate(context.Context, any, any) {}
-func (nopHandler) OnDelete(context.Context, any)      {}
+// cm is a ConfigMap ns/name with uid.
 func cm(name string, uid types.UID) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}}
 }
@@ -38,7 +37,7 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 	}
 
 	ri := &rangeInformer{lateUntil: time.Now().Add(time.Hour)}
-	h := newRangeHandler(&registration{}, ri, nopHandler{})
+	h := newRangeHandler(&registration{}, ri, nop)
 	h.deletedOne(cm("a", "ua"))
 	h.deletedOne(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: cm("b", "ub")})
 	h.deletedOne(cm("c", "another-uid")) // a namesake: not the handoff's c
@@ -47,7 +46,7 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 	}
 
 	// A range whose memory is not open: nothing is remembered.
-	h = newRangeHandler(&registration{}, &rangeInformer{}, nopHandler{})
+	h = newRangeHandler(&registration{}, &rangeInformer{}, nop)
 	h.deletedOne(cm("a", "ua"))
 	if got := keys(h.unseenDeletes(refs)); len(got) != 3 {
 		t.Errorf("tombstones for %v, want all three", got)
@@ -55,7 +54,7 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 
 	// The memory ends with the wait.
 	ri = &rangeInformer{lateUntil: time.Now().Add(50 * time.Millisecond)}
-	h = newRangeHandler(&registration{}, ri, nopHandler{})
+	h = newRangeHandler(&registration{}, ri, nop)
 	h.deletedOne(cm("a", "ua"))
 	time.Sleep(60 * time.Millisecond)
 	h.deletedOne(cm("b", "ub"))
@@ -69,7 +68,7 @@ func TestLateHandoffSkipsDeletesTheHandlerSaw(t *testing.T) {
 	// And with the count.
 	defer func(n int) { lateHandoffDeletes = n }(lateHandoffDeletes)
 	lateHandoffDeletes = 2
-	h = newRangeHandler(&registration{}, &rangeInformer{lateUntil: time.Now().Add(time.Hour)}, nopHandler{})
+	h = newRangeHandler(&registration{}, &rangeInformer{lateUntil: time.Now().Add(time.Hour)}, nop)
 	h.deletedOne(cm("a", "ua"))
 	h.deletedOne(cm("b", "ub"))
 	if got := keys(h.unseenDeletes(refs)); !slices.Equal(got, []string{"ns/c"}) {
@@ -96,8 +95,8 @@ func TestInheritedDeletes(t *testing.T) {
 	if !slices.Equal(got, []string{"ns/b", "ns/c"}) {
 		t.Errorf("not inherited: %v, want ns/b, ns/c", got)
 	}
-	h1 := newRangeHandler(&registration{}, ri, nopHandler{})
-	h2 := newRangeHandler(&registration{}, ri, nopHandler{})
+	h1 := newRangeHandler(&registration{}, ri, nop)
+	h2 := newRangeHandler(&registration{}, ri, nop)
 	h1.deletedOne(cm("b", "ub"))
 	h2.deletedOne(cm("b", "ub"))
 	h2.deletedOne(cm("d", "ud"))
@@ -109,7 +108,7 @@ func TestInheritedDeletes(t *testing.T) {
 	if got := ri.deletedUIDs([]*rangeHandler{h1, h2}); len(got) != 2 {
 		t.Errorf("the handoff's deletes past the bound: %v, want 2", got)
 	}
-	if got := (&rangeInformer{}).deletedUIDs([]*rangeHandler{newRangeHandler(&registration{}, &rangeInformer{}, nopHandler{})}); got != nil {
+	if got := (&rangeInformer{}).deletedUIDs([]*rangeHandler{newRangeHandler(&registration{}, &rangeInformer{}, nop)}); got != nil {
 		t.Errorf("deletes with none remembered: %v", got)
 	}
 }

@@ -482,23 +482,8 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	// tombstone for it. The deletes the intake took before its pause are
 	// given first.
 	_, obj := ri.lw.versions()
-	given := waitFor(ri, s.o.drainTimeout, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, a := range ri.attached {
-			if a.h.seen.Load() < obj {
-				return false
-			}
-		}
-		return true
-	})
-	s.mu.Lock()
-	hs := make([]*rangeHandler, 0, len(ri.attached))
-	for _, a := range ri.attached {
-		hs = append(hs, a.h)
-	}
-	s.mu.Unlock()
-	for _, rh := range hs {
+	given := waitFor(ri, s.o.drainTimeout, func() bool { return s.given(ri, obj) })
+	for _, rh := range s.handlersOf(ri) {
 		rh.tombstones(rh.unseenDeletes(missing))
 	}
 	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing),
@@ -518,31 +503,14 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	span := s.tel.startHandover(io.inc.ctx, SpanRelease, ri.r, ri.epoch)
 	ri.lw.pause()
 	fwd, obj := ri.lw.versions()
-	drained := waitFor(ri, s.o.drainTimeout, func() bool {
-		if appliedVersion(ri) < fwd {
-			return false
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, a := range ri.attached {
-			if a.h.seen.Load() < obj {
-				return false
-			}
-		}
-		return true
-	})
+	drained := waitFor(ri, s.o.drainTimeout, func() bool { return appliedVersion(ri) >= fwd && s.given(ri, obj) })
 	if !drained && ri.delivering.Load() {
 		io.inc.log.Warn("the range's handlers were not given everything before its release; the next owner may miss deletes",
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)
 	}
 	ri.delivering.Store(false)
 	s.publishNow(io)
-	s.mu.Lock()
-	hs := make([]*rangeHandler, 0, len(ri.attached))
-	for _, a := range ri.attached {
-		hs = append(hs, a.h)
-	}
-	s.mu.Unlock()
+	hs := s.handlersOf(ri)
 	s.detachAll(ri)
 	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id}
 	if time.Now().Before(ri.lateUntil) {

@@ -210,6 +210,30 @@ func (s *Informer) subscribed(ri *rangeInformer) bool {
 	return true
 }
 
+// given reports whether every handler attached to ri has been called with
+// the version obj or a newer one.
+func (s *Informer) given(ri *rangeInformer, obj int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range ri.attached {
+		if a.h.seen.Load() < obj {
+			return false
+		}
+	}
+	return true
+}
+
+// handlersOf returns the handlers attached to ri.
+func (s *Informer) handlersOf(ri *rangeInformer) []*rangeHandler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs := make([]*rangeHandler, 0, len(ri.attached))
+	for _, a := range ri.attached {
+		hs = append(hs, a.h)
+	}
+	return hs
+}
+
 // released tells the handler that range r is released.
 func (reg *registration) released(r Range) {
 	if reg.own != nil {
