@@ -300,6 +300,30 @@ type versionRecorder struct {
 	inner       coordinationv1client.LeasesGetter
 	annotations map[string]string
 	last        string
+	// positions, when set, gives the AnnotationPositions of each write.
+	positions func() string
+}
+
+// withPositions returns l with its AnnotationPositions set (removed when
+// empty), as a copy.
+func (v *versionRecorder) withPositions(l *coordinationv1.Lease) *coordinationv1.Lease {
+	if v.positions == nil {
+		return l
+	}
+	p := v.positions()
+	if l.Annotations[AnnotationPositions] == p {
+		return l
+	}
+	l = l.DeepCopy()
+	if p == "" {
+		delete(l.Annotations, AnnotationPositions)
+		return l
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AnnotationPositions] = p
+	return l
 }
 
 func (v *versionRecorder) Leases(namespace string) coordinationv1client.LeaseInterface {
@@ -327,7 +351,7 @@ func (r recordingLeases) Create(ctx context.Context, l *coordinationv1.Lease, op
 }
 
 func (r recordingLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Update(ctx, l, opts)
+	out, err := r.LeaseInterface.Update(ctx, r.v.withPositions(l), opts)
 	if err == nil {
 		r.v.last = out.ResourceVersion
 	}

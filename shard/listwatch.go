@@ -153,6 +153,34 @@ type rangeLW struct {
 	// bookmark (see awaitLive).
 	live     chan struct{}
 	liveOnce sync.Once
+	// deleted, while recording (a range taken over without a handoff, until
+	// its activation): the objects its deletes were about, by key, in
+	// their last state, or nil once re-added (see position.go).
+	recording bool
+	deleted   map[string]runtime.Object
+}
+
+// record starts recording the deletes the intake takes.
+func (lw *rangeLW) record() {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.recording, lw.deleted = true, map[string]runtime.Object{}
+}
+
+// takeDeleted stops the recording and returns what it recorded (nil if
+// none ran). The intake is paused (activation), so nothing is taken
+// meanwhile.
+func (lw *rangeLW) takeDeleted() map[string]runtime.Object {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	d := lw.deleted
+	lw.recording, lw.deleted = false, nil
+	for k, o := range d {
+		if o == nil {
+			delete(d, k)
+		}
+	}
+	return d
 }
 
 // errPaused fails the lists of a paused range.
@@ -535,6 +563,15 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			lw.note(objectRV(e.Object), true)
+			if lw.recording {
+				if k, err := cache.MetaNamespaceKeyFunc(e.Object); err == nil {
+					if e.Type == watch.Deleted {
+						lw.deleted[k] = e.Object
+					} else {
+						lw.deleted[k] = nil
+					}
+				}
+			}
 		case watch.Bookmark:
 			lw.note(objectRV(e.Object), false)
 		}

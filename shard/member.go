@@ -106,6 +106,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	inc.ctx, inc.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.self.Store(&id)
 	inc.leases = newLeases(s.o.leases, s.o.namespace, s.group, id, c.ActorSystem.Address(), s.o.leaseDur, s.o.renewDL)
+	inc.leases.rec.positions = func() string { return encodePositions(s.positions()) }
 	inc.core = handover.NewCore(handover.Config{
 		Self: id, Ranges: s.o.ranges, HashField: s.o.settings(), JoinedAt: time.Now().UnixNano(),
 		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)), MaxMoves: s.o.moves(),
@@ -114,7 +115,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	})
 	sys := c.ActorSystem
 	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{},
-		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}}
+		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}, positions: map[int]position{}}
 	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
 	if err != nil {
 		return nil, err
@@ -351,6 +352,9 @@ type memberIO struct {
 	// reached this member: the previous deliverer had stopped by then, so
 	// the range's unserved time starts there.
 	handoffAt map[handoffKey]time.Time
+	// positions: per range, the newest delivered position the group's
+	// leases showed (position.go), for a takeover without a handoff.
+	positions map[int]position
 }
 
 // handoffKey is a handoff of a range from a member, answering this
@@ -746,7 +750,11 @@ func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases,
 // snapshotLeases sends the core the group's leases as the watch has them.
 func (io *memberIO) snapshotLeases() {
 	inc := io.inc
-	snap, stones := leasesOf(io.leaseInf.GetStore().List(), io.leaseAddrs)
+	objs := io.leaseInf.GetStore().List()
+	snap, stones := leasesOf(objs, io.leaseAddrs)
+	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
+		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)
+	}
 	snap.Now = inc.s.now()
 	inc.copies.leases(snap)
 	io.toCore(snap)

@@ -67,6 +67,19 @@ type rangeInformer struct {
 	// retired: its Run has returned and its counters are in
 	// Informer.retired (guarded by Informer.mu).
 	retired bool
+
+	// resumeFrom: taken over without a deliverer to copy from, the range
+	// resumes from this position, the newest the leases showed (none:
+	// version 0); resume is its replay's outcome, set before the range is
+	// reported synced; finals are the last states of the objects its
+	// activation gave tombstones for (see position.go).
+	resumeFrom position
+	resume     *resumed
+	finals     map[string]any
+	// activated: the activation has ended; position is the newest
+	// position written for the range (Informer.positions).
+	activated atomic.Bool
+	position  atomic.Int64
 }
 
 // lateHandoffMemory is how long after a range's activation its handlers
@@ -314,6 +327,10 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	ctx, cancel := context.WithCancel(inc.ctx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		attached: map[*registration]*attachment{}}
+	if p, ok := io.positions[e.Range]; ok && e.From == "" {
+		ri.resumeFrom = p
+		lw.record()
+	}
 	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
 	s.live[ri] = struct{}{}
 	s.mu.Unlock()
@@ -325,6 +342,9 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		s.retire(ri)
 	}()
 	go askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
+		if ri.resumeFrom.version > 0 {
+			io.replay(ctx, ri)
+		}
 		io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 	})
 }
@@ -408,6 +428,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 			}
 		}
 		missing = ri.notInherited(io.gone(ri, h))
+	} else if ri.resume != nil {
+		// Taken over from a member that was lost: the objects deleted since
+		// its last position, which its handlers may have had.
+		ri.lw.pause()
+		fwd, _ := ri.lw.versions()
+		waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+		ri.finals = map[string]any{}
+		missing = missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
 	}
 	caughtUp := time.Since(begun)
 	ri.delivering.Store(true)
@@ -440,7 +468,35 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
 		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing),
 		"claim", claim, "catch_up", caughtUp)
+	ri.lw.takeDeleted() // a range that expected to resume got a handoff
+	ri.activated.Store(true)
 	io.report(ri, nil)
+}
+
+// replay finds the objects of a range taken over without a handoff that
+// were deleted between the position it resumes from and its list.
+func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
+	s := io.inc.s
+	from := ri.resumeFrom
+	to, err := strconv.ParseInt(ri.inf.LastSyncResourceVersion(), 10, 64)
+	if err != nil || to <= from.version {
+		ri.resume = &resumed{from: from, complete: true}
+		return
+	}
+	deleted, complete, err := replay(ctx, ri.lw, from.version, to)
+	if ctx.Err() != nil {
+		return // stopped meanwhile
+	}
+	ri.resume = &resumed{from: from, deleted: deleted, complete: complete}
+	s.warm.resumes.Add(1)
+	if !complete {
+		s.warm.resumeGaps.Add(1)
+		io.inc.log.Warn("the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler",
+			"range", ri.r.String(), "position", from.version, "token", from.token, "list", to, "err", err)
+		return
+	}
+	io.inc.log.Info("the range resumes from its last delivered position", "range", ri.r.String(), "position", from.version,
+		"token", from.token, "list", to, "deleted", len(deleted))
 }
 
 // gone waits until the range's informer has reached the handoff's
@@ -594,6 +650,21 @@ func (s *Informer) recordHandover(h Handover) {
 // owner no longer has carries: a cache.DeletedFinalStateUnknown whose Obj
 // is an object of the informer's type with the key, UID and version the
 // previous deliverer's handlers had.
+//
+// A range that resumed from a position knows the object's last state
+// (ri.finals): the tombstone carries it.
+func (s *Informer) tombstoneIn(ri *rangeInformer, o handover.ObjectRef) cache.DeletedFinalStateUnknown {
+	if obj, ok := ri.finals[o.Key]; ok && obj != nil {
+		if s.transform != nil {
+			if t, err := s.transform(obj); err == nil {
+				obj = t
+			}
+		}
+		return cache.DeletedFinalStateUnknown{Key: o.Key, Obj: obj}
+	}
+	return s.tombstoneFor(o)
+}
+
 func (s *Informer) tombstoneFor(o handover.ObjectRef) cache.DeletedFinalStateUnknown {
 	var obj any
 	if s.example != nil {

@@ -459,7 +459,7 @@ func (h *rangeHandler) tombstones(gone []handover.ObjectRef) {
 	}
 	ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
 	for _, o := range gone {
-		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneFor(o)) }, "")
+		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneIn(h.ri, o)) }, "")
 	}
 }
 

@@ -89,6 +89,12 @@ type Status struct {
 	// tried and listed (no copy to be had, or the watch from its
 	// resourceVersion refused).
 	WarmStarts, WarmFallbacks int64
+	// Resumes counts the ranges taken over without a handoff (their
+	// deliverer was lost) that replayed their changes from the newest
+	// delivered position the leases showed; ResumeGaps those whose replay
+	// fell short (the position had left the API server's window: 410
+	// Gone), whose handlers may miss a delete.
+	Resumes, ResumeGaps int64
 	// ValidFor is how long the member's claim stays valid unless its lease
 	// is renewed (0: no claim: it calls no handler).
 	ValidFor time.Duration
@@ -98,7 +104,8 @@ type Status struct {
 func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
-		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load()}
+		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load(),
+		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load()}
 	st.Waiting = s.Waiting()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v

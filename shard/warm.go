@@ -37,6 +37,9 @@ var snapshotTTL = time.Minute
 // warmStats counts the warm starts and the fallbacks to a list.
 type warmStats struct {
 	starts, fallbacks atomic.Int64
+	// resumes: ranges taken over without a handoff that replayed their
+	// changes from a position; resumeGaps: those whose replay fell short.
+	resumes, resumeGaps atomic.Int64
 	once              sync.Map // reasons already logged
 }
 

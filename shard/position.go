@@ -1,0 +1,257 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/shard/handover"
+)
+
+// Positions. Each renewal of a member's lease carries, for every range
+// its handlers get, the range's token and its delivered position: the
+// resourceVersion up to which every handler of the range was given every
+// event of it. A member that takes a range over without a handoff (its
+// deliverer was lost: a crash, a pause, a cut) resumes from the newest
+// position it read for the range: it replays the range's changes from
+// there, and its handlers get OnDelete(cache.DeletedFinalStateUnknown),
+// with the object's last state, for each object deleted since that its
+// cache no longer has. The position is a lower bound: an object whose
+// delete the lost member's handlers were given after its last renewal
+// gets a second OnDelete, at the same resourceVersion.
+
+// AnnotationPositions, on a member's lease, are its ranges' positions:
+// "index=token:version", comma-separated, by index.
+const AnnotationPositions = "actorinformer.io/shard-positions"
+
+// position is a range's delivered position under a token.
+type position struct {
+	token   uint64
+	version int64
+}
+
+// newer reports whether p is a later delivery's, or a later position of
+// the same delivery, than q.
+func (p position) newer(q position) bool {
+	return p.token > q.token || p.token == q.token && p.version > q.version
+}
+
+func encodePositions(ps map[int]position) string {
+	idx := make([]int, 0, len(ps))
+	for i := range ps {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var b strings.Builder
+	for n, i := range idx {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d=%d:%d", i, ps[i].token, ps[i].version)
+	}
+	return b.String()
+}
+
+func decodePositions(s string) (map[int]position, error) {
+	out := map[int]position{}
+	if s == "" {
+		return out, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		idx, rest, ok1 := strings.Cut(f, "=")
+		tok, ver, ok2 := strings.Cut(rest, ":")
+		i, err1 := strconv.Atoi(idx)
+		t, err2 := strconv.ParseUint(tok, 10, 64)
+		v, err3 := strconv.ParseInt(ver, 10, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil || i < 0 || v <= 0 {
+			return nil, fmt.Errorf("shard: malformed position %q in %s", f, AnnotationPositions)
+		}
+		out[i] = position{token: t, version: v}
+	}
+	return out, nil
+}
+
+// positions are this member's delivered ranges' positions, for its next
+// lease write. A range counts once its activation has ended (its
+// handlers were given the handoff's tombstones); until its handlers are
+// known to have been given everything its informer took, its last
+// position stands.
+func (s *Informer) positions() map[int]position {
+	ps := map[int]position{}
+	for _, ri := range *s.delivered.Load() {
+		if !ri.activated.Load() || !ri.delivering.Load() {
+			continue
+		}
+		fwd, obj := ri.lw.versions()
+		if s.given(ri, obj) && fwd > ri.position.Load() {
+			ri.position.Store(fwd)
+		}
+		if v := ri.position.Load(); v > 0 {
+			ps[ri.r.Index] = position{token: ri.token, version: v}
+		}
+	}
+	return ps
+}
+
+// learnPositions merges the positions the group's leases carry into
+// known: per range, the newest delivery's. A lease that is deleted later
+// leaves its positions known.
+func learnPositions(known map[int]position, objs []any, ranges int) (malformed []string) {
+	for _, obj := range objs {
+		l, ok := obj.(interface{ GetAnnotations() map[string]string })
+		if !ok {
+			continue
+		}
+		a := l.GetAnnotations()[AnnotationPositions]
+		if a == "" {
+			continue
+		}
+		ps, err := decodePositions(a)
+		if err != nil {
+			malformed = append(malformed, err.Error())
+			continue
+		}
+		for i, p := range ps {
+			if i < ranges && p.newer(known[i]) {
+				known[i] = p
+			}
+		}
+	}
+	return malformed
+}
+
+// replayWatch bounds one watch of a replay: the API server ends it after
+// replayTimeout seconds, and sends a bookmark with its newest version two
+// seconds before (kube-apiserver's watch cache), which is how a replay of
+// a range with no change since the list ends. A watch that sent nothing
+// for replayWatch (a server without bookmarks) ends the replay with what
+// it found. Vars for tests.
+var (
+	replayTimeout int64 = 3
+	replayWatch         = 5 * time.Second
+)
+
+// replay watches range lw's objects from version from until it has seen a
+// version at or past to, and returns the objects whose last event then
+// was a delete, by key, in their last state. complete is false when the
+// watches ended without reaching to (an error: 410 Gone once the version
+// left the API server's window).
+func replay(ctx context.Context, lw *rangeLW, from, to int64) (deleted map[string]runtime.Object, complete bool, err error) {
+	deleted = map[string]runtime.Object{}
+	at := from
+	for at < to {
+		progressed, err := replayOnce(ctx, lw, &at, to, deleted)
+		if err != nil {
+			return deleted, false, err
+		}
+		if !progressed {
+			return deleted, false, nil
+		}
+	}
+	return deleted, true, nil
+}
+
+func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted map[string]runtime.Object) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, replayWatch)
+	defer cancel()
+	timeout := replayTimeout
+	w, err := watchWith(ctx, lw.inner, lw.options(metav1.ListOptions{
+		ResourceVersion: strconv.FormatInt(*at, 10), AllowWatchBookmarks: true, TimeoutSeconds: &timeout}))
+	if err != nil {
+		return false, err
+	}
+	defer w.Stop()
+	progressed := false
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case e, ok = <-w.ResultChan():
+		case <-ctx.Done():
+			ok = false
+		}
+		if !ok {
+			return progressed, nil
+		}
+		switch e.Type {
+		case watch.Error:
+			return progressed, fmt.Errorf("the watch from %d: %v", *at, errorOf(e.Object))
+		case watch.Added, watch.Modified, watch.Deleted:
+			if !lw.in(e.Object) {
+				continue
+			}
+			k, kerr := cache.MetaNamespaceKeyFunc(e.Object)
+			if kerr != nil {
+				continue
+			}
+			if e.Type == watch.Deleted {
+				deleted[k] = e.Object
+			} else {
+				delete(deleted, k)
+			}
+		}
+		if n, perr := strconv.ParseInt(objectRV(e.Object), 10, 64); perr == nil && n > *at {
+			*at, progressed = n, true
+		}
+		if *at >= to {
+			return true, nil
+		}
+	}
+}
+
+func errorOf(obj runtime.Object) string {
+	if st, ok := obj.(*metav1.Status); ok {
+		return st.Message
+	}
+	return fmt.Sprintf("%v", obj)
+}
+
+// resumed is what a range taken over without a handoff needs for its
+// activation: the objects deleted since the position it resumed from.
+type resumed struct {
+	from     position
+	deleted  map[string]runtime.Object
+	complete bool
+}
+
+// missingSince returns the objects of rs deleted since its position, and
+// of those the range's intake took before its activation (lw.deleted),
+// that the range's cache no longer has, as handover refs, with their last
+// states in finals.
+func missingSince(rs *resumed, pre map[string]runtime.Object, ix cache.Indexer, finals map[string]any) []handover.ObjectRef {
+	all := make(map[string]runtime.Object, len(rs.deleted)+len(pre))
+	for k, o := range rs.deleted {
+		all[k] = o
+	}
+	for k, o := range pre {
+		all[k] = o
+	}
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []handover.ObjectRef
+	for _, k := range keys {
+		if _, ok, _ := ix.GetByKey(k); ok {
+			continue
+		}
+		o := all[k]
+		ref := handover.ObjectRef{Key: k}
+		if m, err := meta.Accessor(o); err == nil {
+			ref.UID, ref.Version = string(m.GetUID()), m.GetResourceVersion()
+		}
+		finals[k] = o
+		out = append(out, ref)
+	}
+	return out
+}

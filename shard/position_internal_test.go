@@ -1,0 +1,203 @@
+package shard
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+func TestPositionsRoundTrip(t *testing.T) {
+	ps := map[int]position{3: {token: 1042, version: 5871}, 0: {token: 7, version: 12}}
+	s := encodePositions(ps)
+	if s != "0=7:12,3=1042:5871" {
+		t.Fatalf("encoded %q", s)
+	}
+	got, err := decodePositions(s)
+	if err != nil || len(got) != 2 || got[3] != ps[3] || got[0] != ps[0] {
+		t.Fatalf("decoded %v, %v; want %v", got, err, ps)
+	}
+	if got, err := decodePositions(""); err != nil || len(got) != 0 {
+		t.Fatalf("empty: %v, %v", got, err)
+	}
+	for _, bad := range []string{"3", "3=1", "x=1:2", "3=1:x", "-1=1:2", "3=1:0"} {
+		if _, err := decodePositions(bad); err == nil || !strings.Contains(err.Error(), AnnotationPositions) {
+			t.Errorf("%q: err %v, want one naming the annotation", bad, err)
+		}
+	}
+}
+
+func leaseWith(positions string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationPositions: positions}}}
+}
+
+// Per range, the newest delivery's position wins (the highest token, then
+// the highest version), whichever lease says it, and what was learned
+// stays when a lease goes.
+func TestLearnPositionsKeepsTheNewestDelivery(t *testing.T) {
+	known := map[int]position{}
+	bad := learnPositions(known, []any{leaseWith("0=10:100,1=10:100"), leaseWith("0=12:90,1=10:120,2=5:50"), leaseWith("nonsense"), leaseWith("9=1:1")}, 4)
+	if len(bad) != 1 {
+		t.Fatalf("malformed: %v, want the one", bad)
+	}
+	want := map[int]position{0: {12, 90}, 1: {10, 120}, 2: {5, 50}}
+	if len(known) != len(want) {
+		t.Fatalf("known %v, want %v (a range out of the group's count ignored)", known, want)
+	}
+	for i, p := range want {
+		if known[i] != p {
+			t.Errorf("range %d: %v, want %v", i, known[i], p)
+		}
+	}
+	learnPositions(known, []any{leaseWith("0=11:500")}, 4)
+	if known[0] != (position{12, 90}) {
+		t.Errorf("an older delivery replaced a newer one: %v", known[0])
+	}
+}
+
+func cmAt(name, uid, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+// scriptedWatches answers each watch with the next script's events (a
+// nil script: an error), recording the versions asked for.
+type scriptedWatches struct {
+	scripts [][]watch.Event
+	errs    []error
+	from    []string
+}
+
+func (s *scriptedWatches) lw() *cache.ListWatch {
+	return &cache.ListWatch{WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		s.from = append(s.from, o.ResourceVersion)
+		i := len(s.from) - 1
+		if i < len(s.errs) && s.errs[i] != nil {
+			return nil, s.errs[i]
+		}
+		fw := watch.NewFakeWithChanSize(len(s.scripts[i]), false)
+		for _, e := range s.scripts[i] {
+			fw.Action(e.Type, e.Object)
+		}
+		fw.Stop() // the stream ends after its events, as at the server's timeout
+		return fw, nil
+	}}
+}
+
+func testRangeLW(inner cache.ListerWatcher) *rangeLW {
+	return newRangeLW(inner, Range{Index: 0, Count: 1}, &filter{field: UID, log: slog.New(slog.DiscardHandler)})
+}
+
+// A replay finds what was deleted between the position and the list,
+// created-and-deleted objects included, and not what came back; it ends
+// at the first version at or past the list's, a bookmark's included, and
+// watches again from where a watch ended.
+func TestReplayFindsTheDeletesSinceThePosition(t *testing.T) {
+	s := &scriptedWatches{scripts: [][]watch.Event{
+		{
+			{Type: watch.Deleted, Object: cmAt("a", "ua", "101")},
+			{Type: watch.Added, Object: cmAt("b", "ub", "102")},
+			{Type: watch.Deleted, Object: cmAt("b", "ub", "103")}, // created and deleted after the position
+			{Type: watch.Deleted, Object: cmAt("c", "uc", "104")},
+		},
+		{
+			{Type: watch.Added, Object: cmAt("c", "uc2", "105")}, // back again
+			{Type: watch.Bookmark, Object: cmAt("", "", "120")},
+			{Type: watch.Deleted, Object: cmAt("late", "ul", "130")}, // past the list: the informer has it
+		},
+	}}
+	deleted, complete, err := replay(context.Background(), testRangeLW(s.lw()), 100, 110)
+	if err != nil || !complete {
+		t.Fatalf("complete %v, err %v", complete, err)
+	}
+	if len(deleted) != 2 || deleted["ns/a"] == nil || deleted["ns/b"] == nil {
+		t.Fatalf("deleted %v, want ns/a and ns/b", keysOf(deleted))
+	}
+	if got := deleted["ns/b"].(*corev1.ConfigMap).ResourceVersion; got != "103" {
+		t.Errorf("ns/b's last state is at %s, want the delete's 103", got)
+	}
+	if strings.Join(s.from, ",") != "100,104" {
+		t.Errorf("watched from %v, want 100 then 104", s.from)
+	}
+}
+
+// A position that left the API server's window (410 Gone), or a watch
+// that sends nothing, ends the replay short, with what it found.
+func TestReplayFallsShort(t *testing.T) {
+	gone := &scriptedWatches{scripts: [][]watch.Event{{{Type: watch.Deleted, Object: cmAt("a", "ua", "101")}}, nil},
+		errs: []error{nil, apierrors.NewResourceExpired("too old resource version: 101 (150)")}}
+	deleted, complete, err := replay(context.Background(), testRangeLW(gone.lw()), 100, 110)
+	if complete || !apierrors.IsResourceExpired(err) || deleted["ns/a"] == nil {
+		t.Fatalf("410: deleted %v, complete %v, err %v; want ns/a, short, Expired", keysOf(deleted), complete, err)
+	}
+
+	defer func(d time.Duration) { replayWatch = d }(replayWatch)
+	replayWatch = 50 * time.Millisecond
+	silent := &cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		return watch.NewFake(), nil
+	}}
+	if _, complete, err := replay(context.Background(), testRangeLW(silent), 100, 110); complete || err != nil {
+		t.Fatalf("silent: complete %v, err %v; want short, no error", complete, err)
+	}
+}
+
+// Until its activation, a range that resumes records the deletes its
+// intake takes; a key added again is not gone. Taking them ends it.
+func TestRangeRecordsDeletesUntilActivation(t *testing.T) {
+	fw := watch.NewFake()
+	lw := testRangeLW(&cache.ListWatch{WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil }})
+	lw.record()
+	w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	send := func(typ watch.EventType, obj runtime.Object) {
+		go fw.Action(typ, obj)
+		<-w.ResultChan()
+	}
+	send(watch.Deleted, cmAt("a", "ua", "101"))
+	send(watch.Deleted, cmAt("b", "ub", "102"))
+	send(watch.Added, cmAt("b", "ub2", "103"))
+	got := lw.takeDeleted()
+	if len(got) != 1 || got["ns/a"] == nil {
+		t.Fatalf("recorded %v, want ns/a", keysOf(got))
+	}
+	send(watch.Deleted, cmAt("c", "uc", "104"))
+	if got := lw.takeDeleted(); len(got) != 0 {
+		t.Fatalf("recorded %v after the activation", keysOf(got))
+	}
+}
+
+// missingSince gives a tombstone for each recorded delete the cache no
+// longer has, with its last state.
+func TestMissingSince(t *testing.T) {
+	ix := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = ix.Add(cmAt("back", "u2", "150"))
+	rs := &resumed{deleted: map[string]runtime.Object{"ns/a": cmAt("a", "ua", "101"), "ns/back": cmAt("back", "u1", "102")}}
+	finals := map[string]any{}
+	got := missingSince(rs, map[string]runtime.Object{"ns/z": cmAt("z", "uz", "140")}, ix, finals)
+	if len(got) != 2 || got[0].Key != "ns/a" || got[0].UID != "ua" || got[0].Version != "101" || got[1].Key != "ns/z" {
+		t.Fatalf("missing %+v, want ns/a and ns/z", got)
+	}
+	if finals["ns/z"].(*corev1.ConfigMap).ResourceVersion != "140" || finals["ns/back"] != nil {
+		t.Fatalf("finals %v", finals)
+	}
+}
+
+func keysOf(m map[string]runtime.Object) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+//go:build !race
+
+package shard_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A member that crashes takes no handoff with it: the members that take
+// its ranges over resume from the positions its lease renewals carried,
+// and their handlers get OnDelete for the objects deleted since, which the
+// crashed member's handlers may have had. For every key gone from the
+// server that some handler was given, the last handler call on it, across
+// members, is a delete.
+func TestCrashTakeoverDeliversTheDeletesSinceThePosition(t *testing.T) {
+	src := newMemServer()
+	src.filter = true
+	for i := range 300 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	defer g.stopAll()
+	g.joinMany(3)
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	// The killed member's positions reach its lease with its renewals.
+	time.Sleep(time.Second)
+
+	victim := g.members()[0]
+	var owned []string
+	for _, k := range src.keys() {
+		if victim.view.holds(k) {
+			owned = append(owned, k)
+		}
+	}
+	if len(owned) < 20 {
+		t.Fatalf("the member to kill holds %d objects; want at least 20", len(owned))
+	}
+	slices.Sort(owned)
+	rng := rand.New(rand.NewPCG(5, 5))
+	rng.Shuffle(len(owned), func(i, j int) { owned[i], owned[j] = owned[j], owned[i] })
+	g.kill(victim)
+	// Deleted while no member delivers them: before the victim's lease is
+	// void, and while its ranges are listed.
+	for _, k := range owned[:20] {
+		src.remove(k)
+	}
+	eventually(t, 30*time.Second, "two members settled after the kill", g.settled)
+
+	resumes := int64(0)
+	for _, m := range g.members() {
+		st := m.inf.Status()
+		resumes += st.Resumes
+		if st.ResumeGaps != 0 {
+			t.Errorf("%s: %d resumes fell short", m.name, st.ResumeGaps)
+		}
+	}
+	if resumes == 0 {
+		t.Errorf("no range resumed from a position")
+	}
+	g.rec.mu.Lock()
+	calls := slices.Clone(g.rec.calls)
+	g.rec.mu.Unlock()
+	slices.SortFunc(calls, func(a, b call) int { return int(a.end - b.end) })
+	last := map[string]call{}
+	for _, c := range calls {
+		last[c.key] = c
+	}
+	server := src.snapshot()
+	for _, k := range owned[:20] {
+		if _, live := server[k]; live {
+			t.Fatalf("%s is still on the server", k)
+		}
+		if c := last[k]; c.op != "delete" {
+			t.Errorf("%s was deleted while its range had no deliverer; the last handler call on it was %s's %s", k, c.member, c.op)
+		}
+	}
+}
+
+// holds reports whether the member's handler holds key.
+func (v *view) holds(key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.objs[key]
+	return ok
+}
