@@ -69,6 +69,11 @@ type Informer struct {
 	failed    atomic.Pointer[string]
 	rejoins   atomic.Int64
 	warm      warmStats
+	// finals: the final positions of the ranges this member released
+	// (guarded by finalMu), which its lease keeps carrying: a range
+	// whose handoff did not reach the next owner resumes from there.
+	finalMu   sync.Mutex
+	finals    map[int]position
 	stoppedCh chan struct{}
 	signals   donesignal.Set
 

@@ -207,13 +207,14 @@ func (l *leases) check(ctx context.Context, m handover.MemberID) (found, release
 func (l *leases) revoke(ctx context.Context, m handover.MemberID, version string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	return l.markReleased(ctx, m, version)
+	return l.markReleased(ctx, m, version, nil)
 }
 
 // markReleased writes member m's lease, if it is at version and held by
-// m, as released: no holder, AnnotationReleased, renewTime now. The write
-// carries version, so the server refuses it if the lease changed since.
-func (l *leases) markReleased(ctx context.Context, m handover.MemberID, version string) (bool, error) {
+// m, as released: no holder, AnnotationReleased, renewTime now, and, from
+// its holder (positions set), its final positions. The write carries
+// version, so the server refuses it if the lease changed since.
+func (l *leases) markReleased(ctx context.Context, m handover.MemberID, version string, positions func() string) (bool, error) {
 	api := l.client.Leases(l.namespace)
 	cur, err := api.Get(ctx, leaseName(l.group, m), metav1.GetOptions{})
 	switch {
@@ -233,6 +234,9 @@ func (l *leases) markReleased(ctx context.Context, m handover.MemberID, version 
 	}
 	rel.Annotations[AnnotationMember] = string(m)
 	rel.Annotations[AnnotationReleased] = string(l.self)
+	if positions != nil {
+		rel.Annotations[AnnotationPositions] = mergePositions(rel.Annotations[AnnotationPositions], positions())
+	}
 	_, err = api.Update(ctx, rel, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
@@ -256,12 +260,17 @@ func (l *leases) release(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	if ok, err := l.markReleased(ctx, l.self, l.version); ok || err != nil {
+	if ok, err := l.markReleased(ctx, l.self, l.version, l.rec.positions); ok || err != nil {
 		return err
 	}
 	rel := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(l.group, l.self), Namespace: l.namespace,
 		Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
 		Annotations: map[string]string{AnnotationMember: string(l.self), AnnotationReleased: string(l.self)}}}
+	if l.rec.positions != nil {
+		if p := l.rec.positions(); p != "" {
+			rel.Annotations[AnnotationPositions] = p
+		}
+	}
 	now := metav1.NewMicroTime(time.Now())
 	rel.Spec.RenewTime = &now
 	_, err := l.client.Leases(l.namespace).Create(ctx, rel, metav1.CreateOptions{})

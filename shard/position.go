@@ -87,6 +87,11 @@ func decodePositions(s string) (map[int]position, error) {
 // position stands.
 func (s *Informer) positions() map[int]position {
 	ps := map[int]position{}
+	s.finalMu.Lock()
+	for i, p := range s.finals {
+		ps[i] = p
+	}
+	s.finalMu.Unlock()
 	for _, ri := range *s.delivered.Load() {
 		if !ri.activated.Load() || !ri.delivering.Load() {
 			continue
@@ -100,6 +105,39 @@ func (s *Informer) positions() map[int]position {
 		}
 	}
 	return ps
+}
+
+// releasedAt records a released range's final position: the
+// resourceVersion up to which its handlers were given every event.
+func (s *Informer) releasedAt(r int, p position) {
+	if p.version <= 0 {
+		return
+	}
+	s.finalMu.Lock()
+	defer s.finalMu.Unlock()
+	if s.finals == nil {
+		s.finals = map[int]position{}
+	}
+	if p.newer(s.finals[r]) {
+		s.finals[r] = p
+	}
+}
+
+// mergePositions is the newest position of each range of two
+// annotations (a malformed one counts as none).
+func mergePositions(a, b string) string {
+	ps, err := decodePositions(a)
+	if err != nil {
+		ps = map[int]position{}
+	}
+	if more, err := decodePositions(b); err == nil {
+		for i, p := range more {
+			if p.newer(ps[i]) {
+				ps[i] = p
+			}
+		}
+	}
+	return encodePositions(ps)
 }
 
 // learnPositions merges the positions the group's leases carry into

@@ -14,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 func TestPositionsRoundTrip(t *testing.T) {
@@ -200,4 +203,50 @@ func keysOf(m map[string]runtime.Object) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// The positions ride on the renewals, and the holder's release keeps the
+// newest of each range, those of the last renewal included; a revoke by
+// a peer leaves them as they were.
+func TestLeaseCarriesPositions(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	l := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 2*time.Second, time.Second)
+	cur := "0=10:100,1=10:100"
+	l.rec.positions = func() string { return cur }
+	if _, err := l.write(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.write(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	get := func() string {
+		got, err := cs.CoordinationV1().Leases("default").Get(ctx, leaseName("g", "a#1"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Annotations[AnnotationPositions]
+	}
+	if got := get(); got != cur {
+		t.Fatalf("after a renewal: %q, want %q", got, cur)
+	}
+	// Fenced: the delivered ranges are gone from what it would write, only
+	// a released range's final position is left.
+	cur = "1=10:150"
+	if err := l.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); got != "0=10:100,1=10:150" {
+		t.Fatalf("after the release: %q, want range 0's last renewal and range 1's final position", got)
+	}
+}
+
+func TestMergePositions(t *testing.T) {
+	if got := mergePositions("0=10:100,1=12:5", "1=11:500,2=1:1"); got != "0=10:100,1=12:5,2=1:1" {
+		t.Fatalf("merged %q", got)
+	}
+	if got := mergePositions("garbage", "1=11:500"); got != "1=11:500" {
+		t.Fatalf("merged with a malformed one: %q", got)
+	}
 }

@@ -238,6 +238,9 @@ func (io *memberIO) dropAll(end ending) {
 	all := make([]*rangeInformer, 0, len(io.ranges))
 	for _, ri := range io.ranges {
 		ri.delivering.Store(false)
+		if ri.activated.Load() {
+			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.position.Load()})
+		}
 		all = append(all, ri)
 	}
 	clear(io.ranges)
@@ -566,6 +569,11 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	ri.delivering.Store(false)
 	s.publishNow(io)
+	final := ri.position.Load()
+	if drained && ri.activated.Load() {
+		final = max(final, fwd)
+	}
+	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
 	hs := s.handlersOf(ri)
 	s.detachAll(ri)
 	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id}

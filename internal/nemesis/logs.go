@@ -78,6 +78,8 @@ var Events = []struct{ Message, Name string }{
 	{"the range's informer did not reach the previous deliverer's version in time; delivering from where it is", "catch-ups cut short"},
 	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
+	{"the range resumes from its last delivered position", "resumes"},
+	{"the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler", "resumes cut short"},
 }
 
 // Event is one of Events in a member's log: its name and when it was
