@@ -486,7 +486,9 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 		ri.resume = &resumed{from: from, complete: true}
 		return
 	}
+	begun := time.Now()
 	deleted, complete, err := replay(ctx, ri.lw, from.version, to)
+	took := time.Since(begun)
 	if ctx.Err() != nil {
 		return // stopped meanwhile
 	}
@@ -495,11 +497,11 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	if !complete {
 		s.warm.resumeGaps.Add(1)
 		io.inc.log.Warn("the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler",
-			"range", ri.r.String(), "position", from.version, "token", from.token, "list", to, "err", err)
+			"range", ri.r.String(), "position", from.version, "token", from.token, "list", to, "took", took, "err", err)
 		return
 	}
 	io.inc.log.Info("the range resumes from its last delivered position", "range", ri.r.String(), "position", from.version,
-		"token", from.token, "list", to, "deleted", len(deleted))
+		"token", from.token, "list", to, "deleted", len(deleted), "took", took)
 }
 
 // gone waits until the range's informer has reached the handoff's

@@ -98,29 +98,11 @@ const (
 	FlapSpread = 2500 * time.Millisecond
 )
 
-// gapExempt: such a fault may stop its target (every member, for an etcd
-// restart) without a handover, as a crash does (a leave frozen or cut
-// off midway too), or get it fenced; a delete
-// in the ownerless gap that follows on a range the target delivered may
-// reach no handler (the documented limit: the new owner's list no longer
-// has the object, as a relist in client-go would not). A graceful leave, a
-// join or a rolling update hands ranges over: a delete lost then is a
-// violation.
-func (k Kind) gapExempt() bool {
-	return k != Leave && k != Join && k != JoinDuringDeletes && k != Rolling && k != Flap
-}
-
 // Targetless: the fault picks no member of the group (it starts its own,
 // or hits every member).
 func (k Kind) Targetless() bool {
 	return k == EtcdRestart || k == Join || k == JoinDuringDeletes || k == Rolling || k == Flap
 }
-
-// blinds: the fault cuts its target (every member, for an etcd restart)
-// from the changes on the API server at once: until its ranges are taken
-// over, it delivers none, so a delete from the fault's start to the gap is
-// lost as one in the gap is.
-func (k Kind) blinds() bool { return k == APICut || k == EtcdRestart }
 
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
@@ -195,10 +177,6 @@ type Input struct {
 	// Begin is when every range was first delivered once (the run's
 	// first settle); End the end of the run.
 	Begin, End int64
-	// InFlight is how long before a range's ownerless gap a delete may
-	// have been committed and still not have reached the member that
-	// stopped delivering it (exempt too, counted apart).
-	InFlight time.Duration
 	// ServingAgain is, per fault, when its target (every member, for an
 	// etcd restart) was last seen not serving and then serving again (0:
 	// never seen serving again, or not measured).
@@ -228,10 +206,11 @@ const (
 
 // Exemption kinds.
 const (
-	EGapDelete      = "gap-delete"      // a delete in an ownerless gap after a fault that may stop a member without a handover
-	EInFlightDelete = "inflight-delete" // a delete just before such a gap
-	EBlindDelete    = "blind-delete"    // a delete after a fault that cut its deliverer off from the API server, before the gap
-	EFrozenCall     = "frozen-call"     // an overlap by a call its process was frozen in
+	// EResumeGap: a delete on a range whose new owner could not replay
+	// the range's changes from the lost deliverer's position (it had left
+	// the API server's window), after the delete: the documented limit.
+	EResumeGap  = "resume-gap"
+	EFrozenCall = "frozen-call" // an overlap by a call its process was frozen in
 )
 
 // Gap is a time when no member delivered a range.
@@ -505,19 +484,9 @@ func Check(in Input) *Result {
 			violate(VMissedDelete, in.End, "%s (uid %s) is gone and reached no OnDelete; the workload has no delete of it", s.key, uid)
 			continue
 		}
-		g, inGap, ok := gapOf(res.Gaps, in, s.rng, d)
-		if ok {
-			kind := EGapDelete
-			if !inGap {
-				kind = EInFlightDelete
-			}
-			exempt(kind, d.Start, g.Fault, "%s (uid %s), deleted at %s, in range %d's gap %s after %s", s.key, uid, fmtTime(d.Start), s.rng,
-				fmtInterval(Interval{g.Start, g.End}), in.Faults[g.Fault].Kind)
-			continue
-		}
-		if g, ok := blindOf(res.Gaps, in, s.rng, d); ok {
-			exempt(EBlindDelete, d.Start, g.Fault, "%s (uid %s), deleted at %s, after %s cut range %d's deliverer off from the API server, before its gap %s",
-				s.key, uid, fmtTime(d.Start), in.Faults[g.Fault].Kind, s.rng, fmtInterval(Interval{g.Start, g.End}))
+		if p, at, ok := resumeGapAfter(in, s.rng, d.Start); ok {
+			exempt(EResumeGap, d.Start, attribute(at), "%s (uid %s), deleted at %s, in range %d, whose takeover by %s at %s could not replay from the last position",
+				s.key, uid, fmtTime(d.Start), s.rng, p, fmtTime(at))
 			continue
 		}
 		var hist []string
@@ -776,46 +745,18 @@ func gaps(in Input, delivery map[int]map[int][]Interval, attribute func(int64) i
 	return out
 }
 
-// gapOf finds the gap of range rg that delete d falls in (inGap) or just
-// before (within in.InFlight), among the gaps that exempt deletes: those
-// after a fault of a kind that may stop its target without a handover, on
-// a range the target delivered until then.
-func gapOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool, bool) {
-	exempts := func(g Gap) bool {
-		if g.Range != rg || g.Fault < 0 {
-			return false
-		}
-		f := in.Faults[g.Fault]
-		return f.Kind.gapExempt() && (g.Prev == f.Target || f.Kind == EtcdRestart)
-	}
-	for _, g := range gs {
-		if exempts(g) && d.End >= g.Start && d.Start <= g.End {
-			return g, true, true
+// resumeGapAfter finds a member's log line saying that its takeover of
+// range rg could not replay the range's changes from the lost
+// deliverer's position, at or after at.
+func resumeGapAfter(in Input, rg int, at int64) (string, int64, bool) {
+	for _, p := range in.Procs {
+		for _, e := range p.Events {
+			if e.Name == EventResumeCutShort && e.Range == rg && e.At >= at {
+				return p.Name, e.At, true
+			}
 		}
 	}
-	for _, g := range gs {
-		if exempts(g) && d.End >= g.Start-int64(in.InFlight) && d.Start <= g.End {
-			return g, false, true
-		}
-	}
-	return Gap{}, false, false
-}
-
-// blindOf finds the gap of range rg that follows a fault that blinded its
-// deliverer (blinds) before delete d reached it: d was made between the
-// fault's start and the gap, or committed at most in.InFlight before the
-// fault, its watch event still on the way when the cut held it.
-func blindOf(gs []Gap, in Input, rg int, d Delete) (Gap, bool) {
-	for _, g := range gs {
-		if g.Range != rg || g.Fault < 0 {
-			continue
-		}
-		f := in.Faults[g.Fault]
-		if f.Kind.blinds() && (g.Prev == f.Target || f.Kind == EtcdRestart) && d.End >= f.Start-int64(in.InFlight) && d.Start <= g.Start {
-			return g, true
-		}
-	}
-	return Gap{}, false
+	return "", 0, false
 }
 
 func frozenDuring(p Proc, start, end int64) (Interval, bool) {

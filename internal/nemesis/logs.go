@@ -79,14 +79,20 @@ var Events = []struct{ Message, Name string }{
 	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
 	{"the range resumes from its last delivered position", "resumes"},
-	{"the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler", "resumes cut short"},
+	{"the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler", EventResumeCutShort},
 }
 
-// Event is one of Events in a member's log: its name and when it was
-// logged (Unix nanoseconds; 0 if the line's time could not be read).
+// EventResumeCutShort names a range's takeover that could not replay the
+// range's changes from the lost deliverer's position.
+const EventResumeCutShort = "resumes cut short"
+
+// Event is one of Events in a member's log: its name, when it was logged
+// (Unix nanoseconds; 0 if the line's time could not be read) and the
+// range it names (-1: none).
 type Event struct {
-	Name string
-	At   int64
+	Name  string
+	At    int64
+	Range int
 }
 
 // LogEvents returns the Events a member's log records, in order. klog's
@@ -97,12 +103,27 @@ func LogEvents(log string, year int) []Event {
 	for line := range strings.Lines(log) {
 		for _, e := range Events {
 			if strings.Contains(line, `] "`+e.Message+`"`) {
-				out = append(out, Event{Name: e.Name, At: klogTime(line, year)})
+				out = append(out, Event{Name: e.Name, At: klogTime(line, year), Range: rangeOfLine(line)})
 				break
 			}
 		}
 	}
 	return out
+}
+
+// rangeOfLine reads the index of the range="3/16" a line names, -1 if
+// none.
+func rangeOfLine(line string) int {
+	_, v, ok := strings.Cut(line, ` range="`)
+	if !ok {
+		return -1
+	}
+	idx, _, ok := strings.Cut(v, "/")
+	n, err := strconv.Atoi(idx)
+	if !ok || err != nil {
+		return -1
+	}
+	return n
 }
 
 // klogTime reads a klog line's time, 0 if it cannot.

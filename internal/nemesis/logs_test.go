@@ -79,15 +79,19 @@ func TestLogEvents(t *testing.T) {
 			t.Errorf("%q read as %v", e.Message, got)
 		}
 	}
-	if got := LogEvents(`garbled] "released range"`+"\n", 2026); len(got) != 1 || got[0].At != 0 {
+	if got := LogEvents(`garbled] "released range"`+"\n", 2026); len(got) != 1 || got[0].At != 0 || got[0].Range != -1 {
 		t.Errorf("a line with no time: %+v", got)
+	}
+	line := `W1201 11:01:04.296000    4930 x.go:1] "` + Events[len(Events)-1].Message + `" group="g" range="3/16" position=5`
+	if got := LogEvents(line+"\n", 2026); len(got) != 1 || got[0].Name != EventResumeCutShort || got[0].Range != 3 {
+		t.Errorf("a cut-short resume of range 3: %+v", got)
 	}
 
 	// Each event counts for the fault begun last before it.
 	fault := Fault{Kind: Pause, Target: "m2", Start: time.Date(2026, 12, 1, 11, 1, 5, 0, time.Local).UnixNano()}
 	fault.End = fault.Start
 	res := Check(Input{Ranges: 1, Faults: []Fault{fault}, Procs: []Proc{{Name: "m1", Events: events},
-		{Name: "m2", Events: []Event{{"releases", fault.Start}, {"releases", fault.Start + 1}, {"late handoffs", 0}}}}})
+		{Name: "m2", Events: []Event{{"releases", fault.Start, -1}, {"releases", fault.Start + 1, -1}, {"late handoffs", 0, -1}}}}})
 	tab := res.Table()
 	for _, line := range []string{
 		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs\n",

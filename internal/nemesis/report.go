@@ -11,7 +11,7 @@ import (
 // violationKinds and exemptionKinds are the report's columns.
 var (
 	violationKinds = []string{VOverlap, VInterleave, VRVBack, VMissedDelete, VDeleteOfLive, VTokenBack, VNotServing, VEndState, VNoCalls}
-	exemptionKinds = []string{EGapDelete, EInFlightDelete, EBlindDelete, EFrozenCall}
+	exemptionKinds = []string{EResumeGap, EFrozenCall}
 )
 
 // Table is the report: one line per fault, with its takeover time, its

@@ -64,8 +64,6 @@ type Options struct {
 	// (2 s); then it pauses while the members settle, for at most
 	// Recover (30 s).
 	After, Recover time.Duration
-	// InFlight: see Input.InFlight (1 s).
-	InFlight time.Duration
 	// HandlerDelay is how long each member's handler call takes
 	// (-handler-delay): a handler with work to do has a queue, which a
 	// handover must not lose.
@@ -101,9 +99,6 @@ func (o *Options) defaults() {
 	}
 	if o.Recover <= 0 {
 		o.Recover = 30 * time.Second
-	}
-	if o.InFlight <= 0 {
-		o.InFlight = time.Second
 	}
 }
 
@@ -712,7 +707,7 @@ func (r *Run) Check() *Result {
 	if err != nil {
 		r.t.Fatalf("nemesis: listing the server's objects: %v", err)
 	}
-	in := Input{Ranges: r.o.Ranges, Server: server, Begin: r.begin, End: end, InFlight: r.o.InFlight,
+	in := Input{Ranges: r.o.Ranges, Server: server, Begin: r.begin, End: end,
 		Deletes: r.wl.recordedDeletes()}
 	r.mu.Lock()
 	in.Faults = slices.Clone(r.faults)
