@@ -68,14 +68,17 @@ type rangeInformer struct {
 	// Informer.retired (guarded by Informer.mu).
 	retired bool
 
-	// resumeFrom: taken over without a deliverer to copy from, the range
-	// resumes from this position, the newest the leases showed (none:
-	// version 0); resume is its replay's outcome, set before the range is
-	// reported synced; finals are the last states of the objects its
-	// activation gave tombstones for (see position.go).
+	// resumeFrom: activated without a handoff, the range resumes from this
+	// position, the newest the leases showed (none: version 0), set when
+	// it starts with no deliverer to copy from, else at its activation;
+	// resume is its replay's outcome, set before the range is reported
+	// synced, or by the activation; finals are the last states of the
+	// objects its activation gave tombstones for (see position.go). ctx
+	// is its informer's.
 	resumeFrom position
 	resume     *resumed
 	finals     map[string]any
+	ctx        context.Context
 	// activated: the activation has ended; position is the newest
 	// position written for the range (Informer.positions).
 	activated atomic.Bool
@@ -170,6 +173,12 @@ func (io *memberIO) rangeEffect(body any) {
 		delete(io.handoffAt, k)
 		ri.claimed = time.Now()
 		ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
+		if p, ok := io.positions[e.Range]; ok && e.Handoff == nil && p.newer(ri.resumeFrom) {
+			// Activated without the handoff of the deliverer it started
+			// from: it resumes from the newest position as a lost member's
+			// range does.
+			ri.resumeFrom, ri.resume = p, nil
+		}
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
@@ -330,9 +339,12 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	ctx, cancel := context.WithCancel(inc.ctx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		attached: map[*registration]*attachment{}}
+	ri.ctx = ctx
+	// Until its activation, the range records the deletes its intake
+	// takes: an activation without a handoff gives their tombstones.
+	lw.record()
 	if p, ok := io.positions[e.Range]; ok && e.From == "" {
 		ri.resumeFrom = p
-		lw.record()
 	}
 	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
 	s.live[ri] = struct{}{}
@@ -431,14 +443,26 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 			}
 		}
 		missing = ri.notInherited(io.gone(ri, h))
-	} else if ri.resume != nil {
-		// Taken over from a member that was lost: the objects deleted since
-		// its last position, which its handlers may have had.
-		ri.lw.pause()
-		fwd, _ := ri.lw.versions()
-		waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
-		ri.finals = map[string]any{}
-		missing = missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
+	} else if ri.resumeFrom.version > 0 {
+		// Taken over from a member that was lost, or without its handoff:
+		// the objects deleted since its last position, which its handlers
+		// may have had. A late handoff gives none of them again.
+		if ri.resume == nil {
+			io.replay(ri.ctx, ri)
+		}
+		if ri.resume != nil {
+			ri.lw.pause()
+			fwd, _ := ri.lw.versions()
+			waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+			ri.finals = map[string]any{}
+			missing = missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
+			if ri.inherited == nil {
+				ri.inherited = make(map[string]struct{}, len(missing))
+			}
+			for _, o := range missing {
+				ri.inherited[o.UID] = struct{}{}
+			}
+		}
 	}
 	caughtUp := time.Since(begun)
 	ri.delivering.Store(true)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/actorinformer/actorinformer/shard"
 )
 
 // A member that crashes takes no handoff with it: the members that take
@@ -86,4 +88,45 @@ func (v *view) holds(key string) bool {
 	defer v.mu.Unlock()
 	_, ok := v.objs[key]
 	return ok
+}
+
+// Every member stopped at once: nobody is left to take a handoff, so no
+// leaver waits out its leave timeout (30 s) for one; the ranges' final
+// positions stay on the leases, from which the next owners resume.
+func TestEveryMemberStoppedAtOnce(t *testing.T) {
+	src := newMemServer()
+	src.filter = true
+	for i := range 200 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	g := newGroup(t, src)
+	g.joinMany(3)
+	eventually(t, 30*time.Second, "three members settled", g.settled)
+	g.join()
+	eventually(t, 30*time.Second, "four members settled", g.settled)
+	ms := g.members()
+	start := time.Now()
+	took := make([]time.Duration, len(ms))
+	for _, m := range ms {
+		m.cancel()
+	}
+	for i, m := range ms {
+		select {
+		case <-m.done:
+			took[i] = time.Since(start)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s did not stop within 60 s", m.name)
+		}
+	}
+	for _, m := range ms {
+		g.remove(m)
+		stopCluster(m.c, m.prov)
+	}
+	t.Logf("each member's Run returned after %v", took)
+	for i, d := range took {
+		// Far below the leave timeout a leaver waited out before.
+		if d >= shard.DefaultLeaveTimeout/2 {
+			t.Errorf("%s's Run returned after %v: it waited for an owner that could not come", ms[i].name, d)
+		}
+	}
 }

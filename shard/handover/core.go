@@ -373,7 +373,7 @@ func (c *Core) keepsHandoff() bool {
 	if c.forced || c.failed != "" {
 		return false
 	}
-	asker := len(c.mustHear()) > 0 || c.newcomer()
+	asker := c.mayBeAsked() || c.newcomer()
 	for r := range c.ranges {
 		st, ok := c.ranges[r].state.(*idle)
 		if !ok {
@@ -397,6 +397,19 @@ func (c *Core) keepsHandoff() bool {
 	return false
 }
 
+// mayBeAsked: a member this one must hear from may still ask for a range:
+// one that is not leaving (a leaving member asks for none). When every
+// other member leaves too, nobody will take a handoff: the leaver's lease
+// keeps its ranges' final positions, from which their next owner resumes.
+func (c *Core) mayBeAsked() bool {
+	for _, id := range c.mustHear() {
+		if p := c.members.peers[id]; p == nil || !p.heard || p.state != Leaving {
+			return true
+		}
+	}
+	return false
+}
+
 // unconfirmed: the Released that carried range r's handoff to its owner
 // may not have arrived: that owner is current or holds a lease, and no
 // Hello has shown a member delivering r under a newer token. A leaver
@@ -407,6 +420,9 @@ func (c *Core) keepsHandoff() bool {
 func (c *Core) unconfirmed(r int, st *idle) bool {
 	if !st.sent || st.handoff == nil || st.releasedTo == "" || c.ranges[r].seen > st.handoff.Token {
 		return false
+	}
+	if p := c.members.peers[st.releasedTo]; p != nil && p.heard && p.state == Leaving {
+		return false // it leaves: it will not deliver the range
 	}
 	return c.members.isCurrent(st.releasedTo) || c.holdsLease(st.releasedTo)
 }

@@ -287,10 +287,17 @@ var mutants = []mutant{
 		to:   "h.From != c.cfg.Self && h.Token > ri.passed",
 	},
 	{
+		name:      "a leaver waits for leaving members to ask for its ranges",
+		file:      "core.go",
+		from:      "if p := c.members.peers[id]; p == nil || !p.heard || p.state != Leaving {",
+		to:        "if p := c.members.peers[id]; p == nil || !p.heard || p.state != Leaving || true {",
+		mustMatch: "want well within the leave timeout",
+	},
+	{
 		name: "a leaver waits for no newcomer to speak",
 		file: "core.go",
-		from: "asker := len(c.mustHear()) > 0 || c.newcomer()",
-		to:   "asker := len(c.mustHear()) > 0",
+		from: "asker := c.mayBeAsked() || c.newcomer()",
+		to:   "asker := c.mayBeAsked()",
 	},
 	{
 		name: "a leaver does not wait for the answer a Gone announced",

@@ -2574,3 +2574,28 @@ func TestTokenIsWrittenBeforeTheDelivererIsAsked(t *testing.T) {
 		}
 	})
 }
+
+// Every member leaving at once: none will ask for a range, so no leaver
+// waits out its leave timeout for an owner; each leaves with its handoffs
+// (the ranges' final positions stay on its lease).
+func TestEveryMemberLeavesAtOnce(t *testing.T) {
+	w := newWorld(t, 16)
+	w.fifo = true
+	for _, n := range []string{"m1", "m2", "m3"} {
+		w.exec("start " + n)
+	}
+	settle(t, w)
+	at := w.nowMS
+	for _, n := range []string{"m1", "m2", "m3"} {
+		w.exec("leave " + n)
+	}
+	settle(t, w)
+	for _, n := range []string{"m1", "m2", "m3"} {
+		if m := w.nodes[handover.NodeID(n)].member; !m.left {
+			t.Fatalf("%s did not leave", n)
+		}
+	}
+	if took, timeout := w.nowMS-at, int64(simLeaveTicks)*simTick.Milliseconds(); took >= timeout/2 {
+		t.Errorf("the members left %d ms after they began to, want well within the leave timeout (%d ms)", took, timeout)
+	}
+}
