@@ -62,6 +62,18 @@ type rangeInformer struct {
 	// ended: deactivated (guarded by switching); an activation that runs
 	// after it does nothing.
 	ended bool
+	// dropped: a fence or the member's stop dropped the range (drop),
+	// without waiting for its switch under way; an activation then gives
+	// up, and delivering is never turned on again. Guarded by dropMu,
+	// which also covers delivering's turning on. droppedCh is closed then:
+	// the switch's waits end.
+	dropMu    sync.Mutex
+	dropped   bool
+	droppedCh chan struct{}
+	// switches counts the range's switches under way (activate,
+	// lateHandoff, deactivate), which call its handlers from goroutines of
+	// their own: the lease is released only once they have ended.
+	switches sync.WaitGroup
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
 	// retired: its Run has returned and its counters are in
@@ -78,6 +90,33 @@ var (
 	lateHandoffMemory  = 5 * time.Minute
 	lateHandoffDeletes = 10000
 )
+
+// drop stops the range's deliveries from any goroutine, a switch under
+// way included: no handler call starts from now on (the gate), no
+// activation turns them on again, and the switch's waits end. The caller
+// then waits for the switch (switches) before it detaches the handlers.
+func (ri *rangeInformer) drop() {
+	ri.dropMu.Lock()
+	defer ri.dropMu.Unlock()
+	ri.delivering.Store(false)
+	if !ri.dropped {
+		ri.dropped = true
+		if ri.droppedCh != nil {
+			close(ri.droppedCh)
+		}
+	}
+}
+
+// startDelivering turns the range's deliveries on, unless it was dropped.
+func (ri *rangeInformer) startDelivering() bool {
+	ri.dropMu.Lock()
+	defer ri.dropMu.Unlock()
+	if ri.dropped {
+		return false
+	}
+	ri.delivering.Store(true)
+	return true
+}
 
 // notInherited returns the objects of gone whose delete an earlier
 // deliverer's handlers were not given (ri.inherited).
@@ -157,12 +196,14 @@ func (io *memberIO) rangeEffect(body any) {
 		delete(io.handoffAt, k)
 		ri.claimed = time.Now()
 		ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
+		ri.switches.Add(1)
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
 			return // released since
 		}
+		ri.switches.Add(1)
 		go io.lateHandoff(ri, e.Handoff)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
@@ -174,6 +215,7 @@ func (io *memberIO) rangeEffect(body any) {
 			io.movedTo[e.Range] = e.To
 		}
 		io.stopping.Add(1) // done once its informer has stopped
+		ri.switches.Add(1)
 		go io.deactivate(ri, e.To)
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
@@ -213,7 +255,8 @@ func (io *memberIO) rangeEffect(body any) {
 
 // dropAll ends the incarnation at once: no handler call starts from now
 // on, every range is dropped, then the lease is released (every handler
-// call has ended: the others may take the ranges over at once).
+// call has ended, the listeners' and the tombstone calls of the ranges'
+// switches: the others may take the ranges over at once).
 func (io *memberIO) dropAll(end ending) {
 	if io.ended {
 		return
@@ -224,13 +267,14 @@ func (io *memberIO) dropAll(end ending) {
 	s.validUntil.Store(0)
 	all := make([]*rangeInformer, 0, len(io.ranges))
 	for _, ri := range io.ranges {
-		ri.delivering.Store(false)
+		ri.drop()
 		all = append(all, ri)
 	}
 	clear(io.ranges)
 	s.publish(nil)
 	go func() {
 		for _, ri := range all {
+			ri.switches.Wait()
 			s.detachAll(ri)
 			ri.cancel()
 			<-ri.done
@@ -313,7 +357,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	}
 	ctx, cancel := context.WithCancel(inc.ctx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
-		attached: map[*registration]*attachment{}}
+		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{})}
 	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
 	s.live[ri] = struct{}{}
 	s.mu.Unlock()
@@ -366,7 +410,8 @@ func appliedVersion(ri *rangeInformer) int64 {
 }
 
 // waitFor polls cond every switchPoll until it holds, the range
-// informer stops or timeout passes; it reports whether cond held.
+// informer stops, the range is dropped or timeout passes; it reports
+// whether cond held.
 func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -375,6 +420,8 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 		}
 		select {
 		case <-ri.done:
+			return false
+		case <-ri.droppedCh:
 			return false
 		case <-time.After(switchPoll):
 		}
@@ -393,6 +440,7 @@ const switchPoll = time.Millisecond
 // the cache; then changes flow again.
 func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if ri.ended {
@@ -410,7 +458,14 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		missing = ri.notInherited(io.gone(ri, h))
 	}
 	caughtUp := time.Since(begun)
-	ri.delivering.Store(true)
+	if !ri.startDelivering() {
+		// A fence, or the member's stop, dropped the range meanwhile: its
+		// lease is being released, another member may own the range.
+		ri.lw.resume()
+		s.tel.abortHandover(ri.span)
+		io.inc.log.Info("the range was dropped during its activation; not delivering it", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
+		return
+	}
 	s.publishAdd(ri)
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))
@@ -471,6 +526,7 @@ func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) []handover.Obje
 // longer has.
 func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if !ri.delivering.Load() {
@@ -496,6 +552,7 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 // informer stops (io.stopping, added to by the caller, is done then).
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	ri.ended = true
