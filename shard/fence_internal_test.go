@@ -28,9 +28,9 @@ import (
 // the core, calling the member's range effects (rangeEffect) on its own
 // goroutine as the I/O actor would, and reads the reports the range
 // goroutines send the actor. The group has one range; its informer lists
-// ns/a at version 10 and its watch never sends anything, so it never
-// catches up with a handoff of a later version. The member's lease is
-// in a fake clientset.
+// ns/a at version 10 and its watch sends nothing unless the test does
+// (watches), so it does not catch up with a handoff of a later version.
+// The member's lease is in a fake clientset.
 type effectRig struct {
 	t       *testing.T
 	s       *Informer
@@ -39,19 +39,26 @@ type effectRig struct {
 	sys     *actor.ActorSystem
 	cs      *fake.Clientset
 	reports chan handover.Input
+	watches chan *watch.FakeWatcher
 	stopped sync.Once
 }
 
 func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
+	watches := make(chan *watch.FakeWatcher, 8)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
 			return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "10"},
 				Items: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua", ResourceVersion: "10"}}}}, nil
 		},
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-			return watch.NewFake(), nil
+			w := watch.NewFake()
+			select {
+			case watches <- w:
+			default:
+			}
+			return w, nil
 		},
 	}
 	o := buildOptions([]Option{WithRanges(1)})
@@ -67,7 +74,7 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	s.delivered.Store(&empty)
 
 	sys := actor.NewActorSystem()
-	rig := &effectRig{t: t, s: s, sys: sys, cs: cs, reports: make(chan handover.Input, 16)}
+	rig := &effectRig{t: t, s: s, sys: sys, cs: cs, reports: make(chan handover.Input, 16), watches: watches}
 	id := handover.NewMemberID("node-a", "1")
 	inc := &incarnation{s: s, c: &cluster.Cluster{ActorSystem: sys}, id: id, node: "node-a", log: log, done: make(chan struct{})}
 	inc.ctx, inc.cancel = context.WithCancel(context.Background())
@@ -163,7 +170,7 @@ func (l *callLog) get() []string {
 func (l *callLog) OnAcquire(r Range, epoch uint64) { l.add("acquire") }
 func (l *callLog) OnRelease(r Range)               { l.add("release") }
 func (l *callLog) OnAdd(_ context.Context, obj any, _ bool) {
-	l.add("add " + keyOf(obj))
+	l.add("add " + keyOf(obj) + "@" + versionOf(obj))
 }
 func (l *callLog) OnUpdate(_ context.Context, _, obj any) { l.add("update " + keyOf(obj)) }
 func (l *callLog) OnDelete(_ context.Context, obj any) {
@@ -280,7 +287,7 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 		// An ownership handler would hide it: the fence's OnRelease waits
 		// for the handler's lock.
 		plain: true,
-		want:  []string{"add ns/a", "delete ns/gone"},
+		want:  []string{"add ns/a@10", "delete ns/gone"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -324,4 +331,46 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An activation whose range's informer has not reached the handoff's
+// version when the catch-up timeout passes keeps waiting: it delivers
+// nothing until the informer has caught up. Before, it delivered "from
+// where it is" once the timeout passed: OnDelete tombstones for the
+// handoff's objects the lagging cache lacked although they still
+// existed (ns/b), and OnAdd with versions older than the previous
+// deliverer's handlers had seen (ns/a at 10, after 18).
+func TestActivationWaitsToCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const catchUp = time.Second
+		rig := newEffectRig(t, catchUp)
+		var h callLog
+		if _, err := rig.s.AddContextEventHandler(&h); err != nil {
+			t.Fatal(err)
+		}
+		rig.start()
+		w := <-rig.watches
+		// The previous deliverer's handlers saw ns/b created at 15 and
+		// ns/a changed at 18; this member's watch has sent neither yet.
+		rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
+			Range: 0, Token: 6, From: "node-b#1", Version: "18",
+			Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "18"}, {Key: "ns/b", UID: "ub", Version: "15"}}}})
+		time.Sleep(3 * catchUp) // the bubble's clock
+		synctest.Wait()
+		if got := h.get(); len(got) != 0 {
+			t.Errorf("calls with the range's informer at 10, past the catch-up timeout: %s; want none", strings.Join(got, ", "))
+		}
+		w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "ub", ResourceVersion: "15"}})
+		w.Modify(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua", ResourceVersion: "18"}})
+		if in := <-rig.reports; in != nil {
+			t.Fatalf("report %T, want the activation's", in)
+		}
+		synctest.Wait() // the handlers' initial lists
+		got := h.get()
+		if len(got) != 3 || got[0] != "acquire" || !slices.Equal(slices.Sorted(slices.Values(got[1:])), []string{"add ns/a@18", "add ns/b@15"}) {
+			t.Errorf("calls once caught up: %s; want acquire, then add ns/a@18 and add ns/b@15", strings.Join(got, ", "))
+		}
+		rig.stop()
+		time.Sleep(time.Minute) // the actor system's dead-letter throttle
+	})
 }

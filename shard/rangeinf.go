@@ -448,6 +448,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
+	caught := true
 	if h != nil {
 		if len(h.Deleted) > 0 {
 			ri.inherited = make(map[string]struct{}, len(h.Deleted))
@@ -455,12 +456,15 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 				ri.inherited[u] = struct{}{}
 			}
 		}
-		missing = ri.notInherited(io.gone(ri, h))
+		var gone []handover.ObjectRef
+		gone, caught = io.gone(ri, h)
+		missing = ri.notInherited(gone)
 	}
 	caughtUp := time.Since(begun)
-	if !ri.startDelivering() {
-		// A fence, or the member's stop, dropped the range meanwhile: its
-		// lease is being released, another member may own the range.
+	if !caught || !ri.startDelivering() {
+		// A fence, or the member's stop, dropped the range meanwhile (its
+		// lease is being released, another member may own the range), or
+		// its informer stopped before it caught up with the handoff.
 		ri.lw.resume()
 		s.tel.abortHandover(ri.span)
 		io.inc.log.Info("the range was dropped during its activation; not delivering it", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
@@ -500,25 +504,45 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 
 // gone waits until the range's informer has reached the handoff's
 // version, pauses its intake (the caller resumes it) and returns the
-// handoff's objects its cache no longer has.
-func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) []handover.ObjectRef {
+// handoff's objects its cache no longer has. It waits as long as that
+// takes, with a warning each catch-up timeout: judged against a cache
+// behind the handoff, objects that still exist would get tombstones, and
+// the handlers versions older than the previous deliverer's had. ok is
+// false if the range was dropped or its informer stopped first (its
+// intake is not paused then): nothing of the handoff may be delivered.
+func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) (missing []handover.ObjectRef, ok bool) {
 	s := io.inc.s
 	target, _ := strconv.ParseInt(h.Version, 10, 64)
-	if !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
-		io.inc.log.Warn("the range's informer did not reach the previous deliverer's version in time; delivering from where it is",
-			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri))
+	begun := time.Now()
+	for !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
+		if ri.stopped() {
+			return nil, false
+		}
+		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the handoff until then",
+			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri), "waited", time.Since(begun))
 	}
 	ri.lw.pause()
 	fwd, _ := ri.lw.versions()
 	waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
 	ix := ri.inf.GetIndexer()
-	var missing []handover.ObjectRef
 	for _, o := range h.Objects {
 		if _, ok, _ := ix.GetByKey(o.Key); !ok {
 			missing = append(missing, o)
 		}
 	}
-	return missing
+	return missing, true
+}
+
+// stopped reports whether the range was dropped or its informer stopped.
+func (ri *rangeInformer) stopped() bool {
+	select {
+	case <-ri.done:
+		return true
+	case <-ri.droppedCh:
+		return true
+	default:
+		return false
+	}
 }
 
 // lateHandoff gives the handlers of a delivered range OnDelete for the
@@ -532,7 +556,11 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	if !ri.delivering.Load() {
 		return
 	}
-	missing := ri.notInherited(io.gone(ri, h))
+	gone, caught := io.gone(ri, h)
+	if !caught {
+		return // dropped
+	}
+	missing := ri.notInherited(gone)
 	defer ri.lw.resume()
 	// A handler given the delete of a missing object saw it: it gets no
 	// tombstone for it. The deletes the intake took before its pause are
