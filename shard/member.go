@@ -808,7 +808,7 @@ func (inc *incarnation) stop() {
 }
 
 // stop, on the I/O actor when it stops: every range informer stops, its
-// handlers detached at once.
+// handlers detached once its switch under way (dropped) has ended.
 func (io *memberIO) stop() {
 	if io.sub != nil {
 		io.inc.c.ActorSystem.EventStream.Unsubscribe(io.sub)
@@ -819,12 +819,13 @@ func (io *memberIO) stop() {
 	io.inc.s.validUntil.Store(0)
 	var all []*rangeInformer
 	for _, ri := range io.ranges {
-		ri.delivering.Store(false)
+		ri.drop()
 		all = append(all, ri)
 	}
 	clear(io.ranges)
 	io.inc.s.publish(nil)
 	for _, ri := range all {
+		ri.switches.Wait()
 		io.inc.s.detachAll(ri)
 		ri.cancel()
 		<-ri.done

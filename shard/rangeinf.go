@@ -62,6 +62,18 @@ type rangeInformer struct {
 	// ended: deactivated (guarded by switching); an activation that runs
 	// after it does nothing.
 	ended bool
+	// dropped: a fence or the member's stop dropped the range (drop),
+	// without waiting for its switch under way; an activation then gives
+	// up, and delivering is never turned on again. Guarded by dropMu,
+	// which also covers delivering's turning on. droppedCh is closed then:
+	// the switch's waits end.
+	dropMu    sync.Mutex
+	dropped   bool
+	droppedCh chan struct{}
+	// switches counts the range's switches under way (activate,
+	// lateHandoff, deactivate), which call its handlers from goroutines of
+	// their own: the lease is released only once they have ended.
+	switches sync.WaitGroup
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
 	// retired: its Run has returned and its counters are in
@@ -94,6 +106,33 @@ var (
 	lateHandoffMemory  = 5 * time.Minute
 	lateHandoffDeletes = 10000
 )
+
+// drop stops the range's deliveries from any goroutine, a switch under
+// way included: no handler call starts from now on (the gate), no
+// activation turns them on again, and the switch's waits end. The caller
+// then waits for the switch (switches) before it detaches the handlers.
+func (ri *rangeInformer) drop() {
+	ri.dropMu.Lock()
+	defer ri.dropMu.Unlock()
+	ri.delivering.Store(false)
+	if !ri.dropped {
+		ri.dropped = true
+		if ri.droppedCh != nil {
+			close(ri.droppedCh)
+		}
+	}
+}
+
+// startDelivering turns the range's deliveries on, unless it was dropped.
+func (ri *rangeInformer) startDelivering() bool {
+	ri.dropMu.Lock()
+	defer ri.dropMu.Unlock()
+	if ri.dropped {
+		return false
+	}
+	ri.delivering.Store(true)
+	return true
+}
 
 // notInherited returns the objects of gone whose delete an earlier
 // deliverer's handlers were not given (ri.inherited).
@@ -179,12 +218,14 @@ func (io *memberIO) rangeEffect(body any) {
 			// range does.
 			ri.resumeFrom, ri.resume = p, nil
 		}
+		ri.switches.Add(1)
 		go io.activate(ri, e.Handoff)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
 			return // released since
 		}
+		ri.switches.Add(1)
 		go io.lateHandoff(ri, e.Handoff)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
@@ -196,6 +237,7 @@ func (io *memberIO) rangeEffect(body any) {
 			io.movedTo[e.Range] = e.To
 		}
 		io.stopping.Add(1) // done once its informer has stopped
+		ri.switches.Add(1)
 		go io.deactivate(ri, e.To)
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
@@ -235,7 +277,8 @@ func (io *memberIO) rangeEffect(body any) {
 
 // dropAll ends the incarnation at once: no handler call starts from now
 // on, every range is dropped, then the lease is released (every handler
-// call has ended: the others may take the ranges over at once).
+// call has ended, the listeners' and the tombstone calls of the ranges'
+// switches: the others may take the ranges over at once).
 func (io *memberIO) dropAll(end ending) {
 	if io.ended {
 		return
@@ -246,16 +289,17 @@ func (io *memberIO) dropAll(end ending) {
 	s.validUntil.Store(0)
 	all := make([]*rangeInformer, 0, len(io.ranges))
 	for _, ri := range io.ranges {
-		ri.delivering.Store(false)
 		if ri.activated.Load() {
 			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.position.Load()})
 		}
+		ri.drop()
 		all = append(all, ri)
 	}
 	clear(io.ranges)
 	s.publish(nil)
 	go func() {
 		for _, ri := range all {
+			ri.switches.Wait()
 			s.detachAll(ri)
 			ri.cancel()
 			<-ri.done
@@ -338,7 +382,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	}
 	ctx, cancel := context.WithCancel(inc.ctx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
-		attached: map[*registration]*attachment{}}
+		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{})}
 	ri.ctx = ctx
 	// Until its activation, the range records the deletes its intake
 	// takes: an activation without a handoff gives their tombstones.
@@ -401,7 +445,8 @@ func appliedVersion(ri *rangeInformer) int64 {
 }
 
 // waitFor polls cond every switchPoll until it holds, the range
-// informer stops or timeout passes; it reports whether cond held.
+// informer stops, the range is dropped or timeout passes; it reports
+// whether cond held.
 func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -410,6 +455,8 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 		}
 		select {
 		case <-ri.done:
+			return false
+		case <-ri.droppedCh:
 			return false
 		case <-time.After(switchPoll):
 		}
@@ -428,6 +475,7 @@ const switchPoll = time.Millisecond
 // the cache; then changes flow again.
 func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if ri.ended {
@@ -435,6 +483,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
+	caught := true
 	if h != nil {
 		if len(h.Deleted) > 0 {
 			ri.inherited = make(map[string]struct{}, len(h.Deleted))
@@ -442,7 +491,9 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 				ri.inherited[u] = struct{}{}
 			}
 		}
-		missing = ri.notInherited(io.gone(ri, h))
+		var gone []handover.ObjectRef
+		gone, caught = io.gone(ri, h)
+		missing = ri.notInherited(gone)
 	} else if ri.resumeFrom.version > 0 {
 		// Taken over from a member that was lost, or without its handoff:
 		// the objects deleted since its last position, which its handlers
@@ -465,7 +516,15 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		}
 	}
 	caughtUp := time.Since(begun)
-	ri.delivering.Store(true)
+	if !caught || !ri.startDelivering() {
+		// A fence, or the member's stop, dropped the range meanwhile (its
+		// lease is being released, another member may own the range), or
+		// its informer stopped before it caught up with the handoff.
+		ri.lw.resume()
+		s.tel.abortHandover(ri.span)
+		io.inc.log.Info("the range was dropped during its activation; not delivering it", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
+		return
+	}
 	s.publishAdd(ri)
 	s.mu.Lock()
 	regs := make([]*registration, 0, len(s.regs))
@@ -530,25 +589,45 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 
 // gone waits until the range's informer has reached the handoff's
 // version, pauses its intake (the caller resumes it) and returns the
-// handoff's objects its cache no longer has.
-func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) []handover.ObjectRef {
+// handoff's objects its cache no longer has. It waits as long as that
+// takes, with a warning each catch-up timeout: judged against a cache
+// behind the handoff, objects that still exist would get tombstones, and
+// the handlers versions older than the previous deliverer's had. ok is
+// false if the range was dropped or its informer stopped first (its
+// intake is not paused then): nothing of the handoff may be delivered.
+func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) (missing []handover.ObjectRef, ok bool) {
 	s := io.inc.s
 	target, _ := strconv.ParseInt(h.Version, 10, 64)
-	if !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
-		io.inc.log.Warn("the range's informer did not reach the previous deliverer's version in time; delivering from where it is",
-			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri))
+	begun := time.Now()
+	for !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
+		if ri.stopped() {
+			return nil, false
+		}
+		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the handoff until then",
+			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri), "waited", time.Since(begun))
 	}
 	ri.lw.pause()
 	fwd, _ := ri.lw.versions()
 	waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
 	ix := ri.inf.GetIndexer()
-	var missing []handover.ObjectRef
 	for _, o := range h.Objects {
 		if _, ok, _ := ix.GetByKey(o.Key); !ok {
 			missing = append(missing, o)
 		}
 	}
-	return missing
+	return missing, true
+}
+
+// stopped reports whether the range was dropped or its informer stopped.
+func (ri *rangeInformer) stopped() bool {
+	select {
+	case <-ri.done:
+		return true
+	case <-ri.droppedCh:
+		return true
+	default:
+		return false
+	}
 }
 
 // lateHandoff gives the handlers of a delivered range OnDelete for the
@@ -556,12 +635,17 @@ func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) []handover.Obje
 // longer has.
 func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if !ri.delivering.Load() {
 		return
 	}
-	missing := ri.notInherited(io.gone(ri, h))
+	gone, caught := io.gone(ri, h)
+	if !caught {
+		return // dropped
+	}
+	missing := ri.notInherited(gone)
 	defer ri.lw.resume()
 	// A handler given the delete of a missing object saw it: it gets no
 	// tombstone for it. The deletes the intake took before its pause are
@@ -581,6 +665,7 @@ func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
 // informer stops (io.stopping, added to by the caller, is done then).
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
+	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	ri.ended = true

@@ -163,10 +163,12 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 	if done {
 		return
 	}
+	acquired := false // OnAcquire called here
 	if reg.own != nil {
 		reg.call(func() {
 			if !reg.acquired[ri.r.Index] {
 				reg.acquired[ri.r.Index] = true
+				acquired = true
 				reg.own.OnAcquire(ri.r, ri.token)
 			}
 		})
@@ -181,20 +183,32 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 		return
 	}
 	rh.tombstones(gone)
+	if !s.listen(reg, ri, wrapped, rh) && acquired {
+		// The range stopped being delivered meanwhile (a fence): no
+		// detach will know of this handler, which heard OnAcquire.
+		reg.released(ri.r)
+	}
+}
+
+// listen adds reg's handler on ri, wrapped, to the range's informer, if
+// the range is still delivered and reg not removed; it reports whether
+// the handler is attached (by it, or already).
+func (s *Informer) listen(reg *registration, ri *rangeInformer, wrapped actors.ContextEventHandler, rh *rangeHandler) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ri.delivering.Load() || reg.removed.Load() {
-		return
+		return false
 	}
 	if _, done := ri.attached[reg]; done {
-		return
+		return true
 	}
 	rreg, err := ri.inf.AddContextEventHandlerWithOptions(wrapped, reg.options)
 	if err != nil {
 		s.log.Error("cannot add a handler to a range's informer", "range", ri.r.String(), "err", err)
-		return
+		return false
 	}
 	ri.attached[reg] = &attachment{rreg: rreg, h: rh}
+	return true
 }
 
 // subscribed reports whether every handler attached to ri has its
