@@ -86,6 +86,9 @@ type Informer struct {
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
 
+	// causes are what keeps the member from delivering, as far as it knows
+	// (CheckSynced, Status().Causes).
+	causes *causes
 	// pubMu serialises the publications of the delivered ranges.
 	pubMu sync.Mutex
 	// waiting says why the member stays out of its group for now (Waiting).
@@ -167,6 +170,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	s := &Informer{
 		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
 		filter:    &filter{field: o.field, log: log},
+		causes:    &causes{},
 		regs:      map[*registration]struct{}{},
 		indexers:  cache.Indexers{},
 		released:  map[string]time.Time{},
@@ -178,6 +182,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
+	s.filter.causes = s.causes
 	s.current.Store(c)
 	if node, ok := findSelfNode(c); ok {
 		// Known now when the provider lists the member as it starts (not
@@ -375,6 +380,7 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	s.started = true
 	s.mu.Unlock()
 	defer s.finishStop()
+	s.checkAccess(ctx)
 	c := s.first
 	for {
 		if s.Waiting() != "" && !s.waitForSettings(ctx, c) {

@@ -646,6 +646,9 @@ func (io *memberIO) leaseEffect(body any) {
 		go func() {
 			defer io.renewing.Done()
 			tok, err := inc.leases.write(inc.ctx, e.Create)
+			if err != errLost && inc.ctx.Err() == nil {
+				s.causes.noteLease(err)
+			}
 			switch {
 			case err == nil:
 				answer(&handover.LeaseRenewed{Seq: e.Seq, Start: start, Now: s.now(), Token: tok})

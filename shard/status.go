@@ -89,6 +89,11 @@ type Status struct {
 	// tried and listed (no copy to be had, or the watch from its
 	// resourceVersion refused).
 	WarmStarts, WarmFallbacks int64
+	// Causes are what keeps the member from delivering, as far as it
+	// knows: requests it may not make (WithAccessCheck), and the last
+	// failure of a lease write and of a range's list or watch, until a
+	// later one succeeds.
+	Causes []string
 	// ValidFor is how long the member's claim stays valid unless its lease
 	// is renewed (0: no claim: it calls no handler).
 	ValidFor time.Duration
@@ -100,6 +105,7 @@ func (s *Informer) Status() Status {
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
 		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load()}
 	st.Waiting = s.Waiting()
+	st.Causes = s.causes.list()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v
 	}
