@@ -397,6 +397,7 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			leaving = true
+			s.logLeave(inc)
 			inc.leave()
 			select {
 			case <-inc.done:
@@ -807,4 +808,15 @@ func (s *Informer) Err() string {
 		return *p
 	}
 	return ""
+}
+
+// logLeave logs the start of a graceful leave: the ranges the member
+// delivers then, which its peers take over.
+func (s *Informer) logLeave(inc *incarnation) {
+	ranges := s.Ranges()
+	idx := make([]int, len(ranges))
+	for i, r := range ranges {
+		idx[i] = r.Index
+	}
+	inc.log.Info("leaving the group gracefully: handing its ranges over", "delivered", len(ranges), "ranges", idx, "leaveTimeout", s.o.leaveTimeout)
 }
