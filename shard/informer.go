@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -128,6 +129,11 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	}
 	if strings.ContainsAny(group, " \t\n") {
 		return nil, fmt.Errorf("shard: group name %q contains spaces", group)
+	}
+	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
+		// The members find each other's leases by a label of the group's
+		// name: an operator selects them with it too.
+		return nil, fmt.Errorf("shard: group name %q is not a label value (the group's leases carry it as %s): %s", group, LabelGroup, strings.Join(errs, "; "))
 	}
 	if lw == nil {
 		return nil, errors.New("shard: nil ListerWatcher")
