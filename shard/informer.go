@@ -799,9 +799,15 @@ func (s *Informer) storeDelivered(ranges []*rangeInformer) {
 	s.signals.Poke()
 }
 
-// baseAttrs are the sharded informer's span and metric attributes.
+// baseAttrs are the sharded informer's metric attributes: the group and
+// the member's name, which outlives its incarnations.
 func (s *Informer) baseAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.member()))}
+	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMemberName.String(s.name)}
+}
+
+// spanAttrs are its spans': those and the member's id.
+func (s *Informer) spanAttrs() []attribute.KeyValue {
+	return append(s.baseAttrs(), AttrMember.String(string(s.member())))
 }
 
 // Err returns why the member gave up on its group ("" if it did not):
