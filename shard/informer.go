@@ -87,6 +87,8 @@ type Informer struct {
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
 
+	// peerRanges are the ranges the peers said they deliver (Undelivered).
+	peerRanges peerRanges
 	// causes are what keeps the member from delivering, as far as it knows
 	// (CheckSynced, Status().Causes).
 	causes *causes

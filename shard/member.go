@@ -430,7 +430,9 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		}
 	case *shardpb.Hello:
 		if in := io.fromWire(m.Group, m.To); in {
-			io.toCore(helloFromWire(m))
+			h := helloFromWire(m)
+			s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
+			io.toCore(h)
 		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {

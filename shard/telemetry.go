@@ -105,6 +105,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
 	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (actorinformer.shard.filter.mode: server, client or pending)."))
 	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
+	undelivered, _ := m.Int64ObservableGauge("actorinformer.shard.group.undelivered", metric.WithDescription("Ranges of the group that no member of this member's view delivers, as far as it knows (Status().Undelivered); not observed while the member is out of its group."))
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		base := s.baseAttrs()
 		act := *s.delivered.Load()
@@ -114,8 +115,11 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		}
 		o.ObserveInt64(mode, 1, metric.WithAttributes(append(base[:len(base):len(base)], AttrFilterMode.String(s.filter.Mode().String()))...))
 		o.ObserveInt64(dropped, s.filter.dropped.Load(), metric.WithAttributes(base...))
+		if u := s.undelivered(); u != nil {
+			o.ObserveInt64(undelivered, int64(len(u)), metric.WithAttributes(base...))
+		}
 		return nil
-	}, owned, objects, mode, dropped)
+	}, owned, objects, mode, dropped, undelivered)
 	return t
 }
 
