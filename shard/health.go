@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Check is a health check with the signature of controller-runtime's
@@ -66,11 +67,11 @@ func (s *Informer) CheckSynced(*http.Request) error {
 	st := s.protocol.Load()
 	switch {
 	case st == nil || st.Done:
-		return errors.New("joining its group")
+		return s.withCauses("joining its group")
 	case st.Leaving:
 		return errors.New("leaving its group")
 	case st.Discovering:
-		return errors.New("discovering its group")
+		return s.withCauses("discovering its group")
 	}
 	owned := 0
 	for _, r := range st.Ranges {
@@ -80,7 +81,16 @@ func (s *Informer) CheckSynced(*http.Request) error {
 	}
 	delivered := len(*s.delivered.Load())
 	if !st.Settled || delivered != owned {
-		return fmt.Errorf("delivers %d of the %d ranges it owns", delivered, owned)
+		return s.withCauses(fmt.Sprintf("delivers %d of the %d ranges it owns", delivered, owned))
 	}
 	return nil
+}
+
+// withCauses is the error what, followed by what keeps the member from
+// delivering, as far as it knows (Status().Causes).
+func (s *Informer) withCauses(what string) error {
+	if c := s.causes.list(); len(c) > 0 {
+		what += "; " + strings.Join(c, "; ")
+	}
+	return errors.New(what)
 }

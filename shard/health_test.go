@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
@@ -32,7 +33,7 @@ type running struct {
 
 // runMember starts a member (with leases of its own unless opts has
 // others) and runs it until the test ends.
-func runMember(t *testing.T, agent *test.InMemAgent, src *memServer, opts ...shard.Option) *running {
+func runMember(t *testing.T, agent *test.InMemAgent, src cache.ListerWatcher, opts ...shard.Option) *running {
 	t.Helper()
 	r := newMember(t, agent, src, opts...)
 	r.run()
@@ -40,7 +41,7 @@ func runMember(t *testing.T, agent *test.InMemAgent, src *memServer, opts ...sha
 }
 
 // newMember makes a member, to run with run.
-func newMember(t *testing.T, agent *test.InMemAgent, src *memServer, opts ...shard.Option) *running {
+func newMember(t *testing.T, agent *test.InMemAgent, src cache.ListerWatcher, opts ...shard.Option) *running {
 	t.Helper()
 	c, prov := startCluster(agent)
 	opts = append(append(testLeases(), shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler)))), opts...)

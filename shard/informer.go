@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -91,6 +92,11 @@ type Informer struct {
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
 
+	// peerRanges are the ranges the peers said they deliver (Undelivered).
+	peerRanges peerRanges
+	// causes are what keeps the member from delivering, as far as it knows
+	// (CheckSynced, Status().Causes).
+	causes *causes
 	// pubMu serialises the publications of the delivered ranges.
 	pubMu sync.Mutex
 	// waiting says why the member stays out of its group for now (Waiting).
@@ -130,6 +136,11 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	}
 	if strings.ContainsAny(group, " \t\n") {
 		return nil, fmt.Errorf("shard: group name %q contains spaces", group)
+	}
+	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
+		// The members find each other's leases by a label of the group's
+		// name: an operator selects them with it too.
+		return nil, fmt.Errorf("shard: group name %q is not a label value (the group's leases carry it as %s): %s", group, LabelGroup, strings.Join(errs, "; "))
 	}
 	if lw == nil {
 		return nil, errors.New("shard: nil ListerWatcher")
@@ -172,6 +183,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	s := &Informer{
 		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
 		filter:    &filter{field: o.field, log: log},
+		causes:    &causes{},
 		regs:      map[*registration]struct{}{},
 		indexers:  cache.Indexers{},
 		released:  map[string]time.Time{},
@@ -183,6 +195,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
+	s.filter.causes = s.causes
 	s.current.Store(c)
 	if node, ok := findSelfNode(c); ok {
 		// Known now when the provider lists the member as it starts (not
@@ -380,6 +393,7 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	s.started = true
 	s.mu.Unlock()
 	defer s.finishStop()
+	s.checkAccess(ctx)
 	c := s.first
 	for {
 		if s.Waiting() != "" && !s.waitForSettings(ctx, c) {
@@ -396,6 +410,7 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			leaving = true
+			s.logLeave(inc)
 			inc.leave()
 			select {
 			case <-inc.done:
@@ -791,9 +806,15 @@ func (s *Informer) storeDelivered(ranges []*rangeInformer) {
 	s.signals.Poke()
 }
 
-// baseAttrs are the sharded informer's span and metric attributes.
+// baseAttrs are the sharded informer's metric attributes: the group and
+// the member's name, which outlives its incarnations.
 func (s *Informer) baseAttrs() []attribute.KeyValue {
-	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMember.String(string(s.member()))}
+	return []attribute.KeyValue{AttrGroup.String(s.group), AttrMemberName.String(s.name)}
+}
+
+// spanAttrs are its spans': those and the member's id.
+func (s *Informer) spanAttrs() []attribute.KeyValue {
+	return append(s.baseAttrs(), AttrMember.String(string(s.member())))
 }
 
 // Err returns why the member gave up on its group ("" if it did not):
@@ -806,4 +827,15 @@ func (s *Informer) Err() string {
 		return *p
 	}
 	return ""
+}
+
+// logLeave logs the start of a graceful leave: the ranges the member
+// delivers then, which its peers take over.
+func (s *Informer) logLeave(inc *incarnation) {
+	ranges := s.Ranges()
+	idx := make([]int, len(ranges))
+	for i, r := range ranges {
+		idx[i] = r.Index
+	}
+	inc.log.Info("leaving the group gracefully: handing its ranges over", "delivered", len(ranges), "ranges", idx, "leaveTimeout", s.o.leaveTimeout)
 }

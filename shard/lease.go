@@ -56,14 +56,9 @@ func hash16(s string) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
-// groupLabel is the group's label value: the group's name when it is a
-// valid label value, else a hash of it.
-func groupLabel(group string) string {
-	if len(group) <= 63 && regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`).MatchString(group) {
-		return group
-	}
-	return "h-" + hash16(group)
-}
+// groupLabel is the group's label value: its name, which New checks is
+// a label value, so that an operator selects a group's leases by it.
+func groupLabel(group string) string { return group }
 
 // leaseName is the name of member m's lease in group.
 func leaseName(group string, m handover.MemberID) string {

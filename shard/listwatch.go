@@ -89,6 +89,17 @@ type filter struct {
 	server  sync.Once // the "server" log line
 	// probing serialises the range informers' probes (see rangeLW.probe).
 	probing sync.Mutex
+	// causes get the range informers' list and watch failures (nil: none).
+	causes *causes
+}
+
+// noteRequest records the outcome of a range's list or watch request: a
+// failure, or a success that clears the last failure. A request cancelled
+// because its range informer stopped is neither.
+func (f *filter) noteRequest(ctx context.Context, err error) {
+	if f.causes != nil && ctx.Err() == nil {
+		f.causes.noteList(err)
+	}
 }
 
 func (f *filter) Mode() FilterMode { return FilterMode(f.mode.Load()) }
@@ -295,6 +306,7 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
 		list, err = listWith(ctx, lw.inner, lw.options(opts))
 	}
+	lw.f.noteRequest(ctx, err)
 	if err != nil {
 		return nil, err
 	}
@@ -492,6 +504,7 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
 		w, err = watchWith(ctx, lw.inner, lw.options(opts))
 	}
+	lw.f.noteRequest(ctx, err)
 	if err != nil {
 		return nil, err
 	}

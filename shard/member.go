@@ -434,7 +434,9 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		}
 	case *shardpb.Hello:
 		if in := io.fromWire(m.Group, m.To); in {
-			io.toCore(helloFromWire(m))
+			h := helloFromWire(m)
+			s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
+			io.toCore(h)
 		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {
@@ -650,6 +652,9 @@ func (io *memberIO) leaseEffect(body any) {
 		go func() {
 			defer io.renewing.Done()
 			tok, err := inc.leases.write(inc.ctx, e.Create)
+			if err != errLost && inc.ctx.Err() == nil {
+				s.causes.noteLease(err)
+			}
 			switch {
 			case err == nil:
 				answer(&handover.LeaseRenewed{Seq: e.Seq, Start: start, Now: s.now(), Token: tok})

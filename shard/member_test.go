@@ -42,6 +42,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"empty group", "", nil, "empty group name"},
 		{"blank group", "  ", nil, "empty group name"},
+		{"group name too long for a label", strings.Repeat("g", 64), nil, "not a label value"},
+		{"group name with a slash", "team/configmaps", nil, "not a label value"},
 		{"no ranges", "g", []shard.Option{shard.WithRanges(0)}, "0 ranges"},
 		{"too many ranges", "g", []shard.Option{shard.WithRanges(shard.MaxRanges + 1)}, "ranges"},
 		{"unknown field", "g", []shard.Option{shard.WithHashField("object.metadata.name")}, "unknown hash field"},

@@ -35,6 +35,8 @@ type options struct {
 	noWarm       bool
 	// name is carried by the member's ids; nil: the host's name.
 	name *string
+	// access: what to check the member may do at Run (WithAccessCheck).
+	access *access
 }
 
 // Defaults.

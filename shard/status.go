@@ -95,6 +95,18 @@ type Status struct {
 	// fell short (the position had left the API server's window: 410
 	// Gone), whose handlers may miss a delete.
 	Resumes, ResumeGaps int64
+	// Undelivered are the group's ranges that no member of View delivers,
+	// as far as this member knows: neither itself nor a peer whose last
+	// Hello (every second, and at once when it starts delivering), heard
+	// within the lease duration, named them. A range moving between two
+	// members is in it for a moment; one that stays names a range nobody
+	// serves. Nil while the member is not in its group.
+	Undelivered []Range
+	// Causes are what keeps the member from delivering, as far as it
+	// knows: requests it may not make (WithAccessCheck), and the last
+	// failure of a lease write and of a range's list or watch, until a
+	// later one succeeds.
+	Causes []string
 	// ValidFor is how long the member's claim stays valid unless its lease
 	// is renewed (0: no claim: it calls no handler).
 	ValidFor time.Duration
@@ -107,6 +119,8 @@ func (s *Informer) Status() Status {
 		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load(),
 		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load()}
 	st.Waiting = s.Waiting()
+	st.Causes = s.causes.list()
+	st.Undelivered = s.undelivered()
 	if v := time.Duration(s.validUntil.Load()) - s.now(); v > 0 {
 		st.ValidFor = v
 	}

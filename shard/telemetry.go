@@ -17,14 +17,21 @@ import (
 // Span and metric attributes of a sharded informer, under
 // actorinformer.shard.* as OpenTelemetry's naming conventions ask of keys
 // without a semantic convention. The range informers' root spans
-// (reflector.receive, the list span) carry group, member, range and epoch;
-// their counters and histograms group and member, their gauges the range
-// too (see rangeTelemetry).
+// (reflector.receive, the list span) carry group, member name and id,
+// range and epoch; their counters and histograms group and member name,
+// their gauges the range too (see rangeTelemetry). No metric carries the
+// member id, which changes at each start and rejoin: its series would
+// churn.
 const (
 	// AttrGroup is the group's name.
 	AttrGroup = attribute.Key("actorinformer.shard.group.name")
-	// AttrMember is the member's id (its cluster member id).
+	// AttrMember is the member's id (its cluster member id), new at each
+	// start and rejoin: on spans only.
 	AttrMember = attribute.Key("actorinformer.shard.member.id")
+	// AttrMemberName is the member's name (WithMemberName, by default the
+	// host's: on Kubernetes the pod's), which stays across rejoins: on
+	// spans and metrics.
+	AttrMemberName = attribute.Key("actorinformer.shard.member.name")
 	// AttrRange is the range's index.
 	AttrRange = attribute.Key("actorinformer.shard.range.index")
 	// AttrEpoch is the epoch of the handover that gave the member the range.
@@ -70,9 +77,11 @@ type shardTelemetry struct {
 	duration  metric.Float64Histogram
 	unserved  metric.Float64Histogram
 	reg       metric.Registration
-	// base returns the group and member attributes: the member's id is
-	// known only once its group actor has seen it in a topology, after New.
-	base func() []attribute.KeyValue
+	// base returns the metrics' group and member name attributes; spans
+	// those and the member's id, which is known only once its group actor
+	// has seen it in a topology, after New.
+	base  func() []attribute.KeyValue
+	spans func() []attribute.KeyValue
 }
 
 func newShardTelemetry(s *Informer) *shardTelemetry {
@@ -83,7 +92,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
-	t := &shardTelemetry{tracer: tp.Tracer(ScopeName), base: s.baseAttrs}
+	t := &shardTelemetry{tracer: tp.Tracer(ScopeName), base: s.baseAttrs, spans: s.spanAttrs}
 	m := mp.Meter(ScopeName)
 	t.handovers, _ = m.Int64Counter("actorinformer.shard.handovers", metric.WithDescription("Ranges acquired and released by this member."))
 	t.duration, _ = m.Float64Histogram("actorinformer.shard.handover.duration", metric.WithUnit("s"),
@@ -96,6 +105,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
 	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (actorinformer.shard.filter.mode: server, client or pending)."))
 	dropped, _ := m.Int64ObservableCounter("actorinformer.shard.filtered", metric.WithDescription("Objects received from the API server outside the requested ranges, dropped on the client."))
+	undelivered, _ := m.Int64ObservableGauge("actorinformer.shard.group.undelivered", metric.WithDescription("Ranges of the group that no member of this member's view delivers, as far as it knows (Status().Undelivered); not observed while the member is out of its group."))
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		base := s.baseAttrs()
 		act := *s.delivered.Load()
@@ -105,21 +115,25 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		}
 		o.ObserveInt64(mode, 1, metric.WithAttributes(append(base[:len(base):len(base)], AttrFilterMode.String(s.filter.Mode().String()))...))
 		o.ObserveInt64(dropped, s.filter.dropped.Load(), metric.WithAttributes(base...))
+		if u := s.undelivered(); u != nil {
+			o.ObserveInt64(undelivered, int64(len(u)), metric.WithAttributes(base...))
+		}
 		return nil
-	}, owned, objects, mode, dropped)
+	}, owned, objects, mode, dropped, undelivered)
 	return t
 }
 
 // rangeTelemetry are a range informer's name and attributes: its spans
-// carry the group, member, range and epoch; its counters and histograms
-// the group and member only, so that a released range leaves no series
-// behind (they would stay for the life of the MeterProvider); its gauges,
-// which stop with it, the range too.
+// carry the group, member name and id, range and epoch; its counters and
+// histograms the group and member name only, so that a released range or
+// an earlier incarnation leaves no series behind (they would stay for the
+// life of the MeterProvider); its gauges, which stop with it, the range
+// too.
 func (s *Informer) rangeTelemetry(r Range, epoch uint64) []actors.Option {
 	return []actors.Option{
 		actors.WithName("shard." + s.group),
 		actors.WithAttributes(s.baseAttrs()...),
-		actors.WithSpanAttributes(AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
+		actors.WithSpanAttributes(AttrMember.String(string(s.member())), AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
 		actors.WithGaugeAttributes(AttrRange.Int(r.Index)),
 	}
 }
@@ -133,7 +147,7 @@ func (t *shardTelemetry) close() {
 // startHandover starts a handover span (shard.acquire, shard.release): a
 // root span with the group, member, range and epoch.
 func (t *shardTelemetry) startHandover(ctx context.Context, name string, r Range, epoch uint64) trace.Span {
-	attrs := append(t.base(), AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch)))
+	attrs := append(t.spans(), AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch)))
 	_, span := t.tracer.Start(context.WithoutCancel(ctx), name, trace.WithNewRoot(), trace.WithAttributes(attrs...))
 	return span
 }

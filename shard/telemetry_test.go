@@ -32,7 +32,7 @@ func TestTelemetry(t *testing.T) {
 	for i := range 20 {
 		src.create(fmt.Sprintf("o%d", i))
 	}
-	inf, stop := runOne(t, src, cache.ResourceEventHandlerFuncs{}, shard.WithRanges(4),
+	inf, stop := runOne(t, src, cache.ResourceEventHandlerFuncs{}, shard.WithRanges(4), shard.WithMemberName("pod-a"),
 		shard.WithInformerOptions(actors.WithTracerProvider(tp), actors.WithMeterProvider(mp)))
 	defer stop()
 	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
@@ -93,6 +93,58 @@ func TestTelemetry(t *testing.T) {
 	if v := gaugeSum(m["actorinformer.shard.filtered"]); v == 0 {
 		t.Errorf("actorinformer.shard.filtered is 0; the source ignores selectors")
 	}
+	// The metrics carry the member's name, not its id, which changes at
+	// each start and rejoin.
+	named := 0
+	for name, metric := range m {
+		for _, set := range pointAttrs(metric) {
+			if v, ok := set.Value(shard.AttrMember); ok {
+				t.Errorf("%s carries the member id %s", name, v.Emit())
+			}
+			if _, ok := set.Value(shard.AttrGroup); !ok {
+				continue
+			}
+			if v, _ := set.Value(shard.AttrMemberName); v.Emit() != "pod-a" {
+				t.Errorf("%s of the group carries member name %q, want pod-a", name, v.Emit())
+			}
+			named++
+		}
+	}
+	if named == 0 {
+		t.Error("no data point carries the group")
+	}
+}
+
+// pointAttrs returns the attribute sets of m's data points.
+func pointAttrs(m metricdata.Metrics) []attribute.Set {
+	var out []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Sum[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	case metricdata.Histogram[int64]:
+		for _, p := range d.DataPoints {
+			out = append(out, p.Attributes)
+		}
+	}
+	return out
 }
 
 func attr(kvs []attribute.KeyValue, k attribute.Key) string {

@@ -6,21 +6,31 @@
 // Each replica runs the informer of package shard on ConfigMaps, a
 // workqueue fed by its handler, and workers that reconcile the keys
 // (here: log them at klog -v=2) and drop those of ranges that moved to
-// another replica (Released). /healthz and /readyz on -probe-address serve
-// the pod's probes (probeHandler). SIGTERM leaves the group gracefully: the other
-// replicas list and take its ranges before it stops delivering them.
+// another replica (Released). -probe-address serves the pod's probes,
+// /healthz and /readyz (probeHandler), the member's metrics in the
+// Prometheus format (/metrics) and its Status as JSON (/status). SIGTERM
+// leaves the group gracefully: the other replicas list and take its ranges
+// before it stops delivering them.
 //
-// It needs, from the pod (deploy/deployment.yaml): its service account's
-// token and namespace (the k8s provider reads them, with the in-cluster
+// In a pod it needs (deploy/deployment.yaml): its service account's token
+// and namespace (the k8s provider reads them, with the in-cluster
 // configuration), POD_IP (the address the other replicas reach it at:
 // protoactor's remote listens on every interface, so it must be told which
 // address to give its actors), and RBAC: deploy/rbac.yaml.
+//
+// Outside a pod, give it a kubeconfig and an etcd for the members to find
+// each other in (protoactor's etcd provider), and run it once per member:
+//
+//	sharded-controller -kubeconfig ~/.kube/config -provider etcd -etcd http://127.0.0.1:2379 \
+//	  -namespace default -remote-bind 127.0.0.1 -remote-port 0 -probe-address 127.0.0.1:0
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -31,16 +41,24 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -49,8 +67,12 @@ import (
 )
 
 type config struct {
+	kubeconfig   string
+	provider     string
+	etcd         string
 	namespace    string
 	group        string
+	memberName   string
 	ranges       int
 	podIP        string
 	remoteBind   string
@@ -59,13 +81,25 @@ type config struct {
 	workers      int
 }
 
+// restConfig is the kubeconfig's, or in a pod the in-cluster one.
+func (cfg config) restConfig() (*rest.Config, error) {
+	if cfg.kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
 func main() {
 	klog.InitFlags(nil)
 	var cfg config
+	flag.StringVar(&cfg.kubeconfig, "kubeconfig", "", "the API server's kubeconfig (default: the pod's in-cluster configuration)")
+	flag.StringVar(&cfg.provider, "provider", "k8s", "how the members find each other: k8s (protoactor's Kubernetes provider, in pods) or etcd")
+	flag.StringVar(&cfg.etcd, "etcd", "http://127.0.0.1:2379", "with -provider etcd: the etcd the members find each other in")
 	flag.StringVar(&cfg.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the namespace whose ConfigMaps are reconciled (default $POD_NAMESPACE)")
 	flag.StringVar(&cfg.group, "group", "configmaps", "the shard group: every replica of the controller gives the same")
+	flag.StringVar(&cfg.memberName, "member-name", "", "the member's name, in its ids, logs and metrics (default: the host's, in a pod the pod's)")
 	flag.IntVar(&cfg.ranges, "ranges", 24, "ranges the ConfigMaps' UID hash is split into: the same on every replica")
-	flag.StringVar(&cfg.podIP, "pod-ip", os.Getenv("POD_IP"), "the pod's IP, where the other replicas reach this one (default $POD_IP)")
+	flag.StringVar(&cfg.podIP, "pod-ip", os.Getenv("POD_IP"), "the pod's IP, where the other replicas reach this one (default $POD_IP; \"\": -remote-bind's)")
 	flag.StringVar(&cfg.remoteBind, "remote-bind", "0.0.0.0", "the address protoactor's remote listens on")
 	flag.IntVar(&cfg.remotePort, "remote-port", 8090, "the port protoactor's remote listens on")
 	flag.StringVar(&cfg.probeAddress, "probe-address", ":8081", "the address of /healthz and /readyz")
@@ -82,10 +116,10 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
-	if cfg.namespace == "" || cfg.podIP == "" {
-		return errors.New("-namespace (or $POD_NAMESPACE) and -pod-ip (or $POD_IP) are needed: see deploy/deployment.yaml")
+	if cfg.namespace == "" {
+		return errors.New("-namespace (or $POD_NAMESPACE) is needed: see deploy/deployment.yaml")
 	}
-	restConfig, err := rest.InClusterConfig()
+	restConfig, err := cfg.restConfig()
 	if err != nil {
 		return err
 	}
@@ -99,26 +133,46 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	// The cluster member: protoactor's k8s provider finds the other
-	// replicas by the labels it puts on their pods. A member fenced after
-	// the provider dropped it rejoins on a new one (shard.WithRejoin).
-	port := strconv.Itoa(cfg.remotePort)
-	newCluster := func(context.Context) (*cluster.Cluster, error) {
-		provider, err := k8s.NewWithConfig(restConfig)
-		if err != nil {
-			return nil, err
+	// replicas by the labels it puts on their pods, the etcd provider by
+	// their keys. A member fenced after the provider dropped it rejoins on
+	// a new one (shard.WithRejoin).
+	newCluster := func(ctx context.Context) (*cluster.Cluster, error) {
+		var provider cluster.ClusterProvider
+		var err error
+		switch cfg.provider {
+		case "k8s":
+			if provider, err = k8s.NewWithConfig(restConfig); err != nil {
+				return nil, err
+			}
+		case "etcd":
+			etcdCfg := clientv3.Config{Endpoints: []string{cfg.etcd}, DialTimeout: 5 * time.Second,
+				DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
+			// The provider waits for ever, silently, for an etcd it
+			// cannot reach.
+			if err := shard.CheckEtcd(ctx, etcdCfg); err != nil {
+				return nil, err
+			}
+			if provider, err = etcd.NewWithConfig("/sharded-controller", etcdCfg, etcd.WithKeepAliveTTL(3*time.Second)); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("-provider %q: want k8s or etcd", cfg.provider)
+		}
+		opts := []remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)}
+		if cfg.podIP != "" {
+			// The address in this member's actor addresses, which the
+			// provider gives the others (the pod's IP).
+			opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, strconv.Itoa(cfg.remotePort))))
 		}
 		c := cluster.New(actors.NewActorSystem(), cluster.Configure("sharded-controller", provider, disthash.New(),
-			remote.Configure(cfg.remoteBind, cfg.remotePort,
-				// The address in this member's actor addresses, which the
-				// provider gives the others (the pod's IP).
-				remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, port)),
-				remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096),
-				shard.RemoteOption()),
+			remote.Configure(cfg.remoteBind, cfg.remotePort, append(opts, shard.RemoteOption())...),
 			shard.ClusterOptions()...))
-		c.StartMember()
+		if err := shard.StartMember(ctx, c); err != nil {
+			return nil, err
+		}
 		return c, nil
 	}
-	c, err := newCluster(context.Background())
+	c, err := newCluster(ctx)
 	if err != nil {
 		return err
 	}
@@ -142,10 +196,27 @@ func run(ctx context.Context, cfg config) error {
 			return configMaps.Watch(ctx, o)
 		},
 	}
-	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, shard.WithRanges(cfg.ranges),
+	// The member's metrics, served at /metrics.
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
+	if err != nil {
+		shutdown(c)
+		return err
+	}
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer func() { _ = meters.Shutdown(context.Background()) }()
+	opts := []shard.Option{shard.WithRanges(cfg.ranges),
 		// Each replica's Lease in its namespace fences it.
 		shard.WithLeases(client.CoordinationV1(), cfg.namespace),
-		shard.WithRejoin(newCluster))
+		// What of that, and of the ConfigMaps' list and watch, RBAC
+		// refuses: logged, and said by CheckSynced and /status.
+		shard.WithAccessCheck(client.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, cfg.namespace),
+		shard.WithInformerOptions(actors.WithMeterProvider(meters)),
+		shard.WithRejoin(newCluster)}
+	if cfg.memberName != "" {
+		opts = append(opts, shard.WithMemberName(cfg.memberName))
+	}
+	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, opts...)
 	if err != nil {
 		shutdown(c)
 		return err
@@ -165,7 +236,20 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 
-	probes := &http.Server{Addr: cfg.probeAddress, Handler: probeHandler(inf), ReadHeaderTimeout: 5 * time.Second}
+	// With the k8s provider the readiness must not wait for ranges
+	// (probeHandler); with etcd it is the member's: CheckSynced, which says
+	// why it does not deliver.
+	ready := shard.Check(inf.CheckLive)
+	if cfg.provider == "etcd" {
+		ready = inf.CheckSynced
+	}
+	mux := probeHandler(inf, ready)
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(inf.Status())
+	})
+	probes := &http.Server{Addr: cfg.probeAddress, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.probeAddress)
 	if err != nil {
 		shutdown(c)
@@ -245,9 +329,12 @@ func reconciler(inf *shard.Informer) func(string) error {
 // from the group before it handed its ranges over. For the same reason it
 // passes while the member waits for replicas with another range count to
 // leave (a rollout that changes -ranges): the rollout must go on.
-func probeHandler(inf *shard.Informer) http.Handler {
+//
+// Outside a pod, with the etcd provider, no probe decides membership, and
+// ready is CheckSynced.
+func probeHandler(inf *shard.Informer, ready shard.Check) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", shard.Check(inf.CheckLive))
-	mux.Handle("/readyz", shard.Check(inf.CheckLive))
+	mux.Handle("/readyz", ready)
 	return mux
 }

@@ -54,6 +54,9 @@ var granted = []access{
 	{"create", "coordination.k8s.io", "leases", namespace},
 	{"update", "coordination.k8s.io", "leases", namespace},
 	{"delete", "coordination.k8s.io", "leases", namespace},
+	// The access check at the start (shard.WithAccessCheck): every
+	// authenticated user may (system:basic-user), no Role needed.
+	{"create", "authorization.k8s.io", "selfsubjectaccessreviews", ""},
 }
 
 // denied are verbs nothing of the controller uses: least privilege.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -57,12 +58,12 @@ func TestControllerInPods(t *testing.T) {
 	}
 	for _, r := range replicas {
 		if code := get(r.probes, "/healthz"); code != http.StatusOK {
-			t.Errorf("%s: /healthz %d", r.pod.Name, code)
+			t.Errorf("%s: /healthz %d", r.name, code)
 		}
 		// The member id in its log lines carries the pod's name (the
 		// host's, by default).
-		if !r.matched(regexp.MustCompile(`"acquired range" group="configmaps" member="[^"#]+#` + regexp.QuoteMeta(r.pod.Name) + `-`)) {
-			t.Errorf("%s: no acquired range logged with a member id naming the pod", r.pod.Name)
+		if !r.matched(regexp.MustCompile(`"acquired range" group="configmaps" member="[^"#]+#` + regexp.QuoteMeta(r.name) + `-`)) {
+			t.Errorf("%s: no acquired range logged with a member id naming the pod", r.name)
 		}
 	}
 
@@ -131,10 +132,76 @@ func TestRangeCountRolloutInPods(t *testing.T) {
 	p.noErrors(old, next)
 }
 
+// The same program outside any pod, as an operator runs it: two processes
+// with a kubeconfig and protoactor's etcd provider reconcile every
+// ConfigMap between them; each serves /readyz (CheckSynced), /metrics
+// with the member's gauges, and /status; SIGTERM makes each leave, exit 0.
+func TestControllerLocally(t *testing.T) {
+	p := startPods(t, 40)
+	a, b := p.startLocal("local-a", "127.0.0.1", "--ranges=8"), p.startLocal("local-b", "127.0.0.1", "--ranges=8")
+	p.eventually(90*time.Second, "every ConfigMap reconciled, by the two processes together", func() string {
+		return p.reconciledBy(a, b)
+	})
+	for _, r := range []*replica{a, b} {
+		p.eventually(30*time.Second, r.name+" ready", func() string {
+			if code := get(r.probes, "/readyz"); code != http.StatusOK {
+				return fmt.Sprintf("/readyz %d", code)
+			}
+			return ""
+		})
+		metrics := body(t, r.probes, "/metrics")
+		if !regexp.MustCompile(`(?m)^actorinformer_shard_ranges\{.*actorinformer_shard_member_name="` + r.name + `".*\} [1-8]$`).MatchString(metrics) {
+			t.Errorf("%s: /metrics has no actorinformer_shard_ranges of member %s:\n%s", r.name, r.name, metrics)
+		}
+		var st struct {
+			Member      string
+			Delivered   []struct{ Index int }
+			Undelivered []struct{ Index int }
+		}
+		if err := json.Unmarshal([]byte(body(t, r.probes, "/status")), &st); err != nil {
+			t.Fatalf("%s: /status: %v", r.name, err)
+		}
+		if !strings.Contains(st.Member, "#"+r.name+"-") || len(st.Delivered) == 0 || len(st.Delivered) == 8 || st.Undelivered == nil || len(st.Undelivered) != 0 {
+			t.Errorf("%s: /status member %q, delivers %d of 8 ranges, undelivered %v; want its name, a share, none undelivered", r.name, st.Member, len(st.Delivered), st.Undelivered)
+		}
+	}
+	for _, r := range []*replica{b, a} {
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("%s exited with %v after SIGTERM\n%s", r.name, err, p.logs())
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatalf("%s did not exit within 90s of SIGTERM\n%s", r.name, p.logs())
+		}
+	}
+	p.noErrors(a, b)
+}
+
+// body returns the body of GET http://addr+path.
+func body(t *testing.T, addr, path string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // pods is a test cluster with the manifests applied, ConfigMaps, the
 // program built, and a kubelet to run it in pods.
 type pods struct {
 	t        *testing.T
+	c        *testcluster.Cluster
 	cs       kubernetes.Interface
 	kube     *kubeletsim.Kubelet
 	bin      string
@@ -144,7 +211,8 @@ type pods struct {
 }
 
 type replica struct {
-	pod    *kubeletsim.Pod
+	name   string
+	pod    *kubeletsim.Pod // nil: a process outside a pod (startLocal)
 	cmd    *exec.Cmd
 	done   chan error
 	probes string
@@ -173,7 +241,7 @@ func startPods(t *testing.T, objects int) *pods {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	p := &pods{t: t, cs: cs, kube: kubeletsim.New(t, c), bin: bin, port: freePort(t), objects: objects}
+	p := &pods{t: t, c: c, cs: cs, kube: kubeletsim.New(t, c), bin: bin, port: freePort(t), objects: objects}
 	t.Cleanup(func() {
 		if testing.Verbose() {
 			t.Log(p.logs())
@@ -191,8 +259,32 @@ func (p *pods) start(name, ip string, args ...string) *replica {
 	t := p.t
 	pod := p.kube.CreatePod(t, kubeletsim.PodSpec{Namespace: namespace, Name: name,
 		ServiceAccount: serviceAccount, IP: ip, Labels: map[string]string{"app": "sharded-controller"}, Container: "controller"})
-	r := &replica{pod: pod, done: make(chan error, 1), probes: net.JoinHostPort(ip, strconv.Itoa(p.port+1))}
+	r := &replica{name: name, pod: pod, done: make(chan error, 1), probes: net.JoinHostPort(ip, strconv.Itoa(p.port+1))}
 	r.cmd = pod.Command(p.bin, append([]string{"-v=2", "--remote-bind=" + ip, "--remote-port=" + strconv.Itoa(p.port), "--probe-address=" + r.probes}, args...)...)
+	p.run(r)
+	return r
+}
+
+// startLocal runs the program as a process outside any pod, as an
+// operator would on a workstation: the test cluster's kubeconfig, and its
+// etcd for protoactor's etcd provider.
+func (p *pods) startLocal(name, ip string, args ...string) *replica {
+	t := p.t
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := p.c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	r := &replica{name: name, done: make(chan error, 1), probes: net.JoinHostPort(ip, strconv.Itoa(port+1))}
+	r.cmd = exec.Command(p.bin, append([]string{"-v=2", "--kubeconfig=" + kubeconfig, "--provider=etcd", "--etcd=" + p.c.EtcdURL(),
+		"--namespace=" + namespace, "--member-name=" + name, "--remote-bind=" + ip, "--remote-port=" + strconv.Itoa(port), "--probe-address=" + r.probes}, args...)...)
+	p.run(r)
+	return r
+}
+
+// run starts the replica's process and keeps its log.
+func (p *pods) run(r *replica) {
+	t := p.t
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -212,14 +304,13 @@ func (p *pods) start(name, ip string, args ...string) *replica {
 	}()
 	t.Cleanup(func() { _ = r.cmd.Process.Kill() })
 	p.replicas = append(p.replicas, r)
-	return r
 }
 
 // ready plays the kubelet's readiness probe: the pod is ready once its
 // /readyz says so.
 func (p *pods) ready(r *replica) {
 	p.t.Helper()
-	p.eventually(60*time.Second, r.pod.Name+" ready", func() string {
+	p.eventually(60*time.Second, r.name+" ready", func() string {
 		if code := get(r.probes, "/readyz"); code != http.StatusOK {
 			return fmt.Sprintf("/readyz %d", code)
 		}
@@ -244,26 +335,29 @@ func (p *pods) leave(r *replica) {
 		case err := <-r.done:
 			exited = true
 			if err != nil {
-				t.Errorf("%s exited with %v after SIGTERM\n%s", r.pod.Name, err, p.logs())
+				t.Errorf("%s exited with %v after SIGTERM\n%s", r.name, err, p.logs())
 			}
 		case <-deadline:
-			t.Fatalf("%s did not exit within 90s of SIGTERM\n%s", r.pod.Name, p.logs())
+			t.Fatalf("%s did not exit within 90s of SIGTERM\n%s", r.name, p.logs())
 		case <-time.After(20 * time.Millisecond):
 			for _, path := range []string{"/readyz", "/healthz"} {
 				// 0: the probe server has closed, the process exits.
 				if code := get(r.probes, path); code != http.StatusOK && code != 0 {
-					t.Errorf("%s: %s %d while it left", r.pod.Name, path, code)
+					t.Errorf("%s: %s %d while it left", r.name, path, code)
 				}
 			}
 		}
 	}
+	if r.pod == nil {
+		return
+	}
 	r.pod.ContainerExited(t, 0)
-	pod, err := p.cs.CoreV1().Pods(namespace).Get(context.Background(), r.pod.Name, metav1.GetOptions{})
+	pod, err := p.cs.CoreV1().Pods(namespace).Get(context.Background(), r.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if id := pod.Labels[k8s.LabelMemberID]; id != "" {
-		t.Errorf("%s left, its pod still has the provider's member id %s", r.pod.Name, id)
+		t.Errorf("%s left, its pod still has the provider's member id %s", r.name, id)
 	}
 }
 
@@ -331,7 +425,7 @@ func (p *pods) noErrors(rs ...*replica) {
 		r.mu.Lock()
 		for _, l := range r.log {
 			if strings.HasPrefix(l, "E") || strings.Contains(l, "panic") {
-				p.t.Errorf("%s logged: %s", r.pod.Name, l)
+				p.t.Errorf("%s logged: %s", r.name, l)
 			}
 		}
 		r.mu.Unlock()
@@ -342,7 +436,7 @@ func (p *pods) logs() string {
 	var b strings.Builder
 	for _, r := range p.replicas {
 		r.mu.Lock()
-		fmt.Fprintf(&b, "--- %s:\n%s\n", r.pod.Name, strings.Join(r.log[max(0, len(r.log)-40):], "\n"))
+		fmt.Fprintf(&b, "--- %s:\n%s\n", r.name, strings.Join(r.log[max(0, len(r.log)-40):], "\n"))
 		r.mu.Unlock()
 	}
 	return b.String()

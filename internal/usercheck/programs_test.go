@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -132,6 +133,19 @@ func TestShardDocPrograms(t *testing.T) {
 		}
 		return nil
 	}
+	// With no etcd at its address, the member exits at once with an error
+	// that names it, rather than wait for ever in the provider.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	_ = dead.Close()
+	out, err = exec.Command(bins[1], "-kubeconfig", kubeconfig, "-etcd", deadURL, "-namespace", "docs").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), deadURL) || !strings.Contains(string(out), "did not answer within") {
+		t.Errorf("the etcd program with no etcd at %s: %v, want exit 1 with an error naming it\n%s", deadURL, err, out)
+	}
+
 	m1 := start()
 	first := await(m1, synced)
 	if first[2] != strconv.Itoa(objects) || first[3] != "16" {
