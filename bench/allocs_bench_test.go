@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// allocsCheck makes BenchmarkWatchAllocs fail when our informer allocates
+// allocsCheck makes BenchmarkAllocGuard fail when our informer allocates
 // more per event than the baseline in testdata/allocs.txt allows
 // (hack/test.sh sets it).
-var allocsCheck = flag.Bool("bench.allocs-check", false, "fail BenchmarkWatchAllocs above the baseline of testdata/allocs.txt")
+var allocsCheck = flag.Bool("bench.allocs-check", false, "fail BenchmarkAllocGuard above the baseline of testdata/allocs.txt")
 
-// BenchmarkWatchAllocs is the allocation guard: our informer alone in the
+// BenchmarkAllocGuard is the allocation guard: our informer alone in the
 // watch scenario with 1 handler (1,000 pods listed, then 100,000 Modified
 // events), each b.N iteration one run; it reports the median allocations
 // and bytes per event of the watch phase. Counts, not times: they hardly
@@ -24,8 +24,8 @@ var allocsCheck = flag.Bool("bench.allocs-check", false, "fail BenchmarkWatchAll
 // next to nothing. With -bench.allocs-check, a median above the baseline
 // plus the tolerance of testdata/allocs.txt fails:
 //
-//	go test ./bench -run '^$' -bench '^BenchmarkWatchAllocs$' -benchtime 5x -args -bench.allocs-check
-func BenchmarkWatchAllocs(b *testing.B) {
+//	go test ./bench -run '^$' -bench '^BenchmarkAllocGuard$' -benchtime 5x -args -bench.allocs-check
+func BenchmarkAllocGuard(b *testing.B) {
 	sc := &Watch{Keys: 1_000, Events: 100_000, Handlers: 1}
 	sc.Prepare()
 	var allocs, bytes []float64

@@ -88,5 +88,5 @@ if [[ -d bench ]]; then
 	# The allocation guard (counts, not times): our informer's allocations
 	# per event in the watch scenario with 1 handler, median of 5 runs,
 	# must stay within the baseline and tolerance of bench/testdata/allocs.txt.
-	go test -run '^$' -bench '^BenchmarkWatchAllocs$' -benchtime 5x -timeout 5m ./bench -args -bench.allocs-check
+	go test -run '^$' -bench '^BenchmarkAllocGuard$' -benchtime 5x -timeout 5m ./bench -args -bench.allocs-check
 fi
