@@ -17,16 +17,18 @@ import (
 )
 
 // testConsumer records the batches it gets. With auto set it acknowledges
-// each at once; otherwise it waits for a release message.
+// each at once, to the queue, as the indexer's shell does; otherwise it
+// waits for a release message.
 type testConsumer struct {
 	batches chan []Delta
 	auto    bool
 	known   *syncKnown // applied deltas land here, as the indexer would
-	// listed, when set, gets the sender of every Listed.
-	listed chan *actor.PID
+	// listed, when set, is told of every Listed.
+	listed chan struct{}
+	// queue is the queue's mailbox, set once it is spawned.
+	queue atomic.Pointer[actor.PID]
 
-	sender *actor.PID
-	n      int
+	n int
 }
 
 type release struct{}
@@ -41,17 +43,17 @@ func (c *testConsumer) Receive(ctx actor.Context) {
 		if c.auto {
 			// Acknowledge before the test sees the batch, so the queue has
 			// the acknowledgement before anything the test sends next.
-			ctx.Respond(&Processed{Count: len(ds)})
+			ctx.Send(c.queue.Load(), &Processed{Count: len(ds)})
 		} else {
-			c.sender, c.n = ctx.Sender(), len(ds)
+			c.n = len(ds)
 		}
 		c.batches <- ds
 	case *Listed:
 		if c.listed != nil {
-			c.listed <- ctx.Sender()
+			c.listed <- struct{}{}
 		}
 	case release:
-		ctx.Send(c.sender, &Processed{Count: c.n})
+		ctx.Send(c.queue.Load(), &Processed{Count: c.n})
 	}
 }
 
@@ -123,20 +125,18 @@ func TestActor_order(t *testing.T) {
 	defer goleak.VerifyNone(t, leakcheck.Options()...)
 	sys := newSystem(t)
 	sk := &syncKnown{k: newKnown(o("old", 1))}
-	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk, listed: make(chan *actor.PID, 10)}
+	cons := &testConsumer{batches: make(chan []Delta, 100), auto: true, known: sk, listed: make(chan struct{}, 10)}
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{Known: sk, MaxBatch: 2})
 	reports := make(chan any, 10)
 	qpid := sys.Root.Spawn(Props(q, cpid, func(body any) { reports <- body }))
+	cons.queue.Store(qpid)
 
 	sys.Root.Send(qpid, &Replace{Items: []Delta{replaced("a", 1), replaced("b", 1)}, ResourceVersion: "1"})
-	// The consumer is told of the list, with the queue as sender (the
-	// indexer starts its resync checks then).
+	// The consumer is told of the list (the indexer starts its resync
+	// checks then).
 	select {
-	case from := <-cons.listed:
-		if !from.Equal(qpid) {
-			t.Fatalf("Listed from %v, want the queue %v", from, qpid)
-		}
+	case <-cons.listed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no Listed after a Replace")
 	}
@@ -187,6 +187,7 @@ func TestActor_oneBatchInFlight(t *testing.T) {
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{Telemetry: tel})
 	qpid := sys.Root.Spawn(Props(q, cpid, nil))
+	cons.queue.Store(qpid)
 
 	sys.Root.Send(qpid, &Deltas{Items: []Delta{added("a", 1)}})
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1)})
@@ -230,6 +231,7 @@ func TestActor_resumesQueuedDeltas(t *testing.T) {
 	q := New(Config{})
 	q.add([]Delta{added("a", 1), added("b", 1)})
 	qpid := sys.Root.Spawn(Props(q, cpid, nil))
+	cons.queue.Store(qpid)
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1), added("b", 1)})
 	stopBoth(t, sys, cpid, qpid)
 }

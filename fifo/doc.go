@@ -9,12 +9,12 @@
 //     and it is tested without actors. Its input methods (Deltas, Replace,
 //     Resync, Processed, Started) each take one message and return, as
 //     []stage.Msg, what must be sent because of it: the next *Batch, if
-//     any, to stage.ToIndexer with Request; after a Replace, first a
-//     *Listed, with which the indexer (re)starts its resync checks.
+//     any, to stage.ToIndexer; after a Replace, first a *Listed, with
+//     which the indexer (re)starts its resync checks.
 //   - NewActor (or Props) wraps a Queue in a protoactor actor that only
 //     decodes a message, calls the input method and delivers what it
-//     returned. The consumer answers a batch with *Processed (by
-//     ctx.Respond or a plain Send).
+//     returned. The consumer answers a batch with *Processed, sent to the
+//     queue's mailbox (the indexer's shell is given it when spawned).
 //
 // # Ordering and batching
 //

@@ -27,8 +27,7 @@ func (Lifecycle) queueInput()  {}
 //     it: the queue owns it (see NewDeltas), so the caller must not touch
 //     it after.
 //   - *Replace: queues a list or relist (see replace), taking ownership of
-//     its Items, and sends the indexer a *Listed (with Request, so that it
-//     learns the queue) before the next batch.
+//     its Items, and sends the indexer a *Listed before the next batch.
 //   - *Resync: queues a Sync delta for every cached key with nothing
 //     pending (see resync).
 //   - *Processed: acknowledges the in-flight batch (see done), whoever
@@ -38,9 +37,10 @@ func (Lifecycle) queueInput()  {}
 //     come to move them on. The other events do nothing.
 //
 // After each, the next *Batch, if deltas are queued and none is in flight,
-// goes to stage.ToIndexer with Request, so that the indexer can answer with
-// *Processed. When HasSynced turns true, a *Synced goes to
-// stage.ToInformer.
+// goes to stage.ToIndexer, which answers with *Processed. It is a Send,
+// not a Request: the indexer's shell answers at the queue's mailbox, which
+// it was given, and protoactor allocates an envelope for each Request.
+// When HasSynced turns true, a *Synced goes to stage.ToInformer.
 func (q *Queue) Step(in Input) []stage.Msg {
 	q.out.Reset()
 	switch m := in.(type) {
@@ -49,7 +49,7 @@ func (q *Queue) Step(in Input) []stage.Msg {
 		recycle(m)
 	case *Replace:
 		q.replace(m.Items, m.ResourceVersion, m.ListTrace)
-		q.out.Request(stage.ToIndexer, listed)
+		q.out.Send(stage.ToIndexer, listed)
 	case *Resync:
 		q.resync()
 	case *Processed:
@@ -60,7 +60,7 @@ func (q *Queue) Step(in Input) []stage.Msg {
 		}
 	}
 	if b := q.pop(); b != nil {
-		q.out.Request(stage.ToIndexer, b)
+		q.out.Send(stage.ToIndexer, b)
 	}
 	return q.out.Msgs()
 }

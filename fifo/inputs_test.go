@@ -30,9 +30,9 @@ func deltasMsg(ds ...Delta) *Deltas {
 // TestQueueMsgs checks the messages each input returns: whom to, how, and
 // what.
 func TestQueueMsgs(t *testing.T) {
-	const listedMsg = "indexer/request/*fifo.Listed"
+	const listedMsg = "indexer/send/*fifo.Listed"
 	const syncedMsg = "informer/send/*fifo.Synced" // an add before any list syncs at once
-	batch := func(n int) string { return fmt.Sprintf("indexer/request/*fifo.Batch(%d)", n) }
+	batch := func(n int) string { return fmt.Sprintf("indexer/send/*fifo.Batch(%d)", n) }
 	inFlight := func(q *Queue) { q.add([]Delta{added("x", 1)}); q.pop() }
 	for _, tc := range []struct {
 		name  string
@@ -132,7 +132,7 @@ func TestQueueMsgsChain(t *testing.T) {
 			if _, ok := m.Body.(*Synced); ok && m.To == stage.ToInformer {
 				continue
 			}
-			if m.To != stage.ToIndexer || m.Mode != stage.Request {
+			if m.To != stage.ToIndexer || m.Mode != stage.Send {
 				t.Fatalf("message %T to %v by %v", m.Body, m.To, m.Mode)
 			}
 			if b, ok := m.Body.(*Batch); ok {

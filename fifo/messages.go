@@ -85,7 +85,7 @@ type Replace struct {
 func (*Batch) IndexerInput()  {}
 func (*Listed) IndexerInput() {}
 
-// Listed is sent by the queue actor, with Request, to its consumer (the
+// Listed is sent by the queue actor to its consumer (the
 // indexer) each time it gets a Replace: a list or relist is done and the
 // reflector watches from it. client-go's reflector (re)starts its resync
 // check timer at that point; the indexer does the same.

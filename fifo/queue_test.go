@@ -1082,7 +1082,7 @@ func TestQueue_synced(t *testing.T) {
 	}
 	// Through Step: the message of the input that synced.
 	q = New(Config{})
-	if got := msgsString(q.Step(deltasMsg(added("a", 1)))); got != "informer/send/*fifo.Synced indexer/request/*fifo.Batch(1)" {
+	if got := msgsString(q.Step(deltasMsg(added("a", 1)))); got != "informer/send/*fifo.Synced indexer/send/*fifo.Batch(1)" {
 		t.Fatalf("Step: %s", got)
 	}
 }

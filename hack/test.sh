@@ -85,4 +85,8 @@ go test -count=1 -timeout 10m -tags actorinformer_notrace \
 	go test -race -count=1 -timeout 20m ./...)
 if [[ -d bench ]]; then
 	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/...
+	# The allocation guard (counts, not times): our informer's allocations
+	# per event in the watch scenario with 1 handler, median of 5 runs,
+	# must stay within the baseline and tolerance of bench/testdata/allocs.txt.
+	go test -run '^$' -bench '^BenchmarkAllocGuard$' -benchtime 5x -timeout 5m ./bench -args -bench.allocs-check
 fi

@@ -43,7 +43,7 @@ type sendListed struct{}
 // whatever the queue sent before.
 type viaQueue struct{ msg any }
 
-// queueActor stands in for the delta queue: it sends batches with Request
+// queueActor stands in for the delta queue: it sends batches
 // and reports the indexer's answers.
 type queueActor struct {
 	indexer   *actor.PID

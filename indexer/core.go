@@ -65,6 +65,10 @@ type Core struct {
 
 	traced []tracedApply // scratch, reused across batches
 
+	// processed is the acknowledgement sent to the queue: one value, as the
+	// queue has read it before it sends the next batch.
+	processed fifo.Processed
+
 	// cur is the progress of the batch being applied, kept here rather than
 	// in apply's locals so that Recover can finish a batch whose apply
 	// panicked.
@@ -106,6 +110,7 @@ type batchProgress struct {
 	next       int
 	chunk      int
 	items      []Notification
+	batch      *Notifications // holds items' array (see newNotifications)
 	initial    int
 	tracing    bool
 	batchStart time.Time
@@ -310,7 +315,8 @@ func (c *Core) recoverBatch() {
 // acknowledgement, then forgets the batch.
 func (c *Core) endBatch() {
 	c.sendApplied()
-	c.out.Send(stage.ToQueue, &fifo.Processed{Count: len(c.cur.deltas)})
+	c.processed = fifo.Processed{Count: len(c.cur.deltas)}
+	c.out.Send(stage.ToQueue, &c.processed)
 	c.cur = batchProgress{}
 }
 
@@ -320,12 +326,12 @@ func (c *Core) endBatch() {
 // twice.
 func (c *Core) sendApplied() {
 	p := &c.cur
-	items, initial := p.items, p.initial
-	p.items, p.initial = nil, 0
+	items, batch, initial := p.items, p.batch, p.initial
+	p.items, p.batch, p.initial = nil, nil, 0
 	if p.tracing {
 		c.recordSpans(p.deltas, items, p.batchStart)
 	}
-	if n := c.notifications(items, initial); n != nil {
+	if n := c.notifications(batch, items, initial); n != nil {
 		c.route(n)
 	}
 }
@@ -355,7 +361,8 @@ func (c *Core) apply() {
 	}
 
 	if len(c.subs) > 0 {
-		p.items = make([]Notification, 0, len(deltas)-p.next)
+		p.batch = newNotifications(len(deltas) - p.next)
+		p.items = p.batch.Items
 	}
 	c.traced = c.traced[:0]
 	for start := p.next; start < len(deltas); start += chunk {
@@ -366,15 +373,23 @@ func (c *Core) apply() {
 
 // notifications raises the subscribers' counters for items, initial of
 // which are of the first list, and returns the batch to send every
-// subscriber (nil when nothing notifies).
-func (c *Core) notifications(items []Notification, initial int) *Notifications {
+// subscriber, b (which holds items' array) or, if b is nil, a new one; nil
+// when nothing notifies.
+func (c *Core) notifications(b *Notifications, items []Notification, initial int) *Notifications {
 	if len(items) == 0 {
+		if b != nil {
+			b.hold(0)
+		}
 		return nil
 	}
 	for i := range c.subs {
 		c.subs[i].count(len(items), initial)
 	}
-	return &Notifications{Items: items, Syncing: c.syncing}
+	if b == nil {
+		b = &Notifications{}
+	}
+	b.Items, b.Syncing = items, c.syncing
+	return b
 }
 
 // applyChunk applies deltas[start:end] under one write lock hold, appending
@@ -550,10 +565,12 @@ func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 // that the listener gets everything in order. Resync items the listener is not due
 // for are left out of the array (and out of its Sent).
 func (c *Core) route(n *Notifications) {
+	sent := 0
 	for i := range c.subs {
 		s := &c.subs[i]
 		if !s.marked && (len(n.Items) >= compactBelow || s.behind() <= compactAbove) {
 			c.out.Send(s.addr(), n)
+			sent++
 			continue
 		}
 		skipped := 0
@@ -577,6 +594,8 @@ func (c *Core) route(n *Notifications) {
 			c.out.Request(s.addr(), drainMarker)
 		}
 	}
+	// The messages go after Step: the listeners release n after this.
+	n.hold(sent)
 }
 
 // drainMarker is the one DrainMarker value sent.

@@ -884,3 +884,42 @@ func TestSubscribedSetWithTheInitialList(t *testing.T) {
 		t.Fatalf("after the Subscribe: subscribed %v, initial list %d; want true, 1", n.sent.Subscribed.Load(), n.sent.Initial.Load())
 	}
 }
+
+// TestCoreBatchReleased: the batch of the cache's changes sent to two
+// listeners is reused only once both have released it, and then without
+// the objects it referenced; a listener kept back (far behind) is not
+// waited for, and an initial batch (not pooled) is left as it is.
+func TestCoreBatchReleased(t *testing.T) {
+	s := NewStore(nil, nil)
+	c, _ := newTestCore(s)
+	var one, two, far counts
+	c.subscribe(one.subscribe(1))
+	c.subscribe(two.subscribe(2))
+	c.subscribe(far.subscribe(3))
+	far.unseen(compactAbove + 1)
+	n := c.applyAll([]fifo.Delta{delta(fifo.Added, pod("ns", "a", "1")), delta(fifo.Added, pod("ns", "b", "1"))})
+	sentTo := 0
+	for _, m := range c.routeMsgs(n) {
+		if m.Body == any(n) {
+			sentTo++
+		}
+	}
+	if sentTo != 2 || !n.pooled || n.refs.Load() != 2 {
+		t.Fatalf("sent to %d listeners, pooled %v, refs %d; want 2, true, 2", sentTo, n.pooled, n.refs.Load())
+	}
+	items := n.Items
+	n.Release()
+	if len(n.Items) != 2 || items[0].New == nil {
+		t.Fatalf("reused after one release of two: %d items", len(n.Items))
+	}
+	n.Release()
+	if len(n.Items) != 0 || items[0].New != nil || items[1].New != nil || n.Syncing != nil {
+		t.Fatalf("not recycled after the last release: %d items, first %v", len(n.Items), items[0].New)
+	}
+
+	initial := c.subscribe(&Subscribe{ID: 4, Initial: true})
+	initial.Release()
+	if len(initial.Items) != 2 || initial.pooled {
+		t.Fatalf("an initial batch was recycled: %d items", len(initial.Items))
+	}
+}

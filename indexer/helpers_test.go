@@ -143,7 +143,7 @@ func (c *Core) applyAll(deltas []fifo.Delta) *Notifications {
 	if p.tracing {
 		c.recordSpans(deltas, p.items, p.batchStart)
 	}
-	return c.notifications(p.items, p.initial)
+	return c.notifications(p.batch, p.items, p.initial)
 }
 
 // routeMsgs returns what routing n, a batch applyAll returned, sends.

@@ -2,12 +2,14 @@ package indexer
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/actorinformer/actorinformer/fifo"
 	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -193,7 +195,10 @@ func (n *Notification) Key() string {
 }
 
 // Notifications is one batch sent to listeners. The same batch value is
-// shared by every listener: it is read-only once sent.
+// shared by every listener: it is read-only once sent. A listener calls
+// Release once it is done with it (its calls made, or merged into its own
+// pending ones): the batches of the cache's changes, and their arrays, are
+// reused once every listener they were sent to has released them.
 type Notifications struct {
 	Items []Notification
 	// Syncing lists the listeners due for a resync; Sync notifications
@@ -205,6 +210,66 @@ type Notifications struct {
 	// indexer kept back for it, see Core.Drained): the listener may clear
 	// each notification once it has delivered it.
 	Owned bool
+	// pooled marks a value of notificationsPool (newNotifications); refs
+	// counts the listeners it was sent to that have not released it.
+	pooled bool
+	refs   atomic.Int32
+}
+
+// Release tells that a listener the batch was sent to is done with it: it
+// must not read the batch after. Once every one has, a batch the core took
+// from its pool goes back there. A listener that never releases a batch
+// only keeps it from being reused.
+func (n *Notifications) Release() {
+	if n.pooled && n.refs.Add(-1) == 0 {
+		n.recycle()
+	}
+}
+
+// notificationsPool recycles the batches of the cache's changes (see
+// Core.apply): a value and an array per batch would otherwise cost 48
+// bytes per notification.
+var notificationsPool = sync.Pool{New: func() any { return &Notifications{pooled: true} }}
+
+// maxPooledNotifications: a batch whose array grew larger (a relist
+// applied at once) is left to the garbage collector rather than pinned in
+// the pool.
+const maxPooledNotifications = fifo.DefaultMaxBatch
+
+// newNotifications returns an empty batch of the pool with room for n
+// items.
+func newNotifications(n int) *Notifications {
+	b := notificationsPool.Get().(*Notifications)
+	if cap(b.Items) < n {
+		b.Items = make([]Notification, 0, n)
+	}
+	return b
+}
+
+// hold makes the pooled batch n wait for the Release of the listeners
+// it is sent to, k of them, before it is reused; with none, it is reused at
+// once.
+func (n *Notifications) hold(k int) {
+	if !n.pooled {
+		return
+	}
+	if k == 0 {
+		n.recycle()
+		return
+	}
+	n.refs.Store(int32(k))
+}
+
+// recycle gives n back to the pool, without the objects its notifications
+// reference.
+func (n *Notifications) recycle() {
+	if cap(n.Items) > maxPooledNotifications {
+		return
+	}
+	clear(n.Items)
+	n.Items, n.Syncing = n.Items[:0], nil
+	n.Initial, n.Owned = false, false
+	notificationsPool.Put(n)
 }
 
 // SyncsTo reports whether Sync notifications of this batch go to id.

@@ -132,10 +132,11 @@ func (c *Core) Coalesced() bool { return c.pending != nil }
 //
 //   - *indexer.Notifications: a listener that does not coalesce sends the
 //     batch to its handler as one Calls (the handler's side skips the Sync
-//     notifications the batch does not sync to it). A Coalesced one
-//     merges each notification meant for it (a Sync one only if the batch
-//     syncs to it) into the pending ones, and sends the oldest pending key
-//     to the handler runner if it is idle.
+//     notifications the batch does not sync to it), whose Handler.Call
+//     releases the batch. A Coalesced one merges each notification meant
+//     for it (a Sync one only if the batch syncs to it) into the pending
+//     ones, releases the batch, and sends the oldest pending key to the
+//     handler runner if it is idle.
 //   - *indexer.DrainMarker: answers the indexer with *indexer.Drained:
 //     every notification sent before the marker has been delivered (for a
 //     Coalesced handler: delivered or merged into the pending ones, which
@@ -152,11 +153,12 @@ func (c *Core) Step(in Input) []stage.Msg {
 	switch m := in.(type) {
 	case *indexer.Notifications:
 		if c.pending == nil {
-			c.calls = Calls{Items: m.Items, Syncs: m.SyncsTo(c.id), Owned: m.Owned, InitialBatch: m.Initial}
+			c.calls = Calls{Items: m.Items, Syncs: m.SyncsTo(c.id), Owned: m.Owned, InitialBatch: m.Initial, batch: m}
 			c.out.Send(stage.ToHandler(uint64(c.id)), &c.calls)
 			break
 		}
 		c.merge(m)
+		m.Release() // merged: the pending notifications are copies
 		c.schedule()
 	case *indexer.DrainMarker:
 		c.out.Send(stage.ToIndexer, &indexer.Drained{ID: c.id})

@@ -115,13 +115,13 @@ func TestListenerCoreNotifications(t *testing.T) {
 	b1 := pod("b", "1")
 	for _, tc := range []struct {
 		name    string
-		n       indexer.Notifications
+		n       *indexer.Notifications
 		want    []string
 		initial int64
 		syncs   bool
 	}{{
 		name: "calls in order",
-		n: indexer.Notifications{Items: []indexer.Notification{
+		n: &indexer.Notifications{Items: []indexer.Notification{
 			{Type: indexer.NotifyAdd, New: a1, InitialList: true},
 			{Type: indexer.NotifyUpdate, Old: a1, New: a2},
 			{Type: indexer.NotifyDelete, New: b1},
@@ -130,14 +130,14 @@ func TestListenerCoreNotifications(t *testing.T) {
 		initial: 1,
 	}, {
 		name: "sync only when the batch syncs to this listener",
-		n: indexer.Notifications{Syncing: []indexer.ListenerID{9}, Items: []indexer.Notification{
+		n: &indexer.Notifications{Syncing: []indexer.ListenerID{9}, Items: []indexer.Notification{
 			{Type: indexer.NotifyUpdate, Old: a1, New: a1, Sync: true},
 			{Type: indexer.NotifyUpdate, Old: a1, New: a2},
 		}},
 		want: []string{"update ns/a 1->2"},
 	}, {
 		name: "sync to this listener",
-		n: indexer.Notifications{Syncing: []indexer.ListenerID{9, 7}, Items: []indexer.Notification{
+		n: &indexer.Notifications{Syncing: []indexer.ListenerID{9, 7}, Items: []indexer.Notification{
 			{Type: indexer.NotifyUpdate, Old: a1, New: a1, Sync: true},
 		}},
 		want:  []string{"update ns/a 1->1"},
@@ -145,7 +145,7 @@ func TestListenerCoreNotifications(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, p := newCore(7, false)
-			calls := handlerCalls(t, 7, c.Step(&tc.n))
+			calls := handlerCalls(t, 7, c.Step(tc.n))
 			if len(calls) != 1 || calls[0].Syncs != tc.syncs || &calls[0].Items[0] != &tc.n.Items[0] {
 				t.Fatalf("sent %+v; want one Calls viewing the batch, Syncs %v", calls, tc.syncs)
 			}

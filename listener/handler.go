@@ -125,8 +125,10 @@ func (h *Handler) tellSynced() {
 
 // Call makes the calls c asks for, in order: a Sync notification only if
 // c.Syncs, none once the handler is removed or the informer stopped; and
-// accounts for each, every CounterFlush and at the end.
+// accounts for each, every CounterFlush and at the end. Then it releases
+// the indexer's batch c views, if any: c's items must not be read after.
 func (h *Handler) Call(c *Calls) {
+	defer c.release()
 	var done, initial int64
 	items := c.Items
 	for i := range items {
@@ -254,5 +256,14 @@ func (h *Handler) panicked(r any, it *indexer.Notification, span trace.Span) {
 	}
 	if span != nil {
 		telemetry.RecordPanic(span, fmt.Errorf("handler %s panicked on %s of %q: %v", h.name, it.Type, key, r), stack)
+	}
+}
+
+// release lets go of the indexer's batch c views, if any (see
+// indexer.Notifications.Release).
+func (c *Calls) release() {
+	if b := c.batch; b != nil {
+		c.batch, c.Items = nil, nil
+		b.Release()
 	}
 }

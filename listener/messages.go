@@ -42,6 +42,10 @@ type Calls struct {
 	// a running informer: once it is done, the handler has had every
 	// object the cache held (Counters.InitialDone).
 	InitialBatch bool
+	// batch is the indexer's batch Items views, released once the calls
+	// are made (see indexer.Notifications.Release); nil for a Coalesced
+	// handler's pending key.
+	batch *indexer.Notifications
 	// taken is set by Take.
 	taken atomic.Bool
 }

@@ -223,9 +223,12 @@ func (s *source) list(ctx context.Context, req ListRequest) (res ListResult) {
 }
 
 // runWatch opens a watch and reads it in batches: it blocks for one event,
-// then takes what is already waiting (up to MaxBatch) without blocking, and
-// sends the batch to the actor as one message. Once reading, it stops the
-// watcher before it ends, and the actor's Stop waits for that.
+// then takes what is already waiting (up to MaxBatch) without blocking.
+// The actor holds at most one batch at a time: while it does, the reader
+// goes on filling the next one (up to MaxBatch events, then it waits),
+// which it sends when the actor gives the previous one back (see
+// WatchEvents). Once reading, it stops the watcher before it ends, and the
+// actor's Stop waits for that.
 func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 	if ctx.Err() != nil || !s.begin(&s.calls) {
 		return
@@ -248,47 +251,70 @@ func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 		// Before its events, in the same mailbox.
 		s.root.Send(s.self, &WatchOpened{Gen: req.Gen})
 	}
-	ch := w.ResultChan()
-	// The batch's receive time: for root spans, and the event age metric.
-	tracing := s.r.tel.Tracing() || s.r.tel.Metrics.Enabled()
-	maxBatch := s.r.maxBatch
+	r := watchReader{ch: w.ResultChan(), max: s.r.maxBatch, stamp: s.r.tel.Tracing() || s.r.tel.Metrics.Enabled()}
+	back := make(chan *WatchEvents, 1)
+	// spare is the batch the actor gave back: while it is nil, the actor
+	// holds a batch.
+	cur, spare := newWatchEvents(req.Gen, back), newWatchEvents(req.Gen, back)
 	for {
-		var ev watch.Event
-		var ok bool
+		if len(cur.Events) > 0 && spare != nil {
+			s.root.Send(s.self, cur)
+			cur, spare = spare, nil
+			continue
+		}
+		in := r.ch
+		if len(cur.Events) >= r.max {
+			in = nil // full: wait for the actor
+		}
+		var returned <-chan *WatchEvents
+		if spare == nil {
+			returned = back
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok = <-ch:
-		}
-		if !ok {
-			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
-			return
-		}
-		msg := newWatchEvents(req.Gen)
-		if tracing {
-			msg.At = time.Now()
-		}
-		msg.Events = append(msg.Events, ev)
-		open := true
-	drain:
-		for len(msg.Events) < maxBatch {
-			select {
-			case ev, ok = <-ch:
-				if !ok {
-					open = false
-					break drain
+		case spare = <-returned:
+		case ev, ok := <-in:
+			if ok {
+				ok = r.take(cur, ev)
+			}
+			if !ok {
+				if len(cur.Events) > 0 {
+					s.root.Send(s.self, cur)
 				}
-				msg.Events = append(msg.Events, ev)
-			default:
-				break drain
+				s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
+				return
 			}
 		}
-		s.root.Send(s.self, msg)
-		if !open {
-			s.root.Send(s.self, &WatchEnded{Gen: req.Gen})
-			return
+	}
+}
+
+// watchReader is how runWatch reads its watch's result channel.
+type watchReader struct {
+	ch    <-chan watch.Event
+	max   int  // events per batch
+	stamp bool // set WatchEvents.At
+}
+
+// take appends ev to b, then what is already waiting, without blocking,
+// up to r.max events; false once the channel is closed.
+func (r *watchReader) take(b *WatchEvents, ev watch.Event) bool {
+	if len(b.Events) == 0 && r.stamp {
+		b.At = time.Now()
+	}
+	b.Events = append(b.Events, ev)
+	for len(b.Events) < r.max {
+		select {
+		case ev, ok := <-r.ch:
+			if !ok {
+				return false
+			}
+			b.Events = append(b.Events, ev)
+		default:
+			return true
 		}
 	}
+	return true
 }
 
 func (s *source) openWatch(ctx context.Context, req WatchRequest) (w watch.Interface, err error) {

@@ -846,10 +846,10 @@ func TestMachineWatchListTracing(t *testing.T) {
 	}
 }
 
-// TestWatchEventsRecycled: Step gives a WatchEvents of the watch reader's
-// pool back once it has taken its events, without the objects they
-// reference; one it did not take from the pool (a caller's) is left as it
-// is.
+// TestWatchEventsRecycled: Step gives a WatchEvents of a watch reader back
+// to it once it has taken its events, without the objects they reference;
+// one of another sender is left as it is; and giving one back never
+// blocks, also when the reader takes nothing more.
 func TestWatchEventsRecycled(t *testing.T) {
 	h := newHarness(t, nil)
 	w := h.startWatching("1")
@@ -863,13 +863,26 @@ func TestWatchEventsRecycled(t *testing.T) {
 		t.Fatalf("a caller's WatchEvents was changed: %+v", mine)
 	}
 
-	pooled := newWatchEvents(w.Gen)
-	pooled.Events = append(pooled.Events, ev(watch.Modified, pod("a", "3")))
-	events := pooled.Events
-	if out := h.m.Step(pooled); len(out) == 0 {
-		t.Fatal("the pooled batch's events were not taken")
+	back := make(chan *WatchEvents, 1)
+	reader := newWatchEvents(w.Gen, back)
+	reader.Events = append(reader.Events, ev(watch.Modified, pod("a", "3")))
+	reader.At = time.Now()
+	events := reader.Events
+	if out := h.m.Step(reader); len(out) == 0 {
+		t.Fatal("the reader's batch's events were not taken")
 	}
-	if pooled.Gen != 0 || len(pooled.Events) != 0 || events[0].Object != nil || !pooled.pooled {
-		t.Fatalf("a pooled WatchEvents was not recycled: %+v, its array holds %v", pooled, events[0].Object)
+	select {
+	case got := <-back:
+		if got != reader || got.Gen != w.Gen || len(got.Events) != 0 || !got.At.IsZero() || events[0].Object != nil {
+			t.Fatalf("a reader's WatchEvents was not given back emptied: %+v, its array holds %v", got, events[0].Object)
+		}
+	default:
+		t.Fatal("a reader's WatchEvents was not given back")
+	}
+	// A reader that has stopped: its channel is full, nobody takes it.
+	back <- newWatchEvents(w.Gen, back)
+	h.m.Step(reader)
+	if len(back) != 1 {
+		t.Fatalf("%d batches given back", len(back))
 	}
 }

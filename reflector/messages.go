@@ -1,7 +1,6 @@
 package reflector
 
 import (
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,43 +84,42 @@ type WatchFailed struct {
 // a watch; it comes before the watch's events.
 type WatchOpened struct{ Gen uint64 }
 
-// WatchEvents carries one batch of watch events: the first one the reader
-// blocked for, then whatever was already waiting. The Machine does not
-// keep Events. The watch reader takes its WatchEvents from a pool, and the
-// Machine's Step gives them back once it has taken their events: a busy
-// watch sends one per handful of events.
+// WatchEvents carries one batch of watch events: those the watch reader
+// took while the Machine held the previous batch, or the first one it
+// blocked for and whatever was already waiting. The Machine does not keep
+// Events. The reader has two WatchEvents, and the Machine's Step gives
+// each back once it has taken its events: a busy watch sends one message
+// per batch the Machine can take, not one per handful of events.
 type WatchEvents struct {
 	Gen    uint64
 	Events []watch.Event
-	// At is when the batch arrived; zero unless tracing or metrics are on.
+	// At is when the batch's first event arrived; zero unless tracing or
+	// metrics are on.
 	At time.Time
-	// pooled marks a value of watchEventsPool (newWatchEvents): only those
-	// are recycled.
-	pooled bool
+	// back is where the reader takes it back (see recycle); nil for a
+	// WatchEvents of another sender.
+	back chan<- *WatchEvents
 }
 
-var watchEventsPool = sync.Pool{New: func() any { return &WatchEvents{pooled: true} }}
-
-// maxPooledEvents: a WatchEvents whose array grew larger (a burst, a large
-// Config.MaxBatch) is left to the garbage collector.
-const maxPooledEvents = DefaultMaxBatch
-
-// newWatchEvents returns an empty WatchEvents of the pool, for gen.
-func newWatchEvents(gen uint64) *WatchEvents {
-	w := watchEventsPool.Get().(*WatchEvents)
-	w.Gen = gen
-	return w
+// newWatchEvents returns an empty WatchEvents of a reader of the watch
+// gen, which recycle gives back on back.
+func newWatchEvents(gen uint64, back chan<- *WatchEvents) *WatchEvents {
+	return &WatchEvents{Gen: gen, back: back}
 }
 
-// recycle gives w back to the pool, without the objects its events
-// reference, if it came from there.
+// recycle gives w back to its reader, without the objects its events
+// reference, if it came from one. It never blocks: a reader that has
+// stopped takes nothing back.
 func (w *WatchEvents) recycle() {
-	if !w.pooled || cap(w.Events) > maxPooledEvents {
+	if w.back == nil {
 		return
 	}
 	clear(w.Events)
-	*w = WatchEvents{Events: w.Events[:0], pooled: true}
-	watchEventsPool.Put(w)
+	w.Events, w.At = w.Events[:0], time.Time{}
+	select {
+	case w.back <- w:
+	default:
+	}
 }
 
 // WatchEnded reports that a watch's result channel closed.
