@@ -201,7 +201,9 @@ func (p plainHandler) OnDelete(ctx context.Context, obj any)            { p.l.On
 // after it, the range published as delivered again, and the handoff's
 // tombstones waiting in the gate until a claim was valid again (the next
 // incarnation's, which the test plays by setting validUntil), then
-// delivered on a range another member may own.
+// delivered on a range another member may own. In a testing/synctest
+// bubble, as the other tests of the rig: the waits run on the bubble's
+// clock, and the test fails if a goroutine it started is left blocked.
 func TestFenceDuringActivation(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -217,39 +219,43 @@ func TestFenceDuringActivation(t *testing.T) {
 		drop: func(rig *effectRig) { rig.io.stop() },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rig := newEffectRig(t, time.Hour)
-			var h callLog
-			if _, err := rig.s.AddContextEventHandler(&h); err != nil {
-				t.Fatal(err)
-			}
-			ri := rig.start()
-			rig.activate("20") // the informer stays at 10
-			eventually(t, "the activation did not start", func() bool {
-				if ri.switching.TryLock() {
-					ri.switching.Unlock()
-					return false
+			synctest.Test(t, func(t *testing.T) {
+				rig := newEffectRig(t, time.Hour)
+				var h callLog
+				if _, err := rig.s.AddContextEventHandler(&h); err != nil {
+					t.Fatal(err)
 				}
-				return true
-			})
-			tc.drop(rig)
-			// The next incarnation's claim.
-			rig.s.validUntil.Store(int64(rig.s.now() + time.Hour))
-			eventually(t, "the activation did not end", func() bool {
-				if ri.switching.TryLock() {
-					ri.switching.Unlock()
+				ri := rig.start()
+				rig.activate("20") // the informer stays at 10
+				eventually(t, "the activation did not start", func() bool {
+					if ri.switching.TryLock() {
+						ri.switching.Unlock()
+						return false
+					}
 					return true
+				})
+				tc.drop(rig)
+				// The next incarnation's claim.
+				rig.s.validUntil.Store(int64(rig.s.now() + time.Hour))
+				eventually(t, "the activation did not end", func() bool {
+					if ri.switching.TryLock() {
+						ri.switching.Unlock()
+						return true
+					}
+					return false
+				})
+				if got := h.get(); len(got) != 0 {
+					t.Errorf("calls after the range was dropped: %s; want none", strings.Join(got, ", "))
 				}
-				return false
+				if d := *rig.s.delivered.Load(); len(d) != 0 {
+					t.Errorf("%d ranges published as delivered after the range was dropped", len(d))
+				}
+				if ri.delivering.Load() {
+					t.Error("the dropped range is delivering")
+				}
+				rig.stop()
+				time.Sleep(time.Minute) // the actor system's dead-letter throttle
 			})
-			if got := h.get(); len(got) != 0 {
-				t.Errorf("calls after the range was dropped: %s; want none", strings.Join(got, ", "))
-			}
-			if d := *rig.s.delivered.Load(); len(d) != 0 {
-				t.Errorf("%d ranges published as delivered after the range was dropped", len(d))
-			}
-			if ri.delivering.Load() {
-				t.Error("the dropped range is delivering")
-			}
 		})
 	}
 }
