@@ -167,62 +167,74 @@ func learnPositions(known map[int]position, objs []any, ranges int) (malformed [
 	return malformed
 }
 
-// replayWatch bounds one watch of a replay: the API server ends it after
-// replayTimeout seconds, and sends a bookmark with its newest version two
-// seconds before (kube-apiserver's watch cache), which is how a replay of
-// a range with no change since the list ends. A watch that sent nothing
-// for replayWatch (a server without bookmarks) ends the replay with what
-// it found. Vars for tests.
+// replayTimeout bounds each watch of a replay: the API server ends it
+// after that many seconds, having sent every change of the range after
+// the version it started from that it had. A watch that the server ended
+// so with no change at all ends the replay: the range had none since. A
+// watch that ends sooner with nothing (a broken stream) is opened again,
+// up to replayTries times; one that sends nothing for replayWatch (the
+// server's deadline did not come) ends the replay short. Vars for tests.
 var (
-	replayTimeout int64 = 3
+	replayTimeout int64 = 1
 	replayWatch         = 5 * time.Second
+	replayTries         = 3
 )
 
 // replay watches range lw's objects from version from until it has seen a
-// version at or past to, and returns the objects whose last event then
-// was a delete, by key, in their last state. complete is false when the
-// watches ended without reaching to (an error: 410 Gone once the version
-// left the API server's window).
+// version at or past to, or a whole watch with no change, and returns the
+// objects whose last event then was a delete, by key, in their last
+// state. complete is false when the watches ended without either (an
+// error: 410 Gone once the version left the API server's window).
 func replay(ctx context.Context, lw *rangeLW, from, to int64) (deleted map[string]runtime.Object, complete bool, err error) {
 	deleted = map[string]runtime.Object{}
 	at := from
-	for at < to {
-		progressed, err := replayOnce(ctx, lw, &at, to, deleted)
-		if err != nil {
+	for tries := 0; at < to; {
+		progressed, ended, err := replayOnce(ctx, lw, &at, to, deleted)
+		switch {
+		case err != nil:
 			return deleted, false, err
-		}
-		if !progressed {
-			return deleted, false, nil
+		case progressed:
+			tries = 0
+		case ended:
+			return deleted, true, nil
+		default:
+			if tries++; tries >= replayTries {
+				return deleted, false, nil
+			}
 		}
 	}
 	return deleted, true, nil
 }
 
-func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted map[string]runtime.Object) (bool, error) {
+// replayOnce runs one watch of a replay. ended: the server ended it at its
+// deadline, after every change up to then.
+func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted map[string]runtime.Object) (progressed, ended bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, replayWatch)
 	defer cancel()
 	timeout := replayTimeout
+	begun := time.Now()
 	w, err := watchWith(ctx, lw.inner, lw.options(metav1.ListOptions{
 		ResourceVersion: strconv.FormatInt(*at, 10), AllowWatchBookmarks: true, TimeoutSeconds: &timeout}))
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer w.Stop()
-	progressed := false
 	for {
 		var e watch.Event
 		var ok bool
 		select {
 		case e, ok = <-w.ResultChan():
 		case <-ctx.Done():
-			ok = false
+			return progressed, false, nil
 		}
 		if !ok {
-			return progressed, nil
+			// Closed by the server at its deadline (a little early on our
+			// clock is still its deadline), or sooner (a broken stream).
+			return progressed, time.Since(begun) >= time.Duration(timeout)*time.Second-100*time.Millisecond, nil
 		}
 		switch e.Type {
 		case watch.Error:
-			return progressed, fmt.Errorf("the watch from %d: %v", *at, errorOf(e.Object))
+			return progressed, false, fmt.Errorf("the watch from %d: %v", *at, errorOf(e.Object))
 		case watch.Added, watch.Modified, watch.Deleted:
 			if !lw.in(e.Object) {
 				continue
@@ -241,7 +253,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			*at, progressed = n, true
 		}
 		if *at >= to {
-			return true, nil
+			return true, false, nil
 		}
 	}
 }

@@ -214,10 +214,11 @@ func (s *memServer) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 			w.push(e)
 		}
 	}
-	if opts.AllowWatchBookmarks && opts.TimeoutSeconds != nil && *opts.TimeoutSeconds <= 3 {
-		// kube-apiserver's watch cache sends a bookmark with its newest
-		// version 2 s before a watch's deadline: at once for so short a one.
-		w.pushBookmark(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.FormatInt(s.rv, 10)}})
+	if opts.TimeoutSeconds != nil && *opts.TimeoutSeconds <= 1 {
+		// A short watch (a replay's) ends at its deadline, as
+		// kube-apiserver ends it; longer ones (the informers') outlive
+		// the tests.
+		time.AfterFunc(time.Duration(*opts.TimeoutSeconds)*time.Second, w.Stop)
 	}
 	s.watchers[w] = struct{}{}
 	go w.run()
