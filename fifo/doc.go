@@ -100,7 +100,9 @@
 // cached key. Acknowledged slots are zeroed at once. The array is compacted when
 // at least half of it is free space in front (amortized O(1) per delta),
 // reallocated when full (never moving the in-flight batch, which the
-// consumer may be reading), and shrunk or dropped after a burst. A list that
+// consumer may be reading), and dropped when the queue drains once no
+// backlog has needed a quarter of it for a second (not at once: a busy
+// watch's backlog comes and goes). A list that
 // arrives while the queue holds nothing and has no tombstone becomes the
 // array as it is (its bookmark goes in a spare slot, if it has one), and is
 // dropped when the queue drains. Deltas and the hand-off allocate nothing

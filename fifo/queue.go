@@ -100,10 +100,21 @@ type Queue struct {
 	lastPeak    int
 	clearMapLen int // clearMapLen, or less in tests
 	// shrinkCap: when the queue drains and its backing array is larger, the
-	// array is dropped so a burst does not pin memory. An array adopted from
-	// a Replace (listBuf) is dropped whatever its size: lists are rare.
+	// array is dropped so a burst does not pin memory, once no backlog
+	// (peak: the most live deltas since the last drain) has needed a
+	// quarter of it for keepBurst (bigAt: when one last did). Until then
+	// it keeps the array its largest backlog needed, also while the
+	// backlog ebbs: dropping or shrinking it at once made a busy watch,
+	// whose backlog comes and goes, grow a new array from nothing every
+	// few batches. The price: a queue whose events stop within keepBurst of
+	// a burst keeps that array (48 bytes per delta of the burst's backlog)
+	// until it drains again, when events come. An array adopted from a
+	// Replace (listBuf) is dropped at the first drain whatever its size:
+	// lists are rare.
 	shrinkCap int
 	listBuf   bool
+	peak      int
+	bigAt     time.Time
 
 	// batches alternate between pops, so a Batch value is rewritten only two
 	// batches later, when the consumer is long done with it.
@@ -489,13 +500,12 @@ func (q *Queue) done(n int) {
 		case len(q.last) >= q.clearMapLen:
 			clear(q.last)
 		}
-		if cap(q.buf) > q.shrinkCap || q.listBuf {
+		if q.oversized() || q.listBuf {
 			q.relocate(0)
 		} else {
 			q.relocate(inPlace)
 		}
-	case cap(q.buf) > q.shrinkCap && 4*live < cap(q.buf):
-		q.relocate(max(2*live, minCap))
+		q.peak = 0
 	case q.lo >= live:
 		// At least as much free space in front as live deltas: compact.
 		// Each delta is moved at most once per slot freed before it, so
@@ -505,6 +515,25 @@ func (q *Queue) done(n int) {
 	if q.populated && !q.synced.Load() && q.seq(q.lo) >= q.initialEnd {
 		q.markSynced()
 	}
+}
+
+// keepBurst is how long a drained queue keeps an array larger than
+// shrinkCap after a backlog last needed a quarter of it.
+const keepBurst = time.Second
+
+// oversized tells, as the queue drains, whether its array is larger than
+// shrinkCap and no backlog has needed a quarter of it for keepBurst: then
+// it goes.
+func (q *Queue) oversized() bool {
+	if cap(q.buf) <= q.shrinkCap {
+		return false
+	}
+	now := q.now()
+	if 4*q.peak >= cap(q.buf) {
+		q.bigAt = now
+		return false
+	}
+	return now.Sub(q.bigAt) >= keepBurst
 }
 
 // push appends one delta, stamping its trace with the queue depth.
@@ -610,6 +639,7 @@ func (q *Queue) record(queued, merged int) {
 }
 
 func (q *Queue) setLen() {
+	q.peak = max(q.peak, len(q.buf)-q.lo)
 	n := int64(len(q.buf) - q.head)
 	q.length.Store(n)
 	q.t.Metrics.QueueBacklog.Store(n)

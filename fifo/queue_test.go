@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 	"unsafe"
 
 	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
@@ -789,21 +791,47 @@ func TestQueue_bounded(t *testing.T) {
 			t.Fatalf("cap %d for ~20 live deltas", maxCap)
 		}
 	})
-	t.Run("burst then shrink", func(t *testing.T) {
-		q := New(Config{MaxBatch: 10})
-		for i := range 100000 {
-			q.add([]Delta{added("a", i)})
+	t.Run("burst, kept for a second", func(t *testing.T) {
+		clk := testingclock.NewFakePassiveClock(time.Unix(1000, 0))
+		q := New(Config{MaxBatch: 10, Clock: clk})
+		burst := func() {
+			for i := range 100000 {
+				q.add([]Delta{added("a", i)})
+			}
 		}
+		small := func() {
+			q.add([]Delta{added("a", 0)})
+			popAll(t, q)
+		}
+		burst()
 		for range 9000 {
 			q.pop()
 			q.done(q.head - q.lo)
 		}
-		if c := cap(q.buf); c > 4*(q.Len()+10)+minCap {
-			t.Fatalf("cap %d for %d live deltas after a burst", c, q.Len())
+		// Not shrunk while the burst drains, nor dropped when it has: a
+		// backlog that comes and goes would only grow it again.
+		c := cap(q.buf)
+		if c < 100000 {
+			t.Fatalf("cap %d for a burst of 100,000", c)
 		}
 		popAll(t, q)
+		clk.SetTime(clk.Now().Add(keepBurst / 2))
+		small()
+		if cap(q.buf) != c {
+			t.Fatalf("cap %d, then %d within a second of the burst", c, cap(q.buf))
+		}
+		// A burst within the second starts it again.
+		burst()
+		popAll(t, q)
+		clk.SetTime(clk.Now().Add(keepBurst / 2))
+		small()
+		if cap(q.buf) != c {
+			t.Fatalf("cap %d, then %d within a second of the second burst", c, cap(q.buf))
+		}
+		clk.SetTime(clk.Now().Add(keepBurst / 2))
+		small()
 		if cap(q.buf) > q.shrinkCap {
-			t.Fatalf("cap %d kept after draining a burst", cap(q.buf))
+			t.Fatalf("cap %d kept a second after the last burst", cap(q.buf))
 		}
 	})
 }
