@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// CheckEtcd asks each endpoint of cfg for its status and returns nil once
-// one answers, or an error naming the endpoints and why each failed, after
-// cfg.DialTimeout (5 s if unset), or as soon as ctx ends. Call it before
+// CheckEtcd asks the etcd cluster at cfg's endpoints for its members and
+// returns nil once one endpoint answers, or an error naming the endpoints
+// and why, after cfg.DialTimeout (5 s if unset), or as soon as ctx ends. Call it before
 // c.StartMember() with protoactor's etcd provider: the provider's etcd
 // calls have no deadline, so with no etcd to answer StartMember waits for
 // ever, logs nothing and ignores the process's signals.
@@ -37,30 +37,16 @@ func CheckEtcd(ctx context.Context, cfg clientv3.Config) error {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	type answer struct {
-		endpoint string
-		err      error
-	}
-	answers := make(chan answer, len(cfg.Endpoints))
-	for _, ep := range cfg.Endpoints {
-		go func() {
-			_, err := cli.Status(ctx, ep)
-			answers <- answer{ep, err}
-		}()
-	}
-	var failed []string
-	for range cfg.Endpoints {
-		a := <-answers
-		if a.err == nil {
-			return nil
-		}
-		failed = append(failed, fmt.Sprintf("%s: %v", a.endpoint, a.err))
+	// Any endpoint may answer: the client's balancer picks one that is up.
+	_, err = cli.MemberList(ctx)
+	if err == nil {
+		return nil
 	}
 	why := fmt.Sprintf("did not answer within %v", timeout)
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
 		why = "not reached before the start was cancelled"
 	}
-	return fmt.Errorf("shard: etcd %s (%s): the cluster's provider cannot register this member there", why, strings.Join(failed, "; "))
+	return fmt.Errorf("shard: etcd at %s %s (%v): the cluster's provider cannot register this member there", strings.Join(cfg.Endpoints, ", "), why, err)
 }
 
 // StartMember runs c.StartMember() and returns once it has returned, with
