@@ -1,4 +1,4 @@
-package etcdcheck
+package etcdcheck_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
-	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/shard/etcdcheck"
 )
 
 // deadAddress is a loopback address nothing listens on: a port that was
@@ -27,35 +27,35 @@ func deadAddress(t *testing.T) string {
 	return addr
 }
 
-// With no etcd at the endpoint, CheckEtcd fails after the dial timeout
+// With no etcd at the endpoint, Check fails after the dial timeout
 // with an error naming the endpoint, and at once when its context ends (a
 // signal).
 func TestCheckEtcdUnreachable(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	endpoint := "http://" + deadAddress(t)
-	err := shard.CheckEtcd(context.Background(), clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 300 * time.Millisecond})
+	err := etcdcheck.Check(context.Background(), clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 300 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), endpoint) || !strings.Contains(err.Error(), "did not answer within 300ms") {
-		t.Fatalf("CheckEtcd: %v; want an error naming %s and the timeout", err, endpoint)
+		t.Fatalf("Check: %v; want an error naming %s and the timeout", err, endpoint)
 	}
 	t.Log(err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- shard.CheckEtcd(ctx, clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Hour})
+		done <- etcdcheck.Check(ctx, clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Hour})
 	}()
 	cancel()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), endpoint) || !strings.Contains(err.Error(), "cancelled") {
-			t.Fatalf("CheckEtcd cancelled: %v; want an error naming %s and the cancellation", err, endpoint)
+			t.Fatalf("Check cancelled: %v; want an error naming %s and the cancellation", err, endpoint)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("CheckEtcd did not return once its context was cancelled")
+		t.Fatal("Check did not return once its context was cancelled")
 	}
 
-	if err := shard.CheckEtcd(context.Background(), clientv3.Config{}); err == nil {
-		t.Error("CheckEtcd with no endpoint: no error")
+	if err := etcdcheck.Check(context.Background(), clientv3.Config{}); err == nil {
+		t.Error("Check with no endpoint: no error")
 	}
 	// The etcd client's goroutines end with it (and before another test
 	// starts a remote, which sets grpc's global logger under them).
