@@ -2,66 +2,10 @@ package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
-
-// CheckEtcd asks each endpoint of cfg for its status and returns nil once
-// one answers, or an error naming the endpoints and why each failed, after
-// cfg.DialTimeout (5 s if unset), or as soon as ctx ends. Call it before
-// c.StartMember() with protoactor's etcd provider: the provider's etcd
-// calls have no deadline, so with no etcd to answer StartMember waits for
-// ever, logs nothing and ignores the process's signals.
-func CheckEtcd(ctx context.Context, cfg clientv3.Config) error {
-	if len(cfg.Endpoints) == 0 {
-		return errors.New("shard: no etcd endpoint")
-	}
-	timeout := cfg.DialTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zap.NewNop() // its errors are in the one returned
-	}
-	cfg.Context = ctx
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return fmt.Errorf("shard: etcd at %s: %w", strings.Join(cfg.Endpoints, ", "), err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type answer struct {
-		endpoint string
-		err      error
-	}
-	answers := make(chan answer, len(cfg.Endpoints))
-	for _, ep := range cfg.Endpoints {
-		go func() {
-			_, err := cli.Status(ctx, ep)
-			answers <- answer{ep, err}
-		}()
-	}
-	var failed []string
-	for range cfg.Endpoints {
-		a := <-answers
-		if a.err == nil {
-			return nil
-		}
-		failed = append(failed, fmt.Sprintf("%s: %v", a.endpoint, a.err))
-	}
-	why := fmt.Sprintf("did not answer within %v", timeout)
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		why = "not reached before the start was cancelled"
-	}
-	return fmt.Errorf("shard: etcd %s (%s): the cluster's provider cannot register this member there", why, strings.Join(failed, "; "))
-}
 
 // StartMember runs c.StartMember() and returns once it has returned, with
 // the error it panics with (protoactor's providers panic when they cannot

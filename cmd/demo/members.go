@@ -202,6 +202,9 @@ func (f *fleet) add() (*member, error) {
 		shard.WithRanges(f.cfg.ranges),
 		shard.WithResyncPeriod(f.cfg.resync),
 		shard.WithIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		// The members share the demo's MeterProvider: their metrics carry
+		// the member's name, which must differ (the host's is one).
+		shard.WithMemberName(name),
 		shard.WithInformerOptions(opts...))
 	if err != nil {
 		m.shutdownCluster()

@@ -64,6 +64,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/shard/etcdcheck"
 )
 
 type config struct {
@@ -149,7 +150,7 @@ func run(ctx context.Context, cfg config) error {
 				DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
 			// The provider waits for ever, silently, for an etcd it
 			// cannot reach.
-			if err := shard.CheckEtcd(ctx, etcdCfg); err != nil {
+			if err := etcdcheck.Check(ctx, etcdCfg); err != nil {
 				return nil, err
 			}
 			if provider, err = etcd.NewWithConfig("/sharded-controller", etcdCfg, etcd.WithKeepAliveTTL(3*time.Second)); err != nil {
