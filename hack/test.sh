@@ -48,7 +48,7 @@ go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutan
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).
 # Their files say //go:build !race; they run here in the normal build,
 # with the soak of leaves and joins during a burst of deletes.
-ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestShardFilterMode|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce' ./shard/ ./e2e/
+ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestShardFilterMode|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember' ./shard/ ./e2e/
 # The nemesis, short run: member processes on kube-apiserver with the
 # gate, each fault once in a group of its own (pause, partitions, cuts from
 # etcd and the API server, an etcd restart, kill, leave, a join during
