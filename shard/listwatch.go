@@ -186,12 +186,7 @@ func (lw *rangeLW) takeDeleted() map[string]runtime.Object {
 	defer lw.mu.Unlock()
 	d := lw.deleted
 	lw.recording, lw.deleted = false, nil
-	for k, o := range d {
-		if o == nil {
-			delete(d, k)
-		}
-	}
-	return d
+	return stillGone(d)
 }
 
 // errPaused fails the lists of a paused range.
@@ -577,13 +572,7 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 		case watch.Added, watch.Modified, watch.Deleted:
 			lw.note(objectRV(e.Object), true)
 			if lw.recording {
-				if k, err := cache.MetaNamespaceKeyFunc(e.Object); err == nil {
-					if e.Type == watch.Deleted {
-						lw.deleted[k] = e.Object
-					} else {
-						lw.deleted[k] = nil
-					}
-				}
+				noteDelete(lw.deleted, e)
 			}
 		case watch.Bookmark:
 			lw.note(objectRV(e.Object), false)

@@ -192,18 +192,42 @@ func replay(ctx context.Context, lw *rangeLW, from, to int64) (deleted map[strin
 		progressed, ended, err := replayOnce(ctx, lw, &at, to, deleted)
 		switch {
 		case err != nil:
-			return deleted, false, err
+			return stillGone(deleted), false, err
 		case progressed:
 			tries = 0
 		case ended:
-			return deleted, true, nil
+			return stillGone(deleted), true, nil
 		default:
 			if tries++; tries >= replayTries {
-				return deleted, false, nil
+				return stillGone(deleted), false, nil
 			}
 		}
 	}
-	return deleted, true, nil
+	return stillGone(deleted), true, nil
+}
+
+// noteDelete records an object event in deleted: a delete's object by
+// key, nil once the key is added or changed again.
+func noteDelete(deleted map[string]runtime.Object, e watch.Event) {
+	k, err := cache.MetaNamespaceKeyFunc(e.Object)
+	if err != nil {
+		return
+	}
+	if e.Type == watch.Deleted {
+		deleted[k] = e.Object
+	} else {
+		deleted[k] = nil
+	}
+}
+
+// stillGone drops from deleted the keys added again since their delete.
+func stillGone(deleted map[string]runtime.Object) map[string]runtime.Object {
+	for k, o := range deleted {
+		if o == nil {
+			delete(deleted, k)
+		}
+	}
+	return deleted
 }
 
 // replayOnce runs one watch of a replay. ended: the server ended it at its
@@ -239,15 +263,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			if !lw.in(e.Object) {
 				continue
 			}
-			k, kerr := cache.MetaNamespaceKeyFunc(e.Object)
-			if kerr != nil {
-				continue
-			}
-			if e.Type == watch.Deleted {
-				deleted[k] = e.Object
-			} else {
-				delete(deleted, k)
-			}
+			noteDelete(deleted, e)
 		}
 		if n, perr := strconv.ParseInt(objectRV(e.Object), 10, 64); perr == nil && n > *at {
 			*at, progressed = n, true
@@ -268,9 +284,7 @@ func errorOf(obj runtime.Object) string {
 // resumed is what a range taken over without a handoff needs for its
 // activation: the objects deleted since the position it resumed from.
 type resumed struct {
-	from     position
-	deleted  map[string]runtime.Object
-	complete bool
+	deleted map[string]runtime.Object
 }
 
 // missingSince returns the objects of rs deleted since its position, and

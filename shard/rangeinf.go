@@ -566,7 +566,7 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	from := ri.resumeFrom
 	to, err := strconv.ParseInt(ri.inf.LastSyncResourceVersion(), 10, 64)
 	if err != nil || to <= from.version {
-		ri.resume = &resumed{from: from, complete: true}
+		ri.resume = &resumed{}
 		return
 	}
 	begun := time.Now()
@@ -575,7 +575,7 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	if ctx.Err() != nil {
 		return // stopped meanwhile
 	}
-	ri.resume = &resumed{from: from, deleted: deleted, complete: complete}
+	ri.resume = &resumed{deleted: deleted}
 	s.warm.resumes.Add(1)
 	if !complete {
 		s.warm.resumeGaps.Add(1)
