@@ -7,7 +7,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,25 @@ func report(t *testing.T, res *nemesis.Result, r *nemesis.Run) {
 			}
 		}
 		t.Errorf("%d violations: %s\nthe members' last log lines:\n%s", n, strings.Join(kinds, ", "), r.Logs())
+		if rs := violatedRanges(res); len(rs) > 0 {
+			t.Logf("the members' log lines about ranges %v:\n%s", rs, r.LogsAbout(rs, 60))
+		}
 	}
 }
+
+// violatedRanges are the ranges the violations name ("range N").
+func violatedRanges(res *nemesis.Result) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, v := range res.Violations {
+		for _, m := range rangeRE.FindAllStringSubmatch(v.Detail, -1) {
+			if i, err := strconv.Atoi(m[1]); err == nil && !seen[i] {
+				seen[i] = true
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+var rangeRE = regexp.MustCompile(`range (\d+)\b`)

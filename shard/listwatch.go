@@ -169,13 +169,17 @@ type rangeLW struct {
 	// their last state, or nil once re-added (see position.go).
 	recording bool
 	deleted   map[string]runtime.Object
+	// held, while recording: the objects handed on, by key, as last
+	// handed on; a list that no longer has one of them (a relist: the
+	// watch broke and could not resume) records it as deleted.
+	held map[string]runtime.Object
 }
 
 // record starts recording the deletes the intake takes.
 func (lw *rangeLW) record() {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	lw.recording, lw.deleted = true, map[string]runtime.Object{}
+	lw.recording, lw.deleted, lw.held = true, map[string]runtime.Object{}, map[string]runtime.Object{}
 }
 
 // takeDeleted stops the recording and returns what it recorded (nil if
@@ -185,7 +189,7 @@ func (lw *rangeLW) takeDeleted() map[string]runtime.Object {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	d := lw.deleted
-	lw.recording, lw.deleted = false, nil
+	lw.recording, lw.deleted, lw.held = false, nil, nil
 	return stillGone(d)
 }
 
@@ -343,10 +347,39 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 		lw.note(objectRV(it), true)
 		return nil
 	})
+	lw.relisted(list)
 	if lm, err := meta.ListAccessor(list); err == nil {
 		lw.note(lm.GetResourceVersion(), false)
 	}
 	return list, nil
+}
+
+// relisted records, while recording, the objects handed on before that
+// list does not have as deleted (in their last state): a relist's deletes
+// reach the informer as the difference, never as events, and the handlers
+// of a range taken over must get them. lw.mu is held.
+func (lw *rangeLW) relisted(list runtime.Object) {
+	if !lw.recording {
+		return
+	}
+	now := make(map[string]runtime.Object, len(lw.held))
+	_ = meta.EachListItem(list, func(it runtime.Object) error {
+		if k, err := cache.MetaNamespaceKeyFunc(it); err == nil {
+			now[k] = it
+		}
+		return nil
+	})
+	for k, o := range lw.held {
+		if _, ok := now[k]; !ok {
+			lw.deleted[k] = o
+		}
+	}
+	for k := range now {
+		if _, ok := lw.deleted[k]; ok {
+			lw.deleted[k] = nil
+		}
+	}
+	lw.held = now
 }
 
 // seedList returns a warm start's list, once: the copy's objects at its
@@ -393,6 +426,9 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	for _, o := range kept {
 		lw.seeded[o] = struct{}{}
 		lw.note(objectRV(o), true)
+		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil && lw.recording {
+			lw.held[k] = o
+		}
 	}
 	lw.note(rv, false)
 	lw.warm = time.Now()
@@ -573,6 +609,7 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 			lw.note(objectRV(e.Object), true)
 			if lw.recording {
 				noteDelete(lw.deleted, e)
+				hold(lw.held, e)
 			}
 		case watch.Bookmark:
 			lw.note(objectRV(e.Object), false)

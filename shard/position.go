@@ -220,6 +220,20 @@ func noteDelete(deleted map[string]runtime.Object, e watch.Event) {
 	}
 }
 
+// hold keeps held as the objects handed on: an object event's object by
+// key, none once deleted.
+func hold(held map[string]runtime.Object, e watch.Event) {
+	k, err := cache.MetaNamespaceKeyFunc(e.Object)
+	if err != nil {
+		return
+	}
+	if e.Type == watch.Deleted {
+		delete(held, k)
+	} else {
+		held[k] = e.Object
+	}
+}
+
 // stillGone drops from deleted the keys added again since their delete.
 func stillGone(deleted map[string]runtime.Object) map[string]runtime.Object {
 	for k, o := range deleted {

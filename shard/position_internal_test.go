@@ -181,6 +181,52 @@ func TestRangeRecordsDeletesUntilActivation(t *testing.T) {
 	}
 }
 
+// A relist while recording (the range's watch broke and could not resume
+// from its version: 410 Gone after an etcd restart) records the objects
+// handed on before that its list no longer has, in their last state: their
+// deletes reach the informer as a difference, never as an event.
+func TestRangeRecordsARelistsDeletes(t *testing.T) {
+	lists := []*corev1.ConfigMapList{
+		{ListMeta: metav1.ListMeta{ResourceVersion: "100"}, Items: []corev1.ConfigMap{*cmAt("a", "ua", "90"), *cmAt("b", "ub", "91"), *cmAt("c", "uc", "92")}},
+		{ListMeta: metav1.ListMeta{ResourceVersion: "110"}, Items: []corev1.ConfigMap{*cmAt("b", "ub", "103"), *cmAt("e", "ue", "105")}},
+	}
+	fw := watch.NewFake()
+	lw := testRangeLW(&cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			l := lists[0]
+			lists = lists[1:]
+			return l, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+	})
+	lw.record()
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := lw.WatchWithContext(context.Background(), metav1.ListOptions{ResourceVersion: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(typ watch.EventType, obj runtime.Object) {
+		go fw.Action(typ, obj)
+		<-w.ResultChan()
+	}
+	send(watch.Added, cmAt("d", "ud", "101"))
+	send(watch.Modified, cmAt("c", "uc", "102"))
+	send(watch.Deleted, cmAt("b", "ub", "103"))
+	w.Stop()
+	if _, err := lw.ListWithContext(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := lw.takeDeleted()
+	if len(got) != 3 || got["ns/a"] == nil || got["ns/d"] == nil || got["ns/c"] == nil {
+		t.Fatalf("recorded %v, want ns/a, ns/c and ns/d (ns/b is back)", keysOf(got))
+	}
+	if rv := got["ns/c"].(*corev1.ConfigMap).ResourceVersion; rv != "102" {
+		t.Fatalf("ns/c recorded at %s, want its last state handed on (102)", rv)
+	}
+}
+
 // missingSince gives a tombstone for each recorded delete the cache no
 // longer has, with its last state.
 func TestMissingSince(t *testing.T) {

@@ -766,6 +766,34 @@ func (r *Run) logs() string {
 // Logs returns the last lines of every member's stderr.
 func (r *Run) Logs() string { return r.logs() }
 
+// LogsAbout returns, from every member's stderr (all its incarnations),
+// the lines about one of ranges (their range="i/n"
+// attribute), at most max per member: a violation's story, which the last
+// lines seldom hold.
+func (r *Run) LogsAbout(ranges []int, max int) string {
+	r.mu.Lock()
+	ms := slices.Clone(r.members)
+	r.mu.Unlock()
+	var b strings.Builder
+	for _, m := range ms {
+		data, _ := os.ReadFile(m.proc.Log)
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			for _, i := range ranges {
+				if strings.Contains(l, fmt.Sprintf("range=\"%d/", i)) {
+					lines = append(lines, l)
+					break
+				}
+			}
+		}
+		if len(lines) > max {
+			lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
+		}
+		fmt.Fprintf(&b, "--- %s:\n%s\n", m.Name, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
 // waitStopped waits until every thread of process pid is stopped (state T
 // in /proc), for at most max, and returns when it saw that (the time it
 // gave up otherwise).
