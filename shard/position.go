@@ -82,24 +82,30 @@ func decodePositions(s string) (map[int]position, error) {
 
 // positions are this member's delivered ranges' positions, for its next
 // lease write. A range counts once its activation has ended (its
-// handlers were given the handoff's tombstones); until its handlers are
-// known to have been given everything its informer took, its last
-// position stands.
+// handlers were given the handoff's tombstones). Its position is what its
+// informer had been handed when its handlers were last known to have been
+// given all of it: now, or else at the previous write, if they have been
+// given that since. A range whose handlers are always a few events behind
+// (a steady stream) so still advances its position at every write.
 func (s *Informer) positions() map[int]position {
 	ps := map[int]position{}
 	s.finalMu.Lock()
+	defer s.finalMu.Unlock()
 	for i, p := range s.finals {
 		ps[i] = p
 	}
-	s.finalMu.Unlock()
 	for _, ri := range *s.delivered.Load() {
 		if !ri.activated.Load() || !ri.delivering.Load() {
 			continue
 		}
 		fwd, obj := ri.lw.versions()
-		if s.given(ri, obj) && fwd > ri.position.Load() {
-			ri.position.Store(fwd)
+		switch {
+		case s.given(ri, obj):
+			ri.position.Store(max(ri.position.Load(), fwd))
+		case ri.sampled.forwarded > 0 && s.given(ri, ri.sampled.object):
+			ri.position.Store(max(ri.position.Load(), ri.sampled.forwarded))
 		}
+		ri.sampled.forwarded, ri.sampled.object = fwd, obj
 		if v := ri.position.Load(); v > 0 {
 			ps[ri.r.Index] = position{token: ri.token, version: v}
 		}

@@ -227,6 +227,41 @@ func TestRangeRecordsARelistsDeletes(t *testing.T) {
 	}
 }
 
+// A range's position advances to what its informer had been handed at a
+// lease write once its handlers have been given that, even though more
+// has come since (a steady stream keeps them a few events behind).
+func TestPositionsAdvanceBehindASteadyStream(t *testing.T) {
+	s := &Informer{}
+	lw := testRangeLW(nil)
+	ri := &rangeInformer{r: Range{Index: 3, Count: 4}, token: 7, lw: lw, attached: map[*registration]*attachment{}}
+	h := &rangeHandler{}
+	ri.attached[&registration{}] = &attachment{h: h}
+	ri.activated.Store(true)
+	ri.delivering.Store(true)
+	s.storeDelivered([]*rangeInformer{ri})
+	at := func(forwarded, object, seen int64) map[int]position {
+		lw.mu.Lock()
+		lw.forwarded, lw.object = forwarded, object
+		lw.mu.Unlock()
+		h.seen.Store(seen)
+		return s.positions()
+	}
+	if ps := at(100, 90, 90); ps[3] != (position{token: 7, version: 100}) {
+		t.Fatalf("handlers given all: %v, want 3=7:100", ps)
+	}
+	if ps := at(120, 120, 110); ps[3] != (position{token: 7, version: 100}) {
+		t.Fatalf("handlers behind: %v, want the last position, 7:100", ps)
+	}
+	// Given 120 (the newest object at the previous write) but not 140:
+	// everything handed on by then, 120, was given.
+	if ps := at(150, 140, 130); ps[3] != (position{token: 7, version: 120}) {
+		t.Fatalf("handlers past the previous write's: %v, want 7:120", ps)
+	}
+	if ps := at(150, 140, 135); ps[3] != (position{token: 7, version: 120}) {
+		t.Fatalf("handlers short of the previous write's: %v, want 7:120", ps)
+	}
+}
+
 // missingSince gives a tombstone for each recorded delete the cache no
 // longer has, with its last state.
 func TestMissingSince(t *testing.T) {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
@@ -95,6 +96,11 @@ type rangeInformer struct {
 	// position written for the range (Informer.positions).
 	activated atomic.Bool
 	position  atomic.Int64
+	// sampled is what the range's informer had been handed at the last
+	// position written (Informer.positions, under finalMu): once every
+	// handler has been given its newest object, its forwarded version is
+	// a position, whatever came since.
+	sampled struct{ forwarded, object int64 }
 }
 
 // lateHandoffMemory is how long after a range's activation its handlers
@@ -352,7 +358,9 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	lw := newRangeLW(s.lw, r, s.filter)
 	warm := e.From != "" && !s.o.noWarm
 	if !warm && !s.o.noWarm {
-		inc.log.Info("range informer starts cold: no member delivers the range as this member knows", "range", r.String(), "epoch", e.Epoch, "known", e.Cold)
+		p, ok := io.positions[e.Range]
+		inc.log.Info("range informer starts cold: no member delivers the range as this member knows", "range", r.String(), "epoch", e.Epoch, "known", e.Cold,
+			"position", p.version, "positionKnown", ok)
 	}
 	if warm {
 		from, addr := e.From, io.address(e.From)
@@ -565,8 +573,19 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	s := io.inc.s
 	from := ri.resumeFrom
 	to, err := strconv.ParseInt(ri.inf.LastSyncResourceVersion(), 10, 64)
-	if err != nil || to <= from.version {
+	switch {
+	case err != nil:
 		ri.resume = &resumed{}
+		s.warm.resumes.Add(1)
+		s.warm.resumeGaps.Add(1)
+		io.inc.log.Warn("the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler",
+			"range", ri.r.String(), "position", from.version, "token", from.token, "err", fmt.Errorf("the range's informer has no list version: %w", err))
+		return
+	case to <= from.version:
+		ri.resume = &resumed{}
+		s.warm.resumes.Add(1)
+		io.inc.log.Info("the range resumes from its last delivered position", "range", ri.r.String(), "position", from.version,
+			"token", from.token, "list", to, "deleted", 0, "took", time.Duration(0))
 		return
 	}
 	begun := time.Now()
