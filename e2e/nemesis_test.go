@@ -225,7 +225,7 @@ func report(t *testing.T, res *nemesis.Result, r *nemesis.Run) {
 	t.Logf("nemesis report:\n%s", res.Table())
 	if n := res.Count(""); n > 0 {
 		var kinds []string
-		for _, k := range []string{nemesis.VOverlap, nemesis.VInterleave, nemesis.VRVBack, nemesis.VMissedDelete, nemesis.VDeleteOfLive, nemesis.VTokenBack, nemesis.VNotServing, nemesis.VEndState, nemesis.VNoCalls} {
+		for _, k := range []string{nemesis.VOverlap, nemesis.VInterleave, nemesis.VRVBack, nemesis.VMissedDelete, nemesis.VDeleteOfLive, nemesis.VTokenBack, nemesis.VNotServing, nemesis.VBystanderFenced, nemesis.VEndState, nemesis.VNoCalls} {
 			if c := res.Count(k); c > 0 {
 				kinds = append(kinds, fmt.Sprintf("%d %s", c, k))
 			}

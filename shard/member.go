@@ -552,6 +552,7 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 		h.Vouch = &handover.Vouch{MustHear: memberIDs(m.MustHear), YourLease: m.YourLease}
 	}
 	h.WantVouch = m.WantVouch
+	h.KnowsYou, h.HeardYou = m.KnowsYou, m.HeardYou
 	return h
 }
 
@@ -567,6 +568,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 			out.Vouch, out.MustHear, out.YourLease = true, strs(m.Vouch.MustHear), m.Vouch.YourLease
 		}
 		out.WantVouch = m.WantVouch
+		out.KnowsYou, out.HeardYou = m.KnowsYou, m.HeardYou
 		return out
 	case *handover.Reject:
 		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}

@@ -72,6 +72,13 @@ const (
 	// others take its ranges without it; the answers and handoffs it sent
 	// arrive after that, at the heal.
 	LeaveCut Kind = "leave-cut"
+	// BadAddress starts a member that no other member can reach: its
+	// advertised address refuses every connection (a misconfigured
+	// address, or a firewall one way), while it reaches them, etcd and the
+	// API server. It must cost the others nothing: none of them is fenced
+	// while it lasts (VBystanderFenced). At the fault's end its address
+	// works, and it joins.
+	BadAddress Kind = "bad-address"
 )
 
 // LeavePauseSpread bounds the delay between a LeavePause's SIGTERM and
@@ -88,7 +95,7 @@ const LeaveCutHold = 40 * time.Second
 const LeaseDeleteHold = 2 * time.Second
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause, LeaveCut}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause, LeaveCut, BadAddress}
 
 // FlapAfter and FlapSpread: a Flap's member gets SIGTERM FlapAfter plus
 // up to FlapSpread after its start (a member joining three others served
@@ -101,13 +108,13 @@ const (
 // Targetless: the fault picks no member of the group (it starts its own,
 // or hits every member).
 func (k Kind) Targetless() bool {
-	return k == EtcdRestart || k == Join || k == JoinDuringDeletes || k == Rolling || k == Flap
+	return k == EtcdRestart || k == Join || k == JoinDuringDeletes || k == Rolling || k == Flap || k == BadAddress
 }
 
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
 func (k Kind) fences() bool {
-	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete
+	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete || k == BadAddress
 }
 
 // takesOver: the others take the target's ranges without its handover
@@ -202,6 +209,9 @@ const (
 	VEndState     = "end-state"  // caches, views or ranges not as the server's at the end
 	VNotServing   = "not-serving"
 	VNoCalls      = "no-calls" // nothing to check
+	// VBystanderFenced: a member a fault did not aim at was fenced while
+	// it lasted, where the fault must cost only its target (BadAddress).
+	VBystanderFenced = "bystander-fenced"
 )
 
 // Exemption kinds.
@@ -500,6 +510,23 @@ func Check(in Input) *Result {
 		}
 		violate(VMissedDelete, d.Start, "%s (uid %s, range %d), deleted at %s, reached no OnDelete; the last calls on it and its range: %s",
 			s.key, uid, s.rng, fmtTime(d.Start), strings.Join(hist, "; "))
+	}
+
+	// A fault that must cost only its target fenced none of the others.
+	for _, f := range in.Faults {
+		if f.Kind != BadAddress {
+			continue
+		}
+		for _, p := range in.Procs {
+			if p.Name == f.Target {
+				continue
+			}
+			for _, e := range p.Events {
+				if e.Name == EventFence && e.At >= f.Start && e.At <= f.End {
+					violate(VBystanderFenced, e.At, "%s was fenced at %s, during the %s of %s", p.Name, fmtTime(e.At), f.Kind, f.Target)
+				}
+			}
+		}
 	}
 
 	// The end: caches equal the server's, every range delivered once, and

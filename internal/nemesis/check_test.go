@@ -329,6 +329,27 @@ func TestCheckLeaveCut(t *testing.T) {
 	}
 }
 
+// A member fenced during a bad-address fault is a violation unless it is
+// the fault's target; a fence before or after the fault is none.
+func TestCheckBadAddressFencesNoBystander(t *testing.T) {
+	in := clean()
+	in.Faults = []Fault{{Kind: BadAddress, Target: "c", Start: 5 * ms, End: 25 * ms}}
+	in.Procs = append(in.Procs, Proc{Name: "c"})
+	fence := func(at int64) Event { return Event{Name: EventFence, At: at * ms, Range: -1} }
+	in.Procs[2].Events = []Event{fence(10)}
+	in.Procs[1].Events = []Event{fence(2), fence(30)}
+	in.Final = append(in.Final, Final{Name: "c", State: shardproc.State{Member: "C", Synced: true, View: []string{"B", "C"}}})
+	in.Final[0].State.View = []string{"B", "C"}
+	if n := Check(in).Count(VBystanderFenced); n != 0 {
+		t.Fatalf("%d bystander fences, want none: the target's and those outside the fault's span", n)
+	}
+	in.Procs[1].Events = append(in.Procs[1].Events, fence(20))
+	res := Check(in)
+	if n := res.Count(VBystanderFenced); n != 1 {
+		t.Fatalf("%d bystander fences, want b's at 20 ms: %s", n, res.Examples(5))
+	}
+}
+
 func TestSubtract(t *testing.T) {
 	got := subtract(Interval{0, 100}, []Interval{{10, 20}, {50, 150}})
 	want := []Interval{{0, 10}, {20, 50}}

@@ -79,8 +79,12 @@ var Events = []struct{ Message, Name string }{
 	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
 	{"the range resumes from its last delivered position", "resumes"},
+	{"fenced: no handler is called from now on", EventFence},
 	{"the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler", EventResumeCutShort},
 }
+
+// EventFence names a fence (fenceLine).
+const EventFence = "fences"
 
 // EventResumeCutShort names a range's takeover that could not replay the
 // range's changes from the lost deliverer's position.

@@ -65,7 +65,7 @@ I1201 11:01:09.000000    4930 main.go:11] "state" last="released range"
 
 func TestLogEvents(t *testing.T) {
 	events := LogEvents(eventLog, 2026)
-	want := map[string]int{"acquisitions": 2, "releases": 1, "revokes": 1}
+	want := map[string]int{"acquisitions": 2, "releases": 1, "revokes": 1, "fences": 1}
 	if got := countEvents(events); !maps.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -94,8 +94,8 @@ func TestLogEvents(t *testing.T) {
 		{Name: "m2", Events: []Event{{"releases", fault.Start, -1}, {"releases", fault.Start + 1, -1}, {"late handoffs", 0, -1}}}}})
 	tab := res.Table()
 	for _, line := range []string{
-		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs\n",
-		"from each fault's start to the next's, by kind: before any fault: 2 acquisitions, 1 late handoffs; pause: 3 releases, 1 revokes\n",
+		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs, 1 fences\n",
+		"from each fault's start to the next's, by kind: before any fault: 2 acquisitions, 1 late handoffs; pause: 3 releases, 1 revokes, 1 fences\n",
 	} {
 		if !strings.Contains(tab, line) {
 			t.Fatalf("the report has no line %q:\n%s", line, tab)

@@ -61,6 +61,9 @@ type Net struct {
 	// muted: the members whose bytes to the other members are held (Drop,
 	// one way).
 	muted map[string]bool
+	// deaf: the members whose links refuse every connection (no one can
+	// dial their advertised address); their own connections go out.
+	deaf  map[string]bool
 	links map[*Link]struct{}
 
 	// held counts the chunks a Drop held, reset the connections a Reject
@@ -75,7 +78,7 @@ func (n *Net) Counts() (held, reset int64) { return n.held.Load(), n.reset.Load(
 // NewNet returns a network with no cut.
 func NewNet() *Net {
 	return &Net{changed: make(chan struct{}), sources: map[string]string{}, cuts: map[pair]Mode{}, isolated: map[string]Mode{},
-		muted: map[string]bool{}, links: map[*Link]struct{}{}}
+		muted: map[string]bool{}, deaf: map[string]bool{}, links: map[*Link]struct{}{}}
 }
 
 // Source declares that connections from ip are member's.
@@ -131,6 +134,26 @@ func (n *Net) Mute(a string) {
 	n.changedLocked()
 }
 
+// Deafen makes a's link refuse every connection, and reset those it has:
+// no member can dial a's advertised address, as if it advertised one that
+// no one can reach; a's own connections to the others go out as before.
+func (n *Net) Deafen(a string) {
+	n.mu.Lock()
+	n.deaf[a] = true
+	n.changedLocked()
+	links := n.linksLocked()
+	n.mu.Unlock()
+	for _, l := range links {
+		l.resetCut()
+	}
+}
+
+func (n *Net) isDeaf(a string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.deaf[a]
+}
+
 // Heal removes every cut that involves a, and its isolation.
 func (n *Net) Heal(a string) {
 	n.mu.Lock()
@@ -142,6 +165,7 @@ func (n *Net) Heal(a string) {
 	}
 	delete(n.isolated, a)
 	delete(n.muted, a)
+	delete(n.deaf, a)
 	n.changedLocked()
 }
 
@@ -341,7 +365,11 @@ func (l *Link) serve(c *linkConn) {
 		l.mu.Unlock()
 	}()
 	// A connection made during a Drop cut waits, unanswered, for the cut
-	// to heal; one made during a Reject cut is reset.
+	// to heal; one made during a Reject cut, or to a deaf member, is reset.
+	if l.refuses() {
+		l.net.reset.Add(1)
+		return
+	}
 	if !l.net.waitOpen(c.from, c.to, c.done) {
 		return
 	}
@@ -380,12 +408,17 @@ func (l *Link) pipe(c *linkConn, dst, src net.Conn, from, to string) {
 	}
 }
 
-// resetCut resets the connections that a Reject cut now covers.
+// refuses: the link is a deaf member's (Deafen).
+func (l *Link) refuses() bool { return l.from == "" && l.net.isDeaf(l.to) }
+
+// resetCut resets the connections that a Reject cut, or deafness, now
+// covers.
 func (l *Link) resetCut() {
+	deaf := l.refuses()
 	l.mu.Lock()
 	var cut []*linkConn
 	for c := range l.conns {
-		if m, _ := l.net.mode(c.from, c.to); m == Reject {
+		if m, _ := l.net.mode(c.from, c.to); m == Reject || deaf {
 			cut = append(cut, c)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 // violationKinds and exemptionKinds are the report's columns.
 var (
-	violationKinds = []string{VOverlap, VInterleave, VRVBack, VMissedDelete, VDeleteOfLive, VTokenBack, VNotServing, VEndState, VNoCalls}
+	violationKinds = []string{VOverlap, VInterleave, VRVBack, VMissedDelete, VDeleteOfLive, VTokenBack, VNotServing, VBystanderFenced, VEndState, VNoCalls}
 	exemptionKinds = []string{EResumeGap, EFrozenCall}
 )
 

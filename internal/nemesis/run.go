@@ -183,7 +183,11 @@ func (r *Run) Join() *Member {
 }
 
 // joinWith starts a member running the program bin.
-func (r *Run) joinWith(bin string) *Member {
+func (r *Run) joinWith(bin string) *Member { return r.joinAs(bin, false) }
+
+// joinAs starts a member running the program bin; deaf, one that no
+// member can dial (Net.Deafen) from its start.
+func (r *Run) joinAs(bin string, deaf bool) *Member {
 	r.t.Helper()
 	r.mu.Lock()
 	r.seq++
@@ -202,6 +206,9 @@ func (r *Run) joinWith(bin string) *Member {
 	r.links = append(r.links, m.etcd, m.api)
 	r.mu.Unlock()
 	r.net.Source(m.src, name)
+	if deaf {
+		r.net.Deafen(name)
+	}
 	// The member listens on a port chosen here, behind its link. Another
 	// socket on the machine may take the port between its choice and the
 	// member's listen: the member then starts again on another.
@@ -388,6 +395,12 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		}
 		m := r.Join()
 		r.retarget(o, m.Name)
+	case BadAddress:
+		o.i = r.record(f)
+		m := r.joinAs(r.o.Bin, true)
+		r.retarget(o, m.Name)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(m.Name) }
 	case Flap:
 		o.i = r.record(f)
 		m := r.Join()

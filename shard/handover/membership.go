@@ -60,6 +60,11 @@ type peer struct {
 	// excludedAt is the tick since which its view leaves this member out
 	// (-1: it does not).
 	excludedAt int
+	// knowsMe, hearsMe: its last Hello said that its topology has this
+	// member's node (Hello.KnowsYou), and that it heard this member lately
+	// (Hello.HeardYou). A peer that knows this member and does not hear it
+	// cannot be reached by it (unreachable).
+	knowsMe, hearsMe bool
 	// heardAt is the tick its last Hello arrived at.
 	heardAt int
 	// releasedHere: the ranges its last Hello said it released to this
@@ -82,6 +87,12 @@ func (ms *membership) init() {
 func (ms *membership) releasedHere(id MemberID, r int) bool {
 	p := ms.peers[id]
 	return p != nil && slices.Contains(p.releasedHere, r)
+}
+
+// knows: id's node is in this member's topology.
+func (ms *membership) knows(id MemberID) bool {
+	_, ok := ms.topo[id.Node()]
+	return ok
 }
 
 func (ms *membership) peer(id MemberID) *peer {
@@ -210,7 +221,7 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
 		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply,
-		Vouch: c.vouch(to), WantVouch: c.wantVouch()})
+		Vouch: c.vouch(to), WantVouch: c.wantVouch(), KnowsYou: c.members.knows(to), HeardYou: c.hears(to)})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -284,6 +295,7 @@ func (c *Core) hello(m *Hello) {
 	}
 	c.vouchedBy(m.Vouch)
 	p.wantVouch = m.WantVouch
+	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
 	} else if p.excludedAt < 0 {
@@ -354,14 +366,18 @@ func announce(awaiting map[MemberID]bool, id MemberID, announced bool) {
 // has left it out of its view for HealTicks: the peer's provider dropped
 // this member's node (its keep-alive lapsed in a pause, say) and will not
 // take it back, so only a new incarnation on a new node can rejoin. Two
-// members whose providers dropped each other both rejoin.
+// members whose providers dropped each other both rejoin. A peer whose
+// topology has this member's node (Hello.KnowsYou) leaves it out because
+// it does not hear it (it advertises an address no one reaches, or a cut
+// holds one way): that says nothing of this member, and is no reason to
+// fence it.
 func (c *Core) healTick() {
 	if !c.eligible() || c.members.discovering {
 		return
 	}
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
-		if p.excludedAt >= 0 && p.ok && p.state == Joined && (c.members.isCurrent(id) || c.holdsLease(id)) && c.ticks-p.excludedAt >= c.cfg.HealTicks {
+		if p.excludedAt >= 0 && p.ok && p.state == Joined && !p.knowsMe && (c.members.isCurrent(id) || c.holdsLease(id)) && c.ticks-p.excludedAt >= c.cfg.HealTicks {
 			reason := fmt.Sprintf("member %s has left this one out of its view for %d ticks", id, c.ticks-p.excludedAt)
 			if !c.members.isCurrent(id) {
 				// Known by its lease alone: a member the provider dropped,
@@ -375,6 +391,20 @@ func (c *Core) healTick() {
 	}
 }
 
+// unreachable: p's topology has this member's node but p has not heard
+// it lately: this member's messages do not reach it. It stays out of this
+// member's view, so that no range is placed where its handoff cannot go.
+func unreachable(p *peer) bool { return p.knowsMe && !p.hearsMe }
+
+// hears: this member heard id within hearTicks heartbeats (Hello.HeardYou).
+func (c *Core) hears(id MemberID) bool {
+	p := c.members.peers[id]
+	return p != nil && p.heard && c.ticks-p.heardAt < hearTicks*c.cfg.HelloTicks
+}
+
+// hearTicks, in heartbeats, is how recent a Hello must be for HeardYou.
+const hearTicks = 3
+
 // computeView sets the group view and each range's owner.
 func (c *Core) computeView() {
 	ms := &c.members
@@ -384,7 +414,7 @@ func (c *Core) computeView() {
 		view = append(view, c.cfg.Self)
 	}
 	for id, p := range ms.peers {
-		if p.state == Joined && ms.isCurrent(id) {
+		if p.state == Joined && ms.isCurrent(id) && !unreachable(p) {
 			view = append(view, id)
 		}
 	}

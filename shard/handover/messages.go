@@ -97,6 +97,13 @@ type Hello struct {
 	// this version or a later one (0: it does not). A member whose watch
 	// shows that write says Hello at once.
 	WantVouch uint64
+	// KnowsYou: the sender's topology has the receiver's node; HeardYou:
+	// the sender heard the receiver lately. A view that leaves out a
+	// receiver the sender knows and does not hear says that the receiver's
+	// messages do not reach the sender (it is unreachable to the
+	// receiver), not that the receiver's node was dropped: the receiver is
+	// not fenced for it. Members that predate them send neither.
+	KnowsYou, HeardYou bool
 }
 
 // Vouch lets a new member ask for ranges before LeaseDuration has passed

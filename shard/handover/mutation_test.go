@@ -432,6 +432,24 @@ var mutants = []mutant{
 		to:   "return c.lease.synced",
 	},
 	{
+		name: "a peer this member cannot reach fences it by leaving it out",
+		file: "membership.go",
+		from: "p.state == Joined && !p.knowsMe && (c.members.isCurrent(id)",
+		to:   "p.state == Joined && (c.members.isCurrent(id)",
+	},
+	{
+		name: "a peer this member cannot reach is in its view",
+		file: "membership.go",
+		from: "p.state == Joined && ms.isCurrent(id) && !unreachable(p)",
+		to:   "p.state == Joined && ms.isCurrent(id)",
+	},
+	{
+		name: "a Hello says the receiver is heard although it was not lately",
+		file: "membership.go",
+		from: "return p != nil && p.heard && c.ticks-p.heardAt < hearTicks*c.cfg.HelloTicks",
+		to:   "return p != nil && p.heard",
+	},
+	{
 		name: "a vouch's must-hear set is ignored",
 		file: "fence.go",
 		from: "p.known, p.gone, p.goneAt = true, true, c.now",

@@ -156,6 +156,9 @@ type world struct {
 	fifo       bool
 	cut        map[handover.NodeID]bool
 	apiCut     map[handover.NodeID]bool // nodes cut from the API server
+	// deaf: nodes the others' messages cannot reach (a bad advertised
+	// address): each bounces; their own messages go out.
+	deaf map[handover.NodeID]bool
 	// The generator's plans (not needed to replay a script): when a pause,
 	// a partition or an API cut may end.
 	until map[string]int64
@@ -217,7 +220,7 @@ type move struct {
 
 func newWorld(t testing.TB, ranges int) *world {
 	return &world{t: t, ranges: ranges, nodes: map[handover.NodeID]*node{}, registered: map[handover.NodeID]bool{},
-		leases: map[handover.MemberID]*apiLease{}, cut: map[handover.NodeID]bool{}, apiCut: map[handover.NodeID]bool{},
+		leases: map[handover.MemberID]*apiLease{}, cut: map[handover.NodeID]bool{}, apiCut: map[handover.NodeID]bool{}, deaf: map[handover.NodeID]bool{},
 		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, dropped: map[int]map[uint64]bool{}, era: map[uint64]int{}}
 }
 
@@ -720,7 +723,7 @@ func (w *world) exec(line string) {
 		if fromNode != nil && (w.cut[fromNode.id] || to != nil && w.cut[to.node.id]) {
 			return // lost in a partition
 		}
-		if to == nil {
+		if to == nil || fromNode != nil && fromNode != to.node && w.deaf[to.node.id] {
 			// protoactor answers a DeadLetterResponse to the sender.
 			if _, isU := msg.body.(*handover.Undeliverable); !isU {
 				w.net = append(w.net, netMsg{from: msg.to, to: msg.from, addr: w.addrOf(msg.from), body: &handover.Undeliverable{Member: msg.to}})
@@ -820,6 +823,10 @@ func (w *world) exec(line string) {
 		w.cut[handover.NodeID(f[1])] = true
 	case "heal":
 		delete(w.cut, handover.NodeID(f[1]))
+	case "deaf": // the others' messages cannot reach the node (a bad advertised address)
+		w.deaf[handover.NodeID(f[1])] = true
+	case "hear":
+		delete(w.deaf, handover.NodeID(f[1]))
 	case "apicut": // the node cannot reach the API server
 		w.apiCut[handover.NodeID(f[1])] = true
 	case "apiheal":

@@ -53,7 +53,11 @@ type Hello struct {
 	YourLease string   `protobuf:"bytes,16,opt,name=your_lease,json=yourLease,proto3" json:"your_lease,omitempty"`
 	// The sender waits for a vouch for this version of its lease, or a later
 	// one (0: it does not).
-	WantVouch     uint64 `protobuf:"varint,17,opt,name=want_vouch,json=wantVouch,proto3" json:"want_vouch,omitempty"`
+	WantVouch uint64 `protobuf:"varint,17,opt,name=want_vouch,json=wantVouch,proto3" json:"want_vouch,omitempty"`
+	// The sender's topology has the receiver's node (knows_you), and the
+	// sender heard the receiver lately (heard_you): handover.Hello.
+	KnowsYou      bool `protobuf:"varint,18,opt,name=knows_you,json=knowsYou,proto3" json:"knows_you,omitempty"`
+	HeardYou      bool `protobuf:"varint,19,opt,name=heard_you,json=heardYou,proto3" json:"heard_you,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +209,20 @@ func (x *Hello) GetWantVouch() uint64 {
 		return x.WantVouch
 	}
 	return 0
+}
+
+func (x *Hello) GetKnowsYou() bool {
+	if x != nil {
+		return x.KnowsYou
+	}
+	return false
+}
+
+func (x *Hello) GetHeardYou() bool {
+	if x != nil {
+		return x.HeardYou
+	}
+	return false
 }
 
 // Move is a range released to a member.
@@ -916,7 +934,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xc6\x03\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\x80\x04\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -938,7 +956,9 @@ const file_shard_proto_rawDesc = "" +
 	"\n" +
 	"your_lease\x18\x10 \x01(\tR\tyourLease\x12\x1d\n" +
 	"\n" +
-	"want_vouch\x18\x11 \x01(\x04R\twantVouch\"B\n" +
+	"want_vouch\x18\x11 \x01(\x04R\twantVouch\x12\x1b\n" +
+	"\tknows_you\x18\x12 \x01(\bR\bknowsYou\x12\x1b\n" +
+	"\theard_you\x18\x13 \x01(\bR\bheardYou\"B\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
