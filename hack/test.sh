@@ -15,6 +15,13 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
+# Each step's time goes to stderr, to see where the run's minutes go.
+t0=$SECONDS
+took() {
+	echo "hack/test.sh: $1: $((SECONDS - t0)) s (total $SECONDS s)" >&2
+	t0=$SECONDS
+}
+
 bash hack/build-binaries.sh all
 export ACTORINFORMER_REQUIRE_CLUSTER=1
 
@@ -34,29 +41,36 @@ fi
 go vet ./...
 # The build with tracing compiled out (the cost baseline) must keep compiling.
 go vet -tags actorinformer_notrace ./...
+took "gofmt and vet"
 # Among them internal/usercheck: every code block of README.md and docs/*.md
 # is a tested snippet (or says why not), the options that would do nothing
 # do not compile, and the ctrlruntime module builds from a module outside
 # the repository with the go.mod lines of docs/integration.md.
 go test -race -count=1 -timeout 45m ./...
+took "tests with -race"
 # The handover protocol's mutation check: each mutant of shard/handover's
 # core (a rule broken on purpose, applied with go's -overlay) must make the
 # package's tests fail.
 go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutants
+took "mutants"
 # Tests the race detector cannot take: several protoactor cluster members,
 # or one beside another gRPC client, in one process (protoactor's
 # remote.Start sets gRPC's global logger while gRPC goroutines read it).
 # Their files say //go:build !race; they run here in the normal build,
 # with the soak of leaves and joins during a burst of deletes.
 ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestShardFilterMode|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember' ./shard/ ./e2e/
+took "multi-member tests without -race"
 # The nemesis, short run: member processes on kube-apiserver with the
 # gate, each fault once in a group of its own (pause, partitions, cuts from
 # etcd and the API server, an etcd restart, kill, leave, a join during
 # deletes, a rolling update, a join cut short by a leave, a lease deleted,
 # a leave frozen midway, a leave whose answers are held until after it
-# exited), checked for overlapping calls, versions going back, lost
-# deletes and the end state (docs/sharding.md, "Nemesis").
+# exited, a member that advertises an address no one can reach), checked
+# for overlapping calls, versions going back, lost deletes, members fenced
+# by a fault not aimed at them and the end state (docs/sharding.md,
+# "Nemesis").
 go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
+took "nemesis"
 # An upgrade and a rollback under the nemesis's workload and checker: a
 # rolling update from three members built as the member program was at
 # upgrade_from (the last commit before the token was written before the
@@ -66,12 +80,14 @@ upgrade_from=d202fbbfb12046e15709902e7c8076eed34a68a9
 if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
 	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
 	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
+	took "upgrade and rollback"
 else
 	echo "hack/test.sh: NOT RUN: the upgrade from and rollback to $upgrade_from (not in this clone)" >&2
 fi
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
+took "demo"
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
 # Jaeger test needs spans, and the rest repeats the real-cluster runs (as
@@ -79,14 +95,17 @@ go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
 # usercheck, which checks the docs and the API, whatever the build.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
 	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /examples/ -e /internal/usercheck)
+took "unit tests without tracing"
 # The controller-runtime module (its own go.mod, so ./... above skips it):
 # vetted in both builds, its tests (a manager on the real cluster) with -race.
 (cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&
 	go test -race -count=1 -timeout 20m ./...)
+took "ctrlruntime module"
 if [[ -d bench ]]; then
 	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/...
 	# The allocation guard (counts, not times): our informer's allocations
 	# per event in the watch scenario with 1 handler, median of 5 runs,
 	# must stay within the baseline and tolerance of bench/testdata/allocs.txt.
 	go test -run '^$' -bench '^BenchmarkAllocGuard$' -benchtime 5x -timeout 5m ./bench -args -bench.allocs-check
+	took "benchmarks and the allocation guard"
 fi
