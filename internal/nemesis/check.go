@@ -79,6 +79,11 @@ const (
 	// while it lasts (VBystanderFenced). At the fault's end its address
 	// works, and it joins.
 	BadAddress Kind = "bad-address"
+	// OneWayCut holds what a member sends to the other members (Drop, one
+	// way) for the hold, while it hears them and reaches etcd and the API
+	// server: the others stop hearing it. Like BadAddress, it must fence
+	// none of the others (VBystanderFenced).
+	OneWayCut Kind = "one-way-cut"
 )
 
 // LeavePauseSpread bounds the delay between a LeavePause's SIGTERM and
@@ -95,7 +100,7 @@ const LeaveCutHold = 40 * time.Second
 const LeaseDeleteHold = 2 * time.Second
 
 // Kinds are the faults a run can inject, in the order of the short run.
-var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause, LeaveCut, BadAddress}
+var Kinds = []Kind{Pause, Partition, PartitionReject, EtcdCut, APICut, EtcdRestart, Kill, Leave, JoinDuringDeletes, Rolling, Flap, LeaseDelete, LeavePause, LeaveCut, BadAddress, OneWayCut}
 
 // FlapAfter and FlapSpread: a Flap's member gets SIGTERM FlapAfter plus
 // up to FlapSpread after its start (a member joining three others served
@@ -114,7 +119,7 @@ func (k Kind) Targetless() bool {
 // fences: the fault may cost its target its membership; it must be
 // serving again by the end.
 func (k Kind) fences() bool {
-	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete || k == BadAddress
+	return k == Pause || k == Partition || k == PartitionReject || k == EtcdCut || k == APICut || k == EtcdRestart || k == LeaseDelete || k == BadAddress || k == OneWayCut
 }
 
 // takesOver: the others take the target's ranges without its handover
@@ -514,7 +519,7 @@ func Check(in Input) *Result {
 
 	// A fault that must cost only its target fenced none of the others.
 	for _, f := range in.Faults {
-		if f.Kind != BadAddress {
+		if f.Kind != BadAddress && f.Kind != OneWayCut {
 			continue
 		}
 		for _, p := range in.Procs {

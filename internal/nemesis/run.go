@@ -395,6 +395,11 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		}
 		m := r.Join()
 		r.retarget(o, m.Name)
+	case OneWayCut:
+		o.i = r.record(f)
+		r.net.Mute(target.Name)
+		o.until = now.Add(r.o.Hold)
+		o.heal = func() { r.net.Heal(target.Name) }
 	case BadAddress:
 		o.i = r.record(f)
 		m := r.joinAs(r.o.Bin, true)
