@@ -349,10 +349,9 @@ func TestWarmStartFallsBackToAList(t *testing.T) {
 // across members, is a delete (OnDelete, or the tombstone of a handoff
 // key the new owner no longer had).
 //
-// Opt-in (ACTORINFORMER_HANDOVER_SOAK=1): it still lost deletes in 1 of 30
-// runs (a range whose new owner activated without its previous
-// deliverer's handoff; see docs/sharding.md, limits). On a failure it
-// prints the members' handover records of the range.
+// Opt-in (ACTORINFORMER_HANDOVER_SOAK=1; hack/test.sh sets it): it takes
+// a minute. On a failure it prints the members' handover records of the
+// range.
 func TestHandoversLoseNoDelete(t *testing.T) {
 	if os.Getenv("ACTORINFORMER_HANDOVER_SOAK") == "" {
 		t.Skip("opt-in: ACTORINFORMER_HANDOVER_SOAK=1 (hack/test.sh sets it)")
