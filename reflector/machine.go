@@ -90,6 +90,8 @@ type Machine struct {
 	// stamp is the Received stamp of the deltas of the batch in hand
 	// (zero when metrics are off).
 	stamp telemetry.Stamp
+	// keys are the watched objects' keys, reused across their events.
+	keys watchKeys
 }
 
 // syncState is what the reflector has synced, across ListAndWatch
@@ -337,8 +339,10 @@ func (m *Machine) setRV(rv string) {
 }
 
 // synced counts a sync (a list's or a WatchList stream's Replace) in the
-// status.
+// status, and empties the watch's keys: the Replace drops the objects gone
+// since the last sync, which no Deleted event took out of them.
 func (m *Machine) synced(watchList bool) {
+	m.keys.reset()
 	m.sync.status.Syncs++
 	m.sync.status.LastSyncUsedWatchList = watchList
 	m.sync.dirty = true

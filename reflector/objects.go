@@ -103,20 +103,31 @@ func (m *Machine) delta(t fifo.DeltaType, obj runtime.Object, acc metav1.Object,
 		}
 	}
 	var key string
-	if m.s.cfg.Transform == nil {
-		// Same as cache.DeletionHandlingMetaNamespaceKeyFunc(obj), minus
-		// its second metadata lookup: obj is neither a tombstone nor an
-		// ExplicitKey (those are not runtime.Objects).
-		key = acc.GetName()
-		if ns := acc.GetNamespace(); ns != "" {
-			key = ns + "/" + key
-		}
-	} else {
+	// The key is cache.DeletionHandlingMetaNamespaceKeyFunc(o). For an
+	// object with metadata (obj, or what the transform made of it: a
+	// tombstone or an ExplicitKey has none), it is namespace/name,
+	// computed here without a second metadata lookup, and for a watch
+	// event reused from the object's earlier events (watchKeys).
+	ka := acc
+	if m.s.cfg.Transform != nil {
+		ka, _ = o.(metav1.Object)
+	}
+	switch {
+	case ka == nil:
 		var err error
 		if key, err = cache.DeletionHandlingMetaNamespaceKeyFunc(o); err != nil {
 			m.drop(DropNoKey, event, err)
 			return fifo.Delta{}, false
 		}
+	case t == fifo.Replaced:
+		// A list's or WatchList's object: its key is new to watchKeys,
+		// which the sync empties.
+		key = ka.GetName()
+		if ns := ka.GetNamespace(); ns != "" {
+			key = ns + "/" + key
+		}
+	default:
+		key = m.keys.key(ka.GetNamespace(), ka.GetName(), t == fifo.Deleted)
 	}
 	d := fifo.Delta{Type: t, Key: key, Object: o, Received: m.stamp}
 	if m.s.tracing && m.s.tel.Choose(telemetry.DeltaInfo{Type: t.CacheType(), Key: key, Object: o, ResourceVersion: acc.GetResourceVersion()}) {
