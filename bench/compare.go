@@ -40,9 +40,13 @@ type Row struct {
 
 // Ratio is ours ÷ client-go of the medians; ok is false unless both ran and
 // client-go's median is not zero.
-func (r *Row) Ratio() (ratio float64, ok bool) {
+func (r *Row) Ratio() (ratio float64, ok bool) { return r.RatioTo(ClientGo) }
+
+// RatioTo is ours ÷ other of the medians; ok is false unless both ran and
+// other's median is not zero.
+func (r *Row) RatioTo(other Impl) (ratio float64, ok bool) {
 	a, okA := r.Stats[Actors]
-	c, okC := r.Stats[ClientGo]
+	c, okC := r.Stats[other]
 	if !okA || !okC || c.Median == 0 {
 		return 0, false
 	}
@@ -141,12 +145,19 @@ func (t *Table) Markdown() string {
 		fmt.Fprintf(&b, " %s |", impl)
 	}
 	both := len(t.Impls) == 2
+	floor := slices.Contains(t.Impls, Actors) && slices.Contains(t.Impls, ClientGo) && slices.Contains(t.Impls, Floor)
+	if floor {
+		b.WriteString(" ours ÷ client-go | ours ÷ floor | better |")
+	}
 	if both {
 		b.WriteString(" ours ÷ client-go | better |")
 	}
 	b.WriteString("\n|---|")
 	for range t.Impls {
 		b.WriteString("---:|")
+	}
+	if floor {
+		b.WriteString("---:|---:|---|")
 	}
 	if both {
 		b.WriteString("---:|---|")
@@ -157,6 +168,16 @@ func (t *Table) Markdown() string {
 		for _, impl := range t.Impls {
 			s := r.Stats[impl]
 			fmt.Fprintf(&b, " %s [%s–%s] |", num(s.Median), num(s.Min), num(s.Max))
+		}
+		if floor {
+			for _, other := range []Impl{ClientGo, Floor} {
+				if ratio, ok := r.RatioTo(other); ok && r.Better != Neither {
+					fmt.Fprintf(&b, " %.2f× |", ratio)
+				} else {
+					b.WriteString(" — |")
+				}
+			}
+			fmt.Fprintf(&b, " %s |", r.Better)
 		}
 		if both {
 			ratio, ok := r.Ratio()

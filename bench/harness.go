@@ -32,18 +32,21 @@ var Impls = []Impl{Actors, ClientGo}
 // ParseImpl returns the implementation named s.
 func ParseImpl(s string) (Impl, error) {
 	switch Impl(s) {
-	case Actors, ClientGo, ActorsCoalesced:
+	case Actors, ClientGo, ActorsCoalesced, Floor:
 		return Impl(s), nil
 	}
-	return "", fmt.Errorf("bench: unknown implementation %q (want %q, %q or %q)", s, Actors, ClientGo, ActorsCoalesced)
+	return "", fmt.Errorf("bench: unknown implementation %q (want %q, %q, %q or %q)", s, Actors, ClientGo, ActorsCoalesced, Floor)
 }
 
 // NewInformer returns impl's shared informer for pods from lw, with no
 // resync and the namespace index, as a generated pod informer has.
 func NewInformer(impl Impl, lw cache.ListerWatcher) cache.SharedIndexInformer {
 	idx := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	if impl == Actors || impl == ActorsCoalesced {
+	switch impl {
+	case Actors, ActorsCoalesced:
 		return actors.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, idx)
+	case Floor:
+		return newFloor(lw, idx)
 	}
 	return cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, idx)
 }

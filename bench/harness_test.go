@@ -225,7 +225,7 @@ func TestInformersGetTheSameStream(t *testing.T) {
 	p := NewPods(keys)
 	list := p.List(keys)
 	evs := p.Modified(events, keys)
-	for _, impl := range Impls {
+	for _, impl := range append(slices.Clone(Impls), Floor) {
 		t.Run(string(impl), func(t *testing.T) {
 			src := &Source{Lists: []*corev1.PodList{list}, Watches: [][]watch.Event{evs}}
 			src.Gate()
@@ -414,6 +414,15 @@ func TestCompare(t *testing.T) {
 	}
 	if _, ok := tb.Rows[0].Ratio(); ok || strings.Contains(tb.Markdown(), "ours ÷ client-go") {
 		t.Fatal("a single implementation has no ratio")
+	}
+	// Beside the floor: both ratios.
+	f = &fakeScenario{vals: map[Impl][]float64{Actors: {20}, ClientGo: {40}, Floor: {16}}}
+	tb, err = Compare(f, 1, []Impl{Actors, ClientGo, Floor}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md := tb.Markdown(); !strings.Contains(md, "| ours ÷ client-go | ours ÷ floor | better |") || !strings.Contains(md, "| 0.50× | 1.25× | lower |") {
+		t.Fatalf("markdown beside the floor:\n%s", md)
 	}
 	if _, err := ParseImpl("informer"); err == nil {
 		t.Fatal("ParseImpl accepted an unknown name")

@@ -20,7 +20,7 @@ import (
 func main() {
 	full := flag.Bool("full", false, "use the sizes of issue 5 (default: the small smoke sizes)")
 	runs := flag.Int("runs", 5, "runs per implementation and scenario")
-	only := flag.String("only", "", "comma-separated scenario kinds to run: sync, watch, slow, control, coalesce, relist (default: all)")
+	only := flag.String("only", "", "comma-separated scenario kinds to run: sync, watch, slow, control, coalesce, relist, bar (default: all but bar)")
 	impl := flag.String("impl", "", "run one implementation only: actors, client-go or actors+coalesced (coalesce only)")
 	coalesceKeys := flag.Int("coalesce-keys", 0, "coalesce: pods listed (default: the size's)")
 	coalesceEvents := flag.Int("coalesce-events", 0, "coalesce: updates streamed (default: the size's)")
@@ -59,7 +59,7 @@ func main() {
 	ks := kinds(z)
 	for i := range ks {
 		k := &ks[i]
-		if len(want) > 0 && !want[k.name] {
+		if len(want) > 0 && !want[k.name] || len(want) == 0 && k.name == "bar" {
 			continue
 		}
 		start := time.Now()
@@ -104,6 +104,10 @@ func kinds(z bench.Sizes) []kind {
 		{"control", &bench.SlowHandler{Keys: z.SlowKeys, Events: z.SlowEvents, Rate: z.SlowRate, Handlers: bench.Handlers}, nil},
 		{"coalesce", &bench.Coalesce{Keys: z.CoalesceKeys, Events: z.CoalesceEvents, Delay: bench.SlowDelay}, bench.CoalesceImpls},
 		{"relist", &bench.Relist{Objects: z.RelistObjects, Handlers: bench.Handlers}, nil},
+		// The performance bar: 20,000 pods, 200,000 updates, 4 handlers,
+		// beside the floor (the same work in one goroutine, handlers
+		// inline), whatever the size.
+		{"bar", &bench.Watch{Keys: 20_000, Events: 200_000, Handlers: bench.Handlers}, []bench.Impl{bench.Actors, bench.ClientGo, bench.Floor}},
 	}
 }
 
