@@ -230,8 +230,13 @@ func TestActor_resumesQueuedDeltas(t *testing.T) {
 	cpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return cons }))
 	q := New(Config{})
 	q.add([]Delta{added("a", 1), added("b", 1)})
-	qpid := sys.Root.Spawn(Props(q, cpid, nil))
+	// The queue sends as it starts: the consumer must know its mailbox
+	// before (it acknowledges there), so the PID is named beforehand.
+	qpid := actor.NewPID(sys.Address(), "resumed-queue")
 	cons.queue.Store(qpid)
+	if _, err := sys.Root.SpawnNamed(Props(q, cpid, nil), "resumed-queue"); err != nil {
+		t.Fatal(err)
+	}
 	wantDeltas(t, recv(t, cons.batches), []Delta{added("a", 1), added("b", 1)})
 	stopBoth(t, sys, cpid, qpid)
 }
