@@ -128,41 +128,9 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // line). One informer per group runs on a member: New reserves the group's
 // name on c until Run returns.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
-	if err := checkCluster(c); err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(group) == "" {
-		return nil, errors.New("shard: empty group name")
-	}
-	if strings.ContainsAny(group, " \t\n") {
-		return nil, fmt.Errorf("shard: group name %q contains spaces", group)
-	}
-	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
-		// The members find each other's leases by a label of the group's
-		// name: an operator selects them with it too.
-		return nil, fmt.Errorf("shard: group name %q is not a label value (the group's leases carry it as %s): %s", group, LabelGroup, strings.Join(errs, "; "))
-	}
-	if lw == nil {
-		return nil, errors.New("shard: nil ListerWatcher")
-	}
 	o := buildOptions(opts)
-	if o.ranges < 1 || o.ranges > MaxRanges {
-		return nil, fmt.Errorf("shard: %d ranges; want 1 to %d", o.ranges, MaxRanges)
-	}
-	if o.field != UID && o.field != Namespace {
-		return nil, fmt.Errorf("shard: unknown hash field %q; want %q or %q", o.field, UID, Namespace)
-	}
-	if o.tick <= 0 {
-		return nil, fmt.Errorf("shard: tick interval %v; want more than 0", o.tick)
-	}
-	if o.leases == nil || o.namespace == "" {
-		return nil, errors.New("shard: no leases: pass shard.WithLeases(clientset.CoordinationV1(), namespace); members fence each other with them")
-	}
-	if err := (handover.Config{Ranges: o.ranges, LeaseDuration: o.leaseDur, RenewDeadline: o.renewDL, RetryPeriod: o.retry}).Validate(); err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	if o.retry < o.tick {
-		return nil, fmt.Errorf("shard: the lease's retry period %v is below the tick interval %v", o.retry, o.tick)
+	if err := validate(c, group, lw, o); err != nil {
+		return nil, err
 	}
 	key := c.ActorSystem.ID + "/" + group
 	if _, dup := groups.LoadOrStore(key, struct{}{}); dup {
@@ -211,6 +179,46 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
 	return s, nil
+}
+
+// validate refuses a group New could not run.
+func validate(c *cluster.Cluster, group string, lw cache.ListerWatcher, o options) error {
+	if err := checkCluster(c); err != nil {
+		return err
+	}
+	if strings.TrimSpace(group) == "" {
+		return errors.New("shard: empty group name")
+	}
+	if strings.ContainsAny(group, " \t\n") {
+		return fmt.Errorf("shard: group name %q contains spaces", group)
+	}
+	if errs := validation.IsValidLabelValue(group); len(errs) > 0 {
+		// The members find each other's leases by a label of the group's
+		// name: an operator selects them with it too.
+		return fmt.Errorf("shard: group name %q is not a label value (the group's leases carry it as %s): %s", group, LabelGroup, strings.Join(errs, "; "))
+	}
+	if lw == nil {
+		return errors.New("shard: nil ListerWatcher")
+	}
+	if o.ranges < 1 || o.ranges > MaxRanges {
+		return fmt.Errorf("shard: %d ranges; want 1 to %d", o.ranges, MaxRanges)
+	}
+	if o.field != UID && o.field != Namespace {
+		return fmt.Errorf("shard: unknown hash field %q; want %q or %q", o.field, UID, Namespace)
+	}
+	if o.tick <= 0 {
+		return fmt.Errorf("shard: tick interval %v; want more than 0", o.tick)
+	}
+	if o.leases == nil || o.namespace == "" {
+		return errors.New("shard: no leases: pass shard.WithLeases(clientset.CoordinationV1(), namespace); members fence each other with them")
+	}
+	if err := (handover.Config{Ranges: o.ranges, LeaseDuration: o.leaseDur, RenewDeadline: o.renewDL, RetryPeriod: o.retry}).Validate(); err != nil {
+		return fmt.Errorf("shard: %w", err)
+	}
+	if o.retry < o.tick {
+		return fmt.Errorf("shard: the lease's retry period %v is below the tick interval %v", o.retry, o.tick)
+	}
+	return nil
 }
 
 // checkCluster refuses a cluster member that could not take part in a
@@ -406,20 +414,7 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 			}
 			return
 		}
-		leaving := false
-		select {
-		case <-ctx.Done():
-			leaving = true
-			s.logLeave(inc)
-			inc.leave()
-			select {
-			case <-inc.done:
-			case <-time.After(s.o.leaveTimeout + 10*s.o.tick + 5*time.Second):
-				s.log.Error("the graceful leave did not end in time; stopping", "timeout", s.o.leaveTimeout)
-			}
-		case <-inc.done:
-		}
-		inc.stop()
+		leaving := s.runIncarnation(ctx, inc)
 		end := inc.end.Load()
 		if leaving || end == nil || ctx.Err() != nil {
 			return
@@ -443,25 +438,54 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 		s.rejoins.Add(1)
 		s.log.Warn("fenced: rejoining as a new member", "member", string(inc.id), "reason", end.fenced)
 		if s.o.rejoin != nil {
-			// The old cluster member goes first: the new one may listen on
-			// its address. Its provider first, while its actor system runs:
-			// protoactor's k8s provider takes its member id off the pod
-			// then, and a new provider on that pod would otherwise keep
-			// the old id, which the others have blocked for good (and the etcd
-			// provider's keep-alive would register the old node again).
-			_ = c.Config.ClusterProvider.Shutdown(false)
-			c.Shutdown(false)
-			next, err := s.newCluster(ctx)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.giveUp("fenced, and the new cluster member to rejoin with failed: " + err.Error())
-				}
+			next, ok := s.replaceCluster(ctx, c)
+			if !ok {
 				return
 			}
 			c = next
-			s.current.Store(c)
 		}
 	}
+}
+
+// runIncarnation runs inc until it ends, or until ctx ends: then it
+// leaves gracefully (leaving), for at most the leave timeout and a margin.
+func (s *Informer) runIncarnation(ctx context.Context, inc *incarnation) (leaving bool) {
+	select {
+	case <-ctx.Done():
+		leaving = true
+		s.logLeave(inc)
+		inc.leave()
+		select {
+		case <-inc.done:
+		case <-time.After(s.o.leaveTimeout + 10*s.o.tick + 5*time.Second):
+			s.log.Error("the graceful leave did not end in time; stopping", "timeout", s.o.leaveTimeout)
+		}
+	case <-inc.done:
+	}
+	inc.stop()
+	return leaving
+}
+
+// replaceCluster shuts the fenced cluster member c down and makes the one
+// a rejoin runs on (WithRejoin); false if it could not (Run gives up).
+func (s *Informer) replaceCluster(ctx context.Context, c *cluster.Cluster) (*cluster.Cluster, bool) {
+	// The old cluster member goes first: the new one may listen on its
+	// address. Its provider first, while its actor system runs:
+	// protoactor's k8s provider takes its member id off the pod then, and
+	// a new provider on that pod would otherwise keep the old id, which the
+	// others have blocked for good (and the etcd provider's keep-alive
+	// would register the old node again).
+	_ = c.Config.ClusterProvider.Shutdown(false)
+	c.Shutdown(false)
+	next, err := s.newCluster(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.giveUp("fenced, and the new cluster member to rejoin with failed: " + err.Error())
+		}
+		return nil, false
+	}
+	s.current.Store(next)
+	return next, true
 }
 
 // newCluster makes the cluster member a rejoin runs on (WithRejoin),

@@ -309,35 +309,9 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	if err != nil {
 		return nil, err
 	}
-	// The objects are checked in place: a server that applied the
-	// selector sent only the range's, and the list goes on as it came,
-	// without copying its items. Only a list with others is rebuilt.
-	n, out := 0, 0
-	if err := meta.EachListItem(list, func(it runtime.Object) error {
-		n++
-		if !lw.in(it) {
-			out++
-		}
-		return nil
-	}); err != nil {
+	if err := lw.keepRange(list); err != nil {
 		return nil, err
 	}
-	if out > 0 {
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return nil, err
-		}
-		kept := make([]runtime.Object, 0, len(items)-out)
-		for _, it := range items {
-			if ok, err := lw.selector.Matches(it); ok || err != nil {
-				kept = append(kept, it)
-			}
-		}
-		if err := meta.SetList(list, kept); err != nil {
-			return nil, err
-		}
-	}
-	lw.judge(list, n, n-out)
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.paused {
@@ -352,6 +326,41 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 		lw.note(lm.GetResourceVersion(), false)
 	}
 	return list, nil
+}
+
+// keepRange drops from list the objects of other ranges, and judges
+// whether the server applied the selector. The objects are checked in
+// place: a server that applied the selector sent only the range's, and the
+// list goes on as it came, without copying its items. Only a list with
+// others is rebuilt.
+func (lw *rangeLW) keepRange(list runtime.Object) error {
+	n, out := 0, 0
+	if err := meta.EachListItem(list, func(it runtime.Object) error {
+		n++
+		if !lw.in(it) {
+			out++
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if out > 0 {
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		kept := make([]runtime.Object, 0, len(items)-out)
+		for _, it := range items {
+			if ok, err := lw.selector.Matches(it); ok || err != nil {
+				kept = append(kept, it)
+			}
+		}
+		if err := meta.SetList(list, kept); err != nil {
+			return err
+		}
+	}
+	lw.judge(list, n, n-out)
+	return nil
 }
 
 // relisted records, while recording, the objects handed on before that

@@ -382,30 +382,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 	}()
 	switch m := ctx.Message().(type) {
 	case *startIO:
-		self, sys := ctx.Self(), inc.c.ActorSystem
-		io.sub = sys.EventStream.Subscribe(func(evt any) {
-			if t, ok := evt.(*cluster.ClusterTopology); ok {
-				sys.Root.Send(self, t)
-			}
-		})
-		io.stopTick = make(chan struct{})
-		// The core's clock; once the actor system is shut down (its actors
-		// still run, but nothing reaches the other members any more), the
-		// I/O actor hears clusterStopped.
-		go ticker(clock.RealClock{}, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick, func(n int) bool {
-			if sys.IsStopped() {
-				sys.Root.Send(self, &clusterStopped{})
-				return false
-			}
-			for range n {
-				sys.Root.Send(inc.corePID, &handover.Tick{Now: s.now()})
-			}
-			return true
-		})
-		io.startLeaseWatch(ctx)
-		// A subscriber added after the member started missed the topology
-		// so far: read it.
-		io.topology(inc.c.MemberList.Members().Members())
+		io.start(ctx)
 	case *actor.Stopping:
 		io.stop()
 	case *cluster.ClusterTopology:
@@ -432,17 +409,58 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		if m.Group == s.group {
 			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(inc.id), Ranges: int32(s.o.ranges), HashField: string(s.o.field), Protocol: protocolVersion, Reply: true})
 		}
-	case *shardpb.Hello:
-		if in := io.fromWire(m.Group, m.To); in {
-			h := helloFromWire(m)
-			s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
-			io.toCore(h)
-		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {
 			io.serveSnapshot(ctx, m)
 		} else if m.Group == s.group {
 			ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "no such member here"})
+		}
+	default:
+		io.fromPeer(m)
+	}
+}
+
+// start subscribes to the cluster's topology, starts the core's ticker and
+// the lease watch.
+func (io *memberIO) start(ctx actor.Context) {
+	inc := io.inc
+	s := inc.s
+	self, sys := ctx.Self(), inc.c.ActorSystem
+	io.sub = sys.EventStream.Subscribe(func(evt any) {
+		if t, ok := evt.(*cluster.ClusterTopology); ok {
+			sys.Root.Send(self, t)
+		}
+	})
+	io.stopTick = make(chan struct{})
+	// The core's clock; once the actor system is shut down (its actors
+	// still run, but nothing reaches the other members any more), the
+	// I/O actor hears clusterStopped.
+	go ticker(clock.RealClock{}, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick, func(n int) bool {
+		if sys.IsStopped() {
+			sys.Root.Send(self, &clusterStopped{})
+			return false
+		}
+		for range n {
+			sys.Root.Send(inc.corePID, &handover.Tick{Now: s.now()})
+		}
+		return true
+	})
+	io.startLeaseWatch(ctx)
+	// A subscriber added after the member started missed the topology
+	// so far: read it.
+	io.topology(inc.c.MemberList.Members().Members())
+}
+
+// fromPeer hands a peer's protocol message, of this group and for this
+// incarnation, to the core.
+func (io *memberIO) fromPeer(msg any) {
+	s := io.inc.s
+	switch m := msg.(type) {
+	case *shardpb.Hello:
+		if io.fromWire(m.Group, m.To) {
+			h := helloFromWire(m)
+			s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
+			io.toCore(h)
 		}
 	case *shardpb.Reject:
 		if io.fromWire(m.Group, m.To) {
@@ -454,24 +472,30 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		}
 	case *shardpb.Released:
 		if io.fromWire(m.Group, m.To) {
-			rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
-			now := time.Now()
-			for _, h := range m.Handoffs {
-				rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
-				if h.Supplement {
-					continue // not an answer: no switch waits for it
-				}
-				if io.handoffAt == nil {
-					io.handoffAt = map[handoffKey]time.Time{}
-				}
-				k := handoffKey{r: int(h.Range), epoch: m.Epoch, from: rel.From}
-				if _, seen := io.handoffAt[k]; !seen {
-					io.handoffAt[k] = now
-				}
-			}
-			io.toCore(rel)
+			io.toCore(io.releasedFromWire(m))
 		}
 	}
+}
+
+// releasedFromWire is the core's Released of a wire one; it notes when
+// each handoff arrived (a range's unserved time starts there).
+func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
+	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+	now := time.Now()
+	for _, h := range m.Handoffs {
+		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
+		if h.Supplement {
+			continue // not an answer: no switch waits for it
+		}
+		if io.handoffAt == nil {
+			io.handoffAt = map[handoffKey]time.Time{}
+		}
+		k := handoffKey{r: int(h.Range), epoch: m.Epoch, from: rel.From}
+		if _, seen := io.handoffAt[k]; !seen {
+			io.handoffAt[k] = now
+		}
+	}
+	return rel
 }
 
 // fromWire: a message of this group, for this incarnation (or for its

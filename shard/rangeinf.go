@@ -204,28 +204,7 @@ func (io *memberIO) rangeEffect(body any) {
 		delete(io.movedTo, e.Range)
 		io.startRange(e)
 	case *handover.ActivateRange:
-		ri := io.ranges[e.Range]
-		if ri == nil || ri.epoch != e.Epoch {
-			inc.log.Error("activating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
-			return
-		}
-		ri.token, ri.from = e.Token, e.From
-		ri.unservedSince = ri.started
-		k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
-		if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
-			ri.unservedSince = at
-		}
-		delete(io.handoffAt, k)
-		ri.claimed = time.Now()
-		ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
-		if p, ok := io.positions[e.Range]; ok && e.Handoff == nil && p.newer(ri.resumeFrom) {
-			// Activated without the handoff of the deliverer it started
-			// from: it resumes from the newest position as a lost member's
-			// range does.
-			ri.resumeFrom, ri.resume = p, nil
-		}
-		ri.switches.Add(1)
-		go io.activate(ri, e.Handoff)
+		io.activateRange(e)
 	case *handover.LateHandoff:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -261,24 +240,57 @@ func (io *memberIO) rangeEffect(body any) {
 		io.settings = e.Reason
 		inc.log.Warn("this member's settings differ from the group's: it stays out of the group until the members with other settings have left", "reason", e.Reason)
 	case *handover.Left:
-		for _, h := range e.Dropped {
-			if e.TimeUp {
-				inc.log.Warn("left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "range", h.Range, "token", h.Token, "from", string(h.From), "objects", len(h.Objects))
-			} else {
-				inc.log.Info("left with a range's handoff: no member was left to take it", "range", h.Range, "token", h.Token)
-			}
-		}
-		end := ending{settings: io.settings}
-		go func() {
-			if err := inc.leases.release(inc.ctx); err != nil {
-				inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-			}
-			inc.finish(end)
-		}()
+		io.left(e)
 	case *handover.Fenced:
 		inc.log.Warn("fenced: no handler is called from now on", "reason", e.Reason, "leftOut", e.LeftOut)
 		io.dropAll(ending{fenced: e.Reason, leftOut: e.LeftOut})
 	}
+}
+
+// activateRange starts the activation of a range the core claimed.
+func (io *memberIO) activateRange(e *handover.ActivateRange) {
+	ri := io.ranges[e.Range]
+	if ri == nil || ri.epoch != e.Epoch {
+		io.inc.log.Error("activating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
+		return
+	}
+	ri.token, ri.from = e.Token, e.From
+	ri.unservedSince = ri.started
+	k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
+	if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
+		ri.unservedSince = at
+	}
+	delete(io.handoffAt, k)
+	ri.claimed = time.Now()
+	ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
+	if p, ok := io.positions[e.Range]; ok && e.Handoff == nil && p.newer(ri.resumeFrom) {
+		// Activated without the handoff of the deliverer it started
+		// from: it resumes from the newest position as a lost member's
+		// range does.
+		ri.resumeFrom, ri.resume = p, nil
+	}
+	ri.switches.Add(1)
+	go io.activate(ri, e.Handoff)
+}
+
+// left ends a graceful leave: the lease is released, then the incarnation
+// ends.
+func (io *memberIO) left(e *handover.Left) {
+	inc := io.inc
+	for _, h := range e.Dropped {
+		if e.TimeUp {
+			inc.log.Warn("left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "range", h.Range, "token", h.Token, "from", string(h.From), "objects", len(h.Objects))
+		} else {
+			inc.log.Info("left with a range's handoff: no member was left to take it", "range", h.Range, "token", h.Token)
+		}
+	}
+	end := ending{settings: io.settings}
+	go func() {
+		if err := inc.leases.release(inc.ctx); err != nil {
+			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
+		}
+		inc.finish(end)
+	}()
 }
 
 // dropAll ends the incarnation at once: no handler call starts from now
@@ -363,16 +375,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 			"position", p.version, "positionKnown", ok)
 	}
 	if warm {
-		from, addr := e.From, io.address(e.From)
-		lw.seed = func(ctx context.Context) (copied, error) {
-			cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
-			if err == nil {
-				s.warm.starts.Add(1)
-				inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
-			}
-			return cp, err
-		}
-		lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
+		io.seedFrom(lw, e)
 		// The copy is a list: the informer lists then watches (a WatchList
 		// stream would not take it).
 		opts = append(opts, actors.WithWatchList(false))
@@ -414,6 +417,23 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		}
 		io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 	})
+}
+
+// seedFrom makes lw's first list a copy of the range's cache at e.From
+// (a warm start).
+func (io *memberIO) seedFrom(lw *rangeLW, e *handover.StartRange) {
+	inc := io.inc
+	r := lw.rng
+	from, addr := e.From, io.address(e.From)
+	lw.seed = func(ctx context.Context) (copied, error) {
+		cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
+		if err == nil {
+			inc.s.warm.starts.Add(1)
+			inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
+		}
+		return cp, err
+	}
+	lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
 }
 
 // askWhenReady calls ask (the range is synced: the core may ask for its
@@ -503,25 +523,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		gone, caught = io.gone(ri, h)
 		missing = ri.notInherited(gone)
 	} else if ri.resumeFrom.version > 0 {
-		// Taken over from a member that was lost, or without its handoff:
-		// the objects deleted since its last position, which its handlers
-		// may have had. A late handoff gives none of them again.
-		if ri.resume == nil {
-			io.replay(ri.ctx, ri)
-		}
-		if ri.resume != nil {
-			ri.lw.pause()
-			fwd, _ := ri.lw.versions()
-			waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
-			ri.finals = map[string]any{}
-			missing = missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
-			if ri.inherited == nil {
-				ri.inherited = make(map[string]struct{}, len(missing))
-			}
-			for _, o := range missing {
-				ri.inherited[o.UID] = struct{}{}
-			}
-		}
+		missing = io.deletedSincePosition(ri)
 	}
 	caughtUp := time.Since(begun)
 	if !caught || !ri.startDelivering() {
@@ -553,18 +555,49 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 		io.inc.log.Warn("the range's handlers were not subscribed in time; resuming its intake", "range", ri.r.String())
 	}
 	ri.lw.resume()
+	io.acquired(ri, len(missing), caughtUp)
+}
+
+// acquired records, counts and logs a range's activation, and reports it.
+func (io *memberIO) acquired(ri *rangeInformer, gone int, caughtUp time.Duration) {
+	s := io.inc.s
 	now := time.Now()
 	took, unserved, claim := now.Sub(ri.started), now.Sub(ri.unservedSince), ri.claimed.Sub(ri.unservedSince)
 	s.recordHandover(Handover{Range: ri.r, From: string(ri.from), To: string(io.inc.id), Epoch: ri.epoch, Token: ri.token, Start: ri.started,
-		Duration: took, Unserved: unserved, Claim: claim, CatchUp: caughtUp, Kind: "acquire", Deleted: len(missing)})
+		Duration: took, Unserved: unserved, Claim: claim, CatchUp: caughtUp, Kind: "acquire", Deleted: gone})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
 	s.tel.recordUnserved(unserved)
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
-		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", len(missing),
+		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", gone,
 		"claim", claim, "catch_up", caughtUp)
 	ri.lw.takeDeleted() // a range that expected to resume got a handoff
 	ri.activated.Store(true)
 	io.report(ri, nil)
+}
+
+// deletedSincePosition returns, for a range taken over from a member that
+// was lost (or without its handoff), the objects deleted since its last
+// position, which its handlers may have had, with the range's intake
+// paused (the caller resumes it). A late handoff gives none of them again.
+func (io *memberIO) deletedSincePosition(ri *rangeInformer) []handover.ObjectRef {
+	if ri.resume == nil {
+		io.replay(ri.ctx, ri)
+	}
+	if ri.resume == nil {
+		return nil // stopped meanwhile
+	}
+	ri.lw.pause()
+	fwd, _ := ri.lw.versions()
+	waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+	ri.finals = map[string]any{}
+	missing := missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
+	if ri.inherited == nil {
+		ri.inherited = make(map[string]struct{}, len(missing))
+	}
+	for _, o := range missing {
+		ri.inherited[o.UID] = struct{}{}
+	}
+	return missing
 }
 
 // replay finds the objects of a range taken over without a handoff that

@@ -128,42 +128,12 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		objs = sn.objects()
 	}
 	if m.Chunk == 0 || objs == nil {
-		ri := io.ranges[int(m.Range)]
-		// A range it delivers, or one whose informer has synced (it is
-		// taking the range, or giving it away): either cache is the
-		// range's at one resourceVersion.
-		if ri == nil || !ri.delivering.Load() && !ri.inf.HasSynced() {
-			if to, ok := io.movedTo[int(m.Range)]; ok && string(to) != m.From {
-				// Released since the asker named this member: the member it
-				// went to has a synced copy.
-				ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "the range was released to " + string(to),
-					MovedTo: string(to), MovedToAddress: io.address(to)})
-				return
-			}
-			fail("this member has no synced copy of the range")
+		var refused *shardpb.SnapshotChunk
+		if sn, refused = io.takeSnapshot(m, k, now); refused != nil {
+			ctx.Respond(refused)
 			return
 		}
-		st, ok := ri.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })
-		if !ok {
-			fail("the range's cache cannot be copied")
-			return
-		}
-		var rv string
-		objs, rv = st.Snapshot()
-		if rv == "" {
-			fail("the range's cache has no resourceVersion")
-			return
-		}
-		if len(objs) > snapshotChunk {
-			// Kept for the next chunks; a copy served in one chunk is not.
-			if old := io.snapshots[k]; old != nil {
-				old.drop() // the asker started over
-			}
-			sn = newSnapshot(objs, rv, now)
-			io.snapshots[k] = sn
-		} else {
-			sn = &snapshot{objs: objs, rv: rv, at: now}
-		}
+		objs = sn.objects()
 	}
 	from := int(m.Chunk) * snapshotChunk
 	if from > len(objs) {
@@ -189,6 +159,45 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 		delete(io.snapshots, k)
 	}
 	ctx.Respond(out)
+}
+
+// takeSnapshot copies the range m asks for, kept under k for the next
+// chunks when it takes more than one; or the answer that refuses it.
+func (io *memberIO) takeSnapshot(m *shardpb.SnapshotRequest, k snapshotKey, now time.Time) (*snapshot, *shardpb.SnapshotChunk) {
+	fail := func(why string) (*snapshot, *shardpb.SnapshotChunk) {
+		return nil, &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: why}
+	}
+	ri := io.ranges[int(m.Range)]
+	// A range it delivers, or one whose informer has synced (it is
+	// taking the range, or giving it away): either cache is the
+	// range's at one resourceVersion.
+	if ri == nil || !ri.delivering.Load() && !ri.inf.HasSynced() {
+		if to, ok := io.movedTo[int(m.Range)]; ok && string(to) != m.From {
+			// Released since the asker named this member: the member it
+			// went to has a synced copy.
+			return nil, &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "the range was released to " + string(to),
+				MovedTo: string(to), MovedToAddress: io.address(to)}
+		}
+		return fail("this member has no synced copy of the range")
+	}
+	st, ok := ri.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })
+	if !ok {
+		return fail("the range's cache cannot be copied")
+	}
+	objs, rv := st.Snapshot()
+	if rv == "" {
+		return fail("the range's cache has no resourceVersion")
+	}
+	if len(objs) <= snapshotChunk {
+		return &snapshot{objs: objs, rv: rv, at: now}, nil
+	}
+	// Kept for the next chunks; a copy served in one chunk is not.
+	if old := io.snapshots[k]; old != nil {
+		old.drop() // the asker started over
+	}
+	sn := newSnapshot(objs, rv, now)
+	io.snapshots[k] = sn
+	return sn, nil
 }
 
 // copied is a range's cache as another member copied it: its objects,
@@ -220,22 +229,10 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 		if ctx.Err() != nil {
 			return copied{}, context.Cause(ctx)
 		}
-		f := inc.c.ActorSystem.Root.RequestFuture(pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
-			Range: int32(r), Epoch: epoch, Chunk: chunk}, 10*time.Second)
-		// A cancelled fetch stops waiting: stopping the future ends its
-		// Result at once.
-		stop := context.AfterFunc(ctx, func() { inc.c.ActorSystem.Root.Stop(f.PID()) })
-		res, err := f.Result()
-		stop()
-		if ctx.Err() != nil {
-			return copied{}, context.Cause(ctx)
-		}
+		c, err := inc.requestChunk(ctx, pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
+			Range: int32(r), Epoch: epoch, Chunk: chunk})
 		if err != nil {
-			return copied{}, fmt.Errorf("chunk %d: %w", chunk, err)
-		}
-		c, ok := res.(*shardpb.SnapshotChunk)
-		if !ok {
-			return copied{}, fmt.Errorf("chunk %d: answered %T", chunk, res)
+			return copied{}, err
 		}
 		if c.Error != "" && c.MovedTo != "" && c.MovedToAddress != "" && chunk == 0 && redirects < 3 {
 			// The member released the range after this one named it: ask
@@ -268,6 +265,27 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 			return cp, nil
 		}
 	}
+}
+
+// requestChunk asks pid for a chunk of a range's copy, for at most 10 s;
+// a cancelled ctx stops the wait (stopping the future ends its Result at
+// once) with ctx's cause.
+func (inc *incarnation) requestChunk(ctx context.Context, pid *actor.PID, req *shardpb.SnapshotRequest) (*shardpb.SnapshotChunk, error) {
+	f := inc.c.ActorSystem.Root.RequestFuture(pid, req, 10*time.Second)
+	stop := context.AfterFunc(ctx, func() { inc.c.ActorSystem.Root.Stop(f.PID()) })
+	res, err := f.Result()
+	stop()
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chunk %d: %w", req.Chunk, err)
+	}
+	c, ok := res.(*shardpb.SnapshotChunk)
+	if !ok {
+		return nil, fmt.Errorf("chunk %d: answered %T", req.Chunk, res)
+	}
+	return c, nil
 }
 
 // errSourceReleased ends a copy whose source's lease was released.

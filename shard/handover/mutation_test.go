@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -466,8 +467,14 @@ func TestMutants(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
+	// Each mutant builds and runs the package's tests in a go command of
+	// its own: as many at once as there are CPUs.
+	slots := make(chan struct{}, runtime.NumCPU())
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			src, err := os.ReadFile(filepath.Join(dir, m.file))
 			if err != nil {
 				t.Fatal(err)
