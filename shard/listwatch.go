@@ -617,8 +617,7 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 		case watch.Added, watch.Modified, watch.Deleted:
 			lw.note(objectRV(e.Object), true)
 			if lw.recording {
-				noteDelete(lw.deleted, e)
-				hold(lw.held, e)
+				noteDelete(lw.deleted, lw.held, e)
 			}
 		case watch.Bookmark:
 			lw.note(objectRV(e.Object), false)

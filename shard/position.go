@@ -213,29 +213,21 @@ func replay(ctx context.Context, lw *rangeLW, from, to int64) (deleted map[strin
 }
 
 // noteDelete records an object event in deleted: a delete's object by
-// key, nil once the key is added or changed again.
-func noteDelete(deleted map[string]runtime.Object, e watch.Event) {
+// key, nil once the key is added or changed again. held, when not nil,
+// keeps the objects handed on: an object event's object by key, none once
+// deleted.
+func noteDelete(deleted, held map[string]runtime.Object, e watch.Event) {
 	k, err := cache.MetaNamespaceKeyFunc(e.Object)
 	if err != nil {
 		return
 	}
 	if e.Type == watch.Deleted {
 		deleted[k] = e.Object
-	} else {
-		deleted[k] = nil
-	}
-}
-
-// hold keeps held as the objects handed on: an object event's object by
-// key, none once deleted.
-func hold(held map[string]runtime.Object, e watch.Event) {
-	k, err := cache.MetaNamespaceKeyFunc(e.Object)
-	if err != nil {
+		delete(held, k)
 		return
 	}
-	if e.Type == watch.Deleted {
-		delete(held, k)
-	} else {
+	deleted[k] = nil
+	if held != nil {
 		held[k] = e.Object
 	}
 }
@@ -283,7 +275,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			if !lw.in(e.Object) {
 				continue
 			}
-			noteDelete(deleted, e)
+			noteDelete(deleted, nil, e)
 		}
 		if n, perr := strconv.ParseInt(objectRV(e.Object), 10, 64); perr == nil && n > *at {
 			*at, progressed = n, true

@@ -605,27 +605,20 @@ func (io *memberIO) deletedSincePosition(ri *rangeInformer) []handover.ObjectRef
 func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	s := io.inc.s
 	from := ri.resumeFrom
+	var deleted map[string]runtime.Object
+	var took time.Duration
 	to, err := strconv.ParseInt(ri.inf.LastSyncResourceVersion(), 10, 64)
-	switch {
-	case err != nil:
-		ri.resume = &resumed{}
-		s.warm.resumes.Add(1)
-		s.warm.resumeGaps.Add(1)
-		io.inc.log.Warn("the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler",
-			"range", ri.r.String(), "position", from.version, "token", from.token, "err", fmt.Errorf("the range's informer has no list version: %w", err))
-		return
-	case to <= from.version:
-		ri.resume = &resumed{}
-		s.warm.resumes.Add(1)
-		io.inc.log.Info("the range resumes from its last delivered position", "range", ri.r.String(), "position", from.version,
-			"token", from.token, "list", to, "deleted", 0, "took", time.Duration(0))
-		return
-	}
-	begun := time.Now()
-	deleted, complete, err := replay(ctx, ri.lw, from.version, to)
-	took := time.Since(begun)
-	if ctx.Err() != nil {
-		return // stopped meanwhile
+	complete := err == nil
+	if err != nil {
+		err = fmt.Errorf("the range's informer has no list version: %w", err)
+	} else if to > from.version {
+		// At or before the position, the list has nothing to replay.
+		begun := time.Now()
+		deleted, complete, err = replay(ctx, ri.lw, from.version, to)
+		took = time.Since(begun)
+		if ctx.Err() != nil {
+			return // stopped meanwhile
+		}
 	}
 	ri.resume = &resumed{deleted: deleted}
 	s.warm.resumes.Add(1)
