@@ -210,8 +210,12 @@ func (io *memberIO) rangeEffect(body any) {
 		if ri == nil || ri.epoch != e.Epoch {
 			return // released since
 		}
+		h := io.current(e.Handoff, ri.token)
+		if h == nil {
+			return
+		}
 		ri.switches.Add(1)
-		go io.lateHandoff(ri, e.Handoff)
+		go io.lateHandoff(ri, h)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -263,14 +267,35 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
 	ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
-	if p, ok := io.positions[e.Range]; ok && e.Handoff == nil && p.newer(ri.resumeFrom) {
+	h := io.current(e.Handoff, e.Token)
+	if p, ok := io.positions[e.Range]; ok && h == nil && p.newer(ri.resumeFrom) {
 		// Activated without the handoff of the deliverer it started
-		// from: it resumes from the newest position as a lost member's
-		// range does.
+		// from, or with one a later deliverer's position supersedes: it
+		// resumes from the newest position as a lost member's range does.
 		ri.resumeFrom, ri.resume = p, nil
 	}
 	ri.switches.Add(1)
-	go io.activate(ri, e.Handoff)
+	go io.activate(ri, h)
+}
+
+// current returns h, or nil if the group's leases carry a position of
+// the range under a token after h's and before own (the token this
+// member delivers the range under): a deliverer after h's sender had the
+// range, and its handlers may have been given deletes of h's objects at
+// versions after those h names. Tombstones from h would take those
+// objects' versions back; the position, not h, says where the range is.
+func (io *memberIO) current(h *handover.Handoff, own uint64) *handover.Handoff {
+	if h == nil {
+		return nil
+	}
+	p, ok := io.positions[h.Range]
+	if !ok || p.token <= h.Token || p.token >= own {
+		return h
+	}
+	io.inc.s.warm.staleHandoffs.Add(1)
+	io.inc.log.Info("a handoff older than the range's last position is ignored", "range", h.Range, "from", string(h.From),
+		"handoffToken", h.Token, "positionToken", p.token, "position", p.version, "token", own)
+	return nil
 }
 
 // left ends a graceful leave: the lease is released, then the incarnation
