@@ -260,40 +260,29 @@ func TestFenceDuringActivation(t *testing.T) {
 	}
 }
 
-// A fence while a tombstone call runs, one of a range's activation or of
-// a late handoff: the incarnation releases its lease (which lets the
-// others take the range at once) only once that call has returned, and
-// the handler hears OnRelease after it. Before, the release waited only
-// for the handlers' listeners, not for the tombstone calls made from the
-// range's goroutines; and a handler whose attachment the fence cut short
-// heard OnAcquire with no OnRelease.
+// A fence while a tombstone call of a range's activation runs: the
+// incarnation releases its lease (which lets the others take the range at
+// once) only once that call has returned, and the handler hears OnRelease
+// after it. Before, the release waited only for the handlers' listeners,
+// not for the tombstone calls made from the range's goroutines; and a
+// handler whose attachment the fence cut short heard OnAcquire with no
+// OnRelease. (A late handoff, the other goroutine that made such calls,
+// gives none now: TestActivationResumesFromTheNewestPosition.)
 func TestFenceWaitsForTombstoneCalls(t *testing.T) {
-	gone := []handover.ObjectRef{{Key: "ns/gone", UID: "ug", Version: "9"}}
 	for _, tc := range []struct {
 		name string
-		// run makes a tombstone call for ns/gone start.
-		run func(rig *effectRig)
 		// plain: the handler does not implement OwnershipHandler.
 		plain bool
 		want  []string
 	}{{
-		name: "activation",
-		run:  func(rig *effectRig) { rig.activate("10") }, // the informer is there: ns/gone gets its tombstone
-		want: []string{"acquire", "delete ns/gone", "release"},
+		name: "ownership handler",
+		want: []string{"acquire", "delete ns/a", "release"},
 	}, {
-		name: "late handoff",
-		run: func(rig *effectRig) {
-			rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7})
-			if in := <-rig.reports; in != nil {
-				t.Fatalf("report %T, want the activation's", in)
-			}
-			rig.io.rangeEffect(&handover.LateHandoff{Range: 0, Epoch: 1, Handoff: &handover.Handoff{
-				Range: 0, Token: 6, From: "node-b#1", Version: "10", Objects: gone}})
-		},
 		// An ownership handler would hide it: the fence's OnRelease waits
 		// for the handler's lock.
+		name:  "plain handler",
 		plain: true,
-		want:  []string{"add ns/a@10", "delete ns/gone"},
+		want:  []string{"delete ns/a"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -311,7 +300,13 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 					t.Fatal(err)
 				}
 				rig.start()
-				tc.run(rig)
+				// ns/a is deleted at 11, after the previous deliverer's
+				// final position, 10: its handlers never saw it go.
+				w := <-rig.watches
+				w.Delete(cmAt("a", "ua", "11"))
+				synctest.Wait() // the informer has it
+				rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
+					Range: 0, Token: 6, From: "node-b#1", Version: "10", Position: 10}})
 				<-entered
 				rig.io.rangeEffect(&handover.Fenced{Reason: "test"})
 				// The fence goes as far as it can while the call runs:
@@ -381,28 +376,34 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 	})
 }
 
-// A handoff is stale when the group's leases carry a position of its
-// range under a later token than its own (and before the receiver's): a
-// deliverer after its sender had the range and may have given the
-// handoff's objects' deletes at later versions. Such a handoff, at the
-// activation or late, gives no tombstone: the range resumes from the
-// position. Before, a handoff kept or passed on while a later deliverer
-// had the range gave tombstones at versions older than that deliverer's
-// deletes (a 10-minute nemesis run, seed 22: 11 versions back). A
-// handoff older than the position (the control) still gives them.
-func TestStaleHandoffGivesNoTombstones(t *testing.T) {
-	handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: "10",
-		Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}
+// An activation gives OnDelete for the objects deleted after the range's
+// newest position, and for none deleted at or before it (the previous
+// deliverer's handlers were given those): the handoff's final position,
+// or the leases' when it is newer (a later deliverer had the range: the
+// handoff is stale) or the handoff has none (a member that predates it).
+// A late handoff gives nothing: the position's replay gave every delete.
+// After the range synced at 10, its watch sent ns/b created at 11 and
+// deleted at 12, ns/c created at 13 and deleted at 14. Before, a stale
+// handoff gave tombstones from its Objects at versions older than the
+// later deliverer's deletes (a 10-minute nemesis run, seed 22: 11
+// versions back), and a late one gave those its handlers had not seen.
+func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		position position
+		position int64 // the handoff's, under token 6
+		leases   map[int]position
 		late     bool
 		want     []string
 	}{
-		{name: "activation", position: position{token: 8, version: 10}, want: []string{"acquire", "add ns/a@10"}},
-		{name: "late", position: position{token: 8, version: 10}, late: true, want: []string{"acquire", "add ns/a@10"}},
-		{name: "activation, older position", position: position{token: 5, version: 10}, want: []string{"acquire", "delete ns/gone", "add ns/a@10"}},
-		{name: "late, older position", position: position{token: 5, version: 10}, late: true, want: []string{"acquire", "add ns/a@10", "delete ns/gone"}},
+		{name: "the handoff's position", position: 12, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "a later deliverer's position", position: 12, leases: map[int]position{0: {token: 8, version: 14}},
+			want: []string{"acquire", "add ns/a@10"}},
+		{name: "an older position in the leases", position: 12, leases: map[int]position{0: {token: 5, version: 11}},
+			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "a handoff without a position", leases: map[int]position{0: {token: 5, version: 11}},
+			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
+		{name: "a late handoff", late: true, leases: map[int]position{0: {token: 5, version: 12}},
+			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -412,7 +413,15 @@ func TestStaleHandoffGivesNoTombstones(t *testing.T) {
 					t.Fatal(err)
 				}
 				rig.start()
-				rig.io.positions = map[int]position{0: tc.position}
+				w := <-rig.watches
+				w.Add(cmAt("b", "ub", "11"))
+				w.Delete(cmAt("b", "ub", "12"))
+				w.Add(cmAt("c", "uc", "13"))
+				w.Delete(cmAt("c", "uc", "14"))
+				synctest.Wait()
+				rig.io.positions = tc.leases
+				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: "14", Position: tc.position,
+					Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}
 				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: 9, From: "node-b#1", Handoff: handoff}
 				if tc.late {
 					act.Handoff = nil

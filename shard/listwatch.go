@@ -380,7 +380,7 @@ func (lw *rangeLW) relisted(list runtime.Object) {
 	})
 	for k, o := range lw.held {
 		if _, ok := now[k]; !ok {
-			lw.deleted[k] = o
+			lw.deleted[k] = impliedDelete{o}
 		}
 	}
 	for k := range now {
@@ -390,6 +390,10 @@ func (lw *rangeLW) relisted(list runtime.Object) {
 	}
 	lw.held = now
 }
+
+// impliedDelete is the last state of an object a relist no longer has:
+// its delete's version is not known (it came after that state's).
+type impliedDelete struct{ runtime.Object }
 
 // seedList returns a warm start's list, once: the copy's objects at its
 // resourceVersion. A list that follows soon after one is a fallback (the

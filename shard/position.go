@@ -302,8 +302,10 @@ type resumed struct {
 // missingSince returns the objects of rs deleted since its position, and
 // of those the range's intake took before its activation (lw.deleted),
 // that the range's cache no longer has, as handover refs, with their last
-// states in finals.
-func missingSince(rs *resumed, pre map[string]runtime.Object, ix cache.Indexer, finals map[string]any) []handover.ObjectRef {
+// states in finals. A delete at or before position after (the previous
+// deliverer's handlers were given it) is left out; a relist's implied
+// delete, of unknown version, is not.
+func missingSince(rs *resumed, pre map[string]runtime.Object, after int64, ix cache.Indexer, finals map[string]any) []handover.ObjectRef {
 	all := make(map[string]runtime.Object, len(rs.deleted)+len(pre))
 	for k, o := range rs.deleted {
 		all[k] = o
@@ -322,9 +324,16 @@ func missingSince(rs *resumed, pre map[string]runtime.Object, ix cache.Indexer, 
 			continue
 		}
 		o := all[k]
+		implied, isImplied := o.(impliedDelete)
+		if isImplied {
+			o = implied.Object
+		}
 		ref := handover.ObjectRef{Key: k}
 		if m, err := meta.Accessor(o); err == nil {
 			ref.UID, ref.Version = string(m.GetUID()), m.GetResourceVersion()
+			if v, err := strconv.ParseInt(ref.Version, 10, 64); err == nil && v <= after && !isImplied {
+				continue
+			}
 		}
 		finals[k] = o
 		out = append(out, ref)

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,8 +223,11 @@ func TestRangeRecordsARelistsDeletes(t *testing.T) {
 	if len(got) != 3 || got["ns/a"] == nil || got["ns/d"] == nil || got["ns/c"] == nil {
 		t.Fatalf("recorded %v, want ns/a, ns/c and ns/d (ns/b is back)", keysOf(got))
 	}
-	if rv := got["ns/c"].(*corev1.ConfigMap).ResourceVersion; rv != "102" {
-		t.Fatalf("ns/c recorded at %s, want its last state handed on (102)", rv)
+	if rv := got["ns/c"].(impliedDelete).Object.(*corev1.ConfigMap).ResourceVersion; rv != "102" {
+		t.Fatalf("ns/c recorded at %s, want its last state handed on (102), as an implied delete", rv)
+	}
+	if _, ok := got["ns/d"].(impliedDelete); !ok {
+		t.Fatalf("ns/d recorded as %T, want an implied delete", got["ns/d"])
 	}
 }
 
@@ -263,17 +267,30 @@ func TestPositionsAdvanceBehindASteadyStream(t *testing.T) {
 }
 
 // missingSince gives a tombstone for each recorded delete the cache no
-// longer has, with its last state.
+// longer has, with its last state, except a delete at or before the
+// position (the previous deliverer's handlers were given it); a relist's
+// implied delete, whose version is not known, is kept whatever its last
+// state's version.
 func TestMissingSince(t *testing.T) {
 	ix := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	_ = ix.Add(cmAt("back", "u2", "150"))
 	rs := &resumed{deleted: map[string]runtime.Object{"ns/a": cmAt("a", "ua", "101"), "ns/back": cmAt("back", "u1", "102")}}
-	finals := map[string]any{}
-	got := missingSince(rs, map[string]runtime.Object{"ns/z": cmAt("z", "uz", "140")}, ix, finals)
-	if len(got) != 2 || got[0].Key != "ns/a" || got[0].UID != "ua" || got[0].Version != "101" || got[1].Key != "ns/z" {
-		t.Fatalf("missing %+v, want ns/a and ns/z", got)
+	pre := map[string]runtime.Object{
+		"ns/z":      cmAt("z", "uz", "140"),
+		"ns/given":  cmAt("given", "ug", "100"), // at the position: given
+		"ns/old":    cmAt("old", "uo", "99"),
+		"ns/listed": impliedDelete{cmAt("listed", "ul", "90")},
 	}
-	if finals["ns/z"].(*corev1.ConfigMap).ResourceVersion != "140" || finals["ns/back"] != nil {
+	finals := map[string]any{}
+	got := missingSince(rs, pre, 100, ix, finals)
+	var keys []string
+	for _, o := range got {
+		keys = append(keys, o.Key)
+	}
+	if !slices.Equal(keys, []string{"ns/a", "ns/listed", "ns/z"}) || got[0].UID != "ua" || got[0].Version != "101" || got[1].Version != "90" {
+		t.Fatalf("missing %+v, want ns/a (at 101), ns/listed (at 90) and ns/z", got)
+	}
+	if finals["ns/z"].(*corev1.ConfigMap).ResourceVersion != "140" || finals["ns/listed"].(*corev1.ConfigMap).Name != "listed" || finals["ns/back"] != nil {
 		t.Fatalf("finals %v", finals)
 	}
 }

@@ -2,9 +2,8 @@ package shard
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"reflect"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,16 +44,6 @@ type rangeInformer struct {
 	unservedSince time.Time
 	// claimed is when the core gave the range its token (ActivateRange).
 	claimed time.Time
-	// lateUntil: lateHandoffMemory after the activation. Until then a
-	// late handoff may come (LateHandoff: the previous deliverer's, if the
-	// range was activated without it; an earlier one's, passed on as a
-	// supplement), and the range's handlers remember the objects they were
-	// given a delete of (rangeHandler.deleted), for it and for the range's
-	// own handoff. inherited (guarded by switching) are those an earlier
-	// deliverer's handlers were given, named by the handoff the range was
-	// activated with.
-	lateUntil time.Time
-	inherited map[string]struct{}
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
 	// switching is held while the range is activated, given a late
@@ -90,8 +79,11 @@ type rangeInformer struct {
 	// is its informer's.
 	resumeFrom position
 	resume     *resumed
-	finals     map[string]any
-	ctx        context.Context
+	// listed is the informer's list version when it synced: its intake
+	// recorded every delete after it (rangeLW.record).
+	listed atomic.Int64
+	finals map[string]any
+	ctx    context.Context
 	// activated: the activation has ended; position is the newest
 	// position written for the range (Informer.positions).
 	activated atomic.Bool
@@ -102,16 +94,6 @@ type rangeInformer struct {
 	// a position, whatever came since.
 	sampled struct{ forwarded, object int64 }
 }
-
-// lateHandoffMemory is how long after a range's activation its handlers
-// remember the objects they were given a delete of: a late handoff
-// (LateHandoff) gives no tombstone for those. One that comes later still, or after a handler was given more
-// than lateHandoffDeletes deletes on the range, may give it a second
-// OnDelete for such an object. Vars for tests.
-var (
-	lateHandoffMemory  = 5 * time.Minute
-	lateHandoffDeletes = 10000
-)
 
 // drop stops the range's deliveries from any goroutine, a switch under
 // way included: no handler call starts from now on (the gate), no
@@ -140,48 +122,6 @@ func (ri *rangeInformer) startDelivering() bool {
 	return true
 }
 
-// notInherited returns the objects of gone whose delete an earlier
-// deliverer's handlers were not given (ri.inherited).
-func (ri *rangeInformer) notInherited(gone []handover.ObjectRef) []handover.ObjectRef {
-	if len(ri.inherited) == 0 {
-		return gone
-	}
-	out := make([]handover.ObjectRef, 0, len(gone))
-	for _, o := range gone {
-		if _, saw := ri.inherited[o.UID]; !saw {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// deletedUIDs are the objects whose delete the handlers hs, or an earlier
-// deliverer's, were given while a late handoff could come, for the range's
-// own handoff: at most lateHandoffDeletes of them (each keeps the next
-// owner from one second OnDelete).
-func (ri *rangeInformer) deletedUIDs(hs []*rangeHandler) []string {
-	set := make(map[string]struct{}, len(ri.inherited))
-	for u := range ri.inherited {
-		set[u] = struct{}{}
-	}
-	for _, h := range hs {
-		h.delMu.Lock()
-		for u := range h.deleted {
-			set[string(u)] = struct{}{}
-		}
-		h.delMu.Unlock()
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(set))
-	for u := range set {
-		out = append(out, u)
-	}
-	sort.Strings(out)
-	return out[:min(len(out), lateHandoffDeletes)]
-}
-
 // attachment is a handler given a range.
 type attachment struct {
 	rreg cache.ResourceEventHandlerRegistration
@@ -206,16 +146,9 @@ func (io *memberIO) rangeEffect(body any) {
 	case *handover.ActivateRange:
 		io.activateRange(e)
 	case *handover.LateHandoff:
-		ri := io.ranges[e.Range]
-		if ri == nil || ri.epoch != e.Epoch {
-			return // released since
-		}
-		h := io.current(e.Handoff, ri.token)
-		if h == nil {
-			return
-		}
-		ri.switches.Add(1)
-		go io.lateHandoff(ri, h)
+		// The activation resumed from the newest position: the replay
+		// from there gave every delete a late handoff could name.
+		inc.log.Debug("a late handoff: nothing to give", "range", e.Range, "from", string(e.Handoff.From), "token", e.Handoff.Token)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -266,36 +199,20 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	}
 	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
-	ri.lateUntil = ri.claimed.Add(lateHandoffMemory)
-	h := io.current(e.Handoff, e.Token)
-	if p, ok := io.positions[e.Range]; ok && h == nil && p.newer(ri.resumeFrom) {
-		// Activated without the handoff of the deliverer it started
-		// from, or with one a later deliverer's position supersedes: it
-		// resumes from the newest position as a lost member's range does.
-		ri.resumeFrom, ri.resume = p, nil
+	from, _ := io.positions[e.Range]
+	if h := e.Handoff; h != nil {
+		if hp := (position{token: h.Token, version: h.Position}); h.Position > 0 && hp.newer(from) {
+			from = hp
+		}
+	}
+	if from.newer(ri.resumeFrom) {
+		// The range resumes from the newest position: its previous
+		// deliverer's final one (the handoff's), or the newest the leases
+		// showed (a lost deliverer's last renewal, a leaver's release).
+		ri.resumeFrom, ri.resume = from, nil
 	}
 	ri.switches.Add(1)
-	go io.activate(ri, h)
-}
-
-// current returns h, or nil if the group's leases carry a position of
-// the range under a token after h's and before own (the token this
-// member delivers the range under): a deliverer after h's sender had the
-// range, and its handlers may have been given deletes of h's objects at
-// versions after those h names. Tombstones from h would take those
-// objects' versions back; the position, not h, says where the range is.
-func (io *memberIO) current(h *handover.Handoff, own uint64) *handover.Handoff {
-	if h == nil {
-		return nil
-	}
-	p, ok := io.positions[h.Range]
-	if !ok || p.token <= h.Token || p.token >= own {
-		return h
-	}
-	io.inc.s.warm.staleHandoffs.Add(1)
-	io.inc.log.Info("a handoff older than the range's last position is ignored", "range", h.Range, "from", string(h.From),
-		"handoffToken", h.Token, "positionToken", p.token, "position", p.version, "token", own)
-	return nil
+	go io.activate(ri, e.Handoff)
 }
 
 // left ends a graceful leave: the lease is released, then the incarnation
@@ -437,6 +354,9 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		s.retire(ri)
 	}()
 	go askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
+		if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
+			ri.listed.Store(v)
+		}
 		if ri.resumeFrom.version > 0 {
 			io.replay(ctx, ri)
 		}
@@ -521,11 +441,11 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 // wait that does not hold at once costs up to that much unserved time.
 const switchPoll = time.Millisecond
 
-// activate gives a claimed range to the handlers, continuing from what
-// the previous deliverer's handlers were given: once the range's informer
-// has reached the handoff's version, its intake is paused while the
-// handlers get OnDelete for the handoff's objects it no longer has, then
-// the cache; then changes flow again.
+// activate gives a claimed range to the handlers, continuing from the
+// range's newest position (resumeFrom): once the range's informer has
+// reached the handoff's version, its intake is paused while the handlers
+// get OnDelete for the objects deleted since the position that it no
+// longer has, then the cache; then changes flow again.
 func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
 	defer ri.switches.Done()
@@ -536,18 +456,8 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
-	caught := true
-	if h != nil {
-		if len(h.Deleted) > 0 {
-			ri.inherited = make(map[string]struct{}, len(h.Deleted))
-			for _, u := range h.Deleted {
-				ri.inherited[u] = struct{}{}
-			}
-		}
-		var gone []handover.ObjectRef
-		gone, caught = io.gone(ri, h)
-		missing = ri.notInherited(gone)
-	} else if ri.resumeFrom.version > 0 {
+	caught := h == nil || io.reach(ri, h.Version)
+	if caught && ri.resumeFrom.version > 0 {
 		missing = io.deletedSincePosition(ri)
 	}
 	caughtUp := time.Since(begun)
@@ -600,10 +510,9 @@ func (io *memberIO) acquired(ri *rangeInformer, gone int, caughtUp time.Duration
 	io.report(ri, nil)
 }
 
-// deletedSincePosition returns, for a range taken over from a member that
-// was lost (or without its handoff), the objects deleted since its last
-// position, which its handlers may have had, with the range's intake
-// paused (the caller resumes it). A late handoff gives none of them again.
+// deletedSincePosition returns the objects of the range deleted since the
+// position it resumes from, which the previous deliverer's handlers may
+// have had, with the range's intake paused (the caller resumes it).
 func (io *memberIO) deletedSincePosition(ri *rangeInformer) []handover.ObjectRef {
 	if ri.resume == nil {
 		io.replay(ri.ctx, ri)
@@ -615,27 +524,21 @@ func (io *memberIO) deletedSincePosition(ri *rangeInformer) []handover.ObjectRef
 	fwd, _ := ri.lw.versions()
 	waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
 	ri.finals = map[string]any{}
-	missing := missingSince(ri.resume, ri.lw.takeDeleted(), ri.inf.GetIndexer(), ri.finals)
-	if ri.inherited == nil {
-		ri.inherited = make(map[string]struct{}, len(missing))
-	}
-	for _, o := range missing {
-		ri.inherited[o.UID] = struct{}{}
-	}
-	return missing
+	return missingSince(ri.resume, ri.lw.takeDeleted(), ri.resumeFrom.version, ri.inf.GetIndexer(), ri.finals)
 }
 
-// replay finds the objects of a range taken over without a handoff that
-// were deleted between the position it resumes from and its list.
+// replay finds the objects of a range that were deleted between the
+// position it resumes from and its list.
 func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 	s := io.inc.s
 	from := ri.resumeFrom
 	var deleted map[string]runtime.Object
 	var took time.Duration
-	to, err := strconv.ParseInt(ri.inf.LastSyncResourceVersion(), 10, 64)
-	complete := err == nil
-	if err != nil {
-		err = fmt.Errorf("the range's informer has no list version: %w", err)
+	var err error
+	to := ri.listed.Load()
+	complete := to > 0
+	if !complete {
+		err = errors.New("the range's informer has no list version")
 	} else if to > from.version {
 		// At or before the position, the list has nothing to replay.
 		begun := time.Now()
@@ -657,35 +560,22 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 		"token", from.token, "list", to, "deleted", len(deleted), "took", took)
 }
 
-// gone waits until the range's informer has reached the handoff's
-// version, pauses its intake (the caller resumes it) and returns the
-// handoff's objects its cache no longer has. It waits as long as that
-// takes, with a warning each catch-up timeout: judged against a cache
-// behind the handoff, objects that still exist would get tombstones, and
-// the handlers versions older than the previous deliverer's had. ok is
-// false if the range was dropped or its informer stopped first (its
-// intake is not paused then): nothing of the handoff may be delivered.
-func (io *memberIO) gone(ri *rangeInformer, h *handover.Handoff) (missing []handover.ObjectRef, ok bool) {
-	s := io.inc.s
-	target, _ := strconv.ParseInt(h.Version, 10, 64)
+// reach waits until the range's informer has reached version, the newest
+// object version the previous deliverer's handlers were given, so that no
+// object's version goes back. It waits as long as that takes, with a
+// warning each catch-up timeout. It is false if the range was dropped or
+// its informer stopped first: nothing may be delivered then.
+func (io *memberIO) reach(ri *rangeInformer, version string) bool {
+	target, _ := strconv.ParseInt(version, 10, 64)
 	begun := time.Now()
-	for !waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
+	for !waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
 		if ri.stopped() {
-			return nil, false
+			return false
 		}
-		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the handoff until then",
-			"range", ri.r.String(), "version", h.Version, "applied", appliedVersion(ri), "waited", time.Since(begun))
+		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then",
+			"range", ri.r.String(), "version", version, "applied", appliedVersion(ri), "waited", time.Since(begun))
 	}
-	ri.lw.pause()
-	fwd, _ := ri.lw.versions()
-	waitFor(ri, s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
-	ix := ri.inf.GetIndexer()
-	for _, o := range h.Objects {
-		if _, ok, _ := ix.GetByKey(o.Key); !ok {
-			missing = append(missing, o)
-		}
-	}
-	return missing, true
+	return true
 }
 
 // stopped reports whether the range was dropped or its informer stopped.
@@ -698,35 +588,6 @@ func (ri *rangeInformer) stopped() bool {
 	default:
 		return false
 	}
-}
-
-// lateHandoff gives the handlers of a delivered range OnDelete for the
-// objects of a handoff that arrived after its activation that the range no
-// longer has.
-func (io *memberIO) lateHandoff(ri *rangeInformer, h *handover.Handoff) {
-	s := io.inc.s
-	defer ri.switches.Done()
-	ri.switching.Lock()
-	defer ri.switching.Unlock()
-	if !ri.delivering.Load() {
-		return
-	}
-	gone, caught := io.gone(ri, h)
-	if !caught {
-		return // dropped
-	}
-	missing := ri.notInherited(gone)
-	defer ri.lw.resume()
-	// A handler given the delete of a missing object saw it: it gets no
-	// tombstone for it. The deletes the intake took before its pause are
-	// given first.
-	_, obj := ri.lw.versions()
-	given := waitFor(ri, s.o.drainTimeout, func() bool { return s.given(ri, obj) })
-	for _, rh := range s.handlersOf(ri) {
-		rh.tombstones(rh.unseenDeletes(missing))
-	}
-	io.inc.log.Info("a late handoff", "range", ri.r.String(), "from_token", h.Token, "objects", len(h.Objects), "gone", len(missing),
-		"handlers_caught_up", given)
 }
 
 // deactivate releases a range, draining: its intake is paused, its
@@ -755,12 +616,9 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 		final = max(final, fwd)
 	}
 	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
-	hs := s.handlersOf(ri)
 	s.detachAll(ri)
-	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id}
-	if time.Now().Before(ri.lateUntil) {
-		hand.Deleted = ri.deletedUIDs(hs)
-	}
+	// Objects are for members that predate Position.
+	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id, Position: final}
 	if obj > 0 {
 		hand.Version = strconv.FormatInt(obj, 10)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -353,12 +352,6 @@ type rangeHandler struct {
 	ri    *rangeInformer
 	inner actors.ContextEventHandler
 	seen  atomic.Int64
-	// deleted: the UIDs of the objects this handler was given a delete
-	// of, while a late handoff may come (rangeInformer.lateUntil): a
-	// missing object of that handoff whose delete it was given gets no
-	// tombstone.
-	delMu   sync.Mutex
-	deleted map[types.UID]struct{}
 	// claim is the range's Claim for the calls' contexts, boxed once; nil
 	// when inner drops its context (a cache.ResourceEventHandler's calls):
 	// no one could read it, and a call then allocates nothing for it.
@@ -369,9 +362,6 @@ type rangeHandler struct {
 // range's token is set before it is given to any handler (activate).
 func newRangeHandler(reg *registration, ri *rangeInformer, inner actors.ContextEventHandler) *rangeHandler {
 	h := &rangeHandler{reg: reg, ri: ri, inner: inner}
-	if time.Now().Before(ri.lateUntil) {
-		h.deleted = map[types.UID]struct{}{}
-	}
 	// A handler written as a cache.ResourceEventHandler stands behind
 	// actors' adapter, which drops the context: unwrapped, it is no
 	// ContextEventHandler.
@@ -390,7 +380,6 @@ func (h *rangeHandler) OnUpdate(ctx context.Context, oldObj, newObj any) {
 }
 
 func (h *rangeHandler) OnDelete(ctx context.Context, obj any) {
-	h.deletedOne(obj)
 	h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, obj) }, versionOf(obj))
 }
 
@@ -428,45 +417,8 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	f(ctx)
 }
 
-// deletedOne remembers the UID of obj, given in a delete, until the range's
-// late handoff can no longer come.
-func (h *rangeHandler) deletedOne(obj any) {
-	h.delMu.Lock()
-	defer h.delMu.Unlock()
-	if h.deleted == nil {
-		return
-	}
-	if len(h.deleted) >= lateHandoffDeletes || !time.Now().Before(h.ri.lateUntil) {
-		h.deleted = nil
-		return
-	}
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if m, err := meta.Accessor(obj); err == nil {
-		h.deleted[m.GetUID()] = struct{}{}
-	}
-}
-
-// unseenDeletes returns the objects of gone whose delete this handler was
-// not given.
-func (h *rangeHandler) unseenDeletes(gone []handover.ObjectRef) []handover.ObjectRef {
-	h.delMu.Lock()
-	defer h.delMu.Unlock()
-	if len(h.deleted) == 0 {
-		return gone
-	}
-	out := make([]handover.ObjectRef, 0, len(gone))
-	for _, o := range gone {
-		if _, saw := h.deleted[types.UID(o.UID)]; !saw {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
 // tombstones calls OnDelete with a cache.DeletedFinalStateUnknown for each
-// of a handoff's objects the range no longer has.
+// object deleted since the position the range resumed from.
 func (h *rangeHandler) tombstones(gone []handover.ObjectRef) {
 	if len(gone) == 0 {
 		return

@@ -174,6 +174,13 @@ type Handoff struct {
 	// the range to its handlers only once its own view has reached it, so
 	// that no object's version goes back.
 	Version string
+	// Position is the range's final position under Token: the
+	// resourceVersion up to which the sender's handlers were given every
+	// event of the range (0: not known, a member that predates it). The
+	// next deliverer resumes from it: its handlers get OnDelete for the
+	// objects deleted after it (position.go in the shell), whatever
+	// Objects says.
+	Position int64
 	// Objects are those the sender's handlers had as existing when it
 	// stopped: the next deliverer's handlers get OnDelete for those it no
 	// longer has.
@@ -333,10 +340,11 @@ type StartRange struct {
 // ActivateRange gives the range to the handlers, under fencing token Token.
 // From is the member that delivered the range before ("" when none did, or
 // its lease lapsed) and Handoff what it gave its handlers (nil when it did
-// not hand the range over). With a Handoff, the shell waits until the
-// range's informer has reached Handoff.Version, then calls OnDelete with a
-// cache.DeletedFinalStateUnknown for each object of Handoff.Objects it does
-// not have, then OnAdd(obj, true) for each cached object, then every change.
+// not hand the range over). The shell waits until the range's informer has
+// reached Handoff.Version, then calls OnDelete with a
+// cache.DeletedFinalStateUnknown for each object deleted since the newest
+// position of the range (Handoff.Position or the leases'), then OnAdd(obj,
+// true) for each cached object, then every change.
 type ActivateRange struct {
 	Range   int
 	Epoch   uint64
@@ -347,14 +355,10 @@ type ActivateRange struct {
 
 // LateHandoff is a Handoff that arrived after the range was given to the
 // handlers (its sender's lease went void before its Released arrived, so
-// the range was claimed without it). The shell waits until the range's
-// informer has reached Handoff.Version, then calls OnDelete with a
-// cache.DeletedFinalStateUnknown for each object of Handoff.Objects it
-// does not have: a delete the previous deliverer's handlers never got and
-// this member's handlers never saw the object of. It skips the objects
-// whose delete its handlers were given, or (Handoff.Deleted of the handoff
-// the range was activated with) an earlier deliverer's, as far as the
-// shell remembers them.
+// the range was claimed without it). The shell gives nothing of it: the
+// activation resumed from the newest position the leases showed, which a
+// lost deliverer's renewals and a leaver's release write, and replaying
+// the range's changes from there gave every delete since.
 type LateHandoff struct {
 	Range   int
 	Epoch   uint64

@@ -576,7 +576,10 @@ type Handoff struct {
 	Supplement bool `protobuf:"varint,6,opt,name=supplement,proto3" json:"supplement,omitempty"`
 	// deleted: the UIDs of objects whose delete the sender's handlers (or
 	// an earlier deliverer's) were given while a late handoff could come.
-	Deleted       []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	Deleted []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	// position: the resourceVersion up to which the sender's handlers were
+	// given every event of the range under token (0: not known).
+	Position      int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -658,6 +661,13 @@ func (x *Handoff) GetDeleted() []string {
 		return x.Deleted
 	}
 	return nil
+}
+
+func (x *Handoff) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
 }
 
 type ObjectRef struct {
@@ -982,7 +992,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xda\x01\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xf6\x01\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -992,7 +1002,8 @@ const file_shard_proto_rawDesc = "" +
 	"\n" +
 	"supplement\x18\x06 \x01(\bR\n" +
 	"supplement\x12\x18\n" +
-	"\adeleted\x18\a \x03(\tR\adeleted\"I\n" +
+	"\adeleted\x18\a \x03(\tR\adeleted\x12\x1a\n" +
+	"\bposition\x18\b \x01(\x03R\bposition\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
