@@ -173,6 +173,16 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 		b.Fatal(err)
 	}
 
+	// The settled group's lease writes a second, over a span with no
+	// membership change (the renewals, with their positions).
+	settledSpan := 3 * time.Second
+	if benchSizes() == Full {
+		settledSpan = 10 * time.Second
+	}
+	writes0 := leaseWrites(b, old)
+	time.Sleep(settledSpan)
+	settledWrites := float64(leaseWrites(b, old)-writes0) / settledSpan.Seconds()
+
 	var (
 		mu      sync.Mutex
 		live    = slices.Clone(old)
@@ -320,6 +330,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	fmt.Fprintf(&out, "| list requests | %d | %d requests |\n", lists, ast.ListRequests)
 	fmt.Fprintf(&out, "| the members' lease requests: creates, updates (renewals, tokens, releases), deletes, gets, watches | %d, %d, %d, %d, %d | |\n",
 		leaseCalls["create"], leaseCalls["update"], leaseCalls["delete"], leaseCalls["get"], leaseCalls["watch"])
+	rollWrites := float64(leaseCalls["create"]+leaseCalls["update"]+leaseCalls["delete"]) / took.Seconds()
+	fmt.Fprintf(&out, "| lease writes a second: settled (3 members, %v), during the update | %.2f, %.2f | |\n", settledSpan, settledWrites, rollWrites)
 	fmt.Fprintf(&out, "| list bytes | %.1f kB | %.4f× |\n", float64(listBytes)/1e3, float64(listBytes)/float64(ast.ListBytes))
 	fmt.Fprintf(&out, "| watch bytes (the update stream and the watches' resumption) | %.2f MB | %.3f× |\n", float64(watchBytes)/1e6, float64(watchBytes)/float64(ast.ListBytes))
 	fmt.Fprintf(&out, "| ranges seen unserved (polled every 50 ms) | %d of %d | |\n", unserved, ranges)
@@ -352,6 +364,8 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 			}
 		}
 	}
+	b.ReportMetric(settledWrites, "settled-leasewrites/s")
+	b.ReportMetric(rollWrites, "roll-leasewrites/s")
 	b.ReportMetric(float64(moves), "moves")
 	b.ReportMetric(float64(lists), "lists")
 	b.ReportMetric(float64(listBytes)/float64(ast.ListBytes), "listbytes/fulllist")
@@ -360,6 +374,20 @@ func runRollingUpdate(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interf
 	for _, p := range append([]*shardproc.Proc{a}, live...) {
 		p.Stop(time.Minute)
 	}
+}
+
+// leaseWrites is the lease writes (creates, updates, deletes) processes
+// ps made so far.
+func leaseWrites(b *testing.B, ps []*shardproc.Proc) int64 {
+	var n int64
+	for _, p := range ps {
+		st, err := p.State(false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += st.LeaseRequests["create"] + st.LeaseRequests["update"] + st.LeaseRequests["delete"]
+	}
+	return n
 }
 
 // BenchmarkShardedScaling compares, for 1, 2, 3, 4 and 6 members of a
@@ -413,8 +441,8 @@ func BenchmarkShardedScaling(b *testing.B) {
 	for i := range b.N {
 		var out strings.Builder
 		fmt.Fprintf(&out, "\n%d pods, %d updates, %d ranges\n\n"+
-			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) | rest, ms/s, members | (a) | window less rest: × (a) | start, CPU s, members | (a) | window less rest and start: × (a) |\n"+
-			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
+			"| members | heap, largest member | × (a) | CPU s, members together | (a) | × (a) | window s | of it to synced, s | CPU s in window, members | (a) | × (a) | of it from synced: × (a) | bytes, members together | × (a) | rest, ms/s, members | (a) | window less rest: × (a) | start, CPU s, members | (a) | window less rest and start: × (a) | lease writes/s at rest |\n"+
+			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pods, pods/4, *shardRanges)
 		for _, n := range counts {
 			r := runScaling(b, c, cs, bin, ns, pods, n, i)
 			startCols := "| | |"
@@ -422,10 +450,11 @@ func BenchmarkShardedScaling(b *testing.B) {
 				startCols = fmt.Sprintf("%.2f | %.2f | %.2f |", r.startCost(), r.aStartCost(), r.lessRestStart())
 				b.ReportMetric(r.lessRestStart(), fmt.Sprintf("cpulessreststart%d/(a)", n))
 			}
-			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f | %.1f | %.1f | %.2f | %s\n", n, r.heap/1e6, r.heap/r.aHeap,
+			fmt.Fprintf(&out, "| %d | %.1f MB | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f MB | %.2f | %.1f | %.1f | %.2f | %s %.2f |\n", n, r.heap/1e6, r.heap/r.aHeap,
 				r.cpu, r.aCPU, r.cpu/r.aCPU, r.window.Seconds(), r.toSynced.Seconds(), r.winCPU, r.aWinCPU, r.winCPU/r.aWinCPU,
 				(r.winCPU-r.syncCPU)/(r.aWinCPU-r.aSyncCPU), r.bytes/1e6, r.bytes/r.aBytes,
-				r.rest*1000, r.aRest*1000, r.lessRest(), startCols)
+				r.rest*1000, r.aRest*1000, r.lessRest(), startCols, r.leaseWrites)
+			b.ReportMetric(r.leaseWrites, fmt.Sprintf("leasewrites%d/s", n))
 			b.ReportMetric(r.cpu/r.aCPU, fmt.Sprintf("cpu%d/(a)", n))
 			b.ReportMetric(r.winCPU/r.aWinCPU, fmt.Sprintf("cpuwindow%d/(a)", n))
 			b.ReportMetric(r.heap/r.aHeap, fmt.Sprintf("heap%d/(a)", n))
@@ -446,8 +475,10 @@ type scaleRow struct {
 	syncCPU, aSyncCPU float64
 	window, toSynced  time.Duration
 	bytes, aBytes     float64
-	// rest, aRest: CPU seconds a second at rest (the members' together).
+	// rest, aRest: CPU seconds a second at rest (the members' together);
+	// leaseWrites: the members' lease writes a second then.
 	rest, aRest float64
+	leaseWrites float64
 	// startCPU, aStartCPU: the CPU seconds the same processes used on an
 	// empty namespace, from their start to the poll that found them
 	// synced and every range served, startSpan after their start (0: not
@@ -641,9 +672,10 @@ func runScaling(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface, b
 	if benchSizes() == Full {
 		restSpan = 10 * time.Second
 	}
-	restStart, t0 := cpuSeconds(b, all), time.Now()
+	restStart, w0, t0 := cpuSeconds(b, all), leaseWrites(b, all), time.Now()
 	time.Sleep(restSpan)
-	restEnd, span := cpuSeconds(b, all), time.Since(t0).Seconds()
+	restEnd, w1, span := cpuSeconds(b, all), leaseWrites(b, all), time.Since(t0).Seconds()
+	r.leaseWrites = float64(w1-w0) / span
 	for i, p := range all {
 		if p == a {
 			r.aRest = (restEnd[i] - restStart[i]) / span

@@ -380,7 +380,8 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 // newest position, and for none deleted at or before it (the previous
 // deliverer's handlers were given those): the handoff's final position,
 // or the leases' when it is newer (a later deliverer had the range: the
-// handoff is stale) or the handoff has none (a member that predates it).
+// handoff is stale); a handoff without one (a member that predates it)
+// gives the newest version its handlers were given.
 // A late handoff gives nothing: the position's replay gave every delete.
 // After the range synced at 10, its watch sent ns/b created at 11 and
 // deleted at 12, ns/c created at 13 and deleted at 14. Before, a stale
@@ -390,7 +391,8 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		position int64 // the handoff's, under token 6
+		position int64  // the handoff's, under token 6
+		version  string // the handoff's newest version (default 14)
 		leases   map[int]position
 		late     bool
 		want     []string
@@ -400,7 +402,11 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 			want: []string{"acquire", "add ns/a@10"}},
 		{name: "an older position in the leases", position: 12, leases: map[int]position{0: {token: 5, version: 11}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "a handoff without a position", leases: map[int]position{0: {token: 5, version: 11}},
+		// A member that predates Position: the newest version its
+		// handlers were given, 12, which its release drained.
+		{name: "a handoff without a position", version: "12", leases: map[int]position{0: {token: 5, version: 11}},
+			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "no handoff, an older position in the leases", late: true, leases: map[int]position{0: {token: 5, version: 11}},
 			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
 		{name: "a late handoff", late: true, leases: map[int]position{0: {token: 5, version: 12}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
@@ -420,7 +426,11 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				w.Delete(cmAt("c", "uc", "14"))
 				synctest.Wait()
 				rig.io.positions = tc.leases
-				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: "14", Position: tc.position,
+				version := tc.version
+				if version == "" {
+					version = "14"
+				}
+				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position,
 					Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}
 				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: 9, From: "node-b#1", Handoff: handoff}
 				if tc.late {

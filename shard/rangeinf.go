@@ -200,10 +200,8 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
 	from, _ := io.positions[e.Range]
-	if h := e.Handoff; h != nil {
-		if hp := (position{token: h.Token, version: h.Position}); h.Position > 0 && hp.newer(from) {
-			from = hp
-		}
+	if hp := handoffPosition(e.Handoff); hp.version > 0 && hp.newer(from) {
+		from = hp
 	}
 	if from.newer(ri.resumeFrom) {
 		// The range resumes from the newest position: its previous
@@ -213,6 +211,21 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	}
 	ri.switches.Add(1)
 	go io.activate(ri, e.Handoff)
+}
+
+// handoffPosition is the position handoff h gives (none for nil): its
+// final position, or from a member that predates it (0), the newest
+// object version its handlers were given, which its release had drained
+// every event up to.
+func handoffPosition(h *handover.Handoff) position {
+	if h == nil {
+		return position{}
+	}
+	v := h.Position
+	if v <= 0 {
+		v, _ = strconv.ParseInt(h.Version, 10, 64)
+	}
+	return position{token: h.Token, version: max(v, 0)}
 }
 
 // left ends a graceful leave: the lease is released, then the incarnation
