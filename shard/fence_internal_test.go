@@ -267,7 +267,7 @@ func TestFenceDuringActivation(t *testing.T) {
 // not for the tombstone calls made from the range's goroutines; and a
 // handler whose attachment the fence cut short heard OnAcquire with no
 // OnRelease. (A late handoff, the other goroutine that made such calls,
-// gives none now: TestActivationResumesFromTheNewestPosition.)
+// gives nothing now: the core no longer passes it to the shell.)
 func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -382,19 +382,18 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 // or the leases' when it is newer (a later deliverer had the range: the
 // handoff is stale); a handoff without one (a member that predates it)
 // gives the newest version its handlers were given.
-// A late handoff gives nothing: the position's replay gave every delete.
 // After the range synced at 10, its watch sent ns/b created at 11 and
 // deleted at 12, ns/c created at 13 and deleted at 14. Before, a stale
 // handoff gave tombstones from its Objects at versions older than the
 // later deliverer's deletes (a 10-minute nemesis run, seed 22: 11
-// versions back), and a late one gave those its handlers had not seen.
+// versions back).
 func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		position int64  // the handoff's, under token 6
 		version  string // the handoff's newest version (default 14)
 		leases   map[int]position
-		late     bool
+		none     bool // activated without a handoff
 		want     []string
 	}{
 		{name: "the handoff's position", position: 12, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
@@ -406,9 +405,9 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 		// handlers were given, 12, which its release drained.
 		{name: "a handoff without a position", version: "12", leases: map[int]position{0: {token: 5, version: 11}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "no handoff, an older position in the leases", late: true, leases: map[int]position{0: {token: 5, version: 11}},
+		{name: "no handoff, an older position in the leases", none: true, leases: map[int]position{0: {token: 5, version: 11}},
 			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
-		{name: "a late handoff", late: true, leases: map[int]position{0: {token: 5, version: 12}},
+		{name: "no handoff, the leases' position", none: true, leases: map[int]position{0: {token: 5, version: 12}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -433,7 +432,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position,
 					Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}
 				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: 9, From: "node-b#1", Handoff: handoff}
-				if tc.late {
+				if tc.none {
 					act.Handoff = nil
 				}
 				rig.io.rangeEffect(act)
@@ -441,10 +440,6 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 					t.Fatalf("report %T, want the activation's", in)
 				}
 				synctest.Wait() // the handlers' initial lists
-				if tc.late {
-					rig.io.rangeEffect(&handover.LateHandoff{Range: 0, Epoch: 1, Handoff: handoff})
-					synctest.Wait()
-				}
 				if got := h.get(); !slices.Equal(got, tc.want) {
 					t.Errorf("calls: %s; want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
 				}

@@ -610,7 +610,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
 	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Supplement: h.Supplement, Objects: make([]*shardpb.ObjectRef, len(h.Objects)),
-		Deleted: h.Deleted, Position: h.Position}
+		Position: h.Position}
 	for i, o := range h.Objects {
 		out.Objects[i] = &shardpb.ObjectRef{Key: o.Key, Uid: o.UID, Version: o.Version}
 	}
@@ -619,7 +619,7 @@ func handoffToWire(h handover.Handoff) *shardpb.Handoff {
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
 	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Supplement: h.Supplement, Objects: make([]handover.ObjectRef, len(h.Objects)),
-		Deleted: h.Deleted, Position: h.Position}
+		Position: h.Position}
 	for i, o := range h.Objects {
 		out.Objects[i] = handover.ObjectRef{Key: o.Key, UID: o.Uid, Version: o.Version}
 	}

@@ -145,10 +145,6 @@ func (io *memberIO) rangeEffect(body any) {
 		io.startRange(e)
 	case *handover.ActivateRange:
 		io.activateRange(e)
-	case *handover.LateHandoff:
-		// The activation resumed from the newest position: the replay
-		// from there gave every delete a late handoff could name.
-		inc.log.Debug("a late handoff: nothing to give", "range", e.Range, "from", string(e.Handoff.From), "token", e.Handoff.Token)
 	case *handover.DeactivateRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {

@@ -27,11 +27,10 @@ func TestHelloRoundTrip(t *testing.T) {
 	}
 }
 
-// A Released's handoffs cross the wire whole: the UIDs of the deletes
-// their senders' handlers were given too.
+// A Released's handoffs cross the wire whole, their final positions too.
 func TestReleasedRoundTrip(t *testing.T) {
 	in := handover.Handoff{Range: 3, Token: 9, Version: "120", From: "a#1", Supplement: true,
-		Objects: []handover.ObjectRef{{Key: "ns/x", UID: "ux", Version: "101"}}, Deleted: []string{"uy", "uz"}}
+		Objects: []handover.ObjectRef{{Key: "ns/x", UID: "ux", Version: "101"}}, Position: 118}
 	w, ok := toWire("g", "b#2", &handover.Released{From: "c#3", Epoch: 4, Ranges: []int{3}, Handoffs: []handover.Handoff{in}}).(*shardpb.Released)
 	if !ok {
 		t.Fatal("toWire gave no Released")

@@ -182,25 +182,16 @@ type Handoff struct {
 	// Objects says.
 	Position int64
 	// Objects are those the sender's handlers had as existing when it
-	// stopped: the next deliverer's handlers get OnDelete for those it no
-	// longer has.
+	// stopped, for members that predate Position (which give OnDelete for
+	// those they no longer have); others ignore them.
 	Objects []ObjectRef
 	// From is the member that delivered the range under Token, which a
 	// member passing the handoff on (it was given it, but the view moved
 	// the range on) is not.
 	From MemberID
-	// Supplement: Objects add to the Handoff of Token, given already:
-	// those of an earlier deliverer's Handoff that came too late for the
-	// delivery under Token. They follow that Handoff to whoever was given
-	// it (Released with epoch 0, never an answer).
+	// Supplement: sent by members that predate Position (late objects of
+	// an earlier deliverer's Handoff); ignored.
 	Supplement bool
-	// Deleted are the UIDs of objects whose delete the sender's handlers
-	// were given, or those of a deliverer before it whose Handoff it was
-	// given, while an earlier deliverer's late Handoff could still come
-	// (the shell's choice, bounded). That Handoff's objects, merged with
-	// this one or following it as a Supplement, get no OnDelete for them:
-	// the handlers saw them go.
-	Deleted []string
 }
 
 // ObjectRef is one object of a Handoff.
@@ -350,18 +341,6 @@ type ActivateRange struct {
 	Epoch   uint64
 	Token   uint64
 	From    MemberID
-	Handoff *Handoff
-}
-
-// LateHandoff is a Handoff that arrived after the range was given to the
-// handlers (its sender's lease went void before its Released arrived, so
-// the range was claimed without it). The shell gives nothing of it: the
-// activation resumed from the newest position the leases showed, which a
-// lost deliverer's renewals and a leaver's release write, and replaying
-// the range's changes from there gave every delete since.
-type LateHandoff struct {
-	Range   int
-	Epoch   uint64
 	Handoff *Handoff
 }
 

@@ -104,32 +104,14 @@ var mutants = []mutant{
 	{
 		name: "a late answer's handoff is dropped while the range is claimed",
 		file: "ranges.go",
-		from: "if newer(st.handoff) {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active:",
-		to:   "if false {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active:",
-	},
-	{
-		name: "a late handoff is given again, or from after this member's claim",
-		file: "ranges.go",
-		from: "if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
-		to:   "if true {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t\tc.out.Send(",
-	},
-	{
-		name: "a late handoff that comes while the range is released again is dropped",
-		file: "ranges.go",
-		from: "if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
-		to:   "if false {\n\t\t\tst.handoff, st.late = got.Token, &got\n\t\t}\n",
+		from: "if newer(st.handoff) {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active, *deactivating:",
+		to:   "if false {\n\t\t\tst.handoff, st.prev = &got, got.From\n\t\t}\n\tcase *active, *deactivating:",
 	},
 	{
 		name: "a handoff given on is taken again from its deliverer",
 		file: "ranges.go",
 		from: "if h.Token <= ri.passed && h.deliverer(from) == from {",
 		to:   "if false {",
-	},
-	{
-		name: "a late handoff given while the range was delivered does not go on with its release",
-		file: "ranges.go",
-		from: "d.token, d.handoff, d.late = st.token, st.handoff, st.late",
-		to:   "d.token, d.handoff = st.token, st.handoff",
 	},
 	{
 		name: "the range's deliverer is asked first, with the others",
@@ -228,24 +210,6 @@ var mutants = []mutant{
 		to:   "if false {",
 	},
 	{
-		name: "a handoff that comes after this member released the range is dropped",
-		file: "ranges.go",
-		from: "if h.Token > ri.continued {",
-		to:   "if false {",
-	},
-	{
-		name: "a supplement that comes before its handoff is dropped",
-		file: "ranges.go",
-		from: "if e := ri.early[got.Token]; e != nil {",
-		to:   "if e := ri.early[got.Token]; e != nil && false {",
-	},
-	{
-		name: "a supplement does not reach the handlers of a delivered range",
-		file: "ranges.go",
-		from: "if st.handoff == s.Token {\n\t\t\tst.late = withLate(st.late, s)\n\t\t\tc.out.Send(",
-		to:   "if false {\n\t\t\tst.late = withLate(st.late, s)\n\t\t\tc.out.Send(",
-	},
-	{
 		name: "a handoff given on while the range stopped is given again",
 		file: "ranges.go",
 		from: ", releasedTo: st.givenTo, sent: st.givenTo != \"\"}",
@@ -256,6 +220,12 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "(o == from && (e <= epoch || e <= ri.gaveAsk[o]))",
 		to:   "o == from",
+	},
+	{
+		name: "a supplement (a member that predates positions) is taken as a handoff",
+		file: "ranges.go",
+		from: "if h.Supplement {\n\t\treturn // a member that predates positions",
+		to:   "if false {\n\t\treturn // a member that predates positions",
 	},
 	{
 		name: "a supplement counts as an answer",
@@ -335,12 +305,6 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "(o == from && (e <= epoch || e <= ri.gaveAsk[o]))",
 		to:   "(o == from && e <= epoch)",
-	},
-	{
-		name: "a late handoff goes to the handlers after a delivery between",
-		file: "ranges.go",
-		from: "func (ri *rangeInfo) between(old, token uint64) bool {\n\treturn ri.seen > old && ri.seen < token",
-		to:   "func (ri *rangeInfo) between(old, token uint64) bool {\n\treturn false && ri.seen > old && ri.seen < token",
 	},
 	{
 		name: "a claim activates with a handoff older than a delivery seen",

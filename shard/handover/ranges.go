@@ -20,14 +20,6 @@ type rangeInfo struct {
 	// to its release (0: never). A handoff older than that is stale: this
 	// member's own delivery came after it.
 	delivered uint64
-	// continued: the token of the Handoff that delivery continued from
-	// (its activation's, or a late one's; 0: none). An older handoff came
-	// before it; a newer one, older than delivered, came too late for it.
-	continued uint64
-	// early: supplements (Handoff.Supplement) that came before the
-	// Handoff of their token, which takes them in when it comes (until the
-	// range's next activation here).
-	early map[uint64]*Handoff
 	// passed: the token of the newest handoff of another deliverer this
 	// member gave to an owner. That deliverer, which does not know it,
 	// may answer a later ask with it again: stale, since the owner it was
@@ -137,24 +129,16 @@ type claiming struct {
 	prev    MemberID
 }
 
-// active: the handlers get the range, under token; handoff is the token of
-// the Handoff its handlers were given (0: none), late that Handoff when it
-// came after the activation (a LateHandoff, which the shell may not have
-// given to the handlers if the range was released meanwhile).
+// active: the handlers get the range, under token.
 type active struct {
-	token, handoff uint64
-	late           *Handoff
+	token uint64
 }
 
 // deactivating: the range is being drained and stopped, to be released to
-// member to ("" when none). handoff and late are active's, or a late
-// Handoff that came while the range was drained, too late for its
-// handlers: its objects go with this member's own Handoff to the next
-// owner.
+// member to ("" when none).
 type deactivating struct {
-	token, handoff uint64
-	late           *Handoff
-	to             MemberID
+	token uint64
+	to    MemberID
 }
 
 // stopping: the informer of a range no handler saw is being stopped.
@@ -263,16 +247,9 @@ func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 	}
 	ri := &c.ranges[r]
 	if h.Supplement {
-		c.supplement(r, h)
-		return
+		return // a member that predates positions: late objects, which add nothing
 	}
 	if h.Token < ri.delivered {
-		if h.Token > ri.continued {
-			// A previous deliverer's Handoff that came after this
-			// member's delivery ended: its objects follow this member's
-			// own Handoff to whoever has it.
-			c.supplementOwn(r, h.Objects)
-		}
 		return // stale: repeated by a member this one had released to
 	}
 	if h.Token <= ri.passed && h.deliverer(from) == from {
@@ -280,10 +257,6 @@ func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 	}
 	got := *h
 	got.From = h.deliverer(from)
-	if e := ri.early[got.Token]; e != nil {
-		got = *withLate(&got, e)
-		delete(ri.early, got.Token)
-	}
 	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
 	switch st := ri.state.(type) {
 	case *syncing:
@@ -301,29 +274,13 @@ func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
 		if newer(st.handoff) {
 			st.handoff, st.prev = &got, got.From
 		}
-	case *active:
-		// Later still: the handlers have the range already. They get
-		// OnDelete for the handoff's objects the range no longer has.
-		if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {
-			st.handoff, st.late = got.Token, &got
-			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: &got})
-		}
-	case *deactivating:
-		// Later again: the handlers are being drained. The next owner's
-		// get OnDelete for the objects it no longer has.
-		if got.Token > st.handoff && got.Token < st.token && !ri.between(got.Token, st.token) {
-			st.handoff, st.late = got.Token, &got
-		}
+	case *active, *deactivating:
+		// Later still: the activation resumed from the range's newest
+		// position, whose replay gave every delete this handoff could
+		// name.
 	case *idle, *stopping:
 		c.passOn(r, from, epoch, &got)
 	}
-}
-
-// between reports whether another member said it delivered the range under
-// a token above old and below token: a handoff of old is stale for the
-// deliverer under token.
-func (ri *rangeInfo) between(old, token uint64) bool {
-	return ri.seen > old && ri.seen < token
 }
 
 // reserved reports whether handoff h, which this member holds for range r,
@@ -405,92 +362,6 @@ func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
 	c.gave(r, kept, o, e)
 }
 
-// supplement adds s's objects to the Handoff of s.Token wherever this
-// member has or had it: one it holds for its claim or for the next owner,
-// the one its handlers were given (they get OnDelete for the objects the
-// range no longer has), or one it gave on or released with (s follows it
-// to that member; for this member's own delivery, s becomes a supplement
-// of its own Handoff). Otherwise it waits for that Handoff (early): the
-// two may have crossed.
-func (c *Core) supplement(r int, s *Handoff) {
-	ri := &c.ranges[r]
-	if s.Token == 0 {
-		return
-	}
-	add := func(h **Handoff) bool {
-		if *h == nil || (*h).Token != s.Token {
-			return false
-		}
-		*h = withLate(*h, s)
-		return true
-	}
-	var took bool
-	switch st := ri.state.(type) {
-	case *syncing:
-		took = add(&st.handoff)
-	case *acquiring:
-		took = add(&st.handoff)
-	case *claiming:
-		took = add(&st.handoff)
-	case *stopping:
-		took = add(&st.handoff)
-	case *active:
-		if st.handoff == s.Token {
-			st.late = withLate(st.late, s)
-			c.out.Send(ToRanges, &LateHandoff{Range: r, Epoch: ri.epoch, Handoff: s})
-		}
-		return
-	case *deactivating:
-		if st.handoff == s.Token {
-			st.late = withLate(st.late, s)
-		}
-		return
-	case *idle:
-		switch {
-		case s.Token == ri.continued && ri.delivered > ri.continued:
-			c.supplementOwn(r, s.Objects)
-			return
-		case st.handoff != nil && st.handoff.Token == s.Token:
-			st.handoff = withLate(st.handoff, s)
-			if st.sent && st.releasedTo != "" {
-				c.forward(st.releasedTo, s)
-			}
-			return
-		case st.handoff == nil && s.Token == ri.delivered && st.releasedTo != "":
-			c.forward(st.releasedTo, s)
-			return
-		}
-	}
-	if took {
-		return
-	}
-	// The messages crossed: the Handoff of s.Token may still come.
-	if ri.early == nil {
-		ri.early = map[uint64]*Handoff{}
-	}
-	if len(ri.early) < maxEarly || ri.early[s.Token] != nil {
-		ri.early[s.Token] = withLate(ri.early[s.Token], s)
-	}
-}
-
-// supplementOwn adds objects to the Handoff of this member's last delivery
-// of range r: they came too late for it.
-func (c *Core) supplementOwn(r int, objects []ObjectRef) {
-	c.supplement(r, &Handoff{Range: r, Token: c.ranges[r].delivered, From: c.cfg.Self, Objects: objects, Supplement: true})
-}
-
-// maxEarly bounds the supplements a range keeps for Handoffs that have not
-// come (each is one earlier deliverer's late objects).
-const maxEarly = 4
-
-// forward sends supplement s to member to, in a Released of epoch 0: no
-// attempt's answer.
-func (c *Core) forward(to MemberID, s *Handoff) {
-	out := *s
-	out.Supplement = true
-	c.out.Send(c.addr(to), &Released{From: c.cfg.Self, Ranges: []int{s.Range}, Handoffs: []Handoff{out}})
-}
-
 // gave records that this member gave handoff h of range r to owner to, in
 // answer to its ask of epoch e. Given back to its own deliverer, it is not
 // stale when that deliverer answers with it again: it holds it, and a
@@ -510,47 +381,6 @@ func (c *Core) gave(r int, h *Handoff, to MemberID, e uint64) {
 		ri.gaveAsk = map[MemberID]uint64{}
 	}
 	ri.gaveAsk[to] = max(ri.gaveAsk[to], e)
-}
-
-// withLate returns own, the Handoff of a range this member delivered, with
-// the objects of late, a previous deliverer's Handoff that came after the
-// activation, that own does not have: that deliverer's handlers had them,
-// and this member's handlers may not have heard of their deletes (the
-// shell gives a LateHandoff only to a range it still delivers).
-func withLate(own, late *Handoff) *Handoff {
-	if late == nil {
-		return own
-	}
-	if own == nil {
-		out := *late
-		out.Supplement = false
-		return &out
-	}
-	out := *own
-	out.Objects = slices.Clone(own.Objects)
-	have := make(map[string]struct{}, len(own.Objects))
-	for _, o := range own.Objects {
-		have[o.Key] = struct{}{}
-	}
-	for _, o := range late.Objects {
-		if _, ok := have[o.Key]; !ok {
-			out.Objects = append(out.Objects, o)
-		}
-	}
-	if len(late.Deleted) > 0 {
-		out.Deleted = slices.Clone(own.Deleted)
-		seen := make(map[string]struct{}, len(own.Deleted))
-		for _, u := range own.Deleted {
-			seen[u] = struct{}{}
-		}
-		for _, u := range late.Deleted {
-			if _, ok := seen[u]; !ok {
-				seen[u] = struct{}{}
-				out.Deleted = append(out.Deleted, u)
-			}
-		}
-	}
-	return &out
 }
 
 // deliverer is the member that delivered the range under h's token: h.From,
@@ -599,8 +429,8 @@ func (c *Core) stopped(m *RangeStopped) {
 	}
 	switch st := ri.state.(type) {
 	case *deactivating:
-		ri.state = &idle{releasedTo: st.to, handoff: withLate(m.Handoff, st.late), at: c.ticks}
-		ri.delivered, ri.continued = st.token, st.handoff
+		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
+		ri.delivered = st.token
 	case *stopping:
 		// A handoff given for a claim given up goes to the first owner
 		// that asks, as the previous deliverer's would have, unless it
@@ -919,7 +749,7 @@ func (c *Core) deactivate(r int, to MemberID) {
 	ri := &c.ranges[r]
 	d := &deactivating{to: to}
 	if st, ok := ri.state.(*active); ok {
-		d.token, d.handoff, d.late = st.token, st.handoff, st.late
+		d.token = st.token
 	}
 	ri.state = d
 	c.out.Send(ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
@@ -1026,9 +856,6 @@ func (c *Core) activateRange(r int, token uint64, handoff *Handoff, prev MemberI
 		// Another member delivered the range after it: stale.
 		handoff, prev = nil, ""
 	}
-	if handoff != nil {
-		act.handoff = handoff.Token
-	}
-	ri.state, ri.early = act, nil
+	ri.state = act
 	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: prev, Handoff: handoff})
 }

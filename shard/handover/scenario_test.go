@@ -3,6 +3,7 @@ package handover_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -626,13 +627,14 @@ func TestNoAskBeforeTheOwnLeaseIsSeen(t *testing.T) {
 }
 
 // A Released whose sender's lease went void before it arrived (a leaver
-// releases its lease while its answer travels) still gives its Handoff: to
-// the activation while the range is claimed, or as a LateHandoff once the
-// handlers have it, once.
+// releases its lease while its answer travels) still gives its Handoff to
+// the activation while the range is claimed. Once the handlers have the
+// range it gives the shell nothing: the activation resumed from the
+// range's newest position, whose replay gave every delete it could name.
 func TestLateHandoffStillCounts(t *testing.T) {
 	for _, late := range []bool{false, true} {
 		c, self, peer, epoch := acquiringZero(t)
-		h := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "u", Version: "29"}}}
+		h := handover.Handoff{Range: 0, Token: 9, Version: "30", Position: 30}
 		rel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}}
 		var before *handover.Released
 		if !late {
@@ -643,24 +645,15 @@ func TestLateHandoffStillCounts(t *testing.T) {
 			if act.Handoff == nil || act.Handoff.Token != 9 || act.From != peer {
 				t.Fatalf("activated with %+v from %q, want the late answer's handoff", act.Handoff, act.From)
 			}
-			if _, ok := find[*handover.LateHandoff](c.Step(rel)); ok {
-				t.Fatal("a handoff the activation had came again as a LateHandoff")
-			}
 			continue
 		}
 		if act.Handoff != nil {
 			t.Fatalf("activated with a handoff nobody sent: %+v", act.Handoff)
 		}
-		lh, ok := find[*handover.LateHandoff](c.Step(rel))
-		if !ok || lh.Range != 0 || lh.Epoch != act.Epoch || lh.Handoff.Token != 9 {
-			t.Fatalf("LateHandoff %+v, want range 0's handoff of token 9 at epoch %d", lh, act.Epoch)
-		}
-		if _, ok := find[*handover.LateHandoff](c.Step(rel)); ok {
-			t.Fatal("the same handoff given twice")
-		}
-		stale := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 30}}}
-		if _, ok := find[*handover.LateHandoff](c.Step(stale)); ok {
-			t.Fatal("a handoff of a token above this member's own was given")
+		for _, m := range c.Step(rel) {
+			if m.To == handover.ToRanges {
+				t.Fatalf("a late handoff gave the shell %T", m.Body)
+			}
 		}
 	}
 }
@@ -1055,12 +1048,11 @@ func untilActive(t *testing.T, c *handover.Core, out []stage.Msg) *handover.Acti
 	return act
 }
 
-// A late Handoff (as above) goes on to the next owner with this member's
-// own Handoff, whether it arrived while the range was being released again
-// (too late for this member's handlers) or before (the shell gives a
-// LateHandoff only to a range it still delivers, and the release may have
-// begun): the next owner's handlers get OnDelete for the objects the late
-// one's deliverer had given and the range no longer has.
+// A late Handoff (as above) does not go on to the next owner with this
+// member's own Handoff, whether it arrived while the range was delivered
+// or being released again: this member's final position covers it (its
+// activation resumed from an older position, whose replay gave every
+// delete since).
 func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 	for _, whileActive := range []bool{false, true} {
 		c, self, peer, epoch := acquiringZero(t)
@@ -1068,9 +1060,7 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 		late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}, {Key: "ns/b", UID: "ub", Version: "28"}}}
 		lateRel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}}
 		if whileActive {
-			if _, ok := find[*handover.LateHandoff](c.Step(lateRel)); !ok {
-				t.Fatal("no LateHandoff for a delivered range")
-			}
+			c.Step(lateRel)
 		}
 		// A newcomer joins, and this member leaves: the newcomer asks for
 		// the range, and it is drained.
@@ -1083,11 +1073,9 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 			t.Fatalf("range 0 not released to the asker: %+v", c.Status())
 		}
 		if !whileActive {
-			if lh, ok := find[*handover.LateHandoff](c.Step(lateRel)); ok {
-				t.Fatalf("a LateHandoff %+v for a range being released", lh)
-			}
+			c.Step(lateRel)
 		}
-		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}, {Key: "ns/c", UID: "uc", Version: "39"}}}
+		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", Position: 41, From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}, {Key: "ns/c", UID: "uc", Version: "39"}}}
 		rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
 		if !ok {
 			t.Fatalf("no answer to the asker once stopped: %+v", c.Status())
@@ -1098,24 +1086,16 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 				got = &rel.Handoffs[i]
 			}
 		}
-		if got == nil || got.Token != act.Token || got.Version != "40" {
-			t.Fatalf("handoff %+v, want this member's (token %d, version 40)", got, act.Token)
-		}
-		var keys []string
-		for _, o := range got.Objects {
-			keys = append(keys, o.Key+"@"+o.Version)
-		}
-		if want := []string{"ns/b@35", "ns/c@39", "ns/a@29"}; !slices.Equal(keys, want) {
-			t.Fatalf("while active %v: handoff objects %v, want %v: its own, then the late one's it does not have", whileActive, keys, want)
+		if got == nil || !reflect.DeepEqual(*got, *own) {
+			t.Fatalf("while active %v: handoff %+v, want this member's own, as it is: %+v", whileActive, got, own)
 		}
 	}
 }
 
 // A late Handoff that comes after this member released the range (its
-// own Handoff sent) follows that Handoff: a supplement to the member it
-// was released to, an answer to no attempt. There, the supplement adds to
-// the Handoff of its token, even when it comes first (the two crossed),
-// and once the range is delivered it is a LateHandoff.
+// own Handoff sent) goes nowhere: the member it was released to resumes
+// from this member's final position, which covers it. A supplement (a
+// member that predates positions sends them) is ignored.
 func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	// A member alone delivers ranges 0 and 1, activated on a void lease:
 	// without their previous deliverer's (peer's) answer.
@@ -1178,38 +1158,30 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	if to == (stage.Addr{}) {
 		t.Fatalf("no answer with the handoff once range 0 stopped: %v; %+v", out, c.Status())
 	}
-	// The previous deliverer's answer comes now.
+	// The previous deliverer's answer comes now: nothing follows the
+	// release (no supplement), and the shell is given nothing.
 	late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
 	out = c.Step(&handover.Released{From: peer, Epoch: acts[0].Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}})
-	var sup *handover.Handoff
 	for _, m := range out {
-		if rel, ok := m.Body.(*handover.Released); ok && m.To == to && rel.Epoch == 0 && len(rel.Handoffs) == 1 {
-			sup = &rel.Handoffs[0]
+		if _, ok := m.Body.(*handover.Released); ok || m.To == handover.ToRanges {
+			t.Fatalf("a late answer after the release gave %T to %v", m.Body, m.To)
 		}
 	}
-	if sup == nil || !sup.Supplement || sup.Token != acts[0].Token || sup.From != self || len(sup.Objects) != 1 || sup.Objects[0].Key != "ns/a" {
-		t.Fatalf("supplement %+v in %v, want one to the newcomer with the late objects, under this member's token %d", sup, out, acts[0].Token)
-	}
 
-	// The next owner: the supplement comes before the handoff it adds to.
+	// The next owner, given a supplement by a member that predates
+	// positions, before and after the handoff it adds to: ignored.
 	c2, _, peer2, epoch2 := acquiringZero(t)
 	supplement := &handover.Released{From: peer2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Supplement: true, Objects: []handover.ObjectRef{{Key: "ns/a"}}}}}
 	out = c2.Step(supplement)
 	out = append(out, c2.Step(&handover.Released{From: peer2, Epoch: epoch2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Objects: []handover.ObjectRef{{Key: "ns/b"}}}}})...)
 	act2 := untilActive(t, c2, out)
-	var keys []string
-	if act2.Handoff != nil {
-		for _, o := range act2.Handoff.Objects {
-			keys = append(keys, o.Key)
+	if act2.Handoff == nil || len(act2.Handoff.Objects) != 1 || act2.Handoff.Objects[0].Key != "ns/b" {
+		t.Fatalf("activated with handoff %+v, want the handoff alone (ns/b)", act2.Handoff)
+	}
+	for _, m := range c2.Step(supplement) {
+		if m.To == handover.ToRanges {
+			t.Fatalf("a supplement gave the shell %T", m.Body)
 		}
-	}
-	if !slices.Equal(keys, []string{"ns/b", "ns/a"}) {
-		t.Fatalf("activated with handoff objects %v, want [ns/b ns/a]: the handoff and its supplement", keys)
-	}
-	// Delivered: a further supplement is a LateHandoff.
-	supplement.Handoffs[0].Objects = []handover.ObjectRef{{Key: "ns/c"}}
-	if lh, ok := find[*handover.LateHandoff](c2.Step(supplement)); !ok || len(lh.Handoff.Objects) != 1 || lh.Handoff.Objects[0].Key != "ns/c" {
-		t.Fatalf("LateHandoff %+v (found %v), want one with ns/c", lh, ok)
 	}
 }
 
@@ -2204,36 +2176,6 @@ func TestKeptHandoffStaleOnceANewerDeliveryIsSeen(t *testing.T) {
 			})
 		}
 	})
-}
-
-// A late handoff is not given to the handlers when another member said it
-// delivered the range under a token between the handoff's and this
-// member's: that delivery came after the handoff, and its handlers may have
-// been given more.
-func TestLateHandoffStaleOnceADeliveryBetweenIsSeen(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		tokens []uint64
-		want   bool // a LateHandoff
-	}{
-		{"delivery between seen", []uint64{15}, false},
-		{"no token said", nil, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, self, peer, epoch := acquiringZero(t)
-			act := activateOnVoidLease(t, c, self, peer, nil)
-			if act.Token <= 15 {
-				t.Fatalf("activated under token %d, want above 15", act.Token)
-			}
-			between := handover.NewMemberID("between", "1")
-			c.Step(&handover.Hello{From: between, Ranges: 1, HashField: "uid", Active: []int{0}, Tokens: tc.tokens, Reply: true})
-			late := handover.Handoff{Range: 0, Token: 9, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
-			_, got := find[*handover.LateHandoff](c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}}))
-			if got != tc.want {
-				t.Fatalf("LateHandoff given: %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 // A handoff this member gave to the owner that asked comes back from that
