@@ -28,12 +28,15 @@ func TestShardLifecycle(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
 	bin := buildMember(t)
 	n := 0
-	for _, how := range []string{"graceful", "provider-first", "fast"} {
-		for _, kill := range []bool{false, true} {
-			n++
-			ns := fmt.Sprintf("lifecycle-%d", n)
-			t.Run(fmt.Sprintf("%s/kill=%v", how, kill), func(t *testing.T) { testShardLifecycle(t, c, bin, ns, how, kill) })
-		}
+	// Each way with a peer killed before (the slow case: the others'
+	// endpoint writers retry it); the default way without too.
+	for _, tc := range []struct {
+		how  string
+		kill bool
+	}{{"graceful", false}, {"graceful", true}, {"provider-first", true}, {"fast", true}} {
+		n++
+		ns := fmt.Sprintf("lifecycle-%d", n)
+		t.Run(fmt.Sprintf("%s/kill=%v", tc.how, tc.kill), func(t *testing.T) { testShardLifecycle(t, c, bin, ns, tc.how, tc.kill) })
 	}
 }
 

@@ -96,9 +96,10 @@ took "demo"
 # (5 of this step's 7 minutes): the handover core has no tracing, the
 # member's own spans are its handover spans, and its range informers are
 # the pipeline, whose packages are tested here (both build with the tag:
-# go vet above).
+# go vet above); nor cmd/demo (80 of the remaining 116 s), which shows
+# the traces and runs with tracing in the demo step above.
 go test -count=1 -timeout 10m -tags actorinformer_notrace \
-	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /examples/ -e /internal/usercheck -e '/shard$' -e '/shard/handover$')
+	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /examples/ -e /internal/usercheck -e '/shard$' -e '/shard/handover$' -e /cmd/demo)
 took "unit tests without tracing"
 # The controller-runtime module (its own go.mod, so ./... above skips it):
 # vetted in both builds, its tests (a manager on the real cluster) with -race.
@@ -106,7 +107,8 @@ took "unit tests without tracing"
 	go test -race -count=1 -timeout 20m ./...)
 took "ctrlruntime module"
 if [[ -d bench ]]; then
-	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/...
+	# The sharded benchmarks at their smallest: 3 members, 3 s idle.
+	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/... -args -bench.shard.members 3 -bench.shard.idle 3s
 	# The allocation guard (counts, not times): our informer's allocations
 	# per event in the watch scenario with 1 handler, median of 5 runs,
 	# must stay within the baseline and tolerance of bench/testdata/allocs.txt.
