@@ -89,16 +89,12 @@ type Status struct {
 	// tried and listed (no copy to be had, or the watch from its
 	// resourceVersion refused).
 	WarmStarts, WarmFallbacks int64
-	// Resumes counts the ranges taken over without a handoff (their
-	// deliverer was lost) that replayed their changes from the newest
-	// delivered position the leases showed; ResumeGaps those whose replay
-	// fell short (the position had left the API server's window: 410
-	// Gone), whose handlers may miss a delete.
+	// Resumes counts the replays of a range's changes from the position
+	// an activation resumed from (the previous deliverer's final one, or
+	// the newest the leases showed); ResumeGaps those that fell short (the
+	// position had left the API server's window: 410 Gone), whose
+	// handlers may miss a delete.
 	Resumes, ResumeGaps int64
-	// StaleHandoffs counts the handoffs ignored because the leases showed
-	// a later deliverer's position of the range: the range resumed from
-	// that position instead.
-	StaleHandoffs int64
 	// Undelivered are the group's ranges that no member of View delivers,
 	// as far as this member knows: neither itself nor a peer whose last
 	// Hello (every second, and at once when it starts delivering), heard
@@ -121,8 +117,7 @@ func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
 		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load(),
-		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load(),
-		StaleHandoffs: s.warm.staleHandoffs.Load()}
+		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load()}
 	st.Waiting = s.Waiting()
 	st.Causes = s.causes.list()
 	st.Undelivered = s.undelivered()

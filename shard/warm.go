@@ -40,9 +40,7 @@ type warmStats struct {
 	// resumes: ranges taken over without a handoff that replayed their
 	// changes from a position; resumeGaps: those whose replay fell short.
 	resumes, resumeGaps atomic.Int64
-	// staleHandoffs: handoffs a later deliverer's position superseded.
-	staleHandoffs atomic.Int64
-	once          sync.Map // reasons already logged
+	once                sync.Map // reasons already logged
 }
 
 // seedList is the list a warm start hands the informer: the copied
