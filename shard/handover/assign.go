@@ -106,6 +106,17 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 	ms := slices.Clone(members)
 	slices.Sort(ms)
 	ms = slices.Compact(ms)
+	held := heldBy(ms, holders, n)
+	capOf := bounds(ms, held, n)
+	load := keepHeld(out, ms, held, capOf, holders, maxMoves)
+	placeFree(out, ms, capOf, load)
+	return out
+}
+
+// heldBy returns the ranges of n that each of ms holds (holders[r] is one
+// of ms), each member's best-scored first: the ones it keeps when it holds
+// more than its bound.
+func heldBy(ms, holders []MemberID, n int) map[MemberID][]int {
 	in := make(map[MemberID]bool, len(ms))
 	for _, m := range ms {
 		in[m] = true
@@ -125,6 +136,12 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 			return cmp.Compare(a, b)
 		})
 	}
+	return held
+}
+
+// bounds returns how many of n ranges each of ms may own: with
+// n = q·m + rem, rem members q+1 and the others q.
+func bounds(ms []MemberID, held map[MemberID][]int, n int) map[MemberID]int {
 	q, rem := n/len(ms), n%len(ms)
 	// The extra ranges go to the members that hold more than q, most
 	// first; the rest by id, whatever they hold: a member that holds q or
@@ -146,6 +163,14 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 			capOf[m] = q + 1
 		}
 	}
+	return capOf
+}
+
+// keepHeld leaves each member, in out, the ranges it holds within its
+// bound (capOf), and returns each member's load. The surplus moves, by
+// range: with maxMoves > 0 only the first maxMoves of it, the rest staying
+// with its holder over the bound.
+func keepHeld(out []MemberID, ms []MemberID, held map[MemberID][]int, capOf map[MemberID]int, holders []MemberID, maxMoves int) map[MemberID]int {
 	load := make(map[MemberID]int, len(ms))
 	var surplus []int // ranges a member holds over its bound, by range
 	for _, m := range ms {
@@ -165,8 +190,14 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 			load[holders[r]]++
 		}
 	}
-	order = order[:len(ms)]
-	for r := range n {
+	return load
+}
+
+// placeFree gives each range without an owner in out to the member of ms
+// with room (load under capOf) and the highest rendezvous score for it.
+func placeFree(out []MemberID, ms []MemberID, capOf, load map[MemberID]int) {
+	order := make([]MemberID, len(ms))
+	for r := range out {
 		if out[r] != "" {
 			continue
 		}
@@ -185,5 +216,4 @@ func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
 			}
 		}
 	}
-	return out
 }

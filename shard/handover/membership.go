@@ -124,21 +124,8 @@ func (c *Core) topology(m *Topology) {
 	for _, n := range m.Nodes {
 		ms.topo[n] = struct{}{}
 	}
-	self := c.cfg.Self.Node()
-	_, in := ms.topo[self]
-	if ms.arrived == nil {
-		ms.arrived = map[NodeID]int{}
-	}
-	for n := range ms.topo {
-		if _, old := prev[n]; !old && n != self {
-			ms.arrived[n] = c.ticks
-		}
-	}
-	for n := range ms.arrived {
-		if _, still := ms.topo[n]; !still {
-			delete(ms.arrived, n)
-		}
-	}
+	_, in := ms.topo[c.cfg.Self.Node()]
+	c.noteArrivals(prev)
 	wasIn := ms.inTopo
 	ms.inTopo = in
 	if !in {
@@ -152,19 +139,57 @@ func (c *Core) topology(m *Topology) {
 		c.renew()
 	}
 	if !wasIn {
-		ms.discovering = true
-		ms.discoverAt = c.ticks
-		ms.waiting = map[NodeID]struct{}{}
-		ms.waited = false
-		for _, n := range sortedKeys(ms.topo) {
-			if n != self {
-				ms.waiting[n] = struct{}{}
-				ms.waited = true
-				c.sendHello(MemberID(n), false)
-			}
-		}
+		c.discover()
 		return
 	}
+	c.greetNewNodes(prev)
+}
+
+// noteArrivals keeps, for each other node of the topology, the tick it
+// arrived at (it was not in prev, the topology before), and forgets the
+// nodes that left.
+func (c *Core) noteArrivals(prev map[NodeID]struct{}) {
+	ms := &c.members
+	self := c.cfg.Self.Node()
+	if ms.arrived == nil {
+		ms.arrived = map[NodeID]int{}
+	}
+	for n := range ms.topo {
+		if _, old := prev[n]; !old && n != self {
+			ms.arrived[n] = c.ticks
+		}
+	}
+	for n := range ms.arrived {
+		if _, still := ms.topo[n]; !still {
+			delete(ms.arrived, n)
+		}
+	}
+}
+
+// discover starts the discovery of a member that enters the topology: it
+// says Hello to every other node of it, and waits for their answers.
+func (c *Core) discover() {
+	ms := &c.members
+	self := c.cfg.Self.Node()
+	ms.discovering = true
+	ms.discoverAt = c.ticks
+	ms.waiting = map[NodeID]struct{}{}
+	ms.waited = false
+	for _, n := range sortedKeys(ms.topo) {
+		if n != self {
+			ms.waiting[n] = struct{}{}
+			ms.waited = true
+			c.sendHello(MemberID(n), false)
+		}
+	}
+}
+
+// greetNewNodes says Hello to the nodes that joined the topology since
+// prev, waits for them too while discovering, and stops waiting for the
+// nodes that left it.
+func (c *Core) greetNewNodes(prev map[NodeID]struct{}) {
+	ms := &c.members
+	self := c.cfg.Self.Node()
 	for _, n := range sortedKeys(ms.topo) {
 		if _, old := prev[n]; !old && n != self {
 			c.sendHello(MemberID(n), false)
@@ -261,38 +286,15 @@ func (c *Core) hello(m *Hello) {
 	if cur, ok := ms.current[m.From.Node()]; !ok || cur == m.From || ms.peers[cur] == nil || ms.peers[cur].joinedAt <= m.JoinedAt {
 		ms.current[m.From.Node()] = m.From
 	}
-	if m.Ranges != c.cfg.Ranges || m.HashField != c.cfg.HashField {
-		p.ok = false
-		reason := fmt.Sprintf("%d ranges hashed on %q here, %d on %q at %s", c.cfg.Ranges, c.cfg.HashField, m.Ranges, m.HashField, m.From)
-		if younger(c.cfg.JoinedAt, c.cfg.Self, m.JoinedAt, m.From) {
-			c.fail(reason)
-		} else {
-			c.out.Send(c.addr(m.From), &Reject{From: c.cfg.Self, Reason: reason})
-		}
+	if c.rejectSettings(m, p) {
 		return
 	}
 	p.ok = true
 	p.state = m.State
 	p.active = m.Active
 	p.view = m.View
-	for i, r := range m.Active {
-		delete(ms.moving, r) // its holder is known
-		if i < len(m.Tokens) {
-			c.sawDelivery(r, m.From, m.Tokens[i])
-		}
-	}
-	p.releasedHere = p.releasedHere[:0]
-	for _, mv := range m.Moved {
-		if mv.To == c.cfg.Self {
-			p.releasedHere = append(p.releasedHere, mv.Range)
-		}
-		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
-			if was, ok := ms.moving[mv.Range]; ok && mv.Token != 0 && mv.Token < was.token {
-				continue // an older move, its Hello late
-			}
-			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
-		}
-	}
+	c.noteDeliveries(m)
+	c.noteMoves(m, p)
 	c.vouchedBy(m.Vouch)
 	p.wantVouch = m.WantVouch
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
@@ -308,6 +310,53 @@ func (c *Core) hello(m *Hello) {
 		c.sendHello(m.From, true)
 		if m.WantVouch != 0 && c.seasoned() && c.leaseSeenAt(m.From, m.WantVouch) {
 			p.wantVouch = 0 // vouched in the reply
+		}
+	}
+}
+
+// rejectSettings reports whether the Hello m comes from a member p with
+// other settings (ranges or hash field) than this one: of the two, the
+// younger fails, and the older sends it a Reject.
+func (c *Core) rejectSettings(m *Hello, p *peer) bool {
+	if m.Ranges == c.cfg.Ranges && m.HashField == c.cfg.HashField {
+		return false
+	}
+	p.ok = false
+	reason := fmt.Sprintf("%d ranges hashed on %q here, %d on %q at %s", c.cfg.Ranges, c.cfg.HashField, m.Ranges, m.HashField, m.From)
+	if younger(c.cfg.JoinedAt, c.cfg.Self, m.JoinedAt, m.From) {
+		c.fail(reason)
+	} else {
+		c.out.Send(c.addr(m.From), &Reject{From: c.cfg.Self, Reason: reason})
+	}
+	return true
+}
+
+// noteDeliveries takes the ranges the Hello m says its sender delivers,
+// with their tokens: a range delivered is no longer moving.
+func (c *Core) noteDeliveries(m *Hello) {
+	for i, r := range m.Active {
+		delete(c.members.moving, r) // its holder is known
+		if i < len(m.Tokens) {
+			c.sawDelivery(r, m.From, m.Tokens[i])
+		}
+	}
+}
+
+// noteMoves takes the ranges the Hello m says its sender p released lately:
+// those released to this member, and, of those released to another, each
+// range's newest move (by token; token 0 replaces any).
+func (c *Core) noteMoves(m *Hello, p *peer) {
+	ms := &c.members
+	p.releasedHere = p.releasedHere[:0]
+	for _, mv := range m.Moved {
+		if mv.To == c.cfg.Self {
+			p.releasedHere = append(p.releasedHere, mv.Range)
+		}
+		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
+			if was, ok := ms.moving[mv.Range]; ok && mv.Token != 0 && mv.Token < was.token {
+				continue // an older move, its Hello late
+			}
+			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
 		}
 	}
 }

@@ -194,8 +194,8 @@ var mutants = []mutant{
 	{
 		name: "a member that takes a range again forgets the handoff it kept",
 		file: "ranges.go",
-		from: "if !st.sent {\n\t\t\t\t\tsy.handoff = st.handoff\n\t\t\t\t}",
-		to:   "if false {\n\t\t\t\t\tsy.handoff = st.handoff\n\t\t\t\t}",
+		from: "if !st.sent {\n\t\t\tsy.handoff = st.handoff\n\t\t}",
+		to:   "if false {\n\t\t\tsy.handoff = st.handoff\n\t\t}",
 	},
 	{
 		name: "a leaving member exits with a handoff nobody took",

@@ -453,90 +453,128 @@ func (c *Core) reconcile() {
 	cutOff := !ms.inTopo
 	activated := false
 	for r := range c.ranges {
-		ri := &c.ranges[r]
-		mine := c.owner(r) == c.cfg.Self
-		switch st := ri.state.(type) {
-		case *idle:
-			from := c.holderOf(r)
-			if from == c.cfg.Self {
-				from = ""
-			}
-			// A range that no member delivers, and that was handed to
-			// none, is listed only once this member may ask for it: listed
-			// before, it may move on (a member that joins meanwhile takes
-			// it) before this one could deliver it, and its next owner,
-			// with no deliverer to copy it from, lists it again.
-			cold := from == "" && st.handoff == nil
-			if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) && (!cold || c.mayAsk()) {
-				sy := &syncing{}
-				if !st.sent {
-					sy.handoff = st.handoff
-				}
-				ri.state = sy
-				ri.epoch = c.nextEpoch()
-				start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
-				if from == "" {
-					start.Cold = c.coldWhy(r)
-				}
-				c.out.Send(ToRanges, start)
-			} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
-				st.handoff = nil
-			}
-		case *syncing:
-			if !mine {
-				c.stopRange(r)
-			}
-		case *claiming:
-			// Every member has let the range go to this one: it holds the
-			// range now, whatever its view says (it delivers it, and hands
-			// it on warm to the owner that asks). Stopping here would leave
-			// the range with no member ready to deliver it.
-			if cutOff || c.failed != "" {
-				c.stopRange(r)
-			}
-		case *acquiring:
-			if !mine {
-				// The view moved the range on after its deliverer was asked:
-				// it claims the range once the deliverer has released it
-				// (every other member had answered), stops once that answer
-				// can no longer come, and asks nothing more meanwhile.
-				if st.answered && len(st.pending) == 0 && c.lease.synced {
-					activated = c.claim(r, st) || activated
-				} else if !c.deliverersAnswering(st) {
-					c.stopRange(r)
-				}
-				break
-			}
-			if !c.mayAsk() {
-				// Until then the deliverers go on delivering.
-				break
-			}
-			c.askNewMembers(r)
-			c.dropVoid(st)
-			if len(st.pending) == 0 {
-				activated = c.claim(r, st) || activated
-			}
-		case *active:
-			// Without the topology, or with nobody to hand over to, or once
-			// a leave's time is up, stop delivering without an asker.
-			if cutOff || c.failed != "" || c.forced || (c.leaving && len(ms.view) == 0) {
-				c.deactivate(r, "")
-			}
-		}
+		activated = c.stepRange(r, cutOff) || activated
 		c.answerDeferred(r)
 	}
 	if activated {
 		c.broadcastHello() // as activate does
 	}
 	c.maybeRenew()
-	c.settled = !ms.discovering && ms.inTopo && c.failed == ""
+	c.settled = c.viewReached()
+}
+
+// stepRange moves range r one step towards what the view says (cutOff:
+// this member is not in the topology), and reports whether a claim
+// activated it.
+func (c *Core) stepRange(r int, cutOff bool) bool {
+	ri := &c.ranges[r]
+	mine := c.owner(r) == c.cfg.Self
+	switch st := ri.state.(type) {
+	case *idle:
+		c.startWhenSettled(r, st, mine)
+	case *syncing:
+		if !mine {
+			c.stopRange(r)
+		}
+	case *claiming:
+		// Every member has let the range go to this one: it holds the
+		// range now, whatever its view says (it delivers it, and hands
+		// it on warm to the owner that asks). Stopping here would leave
+		// the range with no member ready to deliver it.
+		if cutOff || c.failed != "" {
+			c.stopRange(r)
+		}
+	case *acquiring:
+		return c.pursueClaim(r, st, mine)
+	case *active:
+		// Without the topology, or with nobody to hand over to, or once
+		// a leave's time is up, stop delivering without an asker.
+		if cutOff || c.failed != "" || c.forced || (c.leaving && len(c.members.view) == 0) {
+			c.deactivate(r, "")
+		}
+	}
+	return false
+}
+
+// startWhenSettled starts an idle range this member owns (mine) once
+// discovery is over and the view has stood for SettleTicks: copied from
+// the member that delivers it, or, when none does, listed once it is not
+// moving to another member and, with no handoff either, once this member
+// may ask. Otherwise a handoff kept for the range is dropped after
+// handoffTicks.
+func (c *Core) startWhenSettled(r int, st *idle, mine bool) {
+	ms := &c.members
+	ri := &c.ranges[r]
+	from := c.holderOf(r)
+	if from == c.cfg.Self {
+		from = ""
+	}
+	// A range that no member delivers, and that was handed to none, is
+	// listed only once this member may ask for it: listed before, it may
+	// move on (a member that joins meanwhile takes it) before this one
+	// could deliver it, and its next owner, with no deliverer to copy it
+	// from, lists it again.
+	cold := from == "" && st.handoff == nil
+	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) && (!cold || c.mayAsk()) {
+		sy := &syncing{}
+		if !st.sent {
+			sy.handoff = st.handoff
+		}
+		ri.state = sy
+		ri.epoch = c.nextEpoch()
+		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
+		if from == "" {
+			start.Cold = c.coldWhy(r)
+		}
+		c.out.Send(ToRanges, start)
+	} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
+		st.handoff = nil
+	}
+}
+
+// pursueClaim moves range r, being acquired, towards its claim (mine: the
+// view gives r to this member), and reports whether the claim activated
+// it: while r is this member's, it asks the members that may deliver r,
+// once it may ask, and claims r when none is left to answer.
+func (c *Core) pursueClaim(r int, st *acquiring, mine bool) bool {
+	if !mine {
+		// The view moved the range on after its deliverer was asked: it
+		// claims the range once the deliverer has released it (every
+		// other member had answered), stops once that answer can no
+		// longer come, and asks nothing more meanwhile.
+		if st.answered && len(st.pending) == 0 && c.lease.synced {
+			return c.claim(r, st)
+		} else if !c.deliverersAnswering(st) {
+			c.stopRange(r)
+		}
+		return false
+	}
+	if !c.mayAsk() {
+		// Until then the deliverers go on delivering.
+		return false
+	}
+	c.askNewMembers(r)
+	c.dropVoid(st)
+	if len(st.pending) == 0 {
+		return c.claim(r, st)
+	}
+	return false
+}
+
+// viewReached: discovery is over, this member is in the topology and has
+// not failed, and it delivers exactly the ranges its view gives it.
+func (c *Core) viewReached() bool {
+	ms := &c.members
+	if ms.discovering || !ms.inTopo || c.failed != "" {
+		return false
+	}
 	for r := range c.ranges {
 		_, act := c.ranges[r].state.(*active)
 		if (c.owner(r) == c.cfg.Self) != act {
-			c.settled = false
-			break
+			return false
 		}
 	}
+	return true
 }
 
 func (c *Core) stopRange(r int) {
