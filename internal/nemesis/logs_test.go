@@ -91,11 +91,11 @@ func TestLogEvents(t *testing.T) {
 	fault := Fault{Kind: Pause, Target: "m2", Start: time.Date(2026, 12, 1, 11, 1, 5, 0, time.Local).UnixNano()}
 	fault.End = fault.Start
 	res := Check(Input{Ranges: 1, Faults: []Fault{fault}, Procs: []Proc{{Name: "m1", Events: events},
-		{Name: "m2", Events: []Event{{"releases", fault.Start, -1}, {"releases", fault.Start + 1, -1}, {"late handoffs", 0, -1}}}}})
+		{Name: "m2", Events: []Event{{"releases", fault.Start, -1}, {"releases", fault.Start + 1, -1}, {"warm starts", 0, -1}}}}})
 	tab := res.Table()
 	for _, line := range []string{
-		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 late handoffs, 1 fences\n",
-		"from each fault's start to the next's, by kind: before any fault: 2 acquisitions, 1 late handoffs; pause: 3 releases, 1 revokes, 1 fences\n",
+		"the members' logs record: 2 acquisitions, 3 releases, 1 revokes, 1 warm starts, 1 fences\n",
+		"from each fault's start to the next's, by kind: before any fault: 2 acquisitions, 1 warm starts; pause: 3 releases, 1 revokes, 1 fences\n",
 	} {
 		if !strings.Contains(tab, line) {
 			t.Fatalf("the report has no line %q:\n%s", line, tab)
