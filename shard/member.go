@@ -485,7 +485,7 @@ func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	for _, h := range m.Handoffs {
 		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
 		if h.Supplement {
-			continue // not an answer: no switch waits for it
+			continue // a member that predates positions: ignored, no answer
 		}
 		if io.handoffAt == nil {
 			io.handoffAt = map[handoffKey]time.Time{}

@@ -46,8 +46,8 @@ type rangeInformer struct {
 	claimed time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
-	// switching is held while the range is activated, given a late
-	// handoff or deactivated: each pauses and resumes the intake.
+	// switching is held while the range is activated or deactivated:
+	// each pauses and resumes the intake.
 	switching sync.Mutex
 	// ended: deactivated (guarded by switching); an activation that runs
 	// after it does nothing.
@@ -61,8 +61,8 @@ type rangeInformer struct {
 	dropped   bool
 	droppedCh chan struct{}
 	// switches counts the range's switches under way (activate,
-	// lateHandoff, deactivate), which call its handlers from goroutines of
-	// their own: the lease is released only once they have ended.
+	// deactivate), which call its handlers from goroutines of their own:
+	// the lease is released only once they have ended.
 	switches sync.WaitGroup
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
