@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -26,4 +29,25 @@ func minorFaults() int64 {
 		return 0
 	}
 	return ru.Minflt
+}
+
+// startPhaseProfile starts a CPU profile written to a new file
+// dir/name-*.pprof, for the measured phase of a run, and returns what
+// stops it. With dir empty it does nothing.
+func startPhaseProfile(dir, name string) (stop func(), err error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(name)+"-*.pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

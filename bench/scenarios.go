@@ -143,6 +143,9 @@ func (s *InitialSync) Run(impl Impl) ([]Metric, error) {
 // the release of the first event until every handler has had every update.
 type Watch struct {
 	Keys, Events, Handlers int
+	// CPUProfile, when set, is a directory where each run writes the CPU
+	// profile of its measured phase (watch-<handlers>h-<impl>-*.pprof).
+	CPUProfile string
 	updates
 }
 
@@ -190,11 +193,16 @@ func (s *Watch) Run(impl Impl) ([]Metric, error) {
 	done := expectAll(cs, Counts{Adds: int64(s.Keys), Updates: int64(s.Events)})
 
 	m0 := settledStats()
+	stopProfile, err := startPhaseProfile(s.CPUProfile, fmt.Sprintf("watch-%dh-%s", s.Handlers, impl))
+	if err != nil {
+		return nil, err
+	}
 	c0 := cpuTime()
 	t0 := src.Release()
 	err = waitAll(guard(s.Events), done...)
 	elapsed := time.Since(t0)
 	cpu := cpuTime() - c0
+	stopProfile()
 	m1 := memStats()
 	if err != nil {
 		return nil, fmt.Errorf("%s: watch: %w", impl, err)

@@ -31,16 +31,22 @@ const AddIndexersTimeout = time.Minute
 // Store.AddIndexers through itself: it sends the actor an AddIndexers and
 // waits for the answer, which the shell puts on the request's Reply (the
 // core's *IndexersAdded). See Core.Step for what it takes.
+//
+// It never blocks (its Env's answers do not wait), so it runs on the
+// goroutine that wakes it (shell.Config.RunOnSender): the queue's, which
+// runs on the reflector's, so that a batch reaches the listeners with no
+// goroutine woken in between.
 func Props(core *Core, queue *actor.PID) *actor.Props {
 	peers := &shell.Peers{}
 	peers.Set(stage.ToQueue, queue)
 	return shell.Props(shell.Config[Input]{
-		Stage:     stage.Indexer,
-		Core:      core,
-		Lifecycle: func(l stage.Lifecycle) Input { return Lifecycle(l) },
-		Peers:     peers,
-		Clock:     core.clock,
-		Telemetry: core.t,
+		Stage:       stage.Indexer,
+		Core:        core,
+		RunOnSender: true,
+		Lifecycle:   func(l stage.Lifecycle) Input { return Lifecycle(l) },
+		Peers:       peers,
+		Clock:       core.clock,
+		Telemetry:   core.t,
 		Route: func(in Input) {
 			switch m := in.(type) {
 			case *Subscribe:

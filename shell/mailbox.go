@@ -10,8 +10,9 @@ import (
 
 // mailbox is protoactor's default mailbox (actor/mailbox.go: system
 // messages first, suspend/resume, Throughput messages per pass, a panic
-// escalated to the supervisor, a new goroutine from the dispatcher for each
-// pass) made cheaper for a stage's stream of small messages: the function a
+// escalated to the supervisor, each pass run by the dispatcher: on a new
+// goroutine, or with Config.RunOnSender on the goroutine that woke it) made
+// cheaper for a stage's stream of small messages: the function a
 // wake-up schedules is made once, not per wake-up (the default allocates a
 // method value each time the mailbox goes from idle to running, about once
 // per watch event across an informer's stages), and both queues sit behind
@@ -31,6 +32,12 @@ type mailbox struct {
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
 	process    func()
+
+	// handOver is set when the dispatcher runs passes on the goroutine
+	// that wakes the mailbox (Config.RunOnSender): a pass that has taken
+	// Throughput messages then goes on on a new goroutine, rather than
+	// yielding, so that no sender is held longer by a busy actor.
+	handOver bool
 }
 
 const (
@@ -39,6 +46,9 @@ const (
 )
 
 func newMailbox() actor.Mailbox { return &mailbox{} }
+
+// newHandOverMailbox is the mailbox of an actor with Config.RunOnSender.
+func newHandOverMailbox() actor.Mailbox { return &mailbox{handOver: true} }
 
 func (m *mailbox) PostUserMessage(msg any) {
 	m.mu.Lock()
@@ -78,7 +88,9 @@ func (m *mailbox) pending() bool {
 
 func (m *mailbox) processMessages() {
 	for {
-		m.run()
+		if m.run() {
+			return // the pass goes on on another goroutine
+		}
 		m.status.Store(idle)
 		// A message posted after run's last look: run again, unless a
 		// sender's schedule already started another pass.
@@ -102,8 +114,10 @@ func (m *mailbox) pop(q *ring, n *atomic.Int32) any {
 	return msg
 }
 
-// run processes messages until none is left or the mailbox is suspended.
-func (m *mailbox) run() {
+// run processes messages until none is left or the mailbox is suspended;
+// true when it handed the rest of the pass to a new goroutine (handOver),
+// which then owns the running status.
+func (m *mailbox) run() (handedOver bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
@@ -114,6 +128,10 @@ func (m *mailbox) run() {
 	for {
 		if i > t {
 			i = 0
+			if m.handOver {
+				go m.process()
+				return true
+			}
 			runtime.Gosched()
 		}
 		i++
@@ -129,10 +147,10 @@ func (m *mailbox) run() {
 			continue
 		}
 		if m.suspended.Load() {
-			return
+			return false
 		}
 		if msg = m.pop(&m.user, &m.userCount); msg == nil {
-			return
+			return false
 		}
 		m.invoker.InvokeUserMessage(msg)
 	}

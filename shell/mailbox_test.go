@@ -110,6 +110,63 @@ func TestMailboxOrder(t *testing.T) {
 	}
 }
 
+// TestMailboxHandOver: a mailbox whose passes run on the goroutine that
+// wakes it (Config.RunOnSender) takes Throughput+1 messages there, then
+// hands the rest of the pass, in order, to a new goroutine: the sender's
+// Post returns while the pass goes on.
+func TestMailboxHandOver(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	release := make(chan struct{})
+	inv := &recordingInvoker{onUser: func(msg any) {
+		if msg.(int) == 3 {
+			<-release // on the new goroutine: the sender must not wait for it
+		}
+	}}
+	m := newHandOverMailbox()
+	m.RegisterHandlers(inv, actor.NewSynchronizedDispatcher(2))
+	mb := m.(*mailbox)
+
+	mb.status.Store(running) // queue six without processing them
+	for i := range 6 {
+		m.PostUserMessage(i)
+	}
+	mb.status.Store(idle)
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		m.PostUserMessage(6) // wakes it: the pass runs here
+	}()
+	select {
+	case <-posted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sender was held by the whole pass, beyond Throughput messages")
+	}
+	if _, user, _ := inv.snapshot(); fmt.Sprint(user) != "[0 1 2]" {
+		t.Fatalf("the sender's part of the pass took %v, want [0 1 2]", user)
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, user, _ := inv.snapshot()
+		if len(user) == 7 {
+			if fmt.Sprint(user) != "[0 1 2 3 4 5 6]" {
+				t.Fatalf("took %v, want [0 1 2 3 4 5 6]", user)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handed-over pass took %v, want all seven", user)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for mb.status.Load() != idle { // the new goroutine ends its pass
+		if time.Now().After(deadline) {
+			t.Fatal("the handed-over pass did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestMailboxConcurrentPosters: several goroutines post while the mailbox
 // runs on protoactor's goroutine dispatcher; every message arrives once, in
 // each poster's order, one pass at a time, and no goroutine is left.

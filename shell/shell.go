@@ -96,7 +96,28 @@ type Config[In any] struct {
 	// Telemetry logs and counts the messages the shell drops (unexpected,
 	// undeliverable); nil: telemetry.Nop().
 	Telemetry *telemetry.T
+	// RunOnSender runs the actor's passes on the goroutine that wakes it
+	// (the one that posts a message to its idle mailbox: another stage's
+	// pass, a timer, a caller), through protoactor's synchronized
+	// dispatcher, rather than on a new goroutine for each pass. The
+	// actor's messages are still taken one at a time, in order: a message
+	// posted while a pass runs, wherever it runs, joins that pass. Only
+	// for a stage whose every step is short and never blocks: the sender
+	// waits for the pass before it goes on, for up to throughput messages
+	// (the rest of a longer pass goes on on a new goroutine). Its timers'
+	// messages are sent from goroutines of their own. The delta
+	// queue and the indexer run so (see docs/performance.md): a batch goes
+	// from the reflector through both to the listeners with no goroutine
+	// woken in between.
+	RunOnSender bool
 }
+
+// throughput is how many messages a pass takes before it yields
+// (runtime.Gosched), as protoactor's default dispatcher.
+const throughput = 300
+
+// onSender is the dispatcher of the actors with Config.RunOnSender.
+var onSender = actor.NewSynchronizedDispatcher(throughput)
 
 // Props returns the props of the actor running cfg.Core.
 func Props[In any](cfg Config[In]) *actor.Props {
@@ -110,7 +131,11 @@ func Props[In any](cfg Config[In]) *actor.Props {
 		cfg.Peers = &Peers{}
 	}
 	c := &cfg
-	return actor.PropsFromProducer(func() actor.Actor { return &shell[In]{cfg: c} }, actor.WithMailbox(newMailbox))
+	opts := []actor.PropsOption{actor.WithMailbox(newMailbox)}
+	if cfg.RunOnSender {
+		opts = []actor.PropsOption{actor.WithMailbox(newHandOverMailbox), actor.WithDispatcher(onSender)}
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &shell[In]{cfg: c} }, opts...)
 }
 
 // shell is one incarnation of a stage's actor.
@@ -230,7 +255,13 @@ func (s *shell[In]) timer(m *stage.Msg) bool {
 			s.timers = map[stage.Addr]clock.Timer{}
 		}
 		root, self, fire := s.root, s.self, b.Fire
-		s.timers[m.To] = s.cfg.Clock.AfterFunc(b.After, func() { root.Send(self, fire) })
+		send := func() { root.Send(self, fire) }
+		if s.cfg.RunOnSender {
+			// Not inside the clock's callback, where the pass would run: a
+			// fake clock holds its lock there, and a core reads the clock.
+			send = func() { go root.Send(self, fire) }
+		}
+		s.timers[m.To] = s.cfg.Clock.AfterFunc(b.After, send)
 	case *stage.StopTimer:
 		s.stopTimer(m.To)
 	default:

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -298,6 +299,57 @@ func TestShell_aboveStage(t *testing.T) {
 		if _, ok := in.(life); ok {
 			t.Fatalf("the core was told %v without a Config.Lifecycle", in)
 		}
+	}
+}
+
+// TestShell_runOnSender: with Config.RunOnSender, a message posted to the
+// idle actor is taken on the sender's goroutine, before its Send returns;
+// one posted while a pass runs on another goroutine joins that pass, and
+// its Send returns at once.
+func TestShell_runOnSender(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	entered, release := make(chan struct{}), make(chan struct{})
+	core := &scriptCore{script: func(in input) []stage.Msg {
+		if p, ok := in.(*ping); ok && p.n == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}}
+	pid := sys.Root.Spawn(Props(Config[input]{Stage: stage.Queue, Core: core, RunOnSender: true}))
+	pings := func() string {
+		var ns []int
+		for _, in := range core.taken() {
+			if p, ok := in.(*ping); ok {
+				ns = append(ns, p.n)
+			}
+		}
+		return fmt.Sprint(ns)
+	}
+
+	sys.Root.Send(pid, &ping{n: 0})
+	if got := pings(); got != "[0]" {
+		t.Fatalf("after the Send to the idle actor, the core took %s, want [0]", got)
+	}
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		sys.Root.Send(pid, &ping{n: 1}) // runs the pass, which blocks in ping 1
+	}()
+	<-entered
+	sys.Root.Send(pid, &ping{n: 2}) // the actor is busy: only queued
+	if got := pings(); got != "[0 1]" {
+		t.Fatalf("while ping 1 is being taken, the core took %s, want [0 1]", got)
+	}
+	close(release)
+	<-first
+	if got := pings(); got != "[0 1 2]" {
+		t.Fatalf("once the first sender's Send returned, the core took %s, want [0 1 2]", got)
+	}
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
 	}
 }
 

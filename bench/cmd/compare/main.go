@@ -25,6 +25,7 @@ func main() {
 	coalesceKeys := flag.Int("coalesce-keys", 0, "coalesce: pods listed (default: the size's)")
 	coalesceEvents := flag.Int("coalesce-events", 0, "coalesce: updates streamed (default: the size's)")
 	verbose := flag.Bool("v", false, "print every run's metrics to stderr as it ends")
+	cpuprofile := flag.String("cpuprofile", "", "watch and bar: write the CPU profile of each run's measured phase to this directory")
 	flag.Parse()
 
 	z := bench.Small
@@ -57,6 +58,11 @@ func main() {
 	fmt.Printf("- command: %s\n", strings.Join(os.Args, " "))
 	fmt.Printf("- started: %s\n\n", time.Now().UTC().Format(time.RFC3339))
 	ks := kinds(z)
+	for i := range ks {
+		if w, ok := ks[i].sc.(*bench.Watch); ok {
+			w.CPUProfile = *cpuprofile
+		}
+	}
 	for i := range ks {
 		k := &ks[i]
 		if len(want) > 0 && !want[k.name] || len(want) == 0 && k.name == "bar" {
