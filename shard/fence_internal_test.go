@@ -94,6 +94,17 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	return rig
 }
 
+// newLoggedRig is newEffectRig with a callLog handler added.
+func newLoggedRig(t *testing.T, catchUp time.Duration) (*effectRig, *callLog) {
+	t.Helper()
+	rig := newEffectRig(t, catchUp)
+	h := &callLog{}
+	if _, err := rig.s.AddContextEventHandler(h); err != nil {
+		t.Fatal(err)
+	}
+	return rig, h
+}
+
 // stop stops the range informers and the actor system.
 func (r *effectRig) stop() {
 	r.stopped.Do(func() {
@@ -220,11 +231,7 @@ func TestFenceDuringActivation(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rig := newEffectRig(t, time.Hour)
-				var h callLog
-				if _, err := rig.s.AddContextEventHandler(&h); err != nil {
-					t.Fatal(err)
-				}
+				rig, h := newLoggedRig(t, time.Hour)
 				ri := rig.start()
 				rig.activate("20") // the informer stays at 10
 				eventually(t, "the activation did not start", func() bool {
@@ -344,11 +351,7 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 func TestActivationWaitsToCatchUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const catchUp = time.Second
-		rig := newEffectRig(t, catchUp)
-		var h callLog
-		if _, err := rig.s.AddContextEventHandler(&h); err != nil {
-			t.Fatal(err)
-		}
+		rig, h := newLoggedRig(t, catchUp)
 		rig.start()
 		w := <-rig.watches
 		// The previous deliverer's handlers saw ns/b created at 15 and
@@ -412,11 +415,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rig := newEffectRig(t, time.Hour)
-				var h callLog
-				if _, err := rig.s.AddContextEventHandler(&h); err != nil {
-					t.Fatal(err)
-				}
+				rig, h := newLoggedRig(t, time.Hour)
 				rig.start()
 				w := <-rig.watches
 				w.Add(cmAt("b", "ub", "11"))
