@@ -223,6 +223,9 @@ func inject(r *nemesis.Run, o nemesis.Options, k nemesis.Kind, target *nemesis.M
 func report(t *testing.T, res *nemesis.Result, r *nemesis.Run) {
 	t.Helper()
 	t.Logf("nemesis report:\n%s", res.Table())
+	if res.ExemptCount(nemesis.EResumeGap) > 0 {
+		t.Logf("the members' log lines on resumes cut short:\n%s", r.LogsMatching("could not all be replayed", 20))
+	}
 	if n := res.Count(""); n > 0 {
 		var kinds []string
 		for _, k := range []string{nemesis.VOverlap, nemesis.VInterleave, nemesis.VRVBack, nemesis.VMissedDelete, nemesis.VDeleteOfLive, nemesis.VTokenBack, nemesis.VNotServing, nemesis.VBystanderFenced, nemesis.VEndState, nemesis.VNoCalls} {

@@ -297,6 +297,17 @@ func (r *Result) Count(k string) int {
 	return n
 }
 
+// ExemptCount returns the number of exemptions of kind k ("" for all).
+func (r *Result) ExemptCount(k string) int {
+	n := 0
+	for _, v := range r.Exemptions {
+		if k == "" || v.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
 type call struct {
 	calllog.Record
 	proc int

@@ -812,6 +812,32 @@ func (r *Run) LogsAbout(ranges []int, max int) string {
 	return b.String()
 }
 
+// LogsMatching returns, from every member's stderr (all its
+// incarnations), the lines that contain substr, at most max per member.
+func (r *Run) LogsMatching(substr string, max int) string {
+	r.mu.Lock()
+	ms := slices.Clone(r.members)
+	r.mu.Unlock()
+	var b strings.Builder
+	for _, m := range ms {
+		data, _ := os.ReadFile(m.proc.Log)
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, substr) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		if len(lines) > max {
+			lines = lines[len(lines)-max:]
+		}
+		fmt.Fprintf(&b, "--- %s:\n%s\n", m.Name, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
 // waitStopped waits until every thread of process pid is stopped (state T
 // in /proc), for at most max, and returns when it saw that (the time it
 // gave up otherwise).
