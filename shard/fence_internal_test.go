@@ -396,7 +396,8 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 		position int64  // the handoff's, under token 6
 		version  string // the handoff's newest version (default 14)
 		leases   map[int]position
-		none     bool // activated without a handoff
+		record   *rangeRecord // the range's record
+		none     bool         // activated without a handoff
 		want     []string
 	}{
 		{name: "the handoff's position", position: 12, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
@@ -412,6 +413,14 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
 		{name: "no handoff, the leases' position", none: true, leases: map[int]position{0: {token: 5, version: 12}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		// A releaser's answer lost, or gone to a claim given up: the
+		// range's record holds its final position.
+		{name: "no handoff, the range's record", none: true, leases: map[int]position{0: {token: 5, version: 11}},
+			record: &rangeRecord{token: 6, position: 12, version: 12}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "the handoff's position, an older record", position: 12,
+			record: &rangeRecord{token: 5, position: 11, version: 11}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "a later deliverer's record", position: 12,
+			record: &rangeRecord{token: 8, position: 14, version: 14}, want: []string{"acquire", "add ns/a@10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -424,6 +433,11 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				w.Delete(cmAt("c", "uc", "14"))
 				synctest.Wait()
 				rig.io.positions = tc.leases
+				if tc.record != nil {
+					if err := rig.inc.leases.writeRecord(context.Background(), 0, *tc.record); err != nil {
+						t.Fatal(err)
+					}
+				}
 				version := tc.version
 				if version == "" {
 					version = "14"

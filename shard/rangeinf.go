@@ -228,12 +228,8 @@ func handoffPosition(h *handover.Handoff) position {
 // ends.
 func (io *memberIO) left(e *handover.Left) {
 	inc := io.inc
-	for _, h := range e.Dropped {
-		if e.TimeUp {
-			inc.log.Warn("left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "range", h.Range, "token", h.Token, "from", string(h.From), "objects", len(h.Objects))
-		} else {
-			inc.log.Info("left with a range's handoff: no member was left to take it", "range", h.Range, "token", h.Token)
-		}
+	if e.TimeUp {
+		inc.log.Info("the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records")
 	}
 	end := ending{settings: io.settings}
 	go func() {
@@ -465,7 +461,12 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
-	caught := h == nil || io.reach(ri, h.Version)
+	target := io.readRecord(ri)
+	if h != nil {
+		v, _ := strconv.ParseInt(h.Version, 10, 64)
+		target = max(target, v)
+	}
+	caught := target <= 0 || io.reach(ri, target)
 	if caught && ri.resumeFrom.version > 0 {
 		missing = io.deletedSincePosition(ri)
 	}
@@ -569,20 +570,40 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 		"token", from.token, "list", to, "deleted", len(deleted), "took", took)
 }
 
-// reach waits until the range's informer has reached version, the newest
-// object version the previous deliverer's handlers were given, so that no
-// object's version goes back. It waits as long as that takes, with a
-// warning each catch-up timeout. It is false if the range was dropped or
-// its informer stopped first: nothing may be delivered then.
-func (io *memberIO) reach(ri *rangeInformer, version string) bool {
-	target, _ := strconv.ParseInt(version, 10, 64)
+// readRecord reads the range's record (record.go) and resumes from its
+// position if that is the newest known, and returns the newest object
+// version the record says its delivery's handlers were given (0 for none).
+// A record that cannot be read is logged and passed over: the range
+// resumes from an older position, and a delete may be given again.
+func (io *memberIO) readRecord(ri *rangeInformer) int64 {
+	rec, found, err := io.inc.leases.readRecord(ri.ctx, ri.r.Index)
+	if err != nil {
+		io.inc.log.Warn("cannot read the range's record; it resumes from the newest position it knows otherwise",
+			"range", ri.r.String(), "err", err)
+		return 0
+	}
+	if !found {
+		return 0
+	}
+	if p := rec.pos(); p.version > 0 && p.newer(ri.resumeFrom) {
+		ri.resumeFrom, ri.resume = p, nil
+	}
+	return rec.version
+}
+
+// reach waits until the range's informer has reached version target, the
+// newest object version the previous deliverer's handlers were given, so
+// that no object's version goes back. It waits as long as that takes,
+// with a warning each catch-up timeout. It is false if the range was
+// dropped or its informer stopped first: nothing may be delivered then.
+func (io *memberIO) reach(ri *rangeInformer, target int64) bool {
 	begun := time.Now()
 	for !waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
 		if ri.stopped() {
 			return false
 		}
 		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then",
-			"range", ri.r.String(), "version", version, "applied", appliedVersion(ri), "waited", time.Since(begun))
+			"range", ri.r.String(), "version", target, "applied", appliedVersion(ri), "waited", time.Since(begun))
 	}
 	return true
 }
@@ -626,21 +647,21 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
 	s.detachAll(ri)
-	// Objects are for members that predate Position.
 	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id, Position: final}
 	if obj > 0 {
 		hand.Version = strconv.FormatInt(obj, 10)
 	}
-	var keys []string
-	for _, it := range ri.inf.GetIndexer().List() {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			continue
+	// The range's record takes the final position before the core hears
+	// of the release, so before any member can: whoever takes the range
+	// next finds it there, whatever becomes of this member's answers.
+	if final > 0 && ri.activated.Load() {
+		if err := io.inc.leases.writeRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0)}); err != nil {
+			s.warm.recordFailures.Add(1)
+			io.inc.log.Warn("cannot write the range's record; its next owner resumes from this member's answer, or from an older position (deletes given again)",
+				"range", ri.r.String(), "token", ri.token, "position", final, "err", err)
 		}
-		k, _ := cache.MetaNamespaceKeyFunc(it)
-		keys = append(keys, k)
-		hand.Objects = append(hand.Objects, handover.ObjectRef{Key: k, UID: string(m.GetUID()), Version: m.GetResourceVersion()})
 	}
+	keys := ri.inf.GetIndexer().ListKeys()
 	s.rememberReleased(keys)
 	took := time.Since(start)
 	s.recordHandover(Handover{Range: ri.r, From: string(io.inc.id), To: string(to), Epoch: ri.epoch, Token: ri.token, Start: start, Duration: took, Kind: "release"})

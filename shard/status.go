@@ -95,6 +95,10 @@ type Status struct {
 	// position had left the API server's window: 410 Gone), whose
 	// handlers may miss a delete.
 	Resumes, ResumeGaps int64
+	// RecordFailures counts the releases whose range record could not be
+	// written (record.go): the next owner resumes from this member's
+	// answer, or from an older position.
+	RecordFailures int64
 	// Undelivered are the group's ranges that no member of View delivers,
 	// as far as this member knows: neither itself nor a peer whose last
 	// Hello (every second, and at once when it starts delivering), heard
@@ -117,7 +121,7 @@ func (s *Informer) Status() Status {
 	st := Status{Group: s.group, Member: s.Member(), Mode: s.filter.Mode(), Filtered: s.filter.dropped.Load(),
 		Synced: s.HasSynced(), Failed: s.Err(), Delivered: s.Ranges(), Rejoins: s.rejoins.Load(),
 		WarmStarts: s.warm.starts.Load(), WarmFallbacks: s.warm.fallbacks.Load(),
-		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load()}
+		Resumes: s.warm.resumes.Load(), ResumeGaps: s.warm.resumeGaps.Load(), RecordFailures: s.warm.recordFailures.Load()}
 	st.Waiting = s.Waiting()
 	st.Causes = s.causes.list()
 	st.Undelivered = s.undelivered()

@@ -75,7 +75,7 @@ var Events = []struct{ Message, Name string }{
 	{"a range's informer lists instead of starting from the previous deliverer's copy (logged once per reason)", "warm-start fallbacks (one line per reason)"},
 	{"the range's handlers were not given everything before its release; the next owner may miss deletes", "drains cut short"},
 	{"the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then", "catch-ups past their timeout (one line per timeout)"},
-	{"left with a range's handoff that no owner took in time: the next owner's handlers may miss deletes", "handoffs left untaken"},
+	{"the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records", "leaves out of time"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
 	{"the range resumes from its last delivered position", "resumes"},
 	{"fenced: no handler is called from now on", EventFence},

@@ -45,7 +45,10 @@
 //     its lease again; that write's resourceVersion is the range's fencing
 //     token, higher than every earlier deliverer's (their writes came
 //     before), and the range goes to the handlers, continuing from the
-//     Handoff.
+//     newest position of the Handoff, the range's record (which the
+//     releaser's shell wrote before the release was reported) and the
+//     leases. A member answers with its own Handoff only, as often as it
+//     is asked; none is kept for, or passed on to, another member.
 //
 // So no two members call handlers for one range at the same time, whatever
 // the network and the pauses do, as long as clock rates are bounded: see
@@ -347,96 +350,14 @@ func (c *Core) eligible() bool {
 }
 
 // finish says goodbye once a leaving or failed member holds nothing, after
-// its last answers.
+// its last answers. It waits for no member to take what its handlers were
+// given: each range's record holds its final position.
 func (c *Core) finish() {
-	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() && !c.keepsHandoff() {
+	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() {
 		c.done = true
 		c.broadcastHello() // says Gone
-		left := &Left{TimeUp: c.forced}
-		for r := range c.ranges {
-			if st, ok := c.ranges[r].state.(*idle); ok && st.handoff != nil && !st.sent {
-				left.Dropped = append(left.Dropped, *st.handoff)
-			}
-		}
-		c.out.Send(ToRanges, left)
+		c.out.Send(ToRanges, &Left{TimeUp: c.forced})
 	}
-}
-
-// keepsHandoff: while the leave's time is not up, a handoff this member
-// holds has not gone to an owner yet (and some member may ask for it), or
-// went to one that has not shown it delivers the range since (see
-// unconfirmed), or a member it asked in an attempt it gave up just now may
-// still answer with one (a member that did not answer by two heartbeats
-// later waits for this member to own the range, which a leaver never
-// will).
-func (c *Core) keepsHandoff() bool {
-	if c.forced || c.failed != "" {
-		return false
-	}
-	asker := c.mayBeAsked() || c.newcomer()
-	for r := range c.ranges {
-		st, ok := c.ranges[r].state.(*idle)
-		if !ok {
-			continue
-		}
-		if asker && st.handoff != nil && !st.sent {
-			return true
-		}
-		if c.unconfirmed(r, st) {
-			return true
-		}
-		if c.ticks-st.at >= 2*c.cfg.HelloTicks {
-			continue // an answer on its way has come by now
-		}
-		for id, announced := range st.awaiting {
-			if announced || c.members.isCurrent(id) || c.holdsLease(id) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// mayBeAsked: a member this one must hear from may still ask for a range:
-// one that is not leaving (a leaving member asks for none). When every
-// other member leaves too, nobody will take a handoff: the leaver's lease
-// keeps its ranges' final positions, from which their next owner resumes.
-func (c *Core) mayBeAsked() bool {
-	for _, id := range c.mustHear() {
-		if p := c.members.peers[id]; p == nil || !p.heard || p.state != Leaving {
-			return true
-		}
-	}
-	return false
-}
-
-// unconfirmed: the Released that carried range r's handoff to its owner
-// may not have arrived: that owner is current or holds a lease, and no
-// Hello has shown a member delivering r under a newer token. A leaver
-// keeps its lease until then: with the lease gone, the owner would take r
-// as lost, before the Released (on its way, or lost with the leaver's
-// connection) came, and deliver it without the handoff; with it, the owner
-// waits for the answer and asks again if it is lost.
-func (c *Core) unconfirmed(r int, st *idle) bool {
-	if !st.sent || st.handoff == nil || st.releasedTo == "" || c.ranges[r].seen > st.handoff.Token {
-		return false
-	}
-	if p := c.members.peers[st.releasedTo]; p != nil && p.heard && p.state == Leaving {
-		return false // it leaves: it will not deliver the range
-	}
-	return c.members.isCurrent(st.releasedTo) || c.holdsLease(st.releasedTo)
-}
-
-// newcomer: a node came into the topology within two heartbeats and has
-// not said Hello yet: a member starting there may ask for the ranges.
-func (c *Core) newcomer() bool {
-	ms := &c.members
-	for n, at := range ms.arrived {
-		if _, heard := ms.current[n]; !heard && c.ticks-at < 2*c.cfg.HelloTicks {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Core) allIdle() bool {

@@ -23,8 +23,6 @@ type membership struct {
 	// topology waits DiscoveryTicks for others starting with it.
 	waited     bool
 	discoverAt int
-	// arrived: the tick each other node came into the topology at.
-	arrived map[NodeID]int
 
 	view   []MemberID
 	owners []MemberID // per range; nil before the first view
@@ -67,9 +65,6 @@ type peer struct {
 	knowsMe, hearsMe bool
 	// heardAt is the tick its last Hello arrived at.
 	heardAt int
-	// releasedHere: the ranges its last Hello said it released to this
-	// member.
-	releasedHere []int
 	// wantVouch: its last Hello asked for a Vouch for this version of its
 	// lease (Hello.WantVouch; 0: none, or sent).
 	wantVouch uint64
@@ -80,13 +75,6 @@ func (ms *membership) init() {
 	ms.peers = map[MemberID]*peer{}
 	ms.current = map[NodeID]MemberID{}
 	ms.moving = map[int]moving{}
-}
-
-// releasedHere: member id's last Hello said it released range r to this
-// member.
-func (ms *membership) releasedHere(id MemberID, r int) bool {
-	p := ms.peers[id]
-	return p != nil && slices.Contains(p.releasedHere, r)
 }
 
 // knows: id's node is in this member's topology.
@@ -125,7 +113,6 @@ func (c *Core) topology(m *Topology) {
 		ms.topo[n] = struct{}{}
 	}
 	_, in := ms.topo[c.cfg.Self.Node()]
-	c.noteArrivals(prev)
 	wasIn := ms.inTopo
 	ms.inTopo = in
 	if !in {
@@ -143,27 +130,6 @@ func (c *Core) topology(m *Topology) {
 		return
 	}
 	c.greetNewNodes(prev)
-}
-
-// noteArrivals keeps, for each other node of the topology, the tick it
-// arrived at (it was not in prev, the topology before), and forgets the
-// nodes that left.
-func (c *Core) noteArrivals(prev map[NodeID]struct{}) {
-	ms := &c.members
-	self := c.cfg.Self.Node()
-	if ms.arrived == nil {
-		ms.arrived = map[NodeID]int{}
-	}
-	for n := range ms.topo {
-		if _, old := prev[n]; !old && n != self {
-			ms.arrived[n] = c.ticks
-		}
-	}
-	for n := range ms.arrived {
-		if _, still := ms.topo[n]; !still {
-			delete(ms.arrived, n)
-		}
-	}
 }
 
 // discover starts the discovery of a member that enters the topology: it
@@ -236,11 +202,7 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 			act, toks = append(act, r), append(toks, st.token)
 		case *idle:
 			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
-				tok := c.ranges[r].delivered
-				if st.handoff != nil {
-					tok = max(tok, st.handoff.Token)
-				}
-				moved = append(moved, Move{Range: r, To: st.releasedTo, Token: tok})
+				moved = append(moved, Move{Range: r, To: st.releasedTo, Token: c.ranges[r].delivered})
 			}
 		}
 	}
@@ -347,11 +309,7 @@ func (c *Core) noteDeliveries(m *Hello) {
 // range's newest move (by token; token 0 replaces any).
 func (c *Core) noteMoves(m *Hello, p *peer) {
 	ms := &c.members
-	p.releasedHere = p.releasedHere[:0]
 	for _, mv := range m.Moved {
-		if mv.To == c.cfg.Self {
-			p.releasedHere = append(p.releasedHere, mv.Range)
-		}
 		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
 			if was, ok := ms.moving[mv.Range]; ok && mv.Token != 0 && mv.Token < was.token {
 				continue // an older move, its Hello late
@@ -370,24 +328,12 @@ func younger(ja int64, a MemberID, jb int64, b MemberID) bool {
 }
 
 // forget stops waiting for an answer from id, which said Gone: it delivers
-// nothing and answers nothing more. Its answers sent before its Gone may
-// still come: a leaver waits for those its Gone says it released here
-// (keepsHandoff).
+// nothing and answers nothing more.
 func (c *Core) forget(id MemberID) {
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		delete(ri.deferred, id)
-		announced := c.members.releasedHere(id, r)
-		switch st := ri.state.(type) {
-		case *acquiring:
-			if _, waiting := st.pending[id]; waiting && announced {
-				if _, asked := st.asked[id]; asked {
-					if st.announced == nil {
-						st.announced = map[MemberID]struct{}{}
-					}
-					st.announced[id] = struct{}{}
-				}
-			}
+		if st, ok := ri.state.(*acquiring); ok {
 			if _, waiting := st.pending[id]; waiting {
 				// Unanswered: it may have delivered under a token above
 				// the early write's.
@@ -395,19 +341,7 @@ func (c *Core) forget(id MemberID) {
 			}
 			delete(st.pending, id)
 			delete(st.holders, id)
-		case *stopping:
-			announce(st.awaiting, id, announced)
-		case *idle:
-			announce(st.awaiting, id, announced)
 		}
-	}
-}
-
-// announce marks id, if awaited, as a member whose answer its Gone
-// announced.
-func announce(awaiting map[MemberID]bool, id MemberID, announced bool) {
-	if _, waiting := awaiting[id]; waiting && announced {
-		awaiting[id] = true
 	}
 }
 

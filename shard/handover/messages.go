@@ -128,9 +128,8 @@ type Vouch struct {
 type Move struct {
 	Range int
 	To    MemberID
-	// Token is that of the delivery the move passes on: the sender's own,
-	// or that of the handoff it gave on (0: not said, as from a member
-	// that does not). A move older than a delivery the receiver knows of
+	// Token is that of the delivery the move passes on, the sender's own
+	// (0: not said). A move older than a delivery the receiver knows of
 	// is stale: the range has moved on since.
 	Token uint64
 }
@@ -154,8 +153,9 @@ type Acquire struct {
 
 // Released answers an Acquire of epoch Epoch: the sender does not deliver
 // Ranges (its handlers' calls on them have ended) and will not deliver them
-// again before it acquires them itself. Handoffs says what the sender's
-// handlers were given of the ranges it delivered until now.
+// again before it acquires them itself. Handoffs: for each of Ranges the
+// sender delivered, what its handlers were given up to its last release
+// (its own delivery's, to whichever member asks, as often as it asks).
 type Released struct {
 	From     MemberID
 	Epoch    uint64
@@ -185,9 +185,9 @@ type Handoff struct {
 	// stopped, for members that predate Position (which give OnDelete for
 	// those they no longer have); others ignore them.
 	Objects []ObjectRef
-	// From is the member that delivered the range under Token, which a
-	// member passing the handoff on (it was given it, but the view moved
-	// the range on) is not.
+	// From is the member that delivered the range under Token ("": the
+	// sender). Members of an earlier version passed handoffs on, and said
+	// so here.
 	From MemberID
 	// Supplement: sent by members that predate Position (late objects of
 	// an earlier deliverer's Handoff); ignored.
@@ -330,12 +330,13 @@ type StartRange struct {
 
 // ActivateRange gives the range to the handlers, under fencing token Token.
 // From is the member that delivered the range before ("" when none did, or
-// its lease lapsed) and Handoff what it gave its handlers (nil when it did
-// not hand the range over). The shell waits until the range's informer has
-// reached Handoff.Version, then calls OnDelete with a
-// cache.DeletedFinalStateUnknown for each object deleted since the newest
-// position of the range (Handoff.Position or the leases'), then OnAdd(obj,
-// true) for each cached object, then every change.
+// its lease lapsed) and Handoff what it gave its handlers (nil when its
+// answer did not come). The shell waits until the range's informer has
+// reached the newest position of the range (Handoff's, the range's
+// record's, the leases') and Handoff.Version, then calls OnDelete with a
+// cache.DeletedFinalStateUnknown for each object deleted since that
+// position, then OnAdd(obj, true) for each cached object, then every
+// change.
 type ActivateRange struct {
 	Range   int
 	Epoch   uint64
@@ -346,9 +347,11 @@ type ActivateRange struct {
 
 // DeactivateRange stops delivering the range, draining: the range's
 // informer stops taking changes from the API server, the handlers get what
-// it had taken, then no further call; the shell drops the range's cache
-// (with no OnDelete: the objects still exist) and answers RangeStopped with
-// the Handoff. To is the member it is released to ("" when none).
+// it had taken, then no further call; the shell writes the final position
+// into the range's record in the API server (a compare-and-swap that keeps
+// the newest token's), drops the range's cache (with no OnDelete: the
+// objects still exist) and answers RangeStopped with the Handoff. To is
+// the member it is released to ("" when none).
 type DeactivateRange struct {
 	Range int
 	Epoch uint64
@@ -367,13 +370,11 @@ type StopRange struct {
 type Failed struct{ Reason string }
 
 // Left: the member has released everything and said goodbye; its shell
-// deletes its lease and may stop. Dropped are the Handoffs it kept that no
-// owner took: the next owners' handlers miss the deletes those deliverers'
-// handlers missed. TimeUp: the leave's time ran out while members it knew
-// could still have asked for them (otherwise nobody was left to).
+// deletes its lease and may stop. TimeUp: the leave's time ran out, and
+// the ranges still delivered then were released with nobody asking (their
+// next owners resume from their records).
 type Left struct {
-	Dropped []Handoff
-	TimeUp  bool
+	TimeUp bool
 }
 
 // Fenced: this incarnation lost its claim (its lease could not be renewed

@@ -1,7 +1,5 @@
 package handover
 
-import "slices"
-
 // rangeInfo is one range on this member: its lifecycle state, and the
 // asks of other members for it.
 type rangeInfo struct {
@@ -17,28 +15,19 @@ type rangeInfo struct {
 	// askedAt: the tick each member's last ask arrived at.
 	askedAt map[MemberID]int
 	// delivered: the token this member last delivered the range under, up
-	// to its release (0: never). A handoff older than that is stale: this
-	// member's own delivery came after it.
-	delivered uint64
-	// passed: the token of the newest handoff of another deliverer this
-	// member gave to an owner. That deliverer, which does not know it,
-	// may answer a later ask with it again: stale, since the owner it was
-	// given to may have delivered the range since. Given back to that
-	// deliverer later, it is no longer covered (see gave).
-	passed uint64
-	// seen: the newest token another member said (Hello.Tokens) it
-	// delivers the range under; seenBy: that member. A handoff older than
-	// seen is stale for every member but seenBy: that delivery came after
-	// it, and its handlers may have been given more since (a delete the
-	// handoff would take back). seenBy may still take it late, as an
-	// owner that asked.
-	seen   uint64
-	seenBy MemberID
-	// gaveAsk: for each member this member gave a handoff of the range
-	// to, the epoch of the ask it answered with it. The handoff coming
-	// back from that member goes to it again only for a later ask: an
-	// attempt of its own begun since.
-	gaveAsk map[MemberID]uint64
+	// to its release (0: never); seen: the newest token another member
+	// said (Hello.Tokens) it delivers the range under. A claim's token is
+	// above both; placement reads them too (movedOnSince).
+	delivered, seen uint64
+	// final: what this member's handlers had been given when it last
+	// released the range (its own Handoff, with its final position), sent
+	// with every Released of the range, to whichever member asks. It is
+	// this member's own data, never another's: the range's record in the
+	// API server holds the same position (the shell wrote it before it
+	// reported the release), so an answer that is lost, or that goes to a
+	// member whose claim is given up, loses nothing: the activation
+	// resumes from the newest position it finds.
+	final *Handoff
 }
 
 // staleAskTicks: an ask for a range this member delivers is answered (the
@@ -55,33 +44,17 @@ const staleAskTicks = 3
 //	          └──────────┴───────────┴→ stopping → idle
 type rangeState interface{ name() string }
 
-// idle: no informer runs for the range here.
+// idle: no informer runs for the range here. releasedTo is the member
+// the range was last released to ("" when none), at tick at: this
+// member's Hellos say so (Move) for a while, so that the others place the
+// range there (holderOf).
 type idle struct {
-	// releasedTo is the member the range was last released to ("" when
-	// none); handoff what this member's handlers had been given, kept for
-	// that member's repeated asks (its answer may be lost) until the range
-	// starts here again or handoffTicks pass. Released with nobody asking
-	// (a leave's time up, the topology lost), the first owner to ask gets
-	// it. No other member ever does: once the range has moved on, a later
-	// deliverer's handlers may have been given more (a delete), and this
-	// handoff would take the next one back.
 	releasedTo MemberID
-	handoff    *Handoff
 	at         int
-	// awaiting: members asked in an attempt given up, whose answer (and
-	// handoff) may still come; a leaving member waits for them.
-	awaiting map[MemberID]bool
-	// sent: handoff went out in a Released. Until then the first owner to
-	// ask gets it, whoever it was meant for, and a leaving member waits
-	// for that owner.
-	sent bool
 }
 
 // syncing: the range's informer lists and watches it, without handlers.
-// handoff: one this member kept and had not given to any owner (its own,
-// or one passed on to it): as the first owner to take the range, it uses
-// it, unless another member answers with a newer one.
-type syncing struct{ handoff *Handoff }
+type syncing struct{}
 
 // acquiring: synced; the members that could deliver the range are asked
 // to release it.
@@ -102,10 +75,6 @@ type acquiring struct {
 	// range to this member.
 	delivAsked map[MemberID]int
 	answered   bool
-	// announced: asked members that said Gone, before their answer came,
-	// with a Hello saying they released the range to this member: their
-	// Released is on its way.
-	announced map[MemberID]struct{}
 	// The token is written before the deliverers are asked (make-before-
 	// break without the token's write between their last call and this
 	// member's first): once every other member has answered (preSet), the
@@ -141,17 +110,10 @@ type deactivating struct {
 	to    MemberID
 }
 
-// stopping: the informer of a range no handler saw is being stopped.
-type stopping struct {
-	// handoff: a previous deliverer's Handoff this member was given for a
-	// claim it gave up; it passes it on, as its own, to the next owner.
-	handoff *Handoff
-	// givenTo: the owner handoff was given to already ("" for none).
-	givenTo MemberID
-	// awaiting: the members asked and not heard from (true: its Gone
-	// said it released the range here; see acquiring.announced).
-	awaiting map[MemberID]bool
-}
+// stopping: the informer of a range no handler saw is being stopped. A
+// handoff it was given for the claim given up goes nowhere: the range's
+// record, and the leases, hold its position for the next owner.
+type stopping struct{}
 
 func (*idle) name() string         { return "idle" }
 func (*syncing) name() string      { return "syncing" }
@@ -160,10 +122,6 @@ func (*claiming) name() string     { return "claiming" }
 func (*active) name() string       { return "active" }
 func (*deactivating) name() string { return "deactivating" }
 func (*stopping) name() string     { return "stopping" }
-
-// handoffTicks is how long a released range's Handoff is kept for its
-// next owner.
-const handoffTicks = 300
 
 func (c *Core) acquire(m *Acquire) {
 	if m.From == c.cfg.Self {
@@ -203,15 +161,7 @@ func (c *Core) releasedMsg(m *Released) {
 			continue
 		}
 		ri := &c.ranges[r]
-		if m.Epoch != 0 { // epoch 0: a supplement, no answer
-			switch st := ri.state.(type) {
-			case *idle:
-				delete(st.awaiting, m.From)
-			case *stopping:
-				delete(st.awaiting, m.From)
-			}
-		}
-		c.takeHandoff(r, m.From, m.Epoch, handoffOf(m, r))
+		c.takeHandoff(r, m.From, handoffOf(m, r))
 		if ri.epoch != m.Epoch {
 			continue // an answer to another attempt
 		}
@@ -231,7 +181,6 @@ func (c *Core) releasedMsg(m *Released) {
 					st.preMax = h.Token
 				}
 			}
-			delete(st.announced, m.From)
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
 		}
@@ -239,56 +188,30 @@ func (c *Core) releasedMsg(m *Released) {
 }
 
 // takeHandoff takes a previous deliverer's Handoff, whatever attempt the
-// answer that carried it was for (a handoff is never lost because this
-// member started again): the newest one counts.
-func (c *Core) takeHandoff(r int, from MemberID, epoch uint64, h *Handoff) {
-	if h == nil {
-		return
-	}
-	ri := &c.ranges[r]
-	if h.Supplement {
-		return // a member that predates positions: late objects, which add nothing
-	}
-	if h.Token < ri.delivered {
-		return // stale: repeated by a member this one had released to
-	}
-	if h.Token <= ri.passed && h.deliverer(from) == from {
-		return // stale: its deliverer's answer again, given on already
+// answer that carried it was for, while the range is being claimed: the
+// newest one counts. Only its position (and its version) is taken from it,
+// and the activation resumes from the newest position of it, the range's
+// record and the leases: a stale one cannot take a version back, and a
+// late one adds nothing.
+func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
+	if h == nil || h.Supplement {
+		return // a supplement: late objects of a member that predates positions
 	}
 	got := *h
 	got.From = h.deliverer(from)
 	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
-	switch st := ri.state.(type) {
-	case *syncing:
-		if newer(st.handoff) {
-			st.handoff = &got
-		}
+	switch st := c.ranges[r].state.(type) {
 	case *acquiring:
 		if newer(st.handoff) {
 			st.handoff, st.prev = &got, got.From
 		}
 	case *claiming:
 		// A late answer from a member whose lease went void first (a
-		// leaver deletes its lease as its Released travels): its
-		// Handoff still counts.
+		// leaver deletes its lease as its Released travels).
 		if newer(st.handoff) {
 			st.handoff, st.prev = &got, got.From
 		}
-	case *active, *deactivating:
-		// Later still: the activation resumed from the range's newest
-		// position, whose replay gave every delete this handoff could
-		// name.
-	case *idle, *stopping:
-		c.passOn(r, from, epoch, &got)
 	}
-}
-
-// reserved reports whether handoff h, which this member holds for range r,
-// may not go to member to: another member delivered the range under a
-// newer token, and only that member's handlers may take it (late).
-func (c *Core) reserved(r int, h *Handoff, to MemberID) bool {
-	ri := &c.ranges[r]
-	return h.Token < ri.seen && to != ri.seenBy
 }
 
 // sawDelivery records that member from said it delivers range r under
@@ -298,89 +221,7 @@ func (c *Core) sawDelivery(r int, from MemberID, token uint64) {
 		return
 	}
 	ri := &c.ranges[r]
-	if token <= ri.seen {
-		return
-	}
-	ri.seen, ri.seenBy = token, from
-}
-
-// passOn keeps a handoff this member was given but cannot use (it no
-// longer claims the range: it was released to it while the view moved the
-// range on) for the range's next owner, as its own would be kept: the
-// first owner to ask gets it, as the previous deliverer's. An owner in
-// this member's view that asked and was answered already gets it now: it
-// takes it before or after its activation (LateHandoff), unless it has a
-// newer one. The member that sent it (in an answer of epoch) gets it back
-// only if it asked since: it gave it away, then took the range on itself.
-func (c *Core) passOn(r int, from MemberID, epoch uint64, kept *Handoff) {
-	ri := &c.ranges[r]
-	switch st := ri.state.(type) {
-	case *idle:
-		if st.handoff != nil && (st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && !st.sent) {
-			return
-		}
-		// New, or back from the member it was given to, unused.
-		st.handoff, st.releasedTo, st.at, st.sent = kept, "", c.ticks, false
-	case *stopping:
-		if st.handoff != nil && (st.handoff.Token > kept.Token || st.handoff.Token == kept.Token && st.givenTo == "") {
-			return
-		}
-		// New, or back from the member it was given to, unused.
-		st.handoff, st.givenTo = kept, ""
-	default:
-		return
-	}
-	c.giveOn(r, from, epoch, kept)
-}
-
-// giveOn gives kept, the handoff this member keeps for range r's next
-// owner, to the owner in its view now if that owner asked and was answered
-// already: it may never ask again (it heard from every member and claims
-// the range). Otherwise the owner gets it when it asks, or once the range
-// has stopped here. from, epoch: the member that sent kept, in an answer
-// of that epoch ("" when unknown); it gets it back only if it asked since.
-// r's state is idle or stopping.
-func (c *Core) giveOn(r int, from MemberID, epoch uint64, kept *Handoff) {
-	ri := &c.ranges[r]
-	o := c.owner(r)
-	e, asked := ri.lastAsk[o]
-	_, waiting := ri.deferred[o]
-	if o == "" || o == c.cfg.Self || (o == from && (e <= epoch || e <= ri.gaveAsk[o])) || !asked || waiting || c.reserved(r, kept, o) {
-		return // answered with it when it asks, or once stopped
-	}
-	switch st := ri.state.(type) {
-	case *idle:
-		st.releasedTo, st.sent = o, true
-	case *stopping:
-		st.givenTo = o
-	}
-	rel := c.releaseFor(o, e)
-	if !slices.Contains(rel.Ranges, r) {
-		rel.Ranges = append(rel.Ranges, r)
-	}
-	rel.Handoffs = append(rel.Handoffs, *kept)
-	c.gave(r, kept, o, e)
-}
-
-// gave records that this member gave handoff h of range r to owner to, in
-// answer to its ask of epoch e. Given back to its own deliverer, it is not
-// stale when that deliverer answers with it again: it holds it, and a
-// delivery of its own since would have made it a newer one. That holds
-// even if this member had given it on to another owner before (which gave
-// it back unused): the deliverer holds it now, and passed no longer
-// covers it.
-func (c *Core) gave(r int, h *Handoff, to MemberID, e uint64) {
-	ri := &c.ranges[r]
-	switch {
-	case h.From != c.cfg.Self && h.From != to && h.Token > ri.passed:
-		ri.passed = h.Token
-	case h.From == to && h.Token == ri.passed && h.Token > 0:
-		ri.passed = h.Token - 1
-	}
-	if ri.gaveAsk == nil {
-		ri.gaveAsk = map[MemberID]uint64{}
-	}
-	ri.gaveAsk[to] = max(ri.gaveAsk[to], e)
+	ri.seen = max(ri.seen, token)
 }
 
 // deliverer is the member that delivered the range under h's token: h.From,
@@ -412,11 +253,7 @@ func (c *Core) synced(m *RangeSynced) {
 	if _, ok := ri.state.(*syncing); !ok || ri.epoch != m.Epoch {
 		return
 	}
-	acq := &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
-	if h := ri.state.(*syncing).handoff; h != nil {
-		acq.handoff, acq.prev = h, h.From
-	}
-	ri.state = acq
+	ri.state = &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
 }
 
 func (c *Core) stopped(m *RangeStopped) {
@@ -429,13 +266,13 @@ func (c *Core) stopped(m *RangeStopped) {
 	}
 	switch st := ri.state.(type) {
 	case *deactivating:
-		ri.state = &idle{releasedTo: st.to, handoff: m.Handoff, at: c.ticks}
+		ri.state = &idle{releasedTo: st.to, at: c.ticks}
 		ri.delivered = st.token
+		if m.Handoff != nil {
+			ri.final = m.Handoff
+		}
 	case *stopping:
-		// A handoff given for a claim given up goes to the first owner
-		// that asks, as the previous deliverer's would have, unless it
-		// went to one already.
-		ri.state = &idle{handoff: st.handoff, at: c.ticks, awaiting: st.awaiting, releasedTo: st.givenTo, sent: st.givenTo != ""}
+		ri.state = &idle{at: c.ticks}
 	}
 }
 
@@ -471,7 +308,7 @@ func (c *Core) stepRange(r int, cutOff bool) bool {
 	mine := c.owner(r) == c.cfg.Self
 	switch st := ri.state.(type) {
 	case *idle:
-		c.startWhenSettled(r, st, mine)
+		c.startWhenSettled(r, mine)
 	case *syncing:
 		if !mine {
 			c.stopRange(r)
@@ -499,36 +336,26 @@ func (c *Core) stepRange(r int, cutOff bool) bool {
 // startWhenSettled starts an idle range this member owns (mine) once
 // discovery is over and the view has stood for SettleTicks: copied from
 // the member that delivers it, or, when none does, listed once it is not
-// moving to another member and, with no handoff either, once this member
-// may ask. Otherwise a handoff kept for the range is dropped after
-// handoffTicks.
-func (c *Core) startWhenSettled(r int, st *idle, mine bool) {
+// moving to another member and this member may ask.
+func (c *Core) startWhenSettled(r int, mine bool) {
 	ms := &c.members
 	ri := &c.ranges[r]
 	from := c.holderOf(r)
 	if from == c.cfg.Self {
 		from = ""
 	}
-	// A range that no member delivers, and that was handed to none, is
-	// listed only once this member may ask for it: listed before, it may
-	// move on (a member that joins meanwhile takes it) before this one
-	// could deliver it, and its next owner, with no deliverer to copy it
-	// from, lists it again.
-	cold := from == "" && st.handoff == nil
-	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r)) && (!cold || c.mayAsk()) {
-		sy := &syncing{}
-		if !st.sent {
-			sy.handoff = st.handoff
-		}
-		ri.state = sy
+	// A range that no member delivers is listed only once this member may
+	// ask for it: listed before, it may move on (a member that joins
+	// meanwhile takes it) before this one could deliver it, and its next
+	// owner, with no deliverer to copy it from, lists it again.
+	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.mayAsk()) {
+		ri.state = &syncing{}
 		ri.epoch = c.nextEpoch()
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
 		if from == "" {
 			start.Cold = c.coldWhy(r)
 		}
 		c.out.Send(ToRanges, start)
-	} else if st.handoff != nil && c.ticks-st.at >= handoffTicks {
-		st.handoff = nil
 	}
 }
 
@@ -579,32 +406,8 @@ func (c *Core) viewReached() bool {
 
 func (c *Core) stopRange(r int) {
 	ri := &c.ranges[r]
-	st := &stopping{}
-	switch was := ri.state.(type) {
-	case *syncing:
-		st.handoff = was.handoff
-	case *acquiring:
-		st.handoff = was.handoff
-		st.awaiting = map[MemberID]bool{}
-		for id := range was.pending {
-			if _, asked := was.asked[id]; asked {
-				st.awaiting[id] = false
-			}
-		}
-		for id := range was.announced {
-			st.awaiting[id] = true
-		}
-	case *claiming:
-		st.handoff = was.handoff
-	}
-	ri.state = st
+	ri.state = &stopping{}
 	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
-	if st.handoff != nil {
-		// A handoff given for the claim given up: the range's owner may
-		// have asked this member while it claimed, and been answered
-		// without it.
-		c.giveOn(r, "", 0, st.handoff)
-	}
 }
 
 // mustHear are the members whose answer, or void lease, a range's new
@@ -811,21 +614,12 @@ func (c *Core) answerDeferred(r int) {
 			delete(ri.deferred, id) // asked again if the asker still wants it
 			continue
 		}
-		switch st := ri.state.(type) {
+		switch ri.state.(type) {
 		case *idle:
 			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)
-			h := st.handoff
-			if h != nil && c.reserved(r, h, id) {
-				h = nil // another member delivered the range since
-			}
-			if h != nil && (st.releasedTo == "" || !st.sent) {
-				st.releasedTo = id // the first owner to ask
-			}
-			if h != nil && st.releasedTo == id {
-				rel.Handoffs = append(rel.Handoffs, *h)
-				st.sent = true
-				c.gave(r, h, id, e)
+			if ri.final != nil {
+				rel.Handoffs = append(rel.Handoffs, *ri.final)
 			}
 			delete(ri.deferred, id)
 		case *active:
@@ -889,11 +683,6 @@ func (c *Core) activate(seq uint64, token uint64) {
 // handoff, which prev sent.
 func (c *Core) activateRange(r int, token uint64, handoff *Handoff, prev MemberID) {
 	ri := &c.ranges[r]
-	act := &active{token: token}
-	if handoff != nil && handoff.Token < ri.seen {
-		// Another member delivered the range after it: stale.
-		handoff, prev = nil, ""
-	}
-	ri.state = act
+	ri.state = &active{token: token}
 	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: prev, Handoff: handoff})
 }

@@ -1201,48 +1201,6 @@ func TestSupplementIsNoAnswer(t *testing.T) {
 	}
 }
 
-// A member that passed a handoff on (answering an owner's ask) and then
-// claimed the range itself gets it back: the member it went to, which
-// answered its ask before the handoff came, gives it on to it, and not
-// when the ask is older than the handoff's message (the two would pass it
-// back and forth while their views differ).
-func TestHandoffGoesBackToTheMemberThatPassedItOn(t *testing.T) {
-	for _, askedSince := range []bool{true, false} {
-		c, _, peer, epoch := acquiringZero(t)
-		// This member leaves: its attempt is given up, and range 0 is
-		// peer's. Peer asks for it and is answered, without a handoff.
-		out := c.Step(&handover.Leave{})
-		stop, ok := find[*handover.StopRange](out)
-		if !ok {
-			t.Fatalf("the attempt was not given up on leaving: %+v", c.Status())
-		}
-		c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
-		ask := epoch + 10
-		if !askedSince {
-			ask = epoch - 1
-		}
-		if rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: peer, Epoch: ask, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 0 {
-			t.Fatalf("peer's ask answered with %+v, want an answer without a handoff", rel)
-		}
-		// Peer's answer to this member's attempt comes now, with the
-		// handoff of the range's earlier deliverer, which peer had.
-		h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: handover.NewMemberID("earlier", "1"), Objects: []handover.ObjectRef{{Key: "ns/a"}}}
-		out = c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-		var back *handover.Released
-		for _, m := range out {
-			if rel, ok := m.Body.(*handover.Released); ok && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == 28 {
-				back = rel
-			}
-		}
-		if askedSince && (back == nil || back.Epoch != ask) {
-			t.Fatalf("handoff given back in %+v, want it in an answer to peer's ask (epoch %d)", back, ask)
-		}
-		if !askedSince && back != nil {
-			t.Fatalf("handoff given back to peer, whose ask is older than the message it came in: %+v", back)
-		}
-	}
-}
-
 // A rolling update (start a new member, then once the group is settled
 // have an old one leave, three times) moves every range from a member that
 // delivers it: each new owner names that member in its StartRange, so that
@@ -1291,276 +1249,6 @@ func TestRollingUpdateStartsWarm(t *testing.T) {
 	}
 }
 
-// answering steps core c for a test of range 0, answering each lease
-// write it asks for (tokens from token up, started at now) and keeping the
-// last activation it sends.
-type answering struct {
-	c     *handover.Core
-	now   time.Duration
-	token uint64
-	act   *handover.ActivateRange
-}
-
-func (a *answering) step(in handover.Input) []stage.Msg {
-	out := slices.Clone(a.c.Step(in))
-	if w, ok := find[*handover.RenewLease](out); ok {
-		out = append(out, a.c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: a.now, Token: a.token})...)
-		a.token++
-	}
-	if act, ok := find[*handover.ActivateRange](out); ok {
-		a.act = act
-	}
-	return out
-}
-
-// askAfterSync ticks once, wants range 0 syncing (why: what moved it
-// here), reports it synced and returns the Acquire that follows.
-func (a *answering) askAfterSync(t *testing.T, why string) *handover.Acquire {
-	t.Helper()
-	a.step(&handover.Tick{Now: a.now})
-	st := a.c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s %s, want syncing: %+v", st.State, why, a.c.Status())
-	}
-	ask, ok := find[*handover.Acquire](a.step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
-	if !ok {
-		t.Fatalf("no ask after the sync: %+v", a.c.Status())
-	}
-	return ask
-}
-
-// activated ticks until the core activates a range (up to 3 s) and
-// returns that activation.
-func (a *answering) activated(t *testing.T) *handover.ActivateRange {
-	t.Helper()
-	for ; a.act == nil && a.now < 3*time.Second; a.now += simTick {
-		a.step(&handover.Tick{Now: a.now})
-	}
-	if a.act == nil {
-		t.Fatalf("not activated: %+v", a.c.Status())
-	}
-	return a.act
-}
-
-// A member that was given a deliverer's handoff, gave up its claim and
-// gave the handoff on to the next owner ignores that deliverer's repeated
-// answer with it when it takes the range again: the owner it gave it to
-// may have delivered the range since, and this handoff would take that
-// delivery back (an object's version going back). The handoff comes back
-// only from that owner, if it went unused.
-func TestHandoffGivenOnIsNotTakenAgainFromItsDeliverer(t *testing.T) {
-	c, self, peer, epoch := acquiringZero(t)
-	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
-	// A newcomer that owns range 0 joins before the deliverer's answer:
-	// the attempt is given up, the range's informer stopped; the answer
-	// comes, with the deliverer's handoff, which this member keeps for
-	// the range's next owner.
-	next := newOwnerOfZero("a", self, peer)
-	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), next.Node()}})
-	out := c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
-	stop, ok := find[*handover.StopRange](out)
-	if !ok {
-		t.Fatalf("the attempt was not given up for the newcomer: %+v", c.Status())
-	}
-	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
-	rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}))
-	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != 28 {
-		t.Fatalf("the newcomer's ask answered with %+v, want the kept handoff of token 28", rel)
-	}
-	// The newcomer leaves again; the range comes back to this member,
-	// which asks its deliverer again, and gets the same answer. The lease
-	// writes are answered throughout.
-	a := &answering{c: c, now: 500 * time.Millisecond, token: 40}
-	a.step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	ask := a.askAfterSync(t, "once the newcomer left")
-	a.step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	// The newcomer's lease goes (it left): its answer is not waited for.
-	a.step(&handover.Leases{Now: a.now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}, {Holder: next, Version: "8"}}})
-	a.step(&handover.Leases{Now: a.now, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
-	act := a.activated(t)
-	if act.Handoff != nil {
-		t.Fatalf("activated with the handoff it had given on (token %d)", act.Handoff.Token)
-	}
-}
-
-// A member that holds a deliverer's handoff and gives it back to that
-// deliverer (its view still places the range there: the deliverer, leaving,
-// released the range to it in answer to an earlier ask) takes it when the
-// deliverer answers its own ask with it again: the deliverer holds it, and
-// a delivery of its own since would have made a newer one.
-func TestHandoffGivenBackToItsDelivererIsTakenAgain(t *testing.T) {
-	self := handover.NewMemberID("self", "1")
-	peer := ownerOfZero(self)
-	c := joined(t, self, peer, 1)
-	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
-	if _, ok := find[*handover.Released](c.Step(&handover.Acquire{From: peer, Epoch: 7, Ranges: []int{0}})); !ok {
-		t.Fatal("the owner's ask not answered")
-	}
-	// The deliverer's release, in answer to an older ask of this member's.
-	out := c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	rel, ok := find[*handover.Released](out)
-	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != 28 {
-		t.Fatalf("the handoff not given back to the owner: %v", out)
-	}
-	// The deliverer leaves: the range comes to this member, which asks it
-	// and gets its handoff again.
-	a := &answering{c: c, now: 500 * time.Millisecond, token: 40}
-	a.step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Reply: true})
-	ask := a.askAfterSync(t, "once its owner left")
-	a.step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	act := a.activated(t)
-	if act.Handoff == nil || act.Handoff.Token != 28 {
-		t.Fatalf("activated with handoff %+v, want the deliverer's of token 28", act.Handoff)
-	}
-}
-
-// A handoff this member gave on to an owner, that came back unused, and
-// that it then gave back to its own deliverer is taken again when that
-// deliverer, having given up its claim, answers an older ask of this
-// member's with it: the deliverer held it, and nobody else has it. The
-// owner that asks next gets it. (Before, the first giving on marked it
-// stale for good, and the range's next owner got it from nobody.)
-func TestHandoffGivenOnAndBackToItsDelivererIsTakenAgain(t *testing.T) {
-	g := givenOnAndBack(t)
-	// Time passes (the lease writes answered): the move to the deliverer
-	// no longer places the range. Another newcomer owns range 0; the
-	// deliverer gives its claim up and answers an older ask of this
-	// member's with the handoff. The newcomer asks this member.
-	g.lastOwns(t)
-	g.c.Step(&handover.Released{From: g.peer, Epoch: 3, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
-	if out := g.c.Step(&handover.Acquire{From: g.last, Epoch: 9, Ranges: []int{0}}); !g.withHandoff(out, 9) {
-		t.Fatalf("the next owner's ask answered without the handoff the deliverer gave back: %v", out)
-	}
-}
-
-// The handoff given on and back to its deliverer, as above, and then a
-// delayed copy of the deliverer's first answer with it (sent before it went
-// on) arrives: taken again, it goes to the next owner, unless the deliverer
-// said (Hello.Tokens) it delivered the range under a newer token since.
-// Then the deliverer's handlers may have had more since (a delete the old
-// handoff would take back), and only the deliverer may take it.
-func TestDelayedAnswerAfterAHandoffCameBackToItsDeliverer(t *testing.T) {
-	for _, deliveredSince := range []bool{false, true} {
-		t.Run(fmt.Sprintf("delivered since %v", deliveredSince), func(t *testing.T) {
-			g := givenOnAndBack(t)
-			var since []handover.Input
-			if deliveredSince {
-				// The deliverer delivered under token 41 (it holds the
-				// range), then leaves: the range goes to last.
-				since = []handover.Input{
-					&handover.Hello{From: g.peer, Ranges: 1, HashField: "uid", Active: []int{0}, Tokens: []uint64{41}, Reply: true},
-					&handover.Hello{From: g.peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{41}, Reply: true},
-				}
-			}
-			g.lastOwns(t, since...)
-			g.c.Step(&handover.Released{From: g.peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
-			out := g.c.Step(&handover.Acquire{From: g.last, Epoch: 9, Ranges: []int{0}})
-			if _, ok := find[*handover.Released](out); !ok {
-				t.Fatalf("the next owner's ask not answered: %v %+v", out, g.c.Status())
-			}
-			if got := g.withHandoff(out, 9); got == deliveredSince {
-				t.Fatalf("the next owner's ask answered with the old handoff: %v, want %v (the deliverer said it delivered since: %v): %v", got, !deliveredSince, deliveredSince, out)
-			}
-		})
-	}
-}
-
-// A handoff of token 0 given back to its deliverer leaves the deliverer's
-// later handoffs current: the rule that lowers passed below a handoff's
-// token once it goes back to its deliverer must not wrap it to the
-// largest token, which would make every answer of that deliverer stale.
-func TestHandoffOfTokenZeroGivenBackToItsDeliverer(t *testing.T) {
-	self := handover.NewMemberID("self", "1")
-	peer := ownerOfZero(self)
-	last := newOwnerOfZero("b", self, peer)
-	c := joined(t, self, peer, 1)
-	// The deliverer's handoff of token 0 comes back from a member it was
-	// given on to (from its deliverer itself, a handoff of token 0 is
-	// stale: passed starts at 0).
-	zero := handover.Handoff{Range: 0, Token: 0, Version: "20", From: peer}
-	c.Step(&handover.Released{From: newOwnerOfZero("a", self, peer), Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{zero}})
-	if out := c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !answersWith(out, 8, 0) {
-		t.Fatalf("the deliverer's ask not answered with its handoff of token 0: %v", out)
-	}
-	(&givenBack{c: c, self: self, peer: peer, last: last}).lastOwns(t)
-	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer}
-	c.Step(&handover.Released{From: peer, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	if out := c.Step(&handover.Acquire{From: last, Epoch: 9, Ranges: []int{0}}); !answersWith(out, 9, 28) {
-		t.Fatalf("the next owner's ask answered without the deliverer's handoff of token 28: %v", out)
-	}
-}
-
-// givenBack is a core (self) that took handoff h (token 28) of range 0
-// from its deliverer (peer), gave it on to a newcomer, got it back unused
-// and gave it back to the deliverer for its ask; last is a member that
-// owns range 0 against self and peer.
-type givenBack struct {
-	c                *handover.Core
-	self, peer, last handover.MemberID
-	h                handover.Handoff
-}
-
-func givenOnAndBack(t *testing.T) *givenBack {
-	t.Helper()
-	self := handover.NewMemberID("self", "1")
-	peer := ownerOfZero(self)
-	next, last := newOwnerOfZero("a", self, peer), newOwnerOfZero("b", self, peer)
-	g := &givenBack{self: self, peer: peer, last: last,
-		h: handover.Handoff{Range: 0, Token: 28, Version: "30", From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}}
-	g.c = joined(t, self, peer, 1)
-	// A newcomer owns range 0. The deliverer's handoff comes to this
-	// member (an answer to an older ask) and goes on to the newcomer.
-	g.c.Step(nodesOf(self, peer, next))
-	g.c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
-	g.c.Step(&handover.Released{From: peer, Epoch: 1, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
-	if out := g.c.Step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}); !g.withHandoff(out, 7) {
-		t.Fatalf("the newcomer's ask not answered with the handoff: %v", out)
-	}
-	// The newcomer leaves, and gives the handoff back unused. The range is
-	// the deliverer's again; it asks, and gets its handoff back.
-	g.c.Step(nodesOf(self, peer))
-	g.c.Step(&handover.Released{From: next, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{g.h}})
-	if out := g.c.Step(&handover.Acquire{From: peer, Epoch: 8, Ranges: []int{0}}); !g.withHandoff(out, 8) {
-		t.Fatalf("the deliverer's ask not answered with its handoff: %v", out)
-	}
-	return g
-}
-
-// lastOwns lets time pass (the lease writes answered) until a move to
-// the deliverer no longer places the range, then brings last in and steps
-// then: last must own range 0.
-func (g *givenBack) lastOwns(t *testing.T, then ...handover.Input) {
-	t.Helper()
-	a := &answering{c: g.c, now: 3 * simTick, token: 40}
-	for ; a.now < 30*simTick; a.now += simTick {
-		a.step(&handover.Tick{Now: a.now})
-	}
-	a.step(nodesOf(g.self, g.peer, g.last))
-	a.step(&handover.Hello{From: g.last, Ranges: 1, HashField: "uid", Reply: true})
-	for _, in := range then {
-		a.step(in)
-	}
-	if st := g.c.Status(); st.Ranges[0].Owner != g.last || st.Fenced != "" {
-		t.Fatalf("want range 0 owned by the second newcomer, and no fence: %+v", st)
-	}
-}
-
-// withHandoff: out answers the ask of epoch e with the handoff.
-func (g *givenBack) withHandoff(out []stage.Msg, e uint64) bool {
-	return answersWith(out, e, g.h.Token)
-}
-
-// answersWith: out answers the ask of epoch e with one handoff, of token.
-func answersWith(out []stage.Msg, e, token uint64) bool {
-	for _, m := range out {
-		if rel, ok := m.Body.(*handover.Released); ok && rel.Epoch == e && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == token {
-			return true
-		}
-	}
-	return false
-}
-
 // nodesOf is the topology of the members' nodes.
 func nodesOf(ids ...handover.MemberID) *handover.Topology {
 	tp := &handover.Topology{}
@@ -1580,160 +1268,6 @@ func drive(c *handover.Core, in handover.Input, answer func(body any) []stage.Ms
 			next = slices.Clone(append(next, answer(m.Body)...))
 		}
 		out = next
-	}
-}
-
-// A leaver that holds a handoff no owner took, and knows of no member,
-// waits while a node that came into its topology within two heartbeats
-// has not said Hello: a member starting there may ask for the range. Once
-// it has had two heartbeats to, the leaver goes, dropping the handoff.
-func TestLeaverWaitsForANewcomerToSpeak(t *testing.T) {
-	self := handover.NewMemberID("self", "1")
-	c := handover.NewCore(testConfig(self, 1))
-	now, token := time.Duration(0), uint64(10)
-	var left *handover.Left
-	step := func(in handover.Input) {
-		drive(c, in, func(body any) []stage.Msg {
-			switch e := body.(type) {
-			case *handover.RenewLease:
-				token++
-				return c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: token - 1})
-			case *handover.StartRange:
-				return c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
-			case *handover.DeactivateRange:
-				h := &handover.Handoff{Range: e.Range, Token: token - 1, From: self}
-				return c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})
-			case *handover.Left:
-				left = e
-			}
-			return nil
-		})
-	}
-	step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
-	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-	for ; now < time.Second && c.Status().Ranges[0].State != "active"; now += simTick {
-		step(&handover.Tick{Now: now})
-	}
-	if st := c.Status().Ranges[0].State; st != "active" {
-		t.Fatalf("range 0 is %s, want active", st)
-	}
-	newcomer := handover.NodeID("newcomer")
-	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), newcomer}})
-	step(&handover.Leave{})
-	ticks := 0
-	for ; left == nil && ticks < 50; ticks++ {
-		step(&handover.Tick{Now: now})
-		now += simTick
-	}
-	if left == nil {
-		t.Fatal("the leaver never left")
-	}
-	if ticks < 2*4-1 { // two heartbeats: HelloTicks is 4 by default
-		t.Fatalf("left %d ticks after its leave, before the newcomer had two heartbeats to speak", ticks)
-	}
-	if len(left.Dropped) != 1 {
-		t.Fatalf("left with %d handoffs dropped, want the range's", len(left.Dropped))
-	}
-}
-
-// A leaver waits for the answer of a member whose Gone says it released
-// the range here, when the Gone overtakes that answer: the Released, with
-// the range's handoff, is on its way, and the leaver must not drop that
-// handoff unseen. It leaves once the answer came, with the handoff (no
-// member is left to take it). The Gone comes while the leaver still waits
-// for its deliverer's answer (acquiring), while the attempt's informer
-// stops, or after.
-func TestLeaverWaitsForTheAnswerAGoneAnnounced(t *testing.T) {
-	for _, at := range []string{"acquiring", "stopping", "idle"} {
-		t.Run(at, func(t *testing.T) {
-			peer := handover.NewMemberID("peer", "1")
-			self := ownerOfZero(peer)
-			c := joined(t, self, peer, 1)
-			now := 3 * simTick
-			var left *handover.Left
-			var stop *handover.StopRange
-			var asked *handover.Acquire
-			step := func(in handover.Input) {
-				drive(c, in, func(body any) []stage.Msg {
-					switch e := body.(type) {
-					case *handover.RenewLease:
-						return c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: now, Token: 20})
-					case *handover.StopRange:
-						stop = e
-					case *handover.Left:
-						left = e
-					case *handover.Acquire:
-						asked = e
-					}
-					return nil
-				})
-			}
-			stopped := func() {
-				if stop == nil {
-					t.Fatalf("the attempt not stopped: %+v", c.Status())
-				}
-				step(&handover.RangeStopped{Range: stop.Range, Epoch: stop.Epoch})
-			}
-			// peer delivers range 0 and leaves: this member asks it for
-			// the range, and waits for its answer a few ticks even once it
-			// leaves too.
-			step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Reply: true})
-			step(&handover.Tick{Now: now})
-			st := c.Status().Ranges[0]
-			if st.State != "syncing" {
-				t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
-			}
-			// The deliverer is asked once the token's write is answered.
-			step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
-			if asked == nil {
-				t.Fatalf("no ask after the sync: %+v", c.Status())
-			}
-			gone := &handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Gone,
-				Moved: []handover.Move{{Range: 0, To: self}}}
-			step(&handover.Leave{})
-			switch at {
-			case "acquiring":
-				if st := c.Status().Ranges[0].State; st != "acquiring" {
-					t.Fatalf("range 0 is %s once leaving, want acquiring (waiting for its deliverer's answer)", st)
-				}
-				step(gone)
-				stopped()
-			case "stopping":
-				for i := 0; stop == nil && i < 10; i++ {
-					now += simTick
-					step(&handover.Tick{Now: now})
-				}
-				step(gone)
-				stopped()
-			case "idle":
-				for i := 0; stop == nil && i < 10; i++ {
-					now += simTick
-					step(&handover.Tick{Now: now})
-				}
-				stopped()
-				step(gone)
-			}
-			step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
-			for range 3 {
-				now += simTick
-				step(&handover.Tick{Now: now})
-			}
-			if left != nil {
-				t.Fatalf("left before the answer the Gone announced: %+v", left)
-			}
-			h := handover.Handoff{Range: 0, Token: 9, From: peer, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "5"}}}
-			step(&handover.Released{From: peer, Epoch: st.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-			for i := 0; left == nil && i < 50; i++ {
-				now += simTick
-				step(&handover.Tick{Now: now})
-			}
-			if left == nil {
-				t.Fatal("the leaver never left")
-			}
-			if len(left.Dropped) != 1 || left.Dropped[0].Token != 9 {
-				t.Fatalf("left with %+v dropped, want the handoff of token 9", left.Dropped)
-			}
-		})
 	}
 }
 
@@ -1794,462 +1328,100 @@ func (sc *leaverScene) tick() {
 	sc.step(&handover.Tick{Now: sc.now})
 }
 
-// A leaver that released a range with its handoff keeps its lease until a
-// Hello shows the range delivered under a newer token: were its lease gone
-// first, the owner would take the range as lost before the Released came,
-// and deliver it without the handoff. The owner's leaving the topology
-// (it holds no lease) ends the wait too, and so does the leave's time.
-func TestLeaverStaysUntilItsHandoffIsConfirmed(t *testing.T) {
-	for _, end := range []string{"hello", "topology", "time"} {
-		t.Run(end, func(t *testing.T) {
-			sc := leaverReleased(t)
-			// Ten heartbeats without a word from the owner: the Released may
-			// still be on its way.
-			for range 40 {
-				sc.tick()
-			}
-			if sc.left != nil {
-				t.Fatalf("left before the owner showed it delivers the range: %+v", sc.left)
-			}
-			// A Hello that shows no delivery of the range confirms nothing.
-			sc.step(&handover.Hello{From: sc.peer, Ranges: 1, HashField: "uid", State: handover.Joined, View: []handover.MemberID{sc.peer}})
-			sc.tick()
-			if sc.left != nil {
-				t.Fatal("left after a Hello that shows no delivery of the range")
-			}
-			switch end {
-			case "hello":
-				sc.step(&handover.Hello{From: sc.peer, Ranges: 1, HashField: "uid", State: handover.Joined,
-					Active: []int{0}, Tokens: []uint64{sc.delivered + 3}, View: []handover.MemberID{sc.peer}})
-			case "topology":
-				sc.step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node()}})
-			}
-			for i := 0; sc.left == nil && i < 40; i++ {
-				sc.tick()
-			}
-			if sc.left == nil {
-				t.Fatal("the leaver never left")
-			}
-			if sc.left.TimeUp != (end == "time") {
-				t.Fatalf("left with TimeUp %v", sc.left.TimeUp)
-			}
-			if len(sc.left.Dropped) != 0 {
-				t.Fatalf("left with %+v dropped, want none: the handoff went to the owner", sc.left.Dropped)
-			}
-		})
-	}
-}
-
 // A member's Hellos name each range it released, to whom, and the token
 // it delivered the range under: a receiver weighs the move against the
 // deliveries and moves it knows of by that token (an older move, in a
 // late Hello, does not place the range).
 func TestHelloNamesTheMovesToken(t *testing.T) {
 	sc := leaverReleased(t)
-	sc.hellos = nil
-	for range 4 { // a heartbeat
-		sc.tick()
-	}
 	if len(sc.hellos) == 0 {
-		t.Fatal("no Hello in a heartbeat")
+		t.Fatal("no Hello after the release")
 	}
-	for _, h := range sc.hellos {
-		if len(h.Moved) != 1 || h.Moved[0] != (handover.Move{Range: 0, To: sc.peer, Token: sc.delivered}) {
-			t.Fatalf("a Hello names the moves %+v, want range 0's to %s under token %d", h.Moved, sc.peer, sc.delivered)
-		}
-	}
-}
-
-// A member that gives up its claim of a range with a previous deliverer's
-// handoff in hand gives that handoff at once to the range's owner if the
-// owner asked it and was answered already, without it, before this
-// member's claim began: that owner will not ask again, and would deliver
-// the range without the deletes the handoff stands for.
-func TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner(t *testing.T) {
-	claimGivenUp(t)
-}
-
-// claimGivenUpScene is TestClaimGivenUpGivesItsHandoffToAnAnsweredOwner's
-// end: self gave up its claim of range 0 (StopRange, epoch) and gave h, a
-// handoff peer had given it, to next.
-type claimGivenUpScene struct {
-	c                *handover.Core
-	step             func(handover.Input) []stage.Msg
-	tick             func() []stage.Msg
-	self, peer, next handover.MemberID
-	h                handover.Handoff
-	stop             *handover.StopRange
-	ask              uint64         // the epoch self asked with
-	now              *time.Duration // the time of the last tick
-	renew            []stage.Msg    // the lease writes self asked for
-}
-
-func claimGivenUp(t *testing.T) claimGivenUpScene {
-	t.Helper()
-	nodes := func(ms ...handover.MemberID) []handover.NodeID {
-		var out []handover.NodeID
-		for _, m := range ms {
-			out = append(out, m.Node())
-		}
-		return out
-	}
-	// One range goes to the member first in order of id: next's among
-	// the three, self's without next.
-	self := handover.NewMemberID("m", "1")
-	peer := handover.NewMemberID("z", "1")
-	next := handover.NewMemberID("a", "1")
-	c := handover.NewCore(testConfig(self, 1))
-	now := time.Duration(0)
-	var renew []stage.Msg // the lease writes asked for
-	step := func(in handover.Input) []stage.Msg {
-		out := slices.Clone(c.Step(in))
-		for _, m := range out {
-			if _, ok := m.Body.(*handover.RenewLease); ok {
-				renew = append(renew, m)
-			}
-		}
-		return out
-	}
-	tick := func() []stage.Msg {
-		now += simTick
-		return step(&handover.Tick{Now: now})
-	}
-	step(&handover.Topology{Nodes: nodes(self, peer, next)})
-	step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
-	step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Reply: true})
-	tick()
-	tick()
-	if owner := c.Status().Ranges[0].Owner; owner != next {
-		t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
-	}
-
-	// The owner, next, asks; this member delivers nothing: no handoff.
-	rel, ok := find[*handover.Released](step(&handover.Acquire{From: next, Epoch: 7, Ranges: []int{0}}))
-	if !ok || len(rel.Handoffs) != 0 {
-		t.Fatalf("next's ask answered with %+v, want a release without handoff", rel)
-	}
-	// next drops out of the topology for a while: range 0 is this
-	// member's; it syncs and asks.
-	step(&handover.Topology{Nodes: nodes(self, peer)})
-	tick()
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s without next, want syncing: %+v", st.State, c.Status())
-	}
-	ask, ok := find[*handover.Acquire](step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
-	if !ok {
-		t.Fatalf("no ask after the sync: %+v", c.Status())
-	}
-	// peer answers with a handoff it kept for the range's next owner (of
-	// an earlier deliverer, gone since); next, out of reach, does not.
-	gone := handover.NewMemberID("gone", "1")
-	h := handover.Handoff{Range: 0, Token: 28, Version: "30", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
-	step(&handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	tick()
-	if st := c.Status().Ranges[0].State; st != "acquiring" {
-		t.Fatalf("range 0 is %s with next's answer missing, want acquiring: %+v", st, c.Status())
-	}
-	// next is back, and delivers range 0: it claimed the range once every
-	// member had answered it, this one without a handoff. It will not ask
-	// again: it gets the handoff now.
-	out := step(&handover.Topology{Nodes: nodes(self, peer, next)})
-	out = append(out, step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", Active: []int{0}, Reply: true})...)
-	out = append(out, tick()...)
-	if _, ok := find[*handover.StopRange](out); !ok {
-		t.Fatalf("the claim was not given up once next delivered the range: %v, %+v", out, c.Status())
-	}
-	rel, ok = find[*handover.Released](out)
-	if !ok || len(rel.Handoffs) != 1 || rel.Handoffs[0].Token != h.Token {
-		t.Fatalf("the handoff of the claim given up did not go to next, which was answered already: %v", out)
-	}
-	stop, _ := find[*handover.StopRange](out)
-	return claimGivenUpScene{c: c, step: step, tick: tick, self: self, peer: peer, next: next, h: h, stop: stop, ask: ask.Epoch, now: &now, renew: renew}
-}
-
-// A handoff given on while the range's informer stopped stays given once
-// it has stopped: another owner that asks later is answered without it
-// (the first may have delivered the range since).
-func TestHandoffGivenOnWhileStoppingStaysGiven(t *testing.T) {
-	sc := claimGivenUp(t)
-	c, step := sc.c, sc.step
-	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
-	// next goes; b, first in order of id without it, owns the range.
-	b := handover.NewMemberID("b", "1")
-	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node(), b.Node()}})
-	step(&handover.Hello{From: b, Ranges: 1, HashField: "uid", Reply: true})
-	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
-	if owner := c.Status().Ranges[0].Owner; owner != b {
-		t.Fatalf("range 0 is %s's, want b's: %+v", owner, c.Status())
-	}
-	rel, ok := find[*handover.Released](step(&handover.Acquire{From: b, Epoch: 70, Ranges: []int{0}}))
-	if !ok {
-		t.Fatalf("b's ask not answered: %+v", c.Status())
-	}
-	if len(rel.Handoffs) != 0 {
-		t.Fatalf("b answered with the handoff given to next: %+v", rel.Handoffs)
+	// The leaver's last Hello (its Gone) names the move.
+	if h := sc.hellos[len(sc.hellos)-1]; len(h.Moved) != 1 || h.Moved[0] != (handover.Move{Range: 0, To: sc.peer, Token: sc.delivered}) {
+		t.Fatalf("the last Hello names the moves %+v, want range 0's to %s under token %d", h.Moved, sc.peer, sc.delivered)
 	}
 }
 
-// A handoff given on that comes back, unused, from the member it was given
-// to while the range's informer stops here is kept again: the next owner
-// gets it (this member itself, here), rather than each of the two taking
-// the other for its holder.
-func TestHandoffGivenOnComesBackWhileStopping(t *testing.T) {
-	sc := claimGivenUp(t)
-	c, step := sc.c, sc.step
-	// next passes it back (it asked this member, and was answered, before
-	// its own attempt stopped), then leaves: range 0 is this member's.
-	step(&handover.Released{From: sc.next, Epoch: sc.ask, Ranges: []int{0}, Handoffs: []handover.Handoff{sc.h}})
-	step(&handover.RangeStopped{Range: 0, Epoch: sc.stop.Epoch})
-	step(&handover.Topology{Nodes: []handover.NodeID{sc.self.Node(), sc.peer.Node()}})
-	step(&handover.Hello{From: sc.next, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
-	act := activateAnswered(t, c, step, sc.tick, sc.now, sc.peer, sc.renew) // the writes unanswered so far
-	if act.Handoff == nil || act.Handoff.Token != sc.h.Token {
-		t.Fatalf("activated with handoff %+v, want the one given back (token %d)", act.Handoff, sc.h.Token)
+// A leaver goes as soon as it delivers nothing: it does not wait for the
+// member it released a range to, or for anyone, to take its handoff,
+// since the range's record holds its final position.
+func TestLeaverGoesOnceItDeliversNothing(t *testing.T) {
+	sc := leaverReleased(t)
+	if sc.left == nil {
+		t.Fatalf("the leaver released its only range and has not left: %+v", sc.c.Status())
+	}
+	if sc.left.TimeUp {
+		t.Fatal("left with TimeUp, want a leave in time")
 	}
 }
 
-// TestKeptHandoffStaleOnceANewerDeliveryIsSeen: a member keeps a handoff
-// for the range's next owner; another member then says (Hello) that it
-// delivers the range under a newer token, having claimed it without that
-// handoff. The handoff is stale from then on: the next incarnation on that
-// member's node, or any other owner, is answered without it, and a claim
-// of this member's own activates without it. Without the delivery's token
-// in the Hello, the first owner to ask still gets it.
-func TestKeptHandoffStaleOnceANewerDeliveryIsSeen(t *testing.T) {
-	self := handover.NewMemberID("m", "1")
-	peer := handover.NewMemberID("p", "1")
-	old := handover.NewMemberID("a", "1")
-	next := handover.NewMemberID("a", "2")
-	gone := handover.NewMemberID("gone", "1")
-	h := handover.Handoff{Range: 0, Token: 13, Version: "14", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "12"}}}
-
-	// keeper returns a core that keeps h for range 0's next owner, and has
-	// seen old's Hello say it delivers range 0 under tokens.
-	var all []stage.Msg // everything the core sent
-	keeper := func(tokens []uint64) (*handover.Core, func(handover.Input) []stage.Msg) {
-		c := handover.NewCore(testConfig(self, 1))
-		now := time.Duration(0)
-		all = nil
-		step := func(in handover.Input) []stage.Msg {
-			out := slices.Clone(c.Step(in))
-			all = append(all, out...)
-			return out
-		}
-		tick := func() { now += simTick; step(&handover.Tick{Now: now}) }
-		step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), old.Node()}})
-		step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-		step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-		step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
-		step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
-		tick()
-		tick()
-		if owner := c.Status().Ranges[0].Owner; owner != old {
-			t.Fatalf("range 0 is %s's, want old's: %+v", owner, c.Status())
-		}
-		// peer passes on a handoff it kept (its deliverer is gone): this
-		// member keeps it for the first owner to ask.
-		step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-		// old delivers range 0, claimed without it (it had this member's
-		// answer before this member had the handoff).
-		step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Active: []int{0}, Tokens: tokens, Reply: true})
-		tick()
-		return c, step
-	}
-
-	t.Run("asked", func(t *testing.T) {
-		for _, tc := range []struct {
-			name    string
-			tokens  []uint64
-			oldAsks bool // old asks first, and gets h
-			want    int  // handoffs in next's answer
-		}{
-			{"newer delivery seen", []uint64{41}, false, 0},
-			{"older delivery seen", []uint64{12}, false, 1},
-			{"no token said", nil, false, 1},
-			// h went to old, which may have delivered since: only old
-			// gets it again.
-			{"no token said, given to old", nil, true, 0},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				c, step := keeper(tc.tokens)
-				if tc.oldAsks {
-					rel, ok := find[*handover.Released](step(&handover.Acquire{From: old, Epoch: 8, Ranges: []int{0}}))
-					if !ok || len(rel.Handoffs) != 1 {
-						t.Fatalf("old's ask answered with %+v, want h", rel)
-					}
-				}
-				// old is gone; next, on its node, owns range 0 and asks.
-				step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", JoinedAt: 2, Reply: true})
-				step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
-				if owner := c.Status().Ranges[0].Owner; owner != next {
-					t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
-				}
-				rel, ok := find[*handover.Released](step(&handover.Acquire{From: next, Epoch: 9, Ranges: []int{0}}))
-				if !ok {
-					t.Fatalf("next's ask not answered: %+v", c.Status())
-				}
-				if len(rel.Handoffs) != tc.want {
-					t.Fatalf("next's ask answered with handoffs %+v, want %d", rel.Handoffs, tc.want)
-				}
-			})
-		}
-	})
-
-	// The handoff comes after the newer delivery was heard of, and after
-	// the owner in this member's view asked and was answered: it is not
-	// given on to that owner.
-	t.Run("given on", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			tokens []uint64
-			want   int // handoffs given to next
-		}{
-			{"newer delivery seen", []uint64{41}, 0},
-			{"no token said", nil, 1},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				c := handover.NewCore(testConfig(self, 1))
-				c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), old.Node()}})
-				c.Step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 10})
-				c.Step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
-				c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", JoinedAt: 1, Reply: true})
-				c.Step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, Active: []int{0}, Tokens: tc.tokens, Reply: true})
-				c.Step(&handover.Tick{Now: simTick})
-				c.Step(&handover.Tick{Now: 2 * simTick})
-				c.Step(&handover.Hello{From: next, Ranges: 1, HashField: "uid", JoinedAt: 2, Reply: true})
-				c.Step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
-				if owner := c.Status().Ranges[0].Owner; owner != next {
-					t.Fatalf("range 0 is %s's, want next's: %+v", owner, c.Status())
-				}
-				if rel, ok := find[*handover.Released](c.Step(&handover.Acquire{From: next, Epoch: 9, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 0 {
-					t.Fatalf("next's ask answered with %+v, want a release without handoff", rel)
-				}
-				out := c.Step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-				got := 0
-				for _, m := range out {
-					if rel, ok := m.Body.(*handover.Released); ok {
-						got += len(rel.Handoffs)
-					}
-				}
-				if got != tc.want {
-					t.Fatalf("%d handoffs given on to next (%v), want %d", got, out, tc.want)
-				}
-			})
-		}
-	})
-
-	t.Run("own claim", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			tokens []uint64
-			want   bool // activates with h
-		}{
-			{"newer delivery seen", []uint64{41}, false},
-			{"no token said", nil, true},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				c, step := keeper(tc.tokens)
-				// old is gone and its node leaves the topology: range 0 is
-				// this member's, which claims it with the handoff it kept.
-				step(&handover.Hello{From: old, Ranges: 1, HashField: "uid", JoinedAt: 1, State: handover.Gone, Reply: true})
-				step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-				step(&handover.Tick{Now: 4 * simTick})
-				st := c.Status().Ranges[0]
-				if st.State != "syncing" {
-					t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
-				}
-				step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch})
-				step(&handover.Released{From: peer, Epoch: st.Epoch, Ranges: []int{0}})
-				var renew []stage.Msg
-				for _, m := range all {
-					if _, ok := m.Body.(*handover.RenewLease); ok {
-						renew = []stage.Msg{m} // the write in flight
-					}
-				}
-				act := untilActive(t, c, renew)
-				if got := act.Handoff != nil && act.Handoff.Token == h.Token; got != tc.want {
-					t.Fatalf("activated with handoff %+v, want h: %v", act.Handoff, tc.want)
-				}
-			})
-		}
-	})
-}
-
-// A handoff this member gave to the owner that asked comes back from that
-// owner unused, in an answer (its attempt stopped): it is not given to that
-// owner again for the ask it was given for, but kept for the range's next
-// owner, here this member itself. Given back, each of the two would take
-// the other for its holder, and the next owner would start without it.
-func TestHandoffGivenBackIsNotGivenAgainForTheSameAsk(t *testing.T) {
-	self := handover.NewMemberID("m", "1")
-	peer := handover.NewMemberID("p", "1")
-	owner := handover.NewMemberID("a", "1")
-	gone := handover.NewMemberID("gone", "1")
-	h := handover.Handoff{Range: 0, Token: 9, Version: "10", From: gone, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "8"}}}
-	c := handover.NewCore(testConfig(self, 1))
-	now := time.Duration(0)
-	step := func(in handover.Input) []stage.Msg { return slices.Clone(c.Step(in)) }
-	tick := func() []stage.Msg { now += simTick; return step(&handover.Tick{Now: now}) }
-	var out []stage.Msg
-	out = append(out, step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node(), owner.Node()}})...)
-	out = append(out, step(&handover.LeaseRenewed{Seq: 1, Start: 0, Token: 5})...)
-	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "5"}}})
-	step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", Reply: true})
-	step(&handover.Hello{From: owner, Ranges: 1, HashField: "uid", Reply: true})
-	out = append(out, tick()...)
-	out = append(out, tick()...)
-	if o := c.Status().Ranges[0].Owner; o != owner {
-		t.Fatalf("range 0 is %s's, want a's: %+v", o, c.Status())
-	}
-	// peer passes on a handoff it kept; the owner asks and gets it.
-	step(&handover.Released{From: peer, Epoch: 4, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	if rel, ok := find[*handover.Released](step(&handover.Acquire{From: owner, Epoch: 3, Ranges: []int{0}})); !ok || len(rel.Handoffs) != 1 {
-		t.Fatalf("the owner's ask answered with %+v, want h", rel)
-	}
-	// Its attempt stops; it answers an ask of this member's with h.
-	back := step(&handover.Released{From: owner, Epoch: 2, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
-	for _, m := range back {
-		if rel, ok := m.Body.(*handover.Released); ok && len(rel.Handoffs) > 0 {
-			t.Fatalf("h given back to the owner that gave it back: %+v", rel)
-		}
-	}
-	// The owner goes: range 0 is this member's, which claims it with h.
-	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
-	step(&handover.Hello{From: owner, Ranges: 1, HashField: "uid", State: handover.Gone, Reply: true})
-	act := activateAnswered(t, c, step, tick, &now, peer, append(out, tick()...))
-	if act.Handoff == nil || act.Handoff.Token != h.Token {
-		t.Fatalf("activated with handoff %+v, want h (token %d)", act.Handoff, h.Token)
-	}
-}
-
-// activateAnswered drives c from out on until it activates a range: every
-// lease write succeeds (tokens from 20, started at *now), every started
-// range syncs, peer answers every ask, and time ticks between rounds.
-func activateAnswered(t *testing.T, c *handover.Core, step func(handover.Input) []stage.Msg, tick func() []stage.Msg, now *time.Duration, peer handover.MemberID, out []stage.Msg) *handover.ActivateRange {
-	t.Helper()
-	token := uint64(20)
-	for i := 0; i < 40; i++ {
-		var next []stage.Msg
-		for _, m := range out {
-			switch b := m.Body.(type) {
+// A member answers every ask of a range it released with its own final
+// handoff (what its handlers were given), however often it is asked (an
+// answer may be lost). A handoff it was given by another member is never
+// passed on: only a member's own delivery's position leaves it.
+func TestEveryAnswerCarriesTheMembersOwnFinalHandoff(t *testing.T) {
+	self := handover.NewMemberID("self", "1")
+	sc := &leaverScene{c: handover.NewCore(testConfig(self, 2)), self: self, now: simTick}
+	tokens := map[int]uint64{}
+	var stopped []int
+	step := func(in handover.Input) {
+		drive(sc.c, in, func(body any) []stage.Msg {
+			switch e := body.(type) {
 			case *handover.RenewLease:
-				next = append(next, step(&handover.LeaseRenewed{Seq: b.Seq, Start: *now, Now: *now, Token: token})...)
-				token++
+				return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
 			case *handover.StartRange:
-				next = append(next, step(&handover.RangeSynced{Range: b.Range, Epoch: b.Epoch})...)
-			case *handover.Acquire:
-				next = append(next, step(&handover.Released{From: peer, Epoch: b.Epoch, Ranges: b.Ranges})...)
+				return sc.c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 			case *handover.ActivateRange:
-				return b
+				tokens[e.Range] = e.Token
+			case *handover.DeactivateRange:
+				stopped = append(stopped, e.Range)
+				h := &handover.Handoff{Range: e.Range, Token: tokens[e.Range], From: self, Position: 99}
+				return sc.c.Step(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h})
+			case *handover.Released:
+				sc.rel = e
 			}
-		}
-		out = append(next, tick()...)
+			return nil
+		})
 	}
-	t.Fatalf("range 0 not activated: %+v", c.Status())
-	return nil
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
+	step(&handover.Leases{Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}})
+	for ; sc.now < time.Second && len(tokens) < 2; sc.now += simTick {
+		step(&handover.Tick{Now: sc.now})
+	}
+	if len(tokens) < 2 {
+		t.Fatalf("not both ranges active: %+v", sc.c.Status())
+	}
+	// peer joins, self leaves: peer owns both ranges and asks for range 0
+	// only. Range 1 is still delivered, so self stays, and answers.
+	peer := handover.NewMemberID("peer", "1")
+	step(&handover.Topology{Nodes: []handover.NodeID{self.Node(), peer.Node()}})
+	step(&handover.Hello{From: peer, Ranges: 2, HashField: "uid", Reply: true})
+	step(&handover.Leases{Now: sc.now, Leases: []handover.LeaseRecord{{Holder: self, Version: "30"}, {Holder: peer, Version: "31"}}})
+	step(&handover.Leave{})
+	own := func(rel *handover.Released) bool {
+		return rel != nil && slices.Equal(rel.Ranges, []int{0}) && len(rel.Handoffs) == 1 &&
+			rel.Handoffs[0].Token == tokens[0] && rel.Handoffs[0].From == self && rel.Handoffs[0].Position == 99
+	}
+	for i, e := range []uint64{70, 70, 80} {
+		if i == 2 {
+			// A handoff another member sends self is not kept or passed on.
+			step(&handover.Released{From: peer, Epoch: 3, Ranges: []int{0},
+				Handoffs: []handover.Handoff{{Range: 0, Token: tokens[0] + 50, From: peer, Position: 500}}})
+		}
+		sc.rel = nil
+		step(&handover.Acquire{From: peer, Epoch: e, Ranges: []int{0}})
+		for n := 0; sc.rel == nil && n < 10; n++ {
+			sc.now += simTick
+			step(&handover.Tick{Now: sc.now})
+		}
+		if !own(sc.rel) {
+			t.Fatalf("ask %d (epoch %d) answered with %+v, want only self's own handoff of token %d: %+v", i, e, sc.rel, tokens[0], sc.c.Status())
+		}
+	}
+	if !slices.Equal(stopped, []int{0}) {
+		t.Fatalf("ranges %v released, want range 0 only", stopped)
+	}
 }
 
 // A move a peer announces (Hello.Moved) that is older than this member's

@@ -173,23 +173,20 @@ type world struct {
 	// gentle: the generator injects no fault that loses state (no kill,
 	// pause, cut, expiry of a live node, lost or bounced message, failed
 	// lease write): only joins, graceful leaves, reordered and duplicated
-	// messages and lagging views. Every handover then carries the previous
-	// deliverer's handoff (checkHandoffs).
+	// messages and lagging views. Every activation then resumes from the
+	// previous deliverer's final position (checkHandoffs).
 	gentle bool
-	// handed: for a range, the tokens whose activation got the previous
-	// deliverer's handoff, at activation or late.
+	// record: each range's record in the API server, the token of the
+	// final position it holds (the newest written): the shell writes it
+	// at a release, before it reports RangeStopped, unless the member is
+	// cut from the API server.
+	record map[int]uint64
+	// handed: for a range, the tokens whose activation resumed from the
+	// previous deliverer's final position (its handoff's, or the range's
+	// record's).
 	handed map[int]map[uint64]bool
-	// dropped: for a range, the tokens of the handoffs that a member left
-	// with when its leave's time was up or it knew of no member to take
-	// them.
-	dropped map[int]map[uint64]bool
-	// unclean: a member was fenced or failed; its handoffs may be lost.
+	// unclean: a member was fenced or failed; its positions may be lost.
 	unclean bool
-	// emptied counts the times the last running member left; era: its
-	// value when a range was activated under a token. Nothing carries a
-	// handoff across an empty group.
-	emptied int
-	era     map[uint64]int
 	// unleasing: the generator also deletes running members' leases
 	// (live, released or tombstones), as someone outside the group would
 	// (kubectl delete lease).
@@ -219,7 +216,7 @@ type move struct {
 func newWorld(t testing.TB, ranges int) *world {
 	return &world{t: t, ranges: ranges, nodes: map[handover.NodeID]*node{}, registered: map[handover.NodeID]bool{},
 		leases: map[handover.MemberID]*apiLease{}, cut: map[handover.NodeID]bool{}, apiCut: map[handover.NodeID]bool{}, deaf: map[handover.NodeID]bool{},
-		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, dropped: map[int]map[uint64]bool{}, era: map[uint64]int{}}
+		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, record: map[int]uint64{}}
 }
 
 func (w *world) failf(format string, args ...any) {
@@ -328,19 +325,22 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if toks := w.tokens[e.Range]; len(toks) > 0 && e.Token <= toks[len(toks)-1] {
 			w.failf("%s activates range %d with token %d, not above the last one %d", m.id, e.Range, e.Token, toks[len(toks)-1])
 		}
-		// A handoff is the last deliverer's: an earlier one's would take
-		// back what the last one's handlers were given.
-		if e.Handoff != nil && e.Handoff.Token != w.lastToken(e.Range) {
-			w.failf("%s activates range %d with a stale handoff (token %d; the range's last deliverer had %d)", m.id, e.Range, e.Handoff.Token, w.lastToken(e.Range))
-		}
 		if e.Handoff != nil && e.From != e.Handoff.From {
 			w.failf("%s activates range %d from %s with %s's handoff", m.id, e.Range, e.From, e.Handoff.From)
 		}
-		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
-		w.era[e.Token] = w.emptied
+		// The shell resumes from the newest position: the handoff's or
+		// the record's (and the leases', which the simulator leaves out).
+		resume := w.record[e.Range]
 		if e.Handoff != nil {
-			w.hand(e.Range, e.Handoff)
+			resume = max(resume, e.Handoff.Token)
 		}
+		if last := w.lastToken(e.Range); last != 0 && resume == last {
+			if w.handed[e.Range] == nil {
+				w.handed[e.Range] = map[uint64]bool{}
+			}
+			w.handed[e.Range][e.Token] = true
+		}
+		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
 		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
 		m.delivering[e.Range] = true
 	case *handover.DeactivateRange:
@@ -348,7 +348,7 @@ func (w *world) rangeEffect(m *simMember, body any) {
 			w.failf("%s deactivates range %d, which it does not deliver", m.id, e.Range)
 		}
 		tok := w.lastToken(e.Range)
-		h := &handover.Handoff{Range: e.Range, Token: tok, From: m.id, Objects: []handover.ObjectRef{{Key: tokenObject(tok)}}}
+		h := &handover.Handoff{Range: e.Range, Token: tok, From: m.id, Position: int64(tok)}
 		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
 	case *handover.StopRange:
 		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
@@ -357,20 +357,6 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		w.unclean = true
 	case *handover.Left:
 		m.running, m.left = false, true
-		if m.leaveTicks >= simLeaveTicks || w.alone(m) {
-			// Its leave's time was up, or it knew of no member that could
-			// take them: the handoffs it kept went to no owner, as
-			// documented (the next owner lists the range).
-			for _, h := range e.Dropped {
-				if w.dropped[h.Range] == nil {
-					w.dropped[h.Range] = map[uint64]bool{}
-				}
-				w.dropped[h.Range][h.Token] = true
-			}
-		}
-		if len(w.runningNodes()) == 0 {
-			w.emptied++
-		}
 		for r, d := range m.delivering {
 			if d {
 				w.failf("%s left while it delivers range %d", m.id, r)
@@ -389,42 +375,10 @@ func (w *world) rangeEffect(m *simMember, body any) {
 	}
 }
 
-// alone: m's last topology shows no other member that runs and is not
-// leaving.
-func (w *world) alone(m *simMember) bool {
-	for _, id := range m.topo {
-		if n := w.nodes[id]; n != nil && n != m.node && n.member != nil && n.member.running && !n.member.leaving {
-			return false
-		}
-	}
-	return true
-}
-
-// tokenObject stands for the objects a range's handlers were given under
-// token: the one object of the handoffs the simulated shell makes.
-func tokenObject(token uint64) string { return fmt.Sprintf("token-%d", token) }
-
-// hand records a handoff given to the handlers of range r: for each
-// deliverer whose objects it carries, the deletes its handlers missed reach
-// handlers that come after it (the deliverer that followed it, or a later
-// one when that one's handlers were not given them).
-func (w *world) hand(r int, h *handover.Handoff) {
-	if w.handed[r] == nil {
-		w.handed[r] = map[uint64]bool{}
-	}
-	toks := w.tokens[r]
-	for _, o := range h.Objects {
-		for i := 0; i+1 < len(toks); i++ {
-			if o.Key == tokenObject(toks[i]) {
-				w.handed[r][toks[i+1]] = true
-			}
-		}
-	}
-}
-
 // checkHandoffs is continuity at the switch in a gentle run: every
-// activation after the first got its previous deliverer's handoff, so the
-// deletes that deliverer's handlers missed reach the new one's.
+// activation after the first resumed from its previous deliverer's final
+// position (its answer's, or the range's record's), so the deletes that
+// deliverer's handlers missed reach the new one's.
 func (w *world) checkHandoffs() {
 	if !w.gentle || w.unclean {
 		return
@@ -432,15 +386,8 @@ func (w *world) checkHandoffs() {
 	for r := range w.ranges {
 		toks := w.tokens[r]
 		for i := 1; i < len(toks); i++ {
-			// The last deliverer before the group emptied had nobody to
-			// hand the range to: what it carried went to nobody, as its
-			// own handoff did.
-			lastOfEra := i == len(toks)-1 || w.era[toks[i+1]] != w.era[toks[i]]
-			if lastOfEra && w.era[toks[i]] < w.emptied {
-				continue
-			}
-			if !w.handed[r][toks[i]] && w.era[toks[i]] == w.era[toks[i-1]] && !w.dropped[r][toks[i-1]] {
-				w.failf("range %d: the deliverer under token %d never got the handoff of token %d (tokens %v)", r, toks[i], toks[i-1], toks)
+			if !w.handed[r][toks[i]] {
+				w.failf("range %d: the deliverer under token %d did not resume from the final position of token %d (tokens %v)", r, toks[i], toks[i-1], toks)
 			}
 		}
 	}
@@ -751,6 +698,9 @@ func (w *world) exec(line string) {
 		}
 		if e.deactivate >= 0 {
 			m.delivering[e.deactivate] = false
+			if rs, ok := e.report.(*handover.RangeStopped); ok && rs.Handoff != nil && !w.apiCut[m.node.id] {
+				w.record[rs.Range] = max(w.record[rs.Range], rs.Handoff.Token)
+			}
 		}
 		m.local = append(m.local, e.report)
 	case "api", "apifail", "apilate":

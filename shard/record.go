@@ -1,0 +1,149 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Range records. Each range of a group has a record in the API server, a
+// coordination.k8s.io/v1 Lease named after the group and the range, that
+// holds the range's final position: the token of the last delivery that
+// released the range, the resourceVersion up to which that delivery's
+// handlers were given every event of it, and the newest object version
+// they were given. A member writes it when it releases the range, after
+// its handlers' calls have ended and before it reports the release (so
+// before any member hears the range was released), by compare-and-swap:
+// an update that carries the resourceVersion it read, which never
+// replaces a newer token's position. A member that activates the range
+// reads it, and resumes from the newest position of it, the previous
+// deliverer's answer and the leases'. So what the previous deliverer's
+// handlers were given is data that outlives the member and its messages:
+// an answer that is lost, or that reached a member whose claim was given
+// up, loses nothing.
+//
+// The records are labelled apart from the member leases (LabelRecordOf),
+// so that the lease watch and its tombstone collection never see them.
+const (
+	// LabelRecordOf labels the range records of a group, with the
+	// group's label value.
+	LabelRecordOf = "actorinformer.io/shard-record-of"
+	// AnnotationRecord is a record's content: "token:position:version".
+	AnnotationRecord = "actorinformer.io/shard-final"
+	// AnnotationRecordRange is the range the record is of.
+	AnnotationRecordRange = "actorinformer.io/shard-range"
+)
+
+// rangeRecord is a range's final position: what the handlers of delivery
+// token had been given when it released the range.
+type rangeRecord struct {
+	token    uint64
+	position int64 // every event up to it
+	version  int64 // the newest object version given
+}
+
+func (r rangeRecord) encode() string {
+	return fmt.Sprintf("%d:%d:%d", r.token, r.position, r.version)
+}
+
+func decodeRecord(s string) (rangeRecord, error) {
+	f := strings.Split(s, ":")
+	if len(f) != 3 {
+		return rangeRecord{}, fmt.Errorf("shard: malformed range record %q in %s", s, AnnotationRecord)
+	}
+	t, err1 := strconv.ParseUint(f[0], 10, 64)
+	p, err2 := strconv.ParseInt(f[1], 10, 64)
+	v, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || p < 0 || v < 0 {
+		return rangeRecord{}, fmt.Errorf("shard: malformed range record %q in %s", s, AnnotationRecord)
+	}
+	return rangeRecord{token: t, position: p, version: v}, nil
+}
+
+// pos is the record's position.
+func (r rangeRecord) pos() position { return position{token: r.token, version: r.position} }
+
+// recordName is the name of range index's record in group.
+func recordName(group string, index int) string {
+	g := strings.Trim(dnsUnsafe.ReplaceAllString(strings.ToLower(group), "-"), "-")
+	if len(g) > 30 {
+		g = g[:30]
+	}
+	return fmt.Sprintf("aishard-%s-r%d-%s", g, index, hash16(group)[:8])
+}
+
+// recordTries bounds a record write's compare-and-swap rounds (each a read
+// and a write) when other writers keep changing it.
+const recordTries = 5
+
+// writeRecord writes rec as range index's record, unless the record holds
+// a newer delivery's (or the same) position already: a read, then a
+// create, or an update carrying the version read (409 Conflict when
+// someone wrote meanwhile: read again). Each request within the renew
+// deadline.
+func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord) error {
+	api := l.client.Leases(l.namespace)
+	name := recordName(l.group, index)
+	for range recordTries {
+		rctx, cancel := context.WithTimeout(ctx, l.timeout)
+		cur, err := api.Get(rctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			holder := string(l.self)
+			now := metav1.NewMicroTime(time.Now())
+			obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
+				Labels:      map[string]string{LabelRecordOf: groupLabel(l.group)},
+				Annotations: map[string]string{AnnotationRecord: rec.encode(), AnnotationRecordRange: strconv.Itoa(index)}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now}}
+			_, err = api.Create(rctx, obj, metav1.CreateOptions{})
+		case err == nil:
+			if old, derr := decodeRecord(cur.Annotations[AnnotationRecord]); derr == nil && !rec.pos().newer(old.pos()) {
+				cancel()
+				return nil // a newer delivery's, or this one's already
+			}
+			upd := cur.DeepCopy()
+			if upd.Annotations == nil {
+				upd.Annotations = map[string]string{}
+			}
+			upd.Annotations[AnnotationRecord] = rec.encode()
+			upd.Annotations[AnnotationRecordRange] = strconv.Itoa(index)
+			holder := string(l.self)
+			now := metav1.NewMicroTime(time.Now())
+			upd.Spec.HolderIdentity, upd.Spec.RenewTime = &holder, &now
+			_, err = api.Update(rctx, upd, metav1.UpdateOptions{})
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("range record %s kept changing", name)
+}
+
+// readRecord reads range index's record (a direct read, not a watch's
+// copy). found is false when it has none; a malformed one is an error.
+func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, found bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cur, err := l.client.Leases(l.namespace).Get(ctx, recordName(l.group, index), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return rangeRecord{}, false, nil
+	case err != nil:
+		return rangeRecord{}, false, err
+	}
+	rec, err = decodeRecord(cur.Annotations[AnnotationRecord])
+	return rec, err == nil, err
+}
