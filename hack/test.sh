@@ -75,10 +75,10 @@ go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
 took "nemesis"
 # An upgrade and a rollback under the nemesis's workload and checker: a
 # rolling update from three members built as the member program was at
-# upgrade_from (the last commit before the token was written before the
-# deliverer is asked) to this version's, and back. It needs that commit
-# in the clone.
-upgrade_from=d202fbbfb12046e15709902e7c8076eed34a68a9
+# upgrade_from (the last commit before the range records: its members
+# route handoffs, which carry positions, and write positions to their
+# leases) to this version's, and back. It needs that commit in the clone.
+upgrade_from=968f9b9e6ce720a0467e80ae8ace8336e05b123e
 if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
 	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
 	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
