@@ -228,7 +228,7 @@ type waitRequest struct {
 var stopWatch = &StopWatch{}
 
 // emit sends an input's effects after its messages for the queue, in
-// order, then the status if the input changed it.
+// order; the status, if the input changed it, goes before them all.
 func (m *Machine) emit(e effects) []stage.Msg {
 	if e.StopWatch || e.List != nil || e.Watch != nil {
 		m.out.Send(stage.ToSource, stopWatch)
@@ -249,7 +249,18 @@ func (m *Machine) emit(e effects) []stage.Msg {
 	}
 	if m.sync.dirty {
 		m.sync.dirty = false
+		// First: a reader of LastSyncResourceVersion sees the version
+		// before the queue has the objects (and, when the queue and the
+		// indexer run on this goroutine, before the informer has
+		// synced), as with client-go's reflector, which sets it after
+		// queueing them and before they are processed. Sent last, a
+		// synced informer could report no version yet.
 		m.out.Send(stage.ToInformer, &m.sync.status)
+		msgs := m.out.Msgs()
+		st := msgs[len(msgs)-1]
+		copy(msgs[1:], msgs[:len(msgs)-1])
+		msgs[0] = st
+		return msgs
 	}
 	return m.out.Msgs()
 }

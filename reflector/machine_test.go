@@ -886,3 +886,30 @@ func TestWatchEventsRecycled(t *testing.T) {
 		t.Fatalf("%d batches given back", len(back))
 	}
 }
+
+// The status a step changes goes out before the step's messages for the
+// queue: its shell stores the resource version before the queue (and,
+// run on the same goroutine, the indexer) takes the list, so an informer
+// that has synced reports its list's version, as client-go's does. Sent
+// after them, a synced informer could report "" for a moment.
+func TestMachineStatusGoesBeforeTheQueue(t *testing.T) {
+	h := newHarness(t, nil)
+	l := h.expectList(h.m.Start(), "0", 500)
+	msgs := h.m.Step(&ListDone{Gen: l.Gen, Result: ListResult{List: podList("10", pod("a", "5"))}})
+	if len(msgs) < 2 {
+		t.Fatalf("messages %v, want the status and the Replace", msgs)
+	}
+	st, ok := msgs[0].Body.(*Status)
+	if !ok || msgs[0].To != stage.ToInformer || st.ResourceVersion != "10" {
+		t.Fatalf("first message %T to %v (%+v), want the status with version 10", msgs[0].Body, msgs[0].To, msgs[0].Body)
+	}
+	queue := -1
+	for i, m := range msgs {
+		if m.To == stage.ToQueue && queue < 0 {
+			queue = i
+		}
+	}
+	if queue < 1 {
+		t.Fatalf("the queue's message at %d of %v, want after the status", queue, msgs)
+	}
+}
