@@ -176,7 +176,7 @@ func (c *Core) releasedMsg(m *Released) {
 				case h == nil || h.Supplement:
 					st.preOK = false // no handoff
 				case h.From != m.From:
-					st.preOK = false // one it passed on
+					st.preOK = false // one it passed on (a member of an earlier version)
 				case h.Token > st.preMax:
 					st.preMax = h.Token
 				}
