@@ -514,8 +514,8 @@ func runMutant(t *testing.T, dir, tmp string, i int, m mutant, hint string) stri
 	}
 	for n, args := range runs {
 		last := n == len(runs)-1
-		cmd := exec.CommandContext(ctx, bin, append([]string{"-test.count=1", "-test.failfast", "-handover.seeds", "1000"}, args...)...)
-		cmd.Dir = dir
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-test.paniconexit0", "-test.count=1", "-test.failfast", "-handover.seeds", "1000"}, args...)...)
+		cmd.Dir = dir // as go test runs it, with its -test.paniconexit0
 		out, err := cmd.CombinedOutput()
 		switch {
 		case ctx.Err() != nil:
