@@ -57,26 +57,49 @@ took "tests with -race"
 # only if the whole suite passes (45 s instead of 200).
 go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutants
 took "mutants"
-# The nemesis, short run: member processes on kube-apiserver with the
-# gate, each fault once in a group of its own (pause, partitions, cuts from
-# etcd and the API server, an etcd restart, kill, leave, a join during
-# deletes, a rolling update, a join cut short by a leave, a lease deleted,
-# a leave frozen midway, a leave whose answers are held until after it
-# exited, a member that advertises an address no one can reach), checked
-# for overlapping calls, versions going back, lost deletes, members fenced
-# by a fault not aimed at them and the end state (docs/sharding.md,
-# "Nemesis").
-# It waits far more than it computes (three of its faults: 30 s of CPU in
-# 62 s), as do the tests of the next step (the shard package's: 16 s of
-# CPU in 184 s; e2e's TestShard*: 97 s in 227 s), so they run at the same
-# time: the nemesis in the background (a process group of its own, killed
-# with its processes if this script exits first), its output shown once it
-# is done. Neither asserts on times; the figures they log are slower for it.
-nemesis_log=$(mktemp)
-nemesis_t0=$SECONDS
-setsid -w go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis >"$nemesis_log" 2>&1 &
-nemesis_pid=$!
-trap 'kill -KILL -- -$nemesis_pid 2>/dev/null || kill $nemesis_pid 2>/dev/null; rm -f "$nemesis_log"' EXIT
+# In the background, one after the other:
+# - The nemesis, short run: member processes on kube-apiserver with the
+#   gate, each fault once in a group of its own (pause, partitions, cuts
+#   from etcd and the API server, an etcd restart, kill, leave, a join
+#   during deletes, a rolling update, a join cut short by a leave, a lease
+#   deleted, a leave frozen midway, a leave whose answers are held until
+#   after it exited, a member that advertises an address no one can
+#   reach), checked for overlapping calls, versions going back, lost
+#   deletes, members fenced by a fault not aimed at them and the end state
+#   (docs/sharding.md, "Nemesis").
+# - An upgrade and a rollback under the nemesis's workload and checker: a
+#   rolling update from three members built as the member program was at
+#   upgrade_from (the last commit before the token was written before the
+#   deliverer is asked) to this version's, and back. It needs that commit
+#   in the clone.
+# They wait far more than they compute (three of the nemesis's faults:
+# 30 s of CPU in 62 s), as do the tests of the next step (the shard
+# package's: 16 s of CPU in 184 s; e2e's TestShard*: 97 s in 227 s), so
+# they run at the same time as it and the demo's step: in a process group
+# of their own, killed with their processes if this script exits first,
+# their output shown once they are done. None of them asserts on times;
+# the figures they log are slower for it.
+export upgrade_from=d202fbbfb12046e15709902e7c8076eed34a68a9
+background() {
+	set -euo pipefail
+	local t0=$SECONDS
+	go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
+	echo "hack/test.sh: nemesis (in the background): $((SECONDS - t0)) s" >&2
+	t0=$SECONDS
+	if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
+		go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
+		go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
+		echo "hack/test.sh: upgrade and rollback (in the background): $((SECONDS - t0)) s" >&2
+	else
+		echo "hack/test.sh: NOT RUN: the upgrade from and rollback to $upgrade_from (not in this clone)" >&2
+	fi
+}
+export -f background
+background_log=$(mktemp)
+background_t0=$SECONDS
+setsid -w bash -c background >"$background_log" 2>&1 &
+background_pid=$!
+trap 'kill -KILL -- -$background_pid 2>/dev/null || kill $background_pid 2>/dev/null; rm -f "$background_log"' EXIT
 # Tests without -race, of two kinds. Those the race detector cannot take:
 # several protoactor cluster members, or one beside another gRPC client,
 # in one process (protoactor's remote.Start sets gRPC's global logger while
@@ -90,33 +113,20 @@ trap 'kill -KILL -- -$nemesis_pid 2>/dev/null || kill $nemesis_pid 2>/dev/null; 
 # under the race detector, which made it 50 s long.
 ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember|TestInitialList10k|TestShard|TestController|TestRangeCountRollout' ./shard/ ./e2e/ ./examples/sharded-controller/
 took "multi-member and member-process tests without -race (beside the nemesis)"
-nemesis_status=0
-wait $nemesis_pid || nemesis_status=$?
-trap - EXIT
-cat "$nemesis_log"
-rm -f "$nemesis_log"
-echo "hack/test.sh: nemesis (from its start, beside the step above): $((SECONDS - nemesis_t0)) s (total $SECONDS s)" >&2
-t0=$SECONDS
-if [[ $nemesis_status -ne 0 ]]; then
-	exit $nemesis_status
-fi
-# An upgrade and a rollback under the nemesis's workload and checker: a
-# rolling update from three members built as the member program was at
-# upgrade_from (the last commit before the token was written before the
-# deliverer is asked) to this version's, and back. It needs that commit
-# in the clone.
-upgrade_from=d202fbbfb12046e15709902e7c8076eed34a68a9
-if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
-	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
-	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
-	took "upgrade and rollback"
-else
-	echo "hack/test.sh: NOT RUN: the upgrade from and rollback to $upgrade_from (not in this clone)" >&2
-fi
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
-took "demo"
+took "demo (beside the nemesis)"
+background_status=0
+wait $background_pid || background_status=$?
+trap - EXIT
+cat "$background_log"
+rm -f "$background_log"
+echo "hack/test.sh: the nemesis, upgrade and rollback (from their start, beside the two steps above): $((SECONDS - background_t0)) s (total $SECONDS s)" >&2
+t0=$SECONDS
+if [[ $background_status -ne 0 ]]; then
+	exit $background_status
+fi
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
 # Jaeger test needs spans, and the rest repeats the real-cluster runs (as
