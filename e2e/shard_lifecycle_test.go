@@ -1,3 +1,10 @@
+//go:build !race
+
+// Member processes, built without -race (buildMember): under -race the
+// detector would check only this test's harness, not our code, so
+// hack/test.sh runs these tests in its step without -race, beside the
+// nemesis.
+
 package e2e
 
 import (

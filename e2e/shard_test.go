@@ -1,3 +1,10 @@
+//go:build !race
+
+// Member processes, built without -race (buildMember): under -race the
+// detector would check only this test's harness, not our code, so
+// hack/test.sh runs these tests in its step without -race, beside the
+// nemesis.
+
 package e2e
 
 import (
@@ -24,7 +31,7 @@ import (
 )
 
 // Sharded informers as separate OS processes (internal/shardmember, built
-// with -race when this test runs with it), joined through protoactor's etcd
+// without -race: buildMember), joined through protoactor's etcd
 // provider on the test etcd under a key prefix of their own, over a real
 // kube-apiserver: with the ShardedListAndWatch gate on (the server filters)
 // and off (the members filter). During churn one member is killed with

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): builds the kube-apiserver, etcd and
 # Jaeger binaries the real-cluster tests need when they are missing, then
-# vets and runs every test with the race detector, the unit tests again in
-# the build with tracing compiled out, and a one-iteration smoke run of the
-# benchmarks.
+# vets and runs the tests with the race detector (without it those it
+# cannot take and those whose code under test runs in processes built
+# without it, beside the nemesis), the unit tests again in the build with
+# tracing compiled out, and a one-iteration smoke run of the benchmarks.
 #
 # Real-cluster tests fail (instead of skipping) when the binaries are missing,
 # because this script sets ACTORINFORMER_REQUIRE_CLUSTER=1. Likewise the demo
@@ -50,46 +51,82 @@ go test -race -count=1 -timeout 45m ./...
 took "tests with -race"
 # The handover protocol's mutation check: each mutant of shard/handover's
 # core (a rule broken on purpose, applied with go's -overlay) must make the
-# package's tests fail.
+# package's tests fail. Each runs first the test that killed it last
+# (shard/handover/testdata/mutants-killed-by.txt), then, if that one
+# passes, the suite with -short, then the whole suite: a mutant survives
+# only if the whole suite passes (45 s instead of 200).
 go test -count=1 -timeout 20m -run TestMutants ./shard/handover/ -handover.mutants
 took "mutants"
-# Tests the race detector cannot take: several protoactor cluster members,
-# or one beside another gRPC client, in one process (protoactor's
-# remote.Start sets gRPC's global logger while gRPC goroutines read it).
+# In the background, one after the other:
+# - The nemesis, short run: member processes on kube-apiserver with the
+#   gate, each fault once in a group of its own (pause, partitions, cuts
+#   from etcd and the API server, an etcd restart, kill, leave, a join
+#   during deletes, a rolling update, a join cut short by a leave, a lease
+#   deleted, a leave frozen midway, a leave whose answers are held until
+#   after it exited, a member that advertises an address no one can
+#   reach), checked for overlapping calls, versions going back, lost
+#   deletes, members fenced by a fault not aimed at them and the end state
+#   (docs/sharding.md, "Nemesis").
+# - An upgrade and a rollback under the nemesis's workload and checker: a
+#   rolling update from three members built as the member program was at
+#   upgrade_from (the last commit before the range records: its members
+#   route handoffs, which carry positions, and write positions to their
+#   leases) to this version's, and back. It needs that commit in the clone.
+# They wait far more than they compute (three of the nemesis's faults:
+# 30 s of CPU in 62 s), as do the tests of the next step (the shard
+# package's: 16 s of CPU in 184 s; e2e's TestShard*: 97 s in 227 s), so
+# they run at the same time as it and the demo's step: in a process group
+# of their own, killed with their processes if this script exits first,
+# their output shown once they are done. None of them asserts on times;
+# the figures they log are slower for it.
+export upgrade_from=968f9b9e6ce720a0467e80ae8ace8336e05b123e
+background() {
+	set -euo pipefail
+	local t0=$SECONDS
+	go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
+	echo "hack/test.sh: nemesis (in the background): $((SECONDS - t0)) s" >&2
+	t0=$SECONDS
+	if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
+		go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
+		go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
+		echo "hack/test.sh: upgrade and rollback (in the background): $((SECONDS - t0)) s" >&2
+	else
+		echo "hack/test.sh: NOT RUN: the upgrade from and rollback to $upgrade_from (not in this clone)" >&2
+	fi
+}
+export -f background
+background_log=$(mktemp)
+background_t0=$SECONDS
+setsid -w bash -c background >"$background_log" 2>&1 &
+background_pid=$!
+trap 'kill -KILL -- -$background_pid 2>/dev/null || kill $background_pid 2>/dev/null; rm -f "$background_log"' EXIT
+# Tests without -race, of two kinds. Those the race detector cannot take:
+# several protoactor cluster members, or one beside another gRPC client,
+# in one process (protoactor's remote.Start sets gRPC's global logger while
+# gRPC goroutines read it). And those whose code under test runs only in
+# other processes, built without -race (e2e's TestShard* with member
+# processes, examples/sharded-controller's controller in pods and as
+# processes): under -race the detector would check only their harness.
 # Their files say //go:build !race; they run here in the normal build,
 # with the soak of leaves and joins during a burst of deletes. So does
 # TestInitialList10k, whose figures (time to sync, heap) mean nothing
 # under the race detector, which made it 50 s long.
-ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestShardFilterMode|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember|TestInitialList10k' ./shard/ ./e2e/
-took "multi-member tests without -race"
-# The nemesis, short run: member processes on kube-apiserver with the
-# gate, each fault once in a group of its own (pause, partitions, cuts from
-# etcd and the API server, an etcd restart, kill, leave, a join during
-# deletes, a rolling update, a join cut short by a leave, a lease deleted,
-# a leave frozen midway, a leave whose answers are held until after it
-# exited, a member that advertises an address no one can reach), checked
-# for overlapping calls, versions going back, lost deletes, members fenced
-# by a fault not aimed at them and the end state (docs/sharding.md,
-# "Nemesis").
-go test -count=1 -timeout 20m -run TestNemesis ./e2e/ -nemesis
-took "nemesis"
-# An upgrade and a rollback under the nemesis's workload and checker: a
-# rolling update from three members built as the member program was at
-# upgrade_from (the last commit before the range records: its members
-# route handoffs, which carry positions, and write positions to their
-# leases) to this version's, and back. It needs that commit in the clone.
-upgrade_from=968f9b9e6ce720a0467e80ae8ace8336e05b123e
-if git cat-file -e "$upgrade_from^{commit}" 2>/dev/null; then
-	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.upgrade-from "$upgrade_from"
-	go test -count=1 -timeout 10m -run TestNemesis ./e2e/ -nemesis -nemesis.rollback-to "$upgrade_from"
-	took "upgrade and rollback"
-else
-	echo "hack/test.sh: NOT RUN: the upgrade from and rollback to $upgrade_from (not in this clone)" >&2
-fi
+ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember|TestInitialList10k|TestShard|TestController|TestRangeCountRollout' ./shard/ ./e2e/ ./examples/sharded-controller/
+took "multi-member and member-process tests without -race (beside the nemesis)"
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
 go test -count=1 -timeout 10m -run 'TestSharded|TestBrowserMembers' ./cmd/demo/
-took "demo"
+took "demo (beside the nemesis)"
+background_status=0
+wait $background_pid || background_status=$?
+trap - EXIT
+cat "$background_log"
+rm -f "$background_log"
+echo "hack/test.sh: the nemesis, upgrade and rollback (from their start, beside the two steps above): $((SECONDS - background_t0)) s (total $SECONDS s)" >&2
+t0=$SECONDS
+if [[ $background_status -ne 0 ]]; then
+	exit $background_status
+fi
 # The same unit tests in the build with tracing compiled out, which must
 # behave the same (tests of what tracing records skip there). Not e2e: its
 # Jaeger test needs spans, and the rest repeats the real-cluster runs (as

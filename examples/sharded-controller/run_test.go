@@ -1,3 +1,10 @@
+//go:build !race
+
+// The controller runs as processes built without -race (startPods): under
+// -race the detector would check only this test's harness and
+// internal/kubeletsim (whose own tests run with -race), so hack/test.sh
+// runs these tests in its step without -race, beside the nemesis.
+
 package main
 
 import (

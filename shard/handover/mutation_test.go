@@ -3,12 +3,17 @@ package handover_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -322,53 +327,151 @@ func TestMutants(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	// Each mutant builds and runs the package's tests in a go command of
-	// its own: as many at once as there are CPUs.
+	hints, err := readKillers(filepath.Join(dir, killersFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killedMu sync.Mutex
+	killed := map[string]string{} // mutant: the test that killed it
+	// Each mutant builds the package's tests in a go command of its own and
+	// runs them: as many mutants at once as there are CPUs.
 	slots := make(chan struct{}, runtime.NumCPU())
+	// After the parallel subtests.
+	t.Cleanup(func() {
+		if *updateKillers && !t.Failed() {
+			if err := writeKillers(filepath.Join(dir, killersFile), killed); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	for i, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			src, err := os.ReadFile(filepath.Join(dir, m.file))
-			if err != nil {
-				t.Fatal(err)
+			if by := runMutant(t, dir, tmp, i, m, hints[m.name]); by != "" {
+				killedMu.Lock()
+				killed[m.name] = by
+				killedMu.Unlock()
 			}
-			if n := strings.Count(string(src), m.from); n != 1 {
-				t.Fatalf("the mutant's text occurs %d times in %s, want once: the core changed; update the mutant", n, m.file)
-			}
-			mutated := filepath.Join(tmp, strings.ReplaceAll(m.name, " ", "_")+".go")
-			if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), m.from, m.to, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(dir, m.file): mutated}})
-			ov := filepath.Join(tmp, "overlay"+string(rune('a'+i))+".json")
-			if err := os.WriteFile(ov, overlay, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-overlay", ov, "-count=1", "-failfast", "-run", "^Test([^M]|M[^u])", ".", "-handover.seeds", "1000")
-			cmd.Dir = dir
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Errorf("the mutant survived: no test failed with it")
-				return
-			}
-			if ctx.Err() != nil {
-				t.Errorf("the mutant's run timed out:\n%s", tail(out))
-				return
-			}
-			if !strings.Contains(string(out), "--- FAIL") {
-				t.Errorf("the mutant's run failed without a failing test (does it build?):\n%s", tail(out))
-				return
-			}
-			if m.mustMatch != "" && !strings.Contains(string(out), m.mustMatch) {
-				t.Errorf("the mutant was killed, but not by %q:\n%s", m.mustMatch, tail(out))
-			}
-			t.Logf("killed by: %s", firstFail(out))
 		})
 	}
+}
+
+// killersFile names, for each mutant, the test that killed it last: the
+// check runs that test first, and the package's whole suite only when it
+// does not kill the mutant (a test renamed, a mutant new or changed). A
+// hint only orders the work: a mutant survives only if the whole suite
+// passes with it. -handover.mutants.update rewrites the file from a run.
+const killersFile = "testdata/mutants-killed-by.txt"
+
+var updateKillers = flag.Bool("handover.mutants.update", false, "with -handover.mutants: rewrite "+killersFile+" with the test that killed each mutant")
+
+// runMutant applies m, builds the package's tests with it and returns the
+// test that killed it; it fails t if none did. The runs, each with
+// -failfast and each only when the one before killed nothing: the hinted
+// test alone; the whole suite with -short (fewer random seeds); the whole
+// suite as hack/test.sh would run it without the mutant.
+func runMutant(t *testing.T, dir, tmp string, i int, m mutant, hint string) string {
+	src, err := os.ReadFile(filepath.Join(dir, m.file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), m.from); n != 1 {
+		t.Fatalf("the mutant's text occurs %d times in %s, want once: the core changed; update the mutant", n, m.file)
+	}
+	mutated := filepath.Join(tmp, strings.ReplaceAll(m.name, " ", "_")+".go")
+	if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), m.from, m.to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(dir, m.file): mutated}})
+	ov := filepath.Join(tmp, fmt.Sprintf("overlay%d.json", i))
+	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := filepath.Join(tmp, fmt.Sprintf("mutant%d.test", i))
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "-overlay", ov, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the mutant does not build: %v\n%s", err, tail(out))
+	}
+	defer os.Remove(bin)
+	all := "^Test([^M]|M[^u])"
+	runs := [][]string{{"-test.short", "-test.run", all}, {"-test.run", all}}
+	if hint != "" {
+		runs = append([][]string{{"-test.run", "^" + regexp.QuoteMeta(hint) + "$"}}, runs...)
+	}
+	for n, args := range runs {
+		last := n == len(runs)-1
+		cmd := exec.CommandContext(ctx, bin, append([]string{"-test.paniconexit0", "-test.count=1", "-test.failfast", "-handover.seeds", "1000"}, args...)...)
+		cmd.Dir = dir // as go test runs it, with its -test.paniconexit0
+		out, err := cmd.CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			t.Errorf("the mutant's run timed out:\n%s", tail(out))
+			return ""
+		case err == nil:
+			if last {
+				t.Errorf("the mutant survived: no test failed with it")
+				return ""
+			}
+			continue
+		case !strings.Contains(string(out), "--- FAIL"):
+			t.Errorf("the mutant's run failed without a failing test:\n%s", tail(out))
+			return ""
+		case m.mustMatch != "" && !strings.Contains(string(out), m.mustMatch):
+			if last {
+				t.Errorf("the mutant was killed, but not by %q:\n%s", m.mustMatch, tail(out))
+				return ""
+			}
+			continue
+		}
+		by := firstFail(out)
+		if hint != "" && n > 0 {
+			t.Logf("killed by: %s (not by %s, its test in %s)", by, hint, killersFile)
+		} else {
+			t.Logf("killed by: %s", by)
+		}
+		return by
+	}
+	return ""
+}
+
+// readKillers reads killersFile's lines, "mutant<TAB>test"; a missing file
+// is no hint.
+func readKillers(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	hints := map[string]string{}
+	for n, l := range strings.Split(string(b), "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		mutant, test, ok := strings.Cut(l, "\t")
+		if !ok || mutant == "" || !strings.HasPrefix(test, "Test") || strings.ContainsAny(test, " \t") {
+			return nil, fmt.Errorf("%s:%d: want \"mutant<TAB>TestName\", got %q", path, n+1, l)
+		}
+		hints[mutant] = test
+	}
+	return hints, nil
+}
+
+func writeKillers(path string, killed map[string]string) error {
+	var b strings.Builder
+	b.WriteString("# The test that killed each mutant of mutation_test.go, run first for it\n# (go test -run TestMutants . -handover.mutants -handover.mutants.update).\n")
+	for _, m := range mutants {
+		if by := killed[m.name]; by != "" {
+			fmt.Fprintf(&b, "%s\t%s\n", m.name, by)
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func tail(b []byte) string {
@@ -379,10 +482,14 @@ func tail(b []byte) string {
 	return s
 }
 
+// firstFail is the name of the first test that failed in b ("?" if none
+// says so), with its parent's when it is a subtest's.
 func firstFail(b []byte) string {
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "--- FAIL") {
-			return strings.TrimSpace(l)
+		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "--- FAIL: "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			name, _, _ = strings.Cut(name, "/")
+			return name
 		}
 	}
 	return "?"
