@@ -133,8 +133,7 @@ func (r *effectRig) start() *rangeInformer {
 // version, naming ns/a and ns/gone (which this member's cache lacks).
 func (r *effectRig) activate(version string) {
 	r.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
-		Range: 0, Token: 6, From: "node-b#1", Version: version,
-		Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}})
+		Range: 0, Token: 6, From: "node-b#1", Version: version}})
 }
 
 // released reports whether the member's lease is marked released.
@@ -357,8 +356,7 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 		// The previous deliverer's handlers saw ns/b created at 15 and
 		// ns/a changed at 18; this member's watch has sent neither yet.
 		rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
-			Range: 0, Token: 6, From: "node-b#1", Version: "18",
-			Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "18"}, {Key: "ns/b", UID: "ub", Version: "15"}}}})
+			Range: 0, Token: 6, From: "node-b#1", Version: "18"}})
 		time.Sleep(3 * catchUp) // the bubble's clock
 		synctest.Wait()
 		if got := h.get(); len(got) != 0 {
@@ -442,8 +440,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				if version == "" {
 					version = "14"
 				}
-				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position,
-					Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "10"}, {Key: "ns/gone", UID: "ug", Version: "9"}}}
+				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position}
 				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: 9, From: "node-b#1", Handoff: handoff}
 				if tc.none {
 					act.Handoff = nil

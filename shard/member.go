@@ -483,10 +483,10 @@ func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
 	now := time.Now()
 	for _, h := range m.Handoffs {
-		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
 		if h.Supplement {
-			continue // a member that predates positions: ignored, no answer
+			continue // late objects from a member that predates positions: nothing to take
 		}
+		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
 		if io.handoffAt == nil {
 			io.handoffAt = map[handoffKey]time.Time{}
 		}
@@ -608,22 +608,15 @@ func toWire(group string, to handover.MemberID, body any) any {
 	return nil
 }
 
+// handoffToWire and handoffFromWire carry a Handoff. The wire's Objects
+// and Supplement (for and from members that predate positions) are
+// neither sent nor read.
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	out := &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Supplement: h.Supplement, Objects: make([]*shardpb.ObjectRef, len(h.Objects)),
-		Position: h.Position}
-	for i, o := range h.Objects {
-		out.Objects[i] = &shardpb.ObjectRef{Key: o.Key, Uid: o.UID, Version: o.Version}
-	}
-	return out
+	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position}
 }
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	out := handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Supplement: h.Supplement, Objects: make([]handover.ObjectRef, len(h.Objects)),
-		Position: h.Position}
-	for i, o := range h.Objects {
-		out.Objects[i] = handover.ObjectRef{Key: o.Key, UID: o.Uid, Version: o.Version}
-	}
-	return out
+	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position}
 }
 
 // ticker calls send every interval, with the number of ticks due: one;

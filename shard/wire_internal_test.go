@@ -29,8 +29,7 @@ func TestHelloRoundTrip(t *testing.T) {
 
 // A Released's handoffs cross the wire whole, their final positions too.
 func TestReleasedRoundTrip(t *testing.T) {
-	in := handover.Handoff{Range: 3, Token: 9, Version: "120", From: "a#1", Supplement: true,
-		Objects: []handover.ObjectRef{{Key: "ns/x", UID: "ux", Version: "101"}}, Position: 118}
+	in := handover.Handoff{Range: 3, Token: 9, Version: "120", From: "a#1", Position: 118}
 	w, ok := toWire("g", "b#2", &handover.Released{From: "c#3", Epoch: 4, Ranges: []int{3}, Handoffs: []handover.Handoff{in}}).(*shardpb.Released)
 	if !ok {
 		t.Fatal("toWire gave no Released")
@@ -48,5 +47,26 @@ func TestReleasedRoundTrip(t *testing.T) {
 	}
 	if out := handoffFromWire(back.Handoffs[0]); !reflect.DeepEqual(out, in) {
 		t.Fatalf("Handoff after the wire:\n%+v\nwant\n%+v", out, in)
+	}
+}
+
+// From a member that predates positions, a Released may carry a
+// supplement (late objects of an earlier handoff, in an answer of epoch
+// 0) and objects with its handoff: the supplement is dropped at the wire,
+// the objects are not read, and the handoff's version stands for its
+// position.
+func TestOldMembersHandoffsFromTheWire(t *testing.T) {
+	io := &memberIO{}
+	w := &shardpb.Released{From: "old#1", Epoch: 4, Ranges: []int32{3}, Handoffs: []*shardpb.Handoff{
+		{Range: 3, Token: 7, Version: "90", From: "old#1", Supplement: true, Objects: []*shardpb.ObjectRef{{Key: "ns/y"}}},
+		{Range: 3, Token: 9, Version: "120", From: "old#1", Objects: []*shardpb.ObjectRef{{Key: "ns/x", Uid: "ux", Version: "101"}}},
+	}}
+	got := io.releasedFromWire(w)
+	want := []handover.Handoff{{Range: 3, Token: 9, Version: "120", From: "old#1"}}
+	if !reflect.DeepEqual(got.Handoffs, want) {
+		t.Fatalf("handoffs %+v, want %+v", got.Handoffs, want)
+	}
+	if p := handoffPosition(&got.Handoffs[0]); p != (position{token: 9, version: 120}) {
+		t.Fatalf("position %+v, want token 9 at 120", p)
 	}
 }

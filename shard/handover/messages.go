@@ -178,23 +178,16 @@ type Handoff struct {
 	// resourceVersion up to which the sender's handlers were given every
 	// event of the range (0: not known, a member that predates it). The
 	// next deliverer resumes from it: its handlers get OnDelete for the
-	// objects deleted after it (position.go in the shell), whatever
-	// Objects says.
+	// objects deleted after it (position.go in the shell).
 	Position int64
-	// Objects are those the sender's handlers had as existing when it
-	// stopped, for members that predate Position (which give OnDelete for
-	// those they no longer have); others ignore them.
-	Objects []ObjectRef
 	// From is the member that delivered the range under Token ("": the
 	// sender). Members of an earlier version passed handoffs on, and said
 	// so here.
 	From MemberID
-	// Supplement: sent by members that predate Position (late objects of
-	// an earlier deliverer's Handoff); ignored.
-	Supplement bool
 }
 
-// ObjectRef is one object of a Handoff.
+// ObjectRef names an object a range's handlers had: the shell's
+// tombstones.
 type ObjectRef struct {
 	Key, UID, Version string
 }

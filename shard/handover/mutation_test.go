@@ -185,12 +185,6 @@ var mutants = []mutant{
 		to:   "if false {",
 	},
 	{
-		name: "a supplement (a member that predates positions) is taken as a handoff",
-		file: "ranges.go",
-		from: "if h == nil || h.Supplement {",
-		to:   "if h == nil {",
-	},
-	{
 		name: "a member left out of a peer's view does not rejoin",
 		file: "membership.go",
 		from: "c.ticks-p.excludedAt >= c.cfg.HealTicks {",

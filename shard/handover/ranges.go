@@ -173,7 +173,7 @@ func (c *Core) releasedMsg(m *Released) {
 				// (it claimed with this member's answer to an earlier ask)
 				// and released it to another member: its token is unknown.
 				switch h := handoffOf(m, r); {
-				case h == nil || h.Supplement:
+				case h == nil:
 					st.preOK = false // no handoff
 				case h.From != m.From:
 					st.preOK = false // one it passed on (a member of an earlier version)
@@ -194,8 +194,8 @@ func (c *Core) releasedMsg(m *Released) {
 // record and the leases: a stale one cannot take a version back, and a
 // late one adds nothing.
 func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
-	if h == nil || h.Supplement {
-		return // a supplement: late objects of a member that predates positions
+	if h == nil {
+		return
 	}
 	got := *h
 	got.From = h.deliverer(from)

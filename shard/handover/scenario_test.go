@@ -1057,7 +1057,7 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 	for _, whileActive := range []bool{false, true} {
 		c, self, peer, epoch := acquiringZero(t)
 		act := activateOnVoidLease(t, c, self, peer, nil)
-		late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}, {Key: "ns/b", UID: "ub", Version: "28"}}}
+		late := handover.Handoff{Range: 0, Token: 9, Version: "30"}
 		lateRel := &handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}}
 		if whileActive {
 			c.Step(lateRel)
@@ -1075,7 +1075,7 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 		if !whileActive {
 			c.Step(lateRel)
 		}
-		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", Position: 41, From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}, {Key: "ns/c", UID: "uc", Version: "39"}}}
+		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", Position: 41, From: self}
 		rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
 		if !ok {
 			t.Fatalf("no answer to the asker once stopped: %+v", c.Status())
@@ -1147,7 +1147,7 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	if st := c.Status().Ranges[0]; st.State != "deactivating" {
 		t.Fatalf("range 0 is %s, want deactivating for the newcomer", st.State)
 	}
-	own := &handover.Handoff{Range: 0, Token: acts[0].Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/b", UID: "ub", Version: "35"}}}
+	own := &handover.Handoff{Range: 0, Token: acts[0].Token, Version: "40", From: self}
 	out = c.Step(&handover.RangeStopped{Range: 0, Epoch: acts[0].Epoch, Handoff: own})
 	var to stage.Addr
 	for _, m := range out {
@@ -1160,44 +1160,12 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 	}
 	// The previous deliverer's answer comes now: nothing follows the
 	// release (no supplement), and the shell is given nothing.
-	late := handover.Handoff{Range: 0, Token: 9, Version: "30", Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "29"}}}
+	late := handover.Handoff{Range: 0, Token: 9, Version: "30"}
 	out = c.Step(&handover.Released{From: peer, Epoch: acts[0].Epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{late}})
 	for _, m := range out {
 		if _, ok := m.Body.(*handover.Released); ok || m.To == handover.ToRanges {
 			t.Fatalf("a late answer after the release gave %T to %v", m.Body, m.To)
 		}
-	}
-
-	// The next owner, given a supplement by a member that predates
-	// positions, before and after the handoff it adds to: ignored.
-	c2, _, peer2, epoch2 := acquiringZero(t)
-	supplement := &handover.Released{From: peer2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Supplement: true, Objects: []handover.ObjectRef{{Key: "ns/a"}}}}}
-	out = c2.Step(supplement)
-	out = append(out, c2.Step(&handover.Released{From: peer2, Epoch: epoch2, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer2, Objects: []handover.ObjectRef{{Key: "ns/b"}}}}})...)
-	act2 := untilActive(t, c2, out)
-	if act2.Handoff == nil || len(act2.Handoff.Objects) != 1 || act2.Handoff.Objects[0].Key != "ns/b" {
-		t.Fatalf("activated with handoff %+v, want the handoff alone (ns/b)", act2.Handoff)
-	}
-	for _, m := range c2.Step(supplement) {
-		if m.To == handover.ToRanges {
-			t.Fatalf("a supplement gave the shell %T", m.Body)
-		}
-	}
-}
-
-// A supplement is no answer: a leaving member that waits for the answer of
-// a member it asked (it may carry a handoff) still waits when that member's
-// supplement comes first.
-func TestSupplementIsNoAnswer(t *testing.T) {
-	c, _, peer, _ := acquiringZero(t)
-	stop, ok := find[*handover.StopRange](c.Step(&handover.Leave{}))
-	if !ok {
-		t.Fatalf("the attempt was not given up on leaving: %+v", c.Status())
-	}
-	c.Step(&handover.RangeStopped{Range: 0, Epoch: stop.Epoch})
-	sup := &handover.Released{From: peer, Ranges: []int{0}, Handoffs: []handover.Handoff{{Range: 0, Token: 9, From: peer, Supplement: true, Objects: []handover.ObjectRef{{Key: "ns/a"}}}}}
-	if _, ok := find[*handover.Left](c.Step(sup)); ok {
-		t.Fatal("left on a supplement, before the answer of the member it asked")
 	}
 }
 
@@ -1465,7 +1433,7 @@ func TestOwnDeliveryOutweighsAnOlderMove(t *testing.T) {
 			// range 0 to other.
 			c.Step(&handover.Hello{From: asker, Ranges: 1, HashField: "uid", JoinedAt: 1, View: []handover.MemberID{asker, other},
 				Moved: []handover.Move{{Range: 0, To: other, Token: tc.token(act.Token)}}, Reply: true})
-			own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", From: self, Objects: []handover.ObjectRef{{Key: "ns/a", UID: "ua", Version: "35"}}}
+			own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", From: self}
 			rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
 			answered := ok && len(rel.Handoffs) == 1 && rel.Handoffs[0].Token == act.Token
 			if answered != tc.answer {
