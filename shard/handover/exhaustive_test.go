@@ -22,36 +22,42 @@ import (
 // The exhaustive check explores every interleaving of a small scope with
 // the simulator (stateless model checking by replay: the cores cannot be
 // copied, so every state explored is reached by running its path's script
-// on a fresh world).
+// on a fresh world; a path's first successor reuses its world).
 //
-// Scope. A fixed prefix starts members n1 and n2 with 2 ranges and lets
-// them settle (the simulator's quiescence, with the replay's generator).
-// From that settled state every path is a sequence of the following
-// events, in any order the state allows:
+// Scope. A fixed prefix starts members n1 and n2 with 2 ranges on a
+// network in order per sender and address (fifo), lets them settle (the
+// simulator's quiescence, with the replay's generator), and makes n2
+// leave gracefully: the move of its range to n1. Nothing is in flight
+// before the leave, so the explored part starts with it. From there every
+// path is a sequence of the following events, in any order the state
+// allows:
 //
-//   - the delivery of any message in flight (the network reorders freely);
+//   - the delivery of the first message in flight of any sender and
+//     address (messages between two addresses stay in order, as over one
+//     connection);
 //   - the next input of any member's mailbox (members interleave; one
 //     member's mailbox is in order, as an actor's);
 //   - the completion of any pending shell effect (range start, stop,
 //     activation, deactivation: the report follows later);
 //   - the success of any pending API request;
 //   - a provider's watch showing a member a topology it has not shown it,
-//     a lease watch showing a member a lease snapshot that differs from
-//     the last one it showed it, and the provider dropping a node that
-//     died or left;
-//   - the move: n2 leaves gracefully (its range moves to n1);
-//   - at most one crash (kill) of n1 or n2, at any point;
-//   - at most one lost (drop) or duplicated (dup) message, any message;
-//   - time passing (advance 200 ms: the members' tickers fire), at most
-//     exhaustiveAdvances times.
+//     a lease watch showing a member a snapshot whose holders or releases
+//     differ from the last one it showed it (renewals alone are not
+//     shown), and the provider dropping a node that died or left;
+//   - in the scopes with faults, at most one crash (kill) of n1 or n2 and
+//     at most one lost (drop) or duplicated (dup) message, any message in
+//     flight, at any point;
+//   - time passing (advance 200 ms: the members' tickers fire), once, and
+//     only when no message, input, effect or API request is pending.
 //
 // After every event the world checks that no two members can call a
 // range's handlers; every path ends, when nothing is left to do or at the
 // depth bound, with the simulator's quiescence (deterministic: the same
-// generator as TestReplay's) and its checks: convergence (checkQuiet) and,
-// on paths with neither crash nor lost message, continuity (checkHandoffs:
-// every activation resumed from the previous deliverer's final position).
-// A failing path prints a script for TestReplay.
+// generator as TestReplay's, which advances time as it needs) and its
+// checks: convergence (checkQuiet) and, on paths with neither crash nor
+// lost message, continuity (checkHandoffs: every activation resumed from
+// the previous deliverer's final position). A failing path prints a
+// script for TestReplay.
 //
 // Pruning. A state is the world's whole state (the cores' included, read
 // by reflection: every field the next steps can read, and the history the
@@ -60,12 +66,14 @@ import (
 // reach the same state have the same futures, so a state is explored once
 // (again only with more depth left). No other reduction is made.
 //
-// Not covered: failed or late API requests (apifail, apilate), bounced
-// messages, pauses, partitions, clock skew beyond the simulator's fixed
-// rates, repeated or stale watch events, joins, restarts, more than the
-// bounded time steps inside the explored part (the quiescence after it
-// advances time as it needs, in one order), and interleavings beyond the
-// depth bound (those paths end with quiescence and are counted).
+// Not covered: reordering between one sender and one address, failed or
+// late API requests (apifail, apilate), bounced messages, pauses,
+// partitions, clock skew beyond the simulator's fixed rates, repeated or
+// stale watch events, lease watches showing renewals, joins, restarts, a
+// crash before the leave, time passing while something is in flight or
+// more than once before the quiescence (which then orders the rest one
+// way), and, in the default run, interleavings past the 10th event after
+// the leave (those paths end with quiescence and are counted).
 
 var (
 	exhaustiveLarge = flag.Bool("handover.exhaustive", false, "run TestExhaustiveSmallScope's larger scope")
