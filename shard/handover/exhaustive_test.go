@@ -24,13 +24,14 @@ import (
 // copied, so every state explored is reached by running its path's script
 // on a fresh world; a path's first successor reuses its world).
 //
-// Scope. A fixed prefix starts members n1 and n2 with 2 ranges on a
-// network in order per sender and address (fifo), lets them settle (the
-// simulator's quiescence, with the replay's generator), and makes n2
-// leave gracefully: the move of its range to n1. Nothing is in flight
-// before the leave, so the explored part starts with it. From there every
-// path is a sequence of the following events, in any order the state
-// allows:
+// Scope. A fixed prefix starts members with 2 ranges on a network in
+// order per sender and address (fifo), lets them settle (the simulator's
+// quiescence, with the replay's generator), and makes the move: in the
+// leave scopes n1 and n2 settle and n2 leaves gracefully (its range moves
+// to n1); in the join scopes n1 settles alone and n2 starts (n1 hands it a
+// range). Nothing is in flight before the move, so the explored part
+// starts with it. From there every path is a sequence of the following
+// events, in any order the state allows:
 //
 //   - the delivery of the first message in flight of any sender and
 //     address (messages between two addresses stay in order, as over one
@@ -69,11 +70,11 @@ import (
 // Not covered: reordering between one sender and one address, failed or
 // late API requests (apifail, apilate), bounced messages, pauses,
 // partitions, clock skew beyond the simulator's fixed rates, repeated or
-// stale watch events, lease watches showing renewals, joins, restarts, a
-// crash before the leave, time passing while something is in flight or
-// more than once before the quiescence (which then orders the rest one
-// way), and, in the default run, interleavings past the 10th event after
-// the leave (those paths end with quiescence and are counted).
+// stale watch events, lease watches showing renewals, a third member,
+// restarts, a crash before the move, time passing while something is in
+// flight or more than once before the quiescence (which then orders the
+// rest one way), and, in the scopes with faults, interleavings past the
+// depth bound (those paths end with quiescence and are counted).
 
 var (
 	exhaustiveLarge = flag.Bool("handover.exhaustive", false, "run TestExhaustiveSmallScope's larger scope")
@@ -85,6 +86,9 @@ type exhaustiveScope struct {
 	advances int // time steps among them, at most
 	crash    bool
 	fault    bool // one lost or duplicated message
+	// join: the move is n2 joining n1 (n1 hands it a range), instead of
+	// n2 leaving.
+	join bool
 	// idleTime: time passes only when no message, input, effect or API
 	// request is pending.
 	idleTime bool
@@ -442,25 +446,27 @@ func (x *explorer) fail(ps *pathState, path []string) {
 }
 
 // TestExhaustiveSmallScope explores every interleaving of the scopes
-// above. The default run explores the first 10 events after the leave
-// with one crash and one lost or duplicated message among them (each path
-// then ends with quiescence); -handover.exhaustive also explores the move
-// to its end with no fault, and the first 13 events with the faults.
+// above. The default run explores the join to its end without faults,
+// and with one crash and one lost or duplicated message the first 10
+// events after the leave and the first 8 after the join (each path then
+// ends with quiescence); -handover.exhaustive also explores the leave to
+// its end without faults, and with the faults 13 events after the leave
+// and 10 after the join.
 func TestExhaustiveSmallScope(t *testing.T) {
-	scopes := []struct {
+	type named struct {
 		name  string
 		scope exhaustiveScope
-	}{{"faults", exhaustiveScope{depth: 10, advances: 1, crash: true, fault: true, idleTime: true}}}
+	}
+	scopes := []named{
+		{"leave-faults", exhaustiveScope{depth: 10, advances: 1, crash: true, fault: true, idleTime: true}},
+		{"join", exhaustiveScope{depth: 80, advances: 1, idleTime: true, join: true}},
+		{"join-faults", exhaustiveScope{depth: 8, advances: 1, crash: true, fault: true, idleTime: true, join: true}},
+	}
 	if *exhaustiveLarge {
 		scopes = append(scopes,
-			struct {
-				name  string
-				scope exhaustiveScope
-			}{"move", exhaustiveScope{depth: 60, advances: 1, idleTime: true}},
-			struct {
-				name  string
-				scope exhaustiveScope
-			}{"faults-deep", exhaustiveScope{depth: 13, advances: 1, crash: true, fault: true, idleTime: true}})
+			named{"leave", exhaustiveScope{depth: 80, advances: 1, idleTime: true}},
+			named{"leave-faults-deep", exhaustiveScope{depth: 13, advances: 1, crash: true, fault: true, idleTime: true}},
+			named{"join-faults-deep", exhaustiveScope{depth: 10, advances: 1, crash: true, fault: true, idleTime: true, join: true}})
 	}
 	for _, sc := range scopes {
 		t.Run(sc.name, func(t *testing.T) { exhaust(t, sc.scope) })
@@ -474,7 +480,9 @@ func exhaust(t *testing.T, scope exhaustiveScope) {
 	w := newWorld(t, x.ranges)
 	w.exec("fifo")
 	w.exec("start n1")
-	w.exec("start n2")
+	if !scope.join {
+		w.exec("start n2")
+	}
 	if !w.quiesce(rand.New(rand.NewPCG(1, 2))) || len(w.errs) > 0 {
 		t.Fatalf("the prefix does not settle: %v\n%s", w.errs, w.dump())
 	}
@@ -485,6 +493,9 @@ func exhaust(t *testing.T, scope exhaustiveScope) {
 	// The move: n2 leaves. It starts the explored part (before it
 	// nothing is in flight, and a crash there is a crash without a move).
 	x.prefix = append(w.lines, "leave n2")
+	if scope.join {
+		x.prefix = append(w.lines, "start n2")
+	}
 	began := time.Now()
 	x.explore(nil, nil)
 	t.Logf("scope %+v: %d states, %d revisits pruned, %d paths ended with quiescence (%d at the depth bound), deepest %d, in %v",
