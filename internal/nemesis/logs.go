@@ -77,6 +77,7 @@ var Events = []struct{ Message, Name string }{
 	{"the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then", "catch-ups past their timeout (one line per timeout)"},
 	{"the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records", "leaves out of time"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
+	{"cannot write the range's record; its next owner resumes from this member's answer, or from an older position (deletes given again)", "range records not written"},
 	{"the range resumes from its last delivered position", "resumes"},
 	{"fenced: no handler is called from now on", EventFence},
 	{"the range's changes since its last delivered position could not all be replayed: a delete in between may reach no handler", EventResumeCutShort},
