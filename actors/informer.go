@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -455,8 +456,15 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 	close(s.stoppedCh)
 }
 
+// newActorSystem is the system an informer creates for itself. Its dead
+// letters are each logged as they happen (at klog -v=2), never counted
+// and logged later: protoactor's throttle logs its count a second after
+// the first dead letter, from a goroutine of its own, so a stop's dead
+// letters were logged after Stop had returned, to a logger its user may
+// have replaced or closed since (klog.SetLogger in client-go's own
+// tests, run by internal/fidelity, races with it).
 func newActorSystem(l *slog.Logger) *actor.ActorSystem {
-	return NewActorSystem(SystemLogger(l))
+	return NewActorSystem(SystemLogger(l), actor.WithDeadLetterThrottleCount(math.MaxInt32))
 }
 
 // NewActorSystem is protoactor's actor.NewActorSystem with a process
