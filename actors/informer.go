@@ -456,15 +456,8 @@ func (s *SharedIndexInformer) RunWithContext(ctx context.Context) {
 	close(s.stoppedCh)
 }
 
-// newActorSystem is the system an informer creates for itself. Its dead
-// letters are each logged as they happen (at klog -v=2), never counted
-// and logged later: protoactor's throttle logs its count a second after
-// the first dead letter, from a goroutine of its own, so a stop's dead
-// letters were logged after Stop had returned, to a logger its user may
-// have replaced or closed since (klog.SetLogger in client-go's own
-// tests, run by internal/fidelity, races with it).
 func newActorSystem(l *slog.Logger) *actor.ActorSystem {
-	return NewActorSystem(SystemLogger(l), actor.WithDeadLetterThrottleCount(math.MaxInt32))
+	return NewActorSystem(SystemLogger(l))
 }
 
 // NewActorSystem is protoactor's actor.NewActorSystem with a process
@@ -479,8 +472,16 @@ func newActorSystem(l *slog.Logger) *actor.ActorSystem {
 // (WithActorSystem) or build a shard member's cluster on. A system that
 // will host very many actors at once (a grain per object, say) is better
 // served by protoactor's own constructor.
+//
+// Its dead letters are each logged as they happen (at klog -v=2), not
+// throttled: protoactor's throttle logs the count of those past the
+// first three a second later, from a goroutine of its own, so the dead
+// letters of an informer's stop were logged after Stop had returned, to
+// a logger its user may have replaced or closed since (klog.SetLogger in
+// client-go's own tests, which internal/fidelity runs, raced with it).
+// actor.WithDeadLetterThrottleCount among opts sets a throttle again.
 func NewActorSystem(opts ...actor.ConfigOption) *actor.ActorSystem {
-	sys := actor.NewActorSystem(append([]actor.ConfigOption{klogSystemLogger()}, opts...)...)
+	sys := actor.NewActorSystem(append([]actor.ConfigOption{klogSystemLogger(), actor.WithDeadLetterThrottleCount(math.MaxInt32)}, opts...)...)
 	shrinkRegistry(sys)
 	return sys
 }

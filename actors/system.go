@@ -16,9 +16,10 @@ import (
 //
 // It is created on first use and never shut down. That leaks nothing: a
 // protoactor system runs no goroutine of its own (ActorSystem.Shutdown only
-// closes a channel), and an informer stops every actor it spawned before
-// Run returns, so once the informers stop the system holds no goroutine and
-// no actor.
+// closes a channel; its dead-letter throttle, which sleeps a second in a
+// goroutine, logs nothing: NewActorSystem), and an informer stops every
+// actor it spawned before Run returns, so once the informers stop the
+// system holds no actor.
 var sharedSystem = sync.OnceValue(func() *actor.ActorSystem {
 	return NewActorSystem() // protoactor's logs to klog, as the informers'
 })
