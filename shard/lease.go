@@ -60,13 +60,19 @@ func hash16(s string) string {
 // a label value, so that an operator selects a group's leases by it.
 func groupLabel(group string) string { return group }
 
-// leaseName is the name of member m's lease in group.
-func leaseName(group string, m handover.MemberID) string {
+// groupPart is group as the part of an object name: lower case, DNS-safe,
+// at most 30 characters (the names add a hash of the whole).
+func groupPart(group string) string {
 	g := strings.Trim(dnsUnsafe.ReplaceAllString(strings.ToLower(group), "-"), "-")
 	if len(g) > 30 {
 		g = g[:30]
 	}
-	return "aishard-" + g + "-" + hash16(group+"\x00"+string(m))
+	return g
+}
+
+// leaseName is the name of member m's lease in group.
+func leaseName(group string, m handover.MemberID) string {
+	return "aishard-" + groupPart(group) + "-" + hash16(group+"\x00"+string(m))
 }
 
 // leases is a member's client of the group's leases: its own, written with

@@ -71,11 +71,7 @@ func (r rangeRecord) pos() position { return position{token: r.token, version: r
 
 // recordName is the name of range index's record in group.
 func recordName(group string, index int) string {
-	g := strings.Trim(dnsUnsafe.ReplaceAllString(strings.ToLower(group), "-"), "-")
-	if len(g) > 30 {
-		g = g[:30]
-	}
-	return fmt.Sprintf("aishard-%s-r%d-%s", g, index, hash16(group)[:8])
+	return fmt.Sprintf("aishard-%s-r%d-%s", groupPart(group), index, hash16(group)[:8])
 }
 
 // recordTries bounds a record write's compare-and-swap rounds (each a read
@@ -93,10 +89,9 @@ func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord) er
 	for range recordTries {
 		rctx, cancel := context.WithTimeout(ctx, l.timeout)
 		cur, err := api.Get(rctx, name, metav1.GetOptions{})
+		holder, now := string(l.self), metav1.NewMicroTime(time.Now())
 		switch {
 		case apierrors.IsNotFound(err):
-			holder := string(l.self)
-			now := metav1.NewMicroTime(time.Now())
 			obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
 				Labels:      map[string]string{LabelRecordOf: groupLabel(l.group)},
 				Annotations: map[string]string{AnnotationRecord: rec.encode(), AnnotationRecordRange: strconv.Itoa(index)}},
@@ -113,8 +108,6 @@ func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord) er
 			}
 			upd.Annotations[AnnotationRecord] = rec.encode()
 			upd.Annotations[AnnotationRecordRange] = strconv.Itoa(index)
-			holder := string(l.self)
-			now := metav1.NewMicroTime(time.Now())
 			upd.Spec.HolderIdentity, upd.Spec.RenewTime = &holder, &now
 			_, err = api.Update(rctx, upd, metav1.UpdateOptions{})
 		}

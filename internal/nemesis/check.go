@@ -287,20 +287,14 @@ type Result struct {
 }
 
 // Count returns the number of violations of kind k ("" for all).
-func (r *Result) Count(k string) int {
-	n := 0
-	for _, v := range r.Violations {
-		if k == "" || v.Kind == k {
-			n++
-		}
-	}
-	return n
-}
+func (r *Result) Count(k string) int { return countKind(r.Violations, k) }
 
 // ExemptCount returns the number of exemptions of kind k ("" for all).
-func (r *Result) ExemptCount(k string) int {
+func (r *Result) ExemptCount(k string) int { return countKind(r.Exemptions, k) }
+
+func countKind(vs []Violation, k string) int {
 	n := 0
-	for _, v := range r.Exemptions {
+	for _, v := range vs {
 		if k == "" || v.Kind == k {
 			n++
 		}

@@ -789,32 +789,25 @@ func (r *Run) Logs() string { return r.logs() }
 // attribute), at most max per member: a violation's story, which the last
 // lines seldom hold.
 func (r *Run) LogsAbout(ranges []int, max int) string {
-	r.mu.Lock()
-	ms := slices.Clone(r.members)
-	r.mu.Unlock()
-	var b strings.Builder
-	for _, m := range ms {
-		data, _ := os.ReadFile(m.proc.Log)
-		var lines []string
-		for _, l := range strings.Split(string(data), "\n") {
-			for _, i := range ranges {
-				if strings.Contains(l, fmt.Sprintf("range=\"%d/", i)) {
-					lines = append(lines, l)
-					break
-				}
+	return r.logsWhere(func(l string) bool {
+		for _, i := range ranges {
+			if strings.Contains(l, fmt.Sprintf("range=\"%d/", i)) {
+				return true
 			}
 		}
-		if len(lines) > max {
-			lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
-		}
-		fmt.Fprintf(&b, "--- %s:\n%s\n", m.Name, strings.Join(lines, "\n"))
-	}
-	return b.String()
+		return false
+	}, max)
 }
 
 // LogsMatching returns, from every member's stderr (all its
 // incarnations), the lines that contain substr, at most max per member.
 func (r *Run) LogsMatching(substr string, max int) string {
+	return r.logsWhere(func(l string) bool { return strings.Contains(l, substr) }, max)
+}
+
+// logsWhere returns, from every member's stderr (all its incarnations),
+// the lines keep takes, the last max per member.
+func (r *Run) logsWhere(keep func(string) bool, max int) string {
 	r.mu.Lock()
 	ms := slices.Clone(r.members)
 	r.mu.Unlock()
@@ -823,15 +816,12 @@ func (r *Run) LogsMatching(substr string, max int) string {
 		data, _ := os.ReadFile(m.proc.Log)
 		var lines []string
 		for _, l := range strings.Split(string(data), "\n") {
-			if strings.Contains(l, substr) {
+			if keep(l) {
 				lines = append(lines, l)
 			}
 		}
-		if len(lines) == 0 {
-			continue
-		}
 		if len(lines) > max {
-			lines = lines[len(lines)-max:]
+			lines = append([]string{fmt.Sprintf("(%d earlier lines left out)", len(lines)-max)}, lines[len(lines)-max:]...)
 		}
 		fmt.Fprintf(&b, "--- %s:\n%s\n", m.Name, strings.Join(lines, "\n"))
 	}
