@@ -698,6 +698,15 @@ func (io *memberIO) leaseEffect(body any) {
 				time.Sleep(s.o.retry)
 			}
 		}()
+	case *handover.ClaimRecord:
+		go func() {
+			tok, err := inc.leases.claimRecord(inc.ctx, e.Range)
+			if err != nil && inc.ctx.Err() == nil {
+				s.warm.recordFailures.Add(1)
+				inc.log.Warn("cannot claim the range's record", "range", e.Range, "err", err)
+			}
+			answer(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: tok, OK: err == nil})
+		}()
 	case *handover.RevokeLease:
 		go func() {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
@@ -771,10 +780,24 @@ func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases,
 	return snap, stones
 }
 
+// memberLeases keeps the member leases of the group labelled group: a
+// watch that does not filter by label (client-go's fake clientset) shows
+// other leases too, the range records among them, whose holder is a
+// range's deliverer.
+func memberLeases(objs []any, group string) []any {
+	out := objs[:0]
+	for _, o := range objs {
+		if l, ok := o.(*coordinationv1.Lease); ok && l.Labels[LabelGroup] == group {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // snapshotLeases sends the core the group's leases as the watch has them.
 func (io *memberIO) snapshotLeases() {
 	inc := io.inc
-	objs := io.leaseInf.GetStore().List()
+	objs := memberLeases(io.leaseInf.GetStore().List(), groupLabel(inc.s.group))
 	snap, stones := leasesOf(objs, io.leaseAddrs)
 	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
 		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)

@@ -28,6 +28,11 @@ import (
 // an answer that is lost, or that reached a member whose claim was given
 // up, loses nothing.
 //
+// The record also names the range's deliverer (its holder): a member that
+// has every other member's answer claims the range by writing the record
+// naming itself, and the write's resourceVersion is the range's fencing
+// token (claimRecord); a release clears it.
+//
 // The records are labelled apart from the member leases (LabelRecordOf),
 // so that the lease watch and its tombstone collection never see them.
 const (
@@ -78,51 +83,89 @@ func recordName(group string, index int) string {
 // and a write) when other writers keep changing it.
 const recordTries = 5
 
-// writeRecord writes rec as range index's record, unless the record holds
-// a newer delivery's (or the same) position already: a read, then a
-// create, or an update carrying the version read (409 Conflict when
-// someone wrote meanwhile: read again). Each request within the renew
-// deadline.
+// writeRecord writes rec as range index's record, the range released
+// (no holder), unless the record holds a newer delivery's (or the same)
+// position already.
 func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord) error {
+	_, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
+		if old, derr := decodeRecord(cur.Annotations[AnnotationRecord]); derr == nil && !rec.pos().newer(old.pos()) {
+			return false // a newer delivery's, or this one's already
+		}
+		cur.Annotations[AnnotationRecord] = rec.encode()
+		cur.Spec.HolderIdentity = nil
+		return true
+	})
+	return err
+}
+
+// claimRecord writes range index's record naming this member as the
+// range's deliverer (its holder), keeping the position it holds, and
+// returns the record's resourceVersion after the write: the range's
+// fencing token, above every earlier write of the record, and so above
+// every earlier deliverer's token.
+func (l *leases) claimRecord(ctx context.Context, index int) (uint64, error) {
+	holder := string(l.self)
+	rv, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
+		cur.Spec.HolderIdentity = &holder
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	tok, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("range record %s: resourceVersion %q is not a number: fencing tokens need one", recordName(l.group, index), rv)
+	}
+	return tok, nil
+}
+
+// casRecord changes range index's record by compare-and-swap: a read,
+// change (which says whether to write), then a create, or an update
+// carrying the version read (409 Conflict when someone wrote meanwhile:
+// read again). Each request within the renew deadline. It returns the
+// record's resourceVersion after the write ("" when change wrote nothing).
+func (l *leases) casRecord(ctx context.Context, index int, change func(*coordinationv1.Lease) bool) (string, error) {
 	api := l.client.Leases(l.namespace)
 	name := recordName(l.group, index)
 	for range recordTries {
 		rctx, cancel := context.WithTimeout(ctx, l.timeout)
 		cur, err := api.Get(rctx, name, metav1.GetOptions{})
-		holder, now := string(l.self), metav1.NewMicroTime(time.Now())
-		switch {
-		case apierrors.IsNotFound(err):
-			obj := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
-				Labels:      map[string]string{LabelRecordOf: groupLabel(l.group)},
-				Annotations: map[string]string{AnnotationRecord: rec.encode(), AnnotationRecordRange: strconv.Itoa(index)}},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now}}
-			_, err = api.Create(rctx, obj, metav1.CreateOptions{})
-		case err == nil:
-			if old, derr := decodeRecord(cur.Annotations[AnnotationRecord]); derr == nil && !rec.pos().newer(old.pos()) {
+		create := apierrors.IsNotFound(err)
+		if create {
+			cur, err = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
+				Labels: map[string]string{LabelRecordOf: groupLabel(l.group)}}}, nil
+		}
+		var done *coordinationv1.Lease
+		if err == nil {
+			cur = cur.DeepCopy()
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			if !change(cur) {
 				cancel()
-				return nil // a newer delivery's, or this one's already
+				return "", nil
 			}
-			upd := cur.DeepCopy()
-			if upd.Annotations == nil {
-				upd.Annotations = map[string]string{}
+			cur.Annotations[AnnotationRecordRange] = strconv.Itoa(index)
+			now := metav1.NewMicroTime(time.Now())
+			cur.Spec.RenewTime = &now
+			if create {
+				done, err = api.Create(rctx, cur, metav1.CreateOptions{})
+			} else {
+				done, err = api.Update(rctx, cur, metav1.UpdateOptions{})
 			}
-			upd.Annotations[AnnotationRecord] = rec.encode()
-			upd.Annotations[AnnotationRecordRange] = strconv.Itoa(index)
-			upd.Spec.HolderIdentity, upd.Spec.RenewTime = &holder, &now
-			_, err = api.Update(rctx, upd, metav1.UpdateOptions{})
 		}
 		cancel()
 		if err == nil {
-			return nil
+			return done.ResourceVersion, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return err
+			return "", err
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 	}
-	return fmt.Errorf("range record %s kept changing", name)
+	return "", fmt.Errorf("range record %s kept changing", name)
 }
 
 // readRecord reads range index's record (a direct read, not a watch's
@@ -137,6 +180,10 @@ func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, fo
 	case err != nil:
 		return rangeRecord{}, false, err
 	}
-	rec, err = decodeRecord(cur.Annotations[AnnotationRecord])
+	a, ok := cur.Annotations[AnnotationRecord]
+	if !ok {
+		return rangeRecord{}, false, nil // claimed, never released
+	}
+	rec, err = decodeRecord(a)
 	return rec, err == nil, err
 }

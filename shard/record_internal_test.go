@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 // A range's record keeps the newest delivery's final position: a write
@@ -162,4 +164,61 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.stop()
 		time.Sleep(time.Minute) // the actor system's dead-letter throttle
 	})
+}
+
+// A claim writes the record naming its member as the range's deliverer and
+// returns the record's resourceVersion, its token: each claim's above the
+// last write's, whoever made it. It keeps the final position; a release
+// writes the position and clears the holder.
+func TestRangeRecordClaimGivesTheToken(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
+	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	holder := func() (string, string) {
+		t.Helper()
+		l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordName("g", 2), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := ""
+		if l.Spec.HolderIdentity != nil {
+			h = *l.Spec.HolderIdentity
+		}
+		return h, l.ResourceVersion
+	}
+	var last uint64
+	for i, step := range []struct {
+		by      *leases
+		release *rangeRecord
+	}{
+		{by: a},
+		{by: a, release: &rangeRecord{position: 100, version: 90}},
+		{by: b},
+		{by: a},
+	} {
+		if step.release != nil {
+			step.release.token = last
+			if err := step.by.writeRecord(ctx, 2, *step.release); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := holder(); h != "" {
+				t.Fatalf("step %d: holder %q after the release, want none", i, h)
+			}
+			continue
+		}
+		tok, err := step.by.claimRecord(ctx, 2)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		h, rv := holder()
+		if h != string(step.by.self) || strconv.FormatUint(tok, 10) != rv || tok <= last {
+			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %s, the record's version, above the last", i, h, rv, tok, last, step.by.self)
+		}
+		last = tok
+	}
+	if rec, found, err := b.readRecord(ctx, 2); err != nil || !found || rec.position != 100 {
+		t.Fatalf("the claims lost the final position: %+v (found %v, err %v)", rec, found, err)
+	}
 }

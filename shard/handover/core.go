@@ -41,10 +41,12 @@
 //     the range and it does not deliver the range: if it does, it first
 //     stops, draining its handlers, and hands over what they were given
 //     (Handoff). An undelivered message is never an answer.
-//   - Tokens. Once every member has answered or is void, the member writes
-//     its lease again; that write's resourceVersion is the range's fencing
-//     token, higher than every earlier deliverer's (their writes came
-//     before), and the range goes to the handlers, continuing from the
+//   - Tokens. Once every member has answered or is void, the member claims
+//     the range's record in the API server (ClaimRecord: a compare-and-swap
+//     naming it the range's holder); that write's resourceVersion is the
+//     range's fencing token, higher than every earlier deliverer's (their
+//     writes came before), and, while its own claim is valid, the range
+//     goes to the handlers, continuing from the
 //     newest position of the Handoff, the range's record (which the
 //     releaser's shell wrote before the release was reported) and the
 //     leases. A member answers with its own Handoff only, as often as it
@@ -248,6 +250,8 @@ func (c *Core) Step(in Input) []stage.Msg {
 		c.leaseChecked(m)
 	case *LeaseRevoked:
 		c.leaseRevoked(m)
+	case *RecordClaimed:
+		c.recordClaimed(m)
 	}
 	if !c.done {
 		c.reconcile()
@@ -442,11 +446,6 @@ func (c *Core) StatusInto(s *Status) {
 			rs.Token = st.token
 		case *acquiring:
 			rs.Waiting = sortedKeys(st.pending)
-			if c.waitsPre(st) {
-				// The token's write, before the deliverers are asked.
-				rs.Waiting = append(rs.Waiting, c.cfg.Self)
-				slices.Sort(rs.Waiting)
-			}
 		case *claiming:
 			rs.Waiting = []MemberID{c.cfg.Self}
 		}

@@ -19,9 +19,8 @@ type ownLease struct {
 	// validUntil: handler calls are allowed until then (RenewDeadline
 	// after lastOK).
 	validUntil time.Duration
-	// token is the resourceVersion of the last successful write, okSeq
-	// its number.
-	token, okSeq uint64
+	// token is the resourceVersion of the last successful write.
+	token uint64
 	// synced: a Leases snapshot showed this member's lease, so the watch
 	// is past its creation and every lease created before it is known.
 	synced bool
@@ -193,33 +192,6 @@ func (c *Core) renew() {
 	c.out.Send(ToLease, &RenewLease{Seq: c.lease.seq, Create: !c.lease.created})
 }
 
-// maybeRenew writes the lease now when a range waits for a write that has
-// not begun (awaitsWrite).
-func (c *Core) maybeRenew() {
-	if c.lease.inflight || c.done {
-		return
-	}
-	for r := range c.ranges {
-		if c.awaitsWrite(c.ranges[r].state) {
-			c.renew()
-			return
-		}
-	}
-}
-
-// awaitsWrite reports whether a range in state st waits for a lease write
-// that has not begun: a claim's, after the last answer, or the one before
-// the deliverers are asked.
-func (c *Core) awaitsWrite(st rangeState) bool {
-	switch st := st.(type) {
-	case *claiming:
-		return st.after >= c.lease.seq
-	case *acquiring:
-		return c.waitsPre(st) && st.preAt >= c.lease.seq
-	}
-	return false
-}
-
 // leaseTick renews the lease every RetryPeriod, fences this member once
 // its claim has lapsed, and revokes the leases that stayed unchanged for
 // LeaseDuration.
@@ -265,9 +237,6 @@ func (c *Core) renewed(m *LeaseRenewed) {
 	if m.Token > l.token {
 		l.token = m.Token
 	}
-	if m.Seq > l.okSeq {
-		l.okSeq = m.Seq
-	}
 	if m.Start >= l.lastOK {
 		l.lastOK = m.Start
 	}
@@ -282,7 +251,6 @@ func (c *Core) renewed(m *LeaseRenewed) {
 		l.validUntil = until
 		c.out.Send(ToLease, &SetValidity{Until: until})
 	}
-	c.activate(m.Seq, m.Token)
 }
 
 func (c *Core) renewFailed(m *LeaseRenewFailed) {

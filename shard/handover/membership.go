@@ -334,11 +334,6 @@ func (c *Core) forget(id MemberID) {
 		ri := &c.ranges[r]
 		delete(ri.deferred, id)
 		if st, ok := ri.state.(*acquiring); ok {
-			if _, waiting := st.pending[id]; waiting {
-				// Unanswered: it may have delivered under a token above
-				// the early write's.
-				c.notPre(st)
-			}
 			delete(st.pending, id)
 			delete(st.holders, id)
 		}

@@ -75,27 +75,17 @@ type acquiring struct {
 	// range to this member.
 	delivAsked map[MemberID]int
 	answered   bool
-	// The token is written before the deliverers are asked (make-before-
-	// break without the token's write between their last call and this
-	// member's first): once every other member has answered (preSet), the
-	// deliverers are asked only after a lease write numbered above preAt
-	// has succeeded. Its token serves the claim if it still holds when the
-	// last one answers (preOK): no member was added to pending, or left it
-	// void or Gone, meanwhile, and every deliverer answered with a handoff
-	// of its own delivery, whose tokens are all below it (the highest:
-	// preMax).
-	// Else the claim waits for a write that starts after it, as before.
-	preSet, preOK bool
-	preAt, preMax uint64
 }
 
-// claiming: every member has answered or is void; the member waits for a
-// lease write that started after that, whose resourceVersion is the
-// range's fencing token.
+// claiming: every member has answered or is void; the member writes the
+// range's record naming itself (ClaimRecord), whose resourceVersion is the
+// range's fencing token. inflight: a write is running; one that failed is
+// made again from tick retry on.
 type claiming struct {
-	after   uint64 // a write numbered above this one
-	handoff *Handoff
-	prev    MemberID
+	handoff  *Handoff
+	prev     MemberID
+	inflight bool
+	retry    int
 }
 
 // active: the handlers get the range, under token.
@@ -168,18 +158,6 @@ func (c *Core) releasedMsg(m *Released) {
 		if st, ok := ri.state.(*acquiring); ok {
 			if _, deliv := st.delivAsked[m.From]; deliv {
 				st.answered = true
-				// A deliverer that answers with no handoff of its own may
-				// have delivered the range since the token's write started
-				// (it claimed with this member's answer to an earlier ask)
-				// and released it to another member: its token is unknown.
-				switch h := handoffOf(m, r); {
-				case h == nil:
-					st.preOK = false // no handoff
-				case h.From != m.From:
-					st.preOK = false // one it passed on (a member of an earlier version)
-				case h.Token > st.preMax:
-					st.preMax = h.Token
-				}
 			}
 			delete(st.pending, m.From)
 			delete(st.holders, m.From)
@@ -288,22 +266,16 @@ func (c *Core) reconcile() {
 	}
 	c.computeView()
 	cutOff := !ms.inTopo
-	activated := false
 	for r := range c.ranges {
-		activated = c.stepRange(r, cutOff) || activated
+		c.stepRange(r, cutOff)
 		c.answerDeferred(r)
 	}
-	if activated {
-		c.broadcastHello() // as activate does
-	}
-	c.maybeRenew()
 	c.settled = c.viewReached()
 }
 
 // stepRange moves range r one step towards what the view says (cutOff:
-// this member is not in the topology), and reports whether a claim
-// activated it.
-func (c *Core) stepRange(r int, cutOff bool) bool {
+// this member is not in the topology).
+func (c *Core) stepRange(r int, cutOff bool) {
 	ri := &c.ranges[r]
 	mine := c.owner(r) == c.cfg.Self
 	switch st := ri.state.(type) {
@@ -320,9 +292,11 @@ func (c *Core) stepRange(r int, cutOff bool) bool {
 		// the range with no member ready to deliver it.
 		if cutOff || c.failed != "" {
 			c.stopRange(r)
+		} else if !st.inflight && c.ticks >= st.retry {
+			c.claimRecord(r, st) // again: the last write failed
 		}
 	case *acquiring:
-		return c.pursueClaim(r, st, mine)
+		c.pursueClaim(r, st, mine)
 	case *active:
 		// Without the topology, or with nobody to hand over to, or once
 		// a leave's time is up, stop delivering without an asker.
@@ -330,7 +304,6 @@ func (c *Core) stepRange(r int, cutOff bool) bool {
 			c.deactivate(r, "")
 		}
 	}
-	return false
 }
 
 // startWhenSettled starts an idle range this member owns (mine) once
@@ -360,32 +333,28 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 }
 
 // pursueClaim moves range r, being acquired, towards its claim (mine: the
-// view gives r to this member), and reports whether the claim activated
-// it: while r is this member's, it asks the members that may deliver r,
-// once it may ask, and claims r when none is left to answer.
-func (c *Core) pursueClaim(r int, st *acquiring, mine bool) bool {
-	if !mine {
+// view gives r to this member): while r is this member's, it asks the
+// members that may deliver r, once it may ask, and claims r when none is
+// left to answer.
+func (c *Core) pursueClaim(r int, st *acquiring, mine bool) {
+	switch {
+	case !mine:
 		// The view moved the range on after its deliverer was asked: it
 		// claims the range once the deliverer has released it (every
 		// other member had answered), stops once that answer can no
 		// longer come, and asks nothing more meanwhile.
 		if st.answered && len(st.pending) == 0 && c.lease.synced {
-			return c.claim(r, st)
+			c.claim(r, st)
 		} else if !c.deliverersAnswering(st) {
 			c.stopRange(r)
 		}
-		return false
+	case c.mayAsk(): // until then the deliverers go on delivering
+		c.askNewMembers(r)
+		c.dropVoid(st)
+		if len(st.pending) == 0 {
+			c.claim(r, st)
+		}
 	}
-	if !c.mayAsk() {
-		// Until then the deliverers go on delivering.
-		return false
-	}
-	c.askNewMembers(r)
-	c.dropVoid(st)
-	if len(st.pending) == 0 {
-		return c.claim(r, st)
-	}
-	return false
 }
 
 // viewReached: discovery is over, this member is in the topology and has
@@ -445,7 +414,6 @@ func (c *Core) askNewMembers(r int) {
 		if l := c.leases[id]; l != nil && l.void {
 			continue
 		}
-		c.notPre(st)
 		if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) {
 			// The range's deliverer is asked last: until every other member
 			// has answered, it keeps delivering.
@@ -458,35 +426,11 @@ func (c *Core) askNewMembers(r int) {
 	c.askHolders(r)
 }
 
-// notPre: a member joined pending, or left it void or Gone unanswered (it
-// may have delivered under a token above the write's). Before the
-// deliverers are asked, the token's write must start after this (every
-// other member answered again); once they are asked, it serves no claim.
-func (c *Core) notPre(st *acquiring) {
-	if len(st.delivAsked) == 0 {
-		st.preSet = false
-	} else {
-		st.preOK = false
-	}
-}
-
-// waitsPre: every member but the deliverers has answered, and they are
-// asked once a lease write that started after that has succeeded.
-func (c *Core) waitsPre(st *acquiring) bool {
-	return st.preSet && len(st.holders) > 0 && c.lease.okSeq <= st.preAt
-}
-
 // askHolders asks the held-back members once every other one has answered.
 func (c *Core) askHolders(r int) {
 	st := c.ranges[r].state.(*acquiring)
 	if len(st.holders) == 0 || len(st.pending) > len(st.holders) {
 		return
-	}
-	if !st.preSet {
-		st.preSet, st.preOK, st.preAt = true, true, c.lease.seq
-	}
-	if c.waitsPre(st) {
-		return // maybeRenew asks for the write
 	}
 	for _, id := range sortedKeys(st.holders) {
 		if _, still := st.pending[id]; still {
@@ -563,27 +507,22 @@ func (c *Core) dropVoid(st *acquiring) {
 		if l := c.leases[id]; l != nil && l.void {
 			delete(st.pending, id)
 			delete(st.holders, id)
-			// Its writes precede its void lease, which may follow the
-			// token's write: it may have delivered under a higher token.
-			c.notPre(st)
 		}
 	}
 }
 
-// claim: every member has answered or is void. With a token written
-// before the deliverers were asked that still holds (acquiring.preOK),
-// the range goes to the handlers at once (true); else the member waits
-// for a lease write that starts now.
-func (c *Core) claim(r int, st *acquiring) bool {
-	ri := &c.ranges[r]
-	if tok := c.lease.token; st.preSet && st.preOK && len(st.delivAsked) > 0 && c.lease.okSeq > st.preAt &&
-		c.lease.validUntil > c.now && tok > st.preMax && tok > ri.seen && tok > ri.delivered &&
-		(st.handoff == nil || tok > st.handoff.Token) {
-		c.activateRange(r, tok, st.handoff, st.prev)
-		return true
-	}
-	ri.state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
-	return false
+// claim: every member has answered or is void, so none delivers the range
+// or will before it asks this one: the member writes the range's record
+// naming itself, whose resourceVersion is the token (recordClaimed).
+func (c *Core) claim(r int, st *acquiring) {
+	cl := &claiming{handoff: st.handoff, prev: st.prev}
+	c.ranges[r].state = cl
+	c.claimRecord(r, cl)
+}
+
+func (c *Core) claimRecord(r int, st *claiming) {
+	st.inflight = true
+	c.out.Send(ToLease, &ClaimRecord{Range: r, Epoch: c.ranges[r].epoch})
 }
 
 func (c *Core) deactivate(r int, to MemberID) {
@@ -655,28 +594,26 @@ func (c *Core) flushReleased() {
 	}
 }
 
-// activate gives the claimed ranges whose lease write started after their
-// claim to the handlers, under that write's token.
-func (c *Core) activate(seq uint64, token uint64) {
-	if c.lease.validUntil <= c.now {
-		return // the claim lapsed; the next tick fences
+// recordClaimed gives a claimed range whose record now names this member
+// to the handlers, under the record's resourceVersion; a failed write is
+// made again (stepRange).
+func (c *Core) recordClaimed(m *RecordClaimed) {
+	if m.Range < 0 || m.Range >= len(c.ranges) || c.ranges[m.Range].epoch != m.Epoch {
+		return
 	}
-	activated := false
-	for r := range c.ranges {
-		ri := &c.ranges[r]
-		st, ok := ri.state.(*claiming)
-		if !ok || st.after >= seq {
-			continue
-		}
-		c.activateRange(r, token, st.handoff, st.prev)
-		activated = true
+	st, ok := c.ranges[m.Range].state.(*claiming)
+	if !ok {
+		return
 	}
-	if activated {
-		// The others learn at once where the ranges are: a member that
-		// places them before this Hello comes would start them elsewhere,
-		// with no holder to copy them from.
-		c.broadcastHello()
+	st.inflight, st.retry = false, c.ticks+1
+	if !m.OK || c.lease.validUntil <= c.now {
+		return // written again; or the claim lapsed, and the next tick fences
 	}
+	c.activateRange(m.Range, m.Token, st.handoff, st.prev)
+	// The others learn at once where the range is: a member that places it
+	// before this Hello comes would start it elsewhere, with no holder to
+	// copy it from.
+	c.broadcastHello()
 }
 
 // activateRange gives range r to the handlers under token, continuing from

@@ -567,27 +567,58 @@ func TestFailedRevocationDoesNotVoid(t *testing.T) {
 	}
 }
 
-// The token is the resourceVersion of a lease write that started after the
-// last answer: a write already in flight when it came does not do.
-func TestTokenComesFromAWriteAfterTheClaim(t *testing.T) {
+// Once every member has answered, the member writes the range's record
+// naming itself, and the write's resourceVersion is the range's token. A
+// lease write does not activate the range; a failed claim is written again
+// at the next tick, not in the same step; an answer to another attempt, or
+// one that comes once the member's claim has lapsed, activates nothing.
+func TestTokenIsTheRecordClaimsVersion(t *testing.T) {
 	c, _, peer, epoch := acquiringZero(t)
-	// A periodic renewal starts before the answer arrives.
 	renew, ok := find[*handover.RenewLease](c.Step(&handover.Tick{Now: time.Second}))
 	if !ok {
 		t.Fatal("no periodic renewal")
 	}
-	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
-	out := c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})
+	claim, ok := find[*handover.ClaimRecord](c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}}))
+	if !ok || claim.Range != 0 || claim.Epoch != epoch {
+		t.Fatalf("no claim of the record after the last answer: %+v", c.Status())
+	}
+	if st := c.Status().Ranges[0]; st.State != "claiming" {
+		t.Fatalf("range 0 is %s, want claiming", st.State)
+	}
+	if _, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})); ok {
+		t.Fatal("a lease write activated the range")
+	}
+	out := c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch})
+	if _, ok := find[*handover.ClaimRecord](out); ok {
+		t.Fatal("a failed claim written again in the same step")
+	}
 	if _, ok := find[*handover.ActivateRange](out); ok {
-		t.Fatal("activated with the token of a write that started before the claim")
+		t.Fatal("a failed claim activated the range")
 	}
-	next, ok := find[*handover.RenewLease](out)
-	if !ok || next.Seq <= renew.Seq {
-		t.Fatalf("no new write for the claim: %v", out)
+	again, ok := find[*handover.ClaimRecord](c.Step(&handover.Tick{Now: time.Second + simTick}))
+	if !ok || again.Epoch != epoch {
+		t.Fatal("a failed claim not written again at the next tick")
 	}
-	act, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: next.Seq, Start: time.Second + simTick, Token: 21}))
-	if !ok || act.Token != 21 {
-		t.Fatalf("activation %+v, want token 21", act)
+	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch + 1, Token: 30, OK: true})); ok {
+		t.Fatal("another attempt's claim activated the range")
+	}
+	act, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true}))
+	if !ok || act.Token != 31 {
+		t.Fatalf("activation %+v, want the record's version 31", act)
+	}
+
+	// The same, once the claim has lapsed: nothing is activated.
+	c, _, peer, epoch = acquiringZero(t)
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
+	lapsed := c.Status().ValidUntil
+	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true})); !ok {
+		t.Fatal("a valid claim was not activated")
+	}
+	c, _, peer, epoch = acquiringZero(t)
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
+	c.Step(&handover.LeaseRenewed{Seq: 99, Start: 0, Now: lapsed, Token: 20})
+	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true})); ok {
+		t.Fatal("activated after the claim lapsed")
 	}
 }
 
@@ -664,8 +695,8 @@ func TestLateHandoffStillCounts(t *testing.T) {
 // the activation.
 func activateOnVoidLease(t *testing.T, c *handover.Core, self, peer handover.MemberID, before *handover.Released) *handover.ActivateRange {
 	t.Helper()
-	c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}})
-	out := c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}, Released: []handover.MemberID{peer}})
+	out := slices.Clone(c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "7"}}}))
+	out = append(out, c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}, Released: []handover.MemberID{peer}})...)
 	out = append(out, c.Step(&handover.Tick{Now: 4 * simTick})...)
 	if st := c.Status().Ranges[0]; st.State != "claiming" {
 		t.Fatalf("range 0 is %s once the peer's lease is released, want claiming", st.State)
@@ -1016,14 +1047,38 @@ func writesAnswered(c *handover.Core, token *uint64, in handover.Input, now time
 	out := c.Step(in)
 	all := slices.Clone(out) // c reuses its outbox at the next step
 	for {
-		w, ok := find[*handover.RenewLease](out)
+		next, ok := answerWrites(c, out, now, token)
 		if !ok {
 			return all
 		}
-		out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: *token})
-		*token++
+		out = next
 		all = append(all, out...)
 	}
+}
+
+// answerWrites answers the lease writes and record claims in out, as the
+// API server does, with versions from *token on, and returns what c sent
+// meanwhile; ok is false when out asks for none.
+func answerWrites(c *handover.Core, out []stage.Msg, now time.Duration, token *uint64) (next []stage.Msg, ok bool) {
+	var asked []any
+	for _, m := range out {
+		switch m.Body.(type) {
+		case *handover.RenewLease, *handover.ClaimRecord:
+			asked = append(asked, m.Body)
+		}
+	}
+	for _, b := range asked {
+		var in handover.Input
+		switch e := b.(type) {
+		case *handover.RenewLease:
+			in = &handover.LeaseRenewed{Seq: e.Seq, Start: now, Now: now, Token: *token}
+		case *handover.ClaimRecord:
+			in = &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: *token, OK: true}
+		}
+		*token++
+		next = append(next, c.Step(in)...)
+	}
+	return next, len(asked) > 0
 }
 
 // untilActive answers c's lease writes from out on (tokens from 20) and
@@ -1033,9 +1088,8 @@ func untilActive(t *testing.T, c *handover.Core, out []stage.Msg) *handover.Acti
 	var act *handover.ActivateRange
 	now, token := 5*simTick, uint64(20)
 	for act == nil && now < 2*time.Second {
-		if w, ok := find[*handover.RenewLease](out); ok {
-			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
-			token++
+		if next, ok := answerWrites(c, out, now, &token); ok {
+			out = next
 		} else {
 			out = c.Step(&handover.Tick{Now: now})
 		}
@@ -1119,9 +1173,8 @@ func TestLateHandoffAfterTheReleaseFollowsIt(t *testing.T) {
 				acts[a.Range] = a
 			}
 		}
-		if w, ok := find[*handover.RenewLease](out); ok {
-			out = c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Token: token})
-			token++
+		if next, ok := answerWrites(c, out, now, &token); ok {
+			out = next
 		} else {
 			out = c.Step(&handover.Tick{Now: now})
 		}
@@ -1275,6 +1328,8 @@ func (sc *leaverScene) step(in handover.Input) {
 		switch e := body.(type) {
 		case *handover.RenewLease:
 			return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
+		case *handover.ClaimRecord:
+			return sc.c.Step(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: 100 + e.Epoch, OK: true})
 		case *handover.ActivateRange:
 			sc.delivered = e.Token
 		case *handover.DeactivateRange:
@@ -1338,6 +1393,8 @@ func TestEveryAnswerCarriesTheMembersOwnFinalHandoff(t *testing.T) {
 			switch e := body.(type) {
 			case *handover.RenewLease:
 				return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
+			case *handover.ClaimRecord:
+				return sc.c.Step(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: 100 + e.Epoch, OK: true})
 			case *handover.StartRange:
 				return sc.c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 			case *handover.ActivateRange:
@@ -1497,164 +1554,6 @@ func TestLateHelloOfAnOlderMove(t *testing.T) {
 			}
 		})
 	}
-}
-
-// deliveredByPeer returns a core of self whose peer says it delivers range
-// 0 and leaves, once the range has synced: every other member
-// has answered, so the token's write is due before the deliverer is asked.
-func deliveredByPeer(t *testing.T) (c *handover.Core, self, peer handover.MemberID, out []stage.Msg) {
-	t.Helper()
-	peer = handover.NewMemberID("peer", "1")
-	self = ownerOfZero(peer)
-	c = joined(t, self, peer, 1)
-	c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{12}})
-	st := c.Status().Ranges[0]
-	if st.State != "syncing" {
-		t.Fatalf("range 0 is %s, want syncing: %+v", st.State, c.Status())
-	}
-	return c, self, peer, slices.Clone(c.Step(&handover.RangeSynced{Range: 0, Epoch: st.Epoch}))
-}
-
-// The new owner writes its lease before it asks the range's deliverer, and
-// takes the range at once, under that write's token, when the deliverer
-// releases it: the deliverer's last call and the new owner's first have no
-// lease write between them. A write already in flight when every other
-// member had answered does not do; a token not above the handoff's, or an
-// answer with no handoff of the deliverer's own (it may have delivered
-// under a token it does not say), sends the claim back to a write after it.
-func TestTokenIsWrittenBeforeTheDelivererIsAsked(t *testing.T) {
-	release := func(c *handover.Core, peer handover.MemberID, ask *handover.Acquire, h *handover.Handoff) []stage.Msg {
-		rel := &handover.Released{From: peer, Epoch: ask.Epoch, Ranges: []int{0}}
-		if h != nil {
-			rel.Handoffs = []handover.Handoff{*h}
-		}
-		return c.Step(rel)
-	}
-	// written answers the token's write with token and returns the ask.
-	written := func(t *testing.T, c *handover.Core, out []stage.Msg, token uint64) *handover.Acquire {
-		t.Helper()
-		if _, ok := find[*handover.Acquire](out); ok {
-			t.Fatalf("the deliverer was asked before the token's write: %v", out)
-		}
-		w, ok := find[*handover.RenewLease](out)
-		if !ok {
-			t.Fatalf("no lease write before the deliverer is asked: %+v", c.Status())
-		}
-		if st := c.Status().Ranges[0]; !slices.Contains(st.Waiting, c.Status().Self) {
-			t.Fatalf("the status does not say the member waits for its write: %+v", st)
-		}
-		ask, ok := find[*handover.Acquire](c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: simTick, Token: token}))
-		if !ok {
-			t.Fatalf("the deliverer not asked after the token's write: %+v", c.Status())
-		}
-		return ask
-	}
-	t.Run("taken at once", func(t *testing.T) {
-		c, _, peer, out := deliveredByPeer(t)
-		ask := written(t, c, out, 30)
-		out = release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer, Version: "5"})
-		act, ok := find[*handover.ActivateRange](out)
-		if !ok || act.Token != 30 || act.Handoff == nil || act.Handoff.Token != 12 {
-			t.Fatalf("activation %+v, want token 30 continuing from the handoff of 12: %+v", act, c.Status())
-		}
-		if _, ok := find[*handover.RenewLease](out); ok {
-			t.Fatal("a second write for a claim already written")
-		}
-	})
-	t.Run("a write in flight does not do", func(t *testing.T) {
-		peer := handover.NewMemberID("peer", "1")
-		self := ownerOfZero(peer)
-		c := joined(t, self, peer, 1)
-		c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Leaving, Active: []int{0}, Tokens: []uint64{12}})
-		renew, ok := find[*handover.RenewLease](c.Step(&handover.Tick{Now: time.Second}))
-		if !ok {
-			t.Fatal("no periodic renewal")
-		}
-		out := c.Step(&handover.RangeSynced{Range: 0, Epoch: c.Status().Ranges[0].Epoch})
-		if _, ok := find[*handover.Acquire](out); ok {
-			t.Fatal("the deliverer asked while the write in flight had started before the answers")
-		}
-		out = c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})
-		ask := written(t, c, out, 21)
-		act, ok := find[*handover.ActivateRange](release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer}))
-		if !ok || act.Token != 21 {
-			t.Fatalf("activation %+v, want token 21", act)
-		}
-	})
-	fallback := func(t *testing.T, c *handover.Core, out []stage.Msg, want uint64) {
-		t.Helper()
-		if act, ok := find[*handover.ActivateRange](out); ok {
-			t.Fatalf("activated under the early write's token: %+v", act)
-		}
-		if st := c.Status().Ranges[0].State; st != "claiming" {
-			t.Fatalf("range 0 is %s, want claiming", st)
-		}
-		w, ok := find[*handover.RenewLease](out)
-		if !ok {
-			t.Fatalf("no write for the claim: %v", out)
-		}
-		act, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: 2 * simTick, Token: want}))
-		if !ok || act.Token != want {
-			t.Fatalf("activation %+v, want token %d", act, want)
-		}
-	}
-	t.Run("a handoff above the token", func(t *testing.T) {
-		c, _, peer, out := deliveredByPeer(t)
-		ask := written(t, c, out, 30)
-		fallback(t, c, release(c, peer, ask, &handover.Handoff{Range: 0, Token: 35, From: peer}), 40)
-	})
-	t.Run("no handoff", func(t *testing.T) {
-		c, _, peer, out := deliveredByPeer(t)
-		ask := written(t, c, out, 30)
-		fallback(t, c, release(c, peer, ask, nil), 40)
-	})
-	t.Run("the deliverer void", func(t *testing.T) {
-		// Its lease is released before it answers: its writes, and so its
-		// token, may be later than the early write.
-		c, self, peer, out := deliveredByPeer(t)
-		written(t, c, out, 30)
-		c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}, {Holder: peer, Version: "33"}}})
-		fallback(t, c, c.Step(&handover.Leases{Now: 3 * simTick, Leases: []handover.LeaseRecord{{Holder: self, Version: "10"}}, Released: []handover.MemberID{peer}}), 40)
-	})
-	t.Run("the deliverer gone before its answer", func(t *testing.T) {
-		c, self, peer, out := deliveredByPeer(t)
-		written(t, c, out, 30)
-		fallback(t, c, c.Step(&handover.Hello{From: peer, Ranges: 1, HashField: "uid", State: handover.Gone,
-			Moved: []handover.Move{{Range: 0, To: self, Token: 33}}}), 40)
-	})
-	t.Run("a handoff passed on", func(t *testing.T) {
-		c, _, peer, out := deliveredByPeer(t)
-		ask := written(t, c, out, 30)
-		other := handover.NewMemberID("other", "1")
-		fallback(t, c, release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: other}), 40)
-	})
-	t.Run("a failed write waits for the next renewal", func(t *testing.T) {
-		// The early write fails: the deliverer goes on delivering and is
-		// not asked; the next write, a retry period after the failed one
-		// began, is the token.
-		c, _, peer, out := deliveredByPeer(t)
-		w, ok := find[*handover.RenewLease](out)
-		if !ok {
-			t.Fatalf("no lease write before the deliverer is asked: %+v", c.Status())
-		}
-		begun := 2 * simTick // deliveredByPeer's clock
-		out = c.Step(&handover.LeaseRenewFailed{Seq: w.Seq, Start: begun})
-		out = append(out, c.Step(&handover.Tick{Now: begun + simRetryPeriod - simTick})...)
-		if _, ok := find[*handover.Acquire](out); ok {
-			t.Fatalf("the deliverer asked after a failed write: %v", out)
-		}
-		if _, ok := find[*handover.RenewLease](out); ok {
-			t.Fatalf("a write again before the retry period: %v", out)
-		}
-		if st := c.Status().Ranges[0]; st.State != "acquiring" || !slices.Contains(st.Waiting, c.Status().Self) {
-			t.Fatalf("range 0 after the failed write: %+v, want acquiring, waiting for its own write", st)
-		}
-		ask := written(t, c, c.Step(&handover.Tick{Now: begun + simRetryPeriod}), 30)
-		act, ok := find[*handover.ActivateRange](release(c, peer, ask, &handover.Handoff{Range: 0, Token: 12, From: peer}))
-		if !ok || act.Token != 30 {
-			t.Fatalf("activation %+v, want token 30: %+v", act, c.Status())
-		}
-	})
 }
 
 // Every member leaving at once: none will ask for a range, so no leaver

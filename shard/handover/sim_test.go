@@ -408,7 +408,7 @@ func (w *world) leaseEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.SetValidity:
 		m.validUntil = e.Until
-	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease:
+	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease, *handover.ClaimRecord:
 		w.api = append(w.api, apiOp{member: m, body: e, start: w.clock(m.node)})
 	default:
 		w.failf("%s: unknown lease effect %T", m.id, body)
@@ -457,6 +457,11 @@ func (w *world) apply(op apiOp, answer bool) {
 			reply = nil // a read that failed is tried again
 			w.api = append(w.api, op)
 		}
+	case *handover.ClaimRecord:
+		// The range's record names the member now: a write after every
+		// earlier one, so its version is above every earlier token.
+		w.rv++
+		reply = &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: uint64(w.rv), OK: answer}
 	case *handover.RevokeLease:
 		l := w.leases[e.Member]
 		ok := l != nil && l.holder != "" && strconv.FormatInt(l.version, 10) == e.Version
@@ -727,6 +732,10 @@ func (w *world) exec(line string) {
 			case *handover.RevokeLease:
 				if op.member.running {
 					op.member.local = append(op.member.local, &handover.LeaseRevoked{Member: e.Member, Version: e.Version})
+				}
+			case *handover.ClaimRecord:
+				if op.member.running {
+					op.member.local = append(op.member.local, &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch})
 				}
 			default:
 				w.api = append(w.api, op) // reads and the shell's own deletes are retried
