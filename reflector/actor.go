@@ -23,7 +23,10 @@ import (
 // (package shell), which sends to queue (cfg.Queue when queue is nil). The
 // actor starts listing when started and stops every goroutine and timer of
 // its own when stopped. A restarted actor carries on over the same Machine:
-// it lists again, from the last synced resource version.
+// it lists again, from the last synced resource version. The queue and the
+// indexer run on the goroutine that wakes them (shell.Config.RunOnSender),
+// so a pass of the reflector holds theirs: it grows its stack as it begins
+// (shell.Config.GrowStack).
 func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 	if queue == nil {
 		queue = r.cfg.Queue
@@ -41,6 +44,7 @@ func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 		Clock:     r.clock,
 		Telemetry: r.tel,
 		Env:       func(ctx actor.Context) shell.Env { return r.newSource(ctx) },
+		GrowStack: true,
 	})
 }
 

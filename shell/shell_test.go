@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -351,6 +352,53 @@ func TestShell_runOnSender(t *testing.T) {
 	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestShell_growStack: a pass of an actor with Config.GrowStack begins
+// with a stack of passStack: a frame of half of it (more than a new
+// goroutine's stack holds) does not make the runtime grow the stack, and
+// so move it with the address of a local variable; without GrowStack, the
+// same frame moves it.
+func TestShell_growStack(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	for _, grow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("GrowStack=%v", grow), func(t *testing.T) {
+			sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+			defer sys.Shutdown()
+			moved := make(chan bool, 1)
+			core := &scriptCore{script: func(in input) []stage.Msg {
+				if _, ok := in.(*ping); ok {
+					var local byte
+					before := uintptr(unsafe.Pointer(&local))
+					halfPassStack(0)
+					moved <- uintptr(unsafe.Pointer(&local)) != before
+				}
+				return nil
+			}}
+			pid := sys.Root.Spawn(Props(Config[input]{Stage: stage.Reflector, Core: core, GrowStack: grow}))
+			sys.Root.Send(pid, &ping{})
+			select {
+			case m := <-moved:
+				if m == grow {
+					t.Fatalf("GrowStack %v: the frame of half passStack moved the stack: %v, want %v", grow, m, !grow)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the ping was not taken")
+			}
+			if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// halfPassStack has a frame of half passStack.
+//
+//go:noinline
+func halfPassStack(i int) byte {
+	var frame [passStack / 2]byte
+	frame[i] = 1
+	return frame[i+1]
 }
 
 // countCore counts its inputs and closes done at the n-th.
