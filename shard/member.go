@@ -340,7 +340,8 @@ type memberIO struct {
 	movedTo map[int]handover.MemberID
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
-	renewing      sync.WaitGroup
+	// requests: the core's API requests in flight (request).
+	requests sync.WaitGroup
 	// stopping: the informers of released ranges that are still stopping
 	// (deactivate).
 	stopping sync.WaitGroup
@@ -659,56 +660,44 @@ func quietBatch(o options) int {
 func (io *memberIO) leaseEffect(body any) {
 	inc := io.inc
 	s := inc.s
-	// The answers go to the core straight, as its ticks do: behind this
-	// actor's other work (a snapshot being encoded for a new owner), a
-	// renewal that succeeded in time could reach the core after the tick
-	// that fences it.
-	answer := io.toCore
 	switch e := body.(type) {
 	case *handover.RenewLease:
 		start := s.now()
-		io.renewing.Add(1)
-		go func() {
-			defer io.renewing.Done()
+		io.request(func() handover.Input {
 			tok, err := inc.leases.write(inc.ctx, e.Create)
 			if err != errLost && inc.ctx.Err() == nil {
 				s.causes.noteLease(err)
 			}
 			switch {
 			case err == nil:
-				answer(&handover.LeaseRenewed{Seq: e.Seq, Start: start, Now: s.now(), Token: tok})
+				return &handover.LeaseRenewed{Seq: e.Seq, Start: start, Now: s.now(), Token: tok}
 			case err == errLost:
-				answer(&handover.LeaseRenewFailed{Seq: e.Seq, Start: start, Lost: true})
-			default:
-				if inc.ctx.Err() == nil {
-					inc.log.Warn("the lease write failed", "err", err)
-				}
-				answer(&handover.LeaseRenewFailed{Seq: e.Seq, Start: start})
+				return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start, Lost: true}
 			}
-		}()
+			if inc.ctx.Err() == nil {
+				inc.log.Warn("the lease write failed", "err", err)
+			}
+			return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start}
+		})
 	case *handover.CheckLease:
-		go func() {
-			for inc.ctx.Err() == nil {
-				found, released, version, err := inc.leases.check(inc.ctx, e.Member)
-				if err == nil {
-					answer(&handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version})
-					return
-				}
+		io.request(func() handover.Input {
+			found, released, version, err := inc.leases.check(inc.ctx, e.Member)
+			if err != nil && inc.ctx.Err() == nil {
 				inc.log.Warn("cannot read a member's lease", "of", string(e.Member), "err", err)
-				time.Sleep(s.o.retry)
 			}
-		}()
+			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
+		})
 	case *handover.ClaimRecord:
-		go func() {
+		io.request(func() handover.Input {
 			tok, err := inc.leases.claimRecord(inc.ctx, e.Range)
 			if err != nil && inc.ctx.Err() == nil {
 				s.warm.recordFailures.Add(1)
 				inc.log.Warn("cannot claim the range's record", "range", e.Range, "err", err)
 			}
-			answer(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: tok, OK: err == nil})
-		}()
+			return &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: tok, OK: err == nil}
+		})
 	case *handover.RevokeLease:
-		go func() {
+		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
 			if err != nil && inc.ctx.Err() == nil {
 				inc.log.Warn("cannot revoke a member's lease", "of", string(e.Member), "err", err)
@@ -716,9 +705,23 @@ func (io *memberIO) leaseEffect(body any) {
 			if ok {
 				inc.log.Info("revoked the lease of a member that stopped renewing it", "of", string(e.Member), "version", e.Version)
 			}
-			answer(&handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok})
-		}()
+			return &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok}
+		})
 	}
+}
+
+// request makes one of the core's API requests off the actor, and hands
+// the core its answer straight, as its ticks go: behind this actor's other
+// work (a snapshot being encoded for a new owner), a renewal that
+// succeeded in time could reach the core after the tick that fences it.
+// The core decides what to do on a failure (a read or a claim is asked
+// again at a later tick).
+func (io *memberIO) request(do func() handover.Input) {
+	io.requests.Add(1)
+	go func() {
+		defer io.requests.Done()
+		io.toCore(do())
+	}()
 }
 
 // startLeaseWatch watches the group's leases with an informer of ours; each
@@ -878,7 +881,7 @@ func (io *memberIO) stop() {
 		<-ri.done
 	}
 	io.inc.cancel()
-	io.renewing.Wait()
+	io.requests.Wait()
 	io.stopping.Wait()
 }
 

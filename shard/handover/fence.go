@@ -57,11 +57,10 @@ type peerLease struct {
 	// lease): its holder may still call handlers until the renew deadline
 	// after its last write, which started before the delete, so it is void
 	// LeaseDuration after goneAt.
-	gone      bool
-	goneAt    time.Duration
-	revoking  bool
-	checking  bool
-	checkedAt int
+	gone     bool
+	goneAt   time.Duration
+	revoking bool
+	checking bool
 }
 
 // holdsLease: id has a lease that is not void, as far as this member
@@ -338,6 +337,9 @@ func (c *Core) leaseChecked(m *LeaseChecked) {
 	}
 	p.checking = false
 	switch {
+	case m.Failed:
+		// Read again: checkAbsentLeases at its next round, or the next
+		// revocation's failure.
 	case !m.Found && m.Released:
 		p.void = true
 	case !m.Found:
@@ -364,7 +366,7 @@ func (c *Core) leaseRevoked(m *LeaseRevoked) {
 		// it), or deleted. Read it again: released makes it void, none
 		// (a tombstone takes its name) gone, a new version restarts the
 		// wait.
-		p.checking, p.checkedAt = true, c.ticks
+		p.checking = true
 		c.out.Send(ToLease, &CheckLease{Member: m.Member})
 	}
 }
@@ -397,7 +399,7 @@ func (c *Core) checkAbsentLeases() {
 			p = &peerLease{}
 			c.leases[id] = p
 		}
-		p.checking, p.checkedAt = true, c.ticks
+		p.checking = true
 		c.out.Send(ToLease, &CheckLease{Member: id})
 	}
 }

@@ -279,6 +279,9 @@ type LeaseChecked struct {
 	// there was none and a tombstone took its name (void LeaseDuration
 	// later: someone may have deleted it).
 	Released bool
+	// Failed: the read failed, and says nothing (the core reads again
+	// later).
+	Failed bool
 }
 
 // LeaseRevoked answers RevokeLease: OK when this member released the lease

@@ -71,6 +71,12 @@ var mutants = []mutant{
 		to:   "m.Range >= len(c.ranges) {",
 	},
 	{
+		name: "a failed read of a lease counts as none found",
+		file: "fence.go",
+		from: "\tcase m.Failed:\n",
+		to:   "\tcase false:\n",
+	},
+	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
 		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",

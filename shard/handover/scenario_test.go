@@ -737,9 +737,9 @@ func TestDeletedLeaseIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 }
 
 // A peer the member waits for that has left its topology, and whose lease
-// it never saw, is read (CheckLease); none found (someone deleted it, a
-// tombstone may take its name) is no proof that the peer stopped: its lease
-// is void only a lease duration later.
+// it never saw, is read (CheckLease), again after a read that failed; none
+// found (someone deleted it, a tombstone may take its name) is no proof
+// that the peer stopped: its lease is void only a lease duration later.
 func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	c, self, peer, _ := acquiringZero(t)
 	c.Step(&handover.Topology{Nodes: []handover.NodeID{self.Node()}})
@@ -752,6 +752,16 @@ func TestAbsentLeaseCheckedIsVoidOnlyAfterLeaseDuration(t *testing.T) {
 	for ; !step(&handover.Tick{Now: now}, now); now += simTick {
 		if now > 3*simLeaseDuration {
 			t.Fatalf("%s's lease, never seen, was not read: %+v", peer, c.Status())
+		}
+	}
+	// A read that failed says nothing: the lease is read again later.
+	step(&handover.LeaseChecked{Member: peer, Failed: true}, now)
+	if st := c.Status().Ranges[0]; st.State != "acquiring" {
+		t.Fatalf("range 0 is %s after a failed read of %s's lease, want acquiring", st.State, peer)
+	}
+	for now += simTick; !step(&handover.Tick{Now: now}, now); now += simTick {
+		if now > 6*simLeaseDuration {
+			t.Fatalf("%s's lease was not read again after a failed read: %+v", peer, c.Status())
 		}
 	}
 	checked := now

@@ -454,8 +454,7 @@ func (w *world) apply(op apiOp, answer bool) {
 			reply = &handover.LeaseChecked{Member: e.Member, Found: true, Version: strconv.FormatInt(l.version, 10)}
 		}
 		if !answer {
-			reply = nil // a read that failed is tried again
-			w.api = append(w.api, op)
+			reply = &handover.LeaseChecked{Member: e.Member, Failed: true}
 		}
 	case *handover.ClaimRecord:
 		// The range's record names the member now: a write after every
@@ -737,8 +736,12 @@ func (w *world) exec(line string) {
 				if op.member.running {
 					op.member.local = append(op.member.local, &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch})
 				}
+			case *handover.CheckLease:
+				if op.member.running {
+					op.member.local = append(op.member.local, &handover.LeaseChecked{Member: e.Member, Failed: true})
+				}
 			default:
-				w.api = append(w.api, op) // reads and the shell's own deletes are retried
+				w.api = append(w.api, op) // the shell's own deletes are retried
 			}
 		}
 	case "tick":
