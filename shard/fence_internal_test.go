@@ -432,7 +432,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				synctest.Wait()
 				rig.io.positions = tc.leases
 				if tc.record != nil {
-					if err := rig.inc.leases.writeRecord(context.Background(), 0, *tc.record); err != nil {
+					if _, err := rig.inc.leases.writeRecord(context.Background(), 0, *tc.record, ""); err != nil {
 						t.Fatal(err)
 					}
 				}

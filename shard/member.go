@@ -613,11 +613,13 @@ func toWire(group string, to handover.MemberID, body any) any {
 // and Supplement (for and from members that predate positions) are
 // neither sent nor read.
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position}
+	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position,
+		Record: h.Record, Next: string(h.Next), NextEpoch: h.NextEpoch}
 }
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position}
+	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position,
+		Record: h.Record, Next: handover.MemberID(h.Next), NextEpoch: h.NextEpoch}
 }
 
 // ticker calls send every interval, with the number of ticks due: one;

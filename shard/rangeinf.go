@@ -655,7 +655,9 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	// of the release, so before any member can: whoever takes the range
 	// next finds it there, whatever becomes of this member's answers.
 	if final > 0 && ri.activated.Load() {
-		if err := io.inc.leases.writeRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0)}); err != nil {
+		rv, err := io.inc.leases.writeRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0)}, to)
+		hand.Record = rv
+		if err != nil {
 			s.warm.recordFailures.Add(1)
 			io.inc.log.Warn("cannot write the range's record; its next owner resumes from this member's answer, or from an older position (deletes given again)",
 				"range", ri.r.String(), "token", ri.token, "position", final, "err", err)

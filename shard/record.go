@@ -10,6 +10,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
 // Range records. Each range of a group has a record in the API server, a
@@ -28,10 +30,11 @@ import (
 // an answer that is lost, or that reached a member whose claim was given
 // up, loses nothing.
 //
-// The record also names the range's deliverer (its holder): a member that
-// has every other member's answer claims the range by writing the record
-// naming itself, and the write's resourceVersion is the range's fencing
-// token (claimRecord); a release clears it.
+// The record also names the range's deliverer (its holder), and the
+// resourceVersion of the write that named it is the deliverer's fencing
+// token: a release names the member it releases the range to (or none),
+// and a member that takes the range otherwise (its deliverer's lease void,
+// or none) claims it by writing the record naming itself (claimRecord).
 //
 // The records are labelled apart from the member leases (LabelRecordOf),
 // so that the lease watch and its tombstone collection never see them.
@@ -83,19 +86,28 @@ func recordName(group string, index int) string {
 // and a write) when other writers keep changing it.
 const recordTries = 5
 
-// writeRecord writes rec as range index's record, the range released
-// (no holder), unless the record holds a newer delivery's (or the same)
-// position already.
-func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord) error {
-	_, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
+// writeRecord writes rec as range index's record at a release, naming
+// next as the range's holder ("": none), unless the record holds a newer
+// delivery's (or the same) position already. It returns the record's
+// resourceVersion after the write (0 when it wrote nothing): next's claim
+// of the range, and its token.
+func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord, next handover.MemberID) (uint64, error) {
+	rv, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
 		if old, derr := decodeRecord(cur.Annotations[AnnotationRecord]); derr == nil && !rec.pos().newer(old.pos()) {
 			return false // a newer delivery's, or this one's already
 		}
 		cur.Annotations[AnnotationRecord] = rec.encode()
 		cur.Spec.HolderIdentity = nil
+		if next != "" {
+			h := string(next)
+			cur.Spec.HolderIdentity = &h
+		}
 		return true
 	})
-	return err
+	if err != nil || rv == "" {
+		return 0, err
+	}
+	return l.recordToken(index, rv)
 }
 
 // claimRecord writes range index's record naming this member as the
@@ -112,6 +124,12 @@ func (l *leases) claimRecord(ctx context.Context, index int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return l.recordToken(index, rv)
+}
+
+// recordToken is the fencing token of a write of range index's record
+// that left it at resourceVersion rv.
+func (l *leases) recordToken(index int, rv string) (uint64, error) {
 	tok, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("range record %s: resourceVersion %q is not a number: fencing tokens need one", recordName(l.group, index), rv)

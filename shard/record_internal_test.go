@@ -44,7 +44,7 @@ func TestRangeRecordKeepsTheNewestPosition(t *testing.T) {
 		{b, rangeRecord{token: 20, position: 160, version: 155}, rangeRecord{token: 20, position: 160, version: 155}},
 	}
 	for i, s := range steps {
-		if err := s.by.writeRecord(ctx, 3, s.rec); err != nil {
+		if _, err := s.by.writeRecord(ctx, 3, s.rec, ""); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 		got, found, err := b.readRecord(ctx, 3)
@@ -73,7 +73,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	cs := fake.NewClientset()
 	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
 	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
-	if err := a.writeRecord(ctx, 0, rangeRecord{token: 5, position: 50}); err != nil {
+	if _, err := a.writeRecord(ctx, 0, rangeRecord{token: 5, position: 50}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// b's first update meets a newer write of a's, made after b read.
@@ -98,7 +98,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := b.writeRecord(ctx, 0, rangeRecord{token: 20, position: 200}); err != nil {
+	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 20, position: 200}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, _ := a.readRecord(ctx, 0); got.token != 30 || got.position != 300 {
@@ -108,13 +108,13 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordName("g", 0), errors.New("changed"))
 	})
-	if err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}); err == nil {
+	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}, ""); err == nil {
 		t.Fatal("a write that always conflicts succeeded")
 	}
 	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, recordName("g", 0), errors.New("no"))
 	})
-	if err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}); !apierrors.IsForbidden(err) {
+	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}, ""); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
 	if _, _, err := b.readRecord(ctx, 0); !apierrors.IsForbidden(err) {
@@ -168,8 +168,9 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 
 // A claim writes the record naming its member as the range's deliverer and
 // returns the record's resourceVersion, its token: each claim's above the
-// last write's, whoever made it. It keeps the final position; a release
-// writes the position and clears the holder.
+// last write's, whoever made it. It keeps the final position. A release
+// writes the position and names the next owner (or none), and its version
+// is that owner's token.
 func TestRangeRecordClaimGivesTheToken(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
@@ -192,33 +193,34 @@ func TestRangeRecordClaimGivesTheToken(t *testing.T) {
 	for i, step := range []struct {
 		by      *leases
 		release *rangeRecord
+		next    handover.MemberID
 	}{
 		{by: a},
-		{by: a, release: &rangeRecord{position: 100, version: 90}},
+		{by: a, release: &rangeRecord{position: 100, version: 90}, next: "b#1"},
 		{by: b},
+		{by: b, release: &rangeRecord{position: 120, version: 110}},
 		{by: a},
 	} {
+		var tok uint64
+		var err error
+		want := step.by.self
 		if step.release != nil {
 			step.release.token = last
-			if err := step.by.writeRecord(ctx, 2, *step.release); err != nil {
-				t.Fatal(err)
-			}
-			if h, _ := holder(); h != "" {
-				t.Fatalf("step %d: holder %q after the release, want none", i, h)
-			}
-			continue
+			tok, err = step.by.writeRecord(ctx, 2, *step.release, step.next)
+			want = step.next
+		} else {
+			tok, err = step.by.claimRecord(ctx, 2)
 		}
-		tok, err := step.by.claimRecord(ctx, 2)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		h, rv := holder()
-		if h != string(step.by.self) || strconv.FormatUint(tok, 10) != rv || tok <= last {
-			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %s, the record's version, above the last", i, h, rv, tok, last, step.by.self)
+		if h != string(want) || strconv.FormatUint(tok, 10) != rv || tok <= last {
+			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %q, the record's version, above the last", i, h, rv, tok, last, want)
 		}
 		last = tok
 	}
-	if rec, found, err := b.readRecord(ctx, 2); err != nil || !found || rec.position != 100 {
+	if rec, found, err := b.readRecord(ctx, 2); err != nil || !found || rec.position != 120 {
 		t.Fatalf("the claims lost the final position: %+v (found %v, err %v)", rec, found, err)
 	}
 }

@@ -41,15 +41,17 @@
 //     the range and it does not deliver the range: if it does, it first
 //     stops, draining its handlers, and hands over what they were given
 //     (Handoff). An undelivered message is never an answer.
-//   - Tokens. Once every member has answered or is void, the member claims
-//     the range's record in the API server (ClaimRecord: a compare-and-swap
-//     naming it the range's holder); that write's resourceVersion is the
-//     range's fencing token, higher than every earlier deliverer's (their
-//     writes came before), and, while its own claim is valid, the range
-//     goes to the handlers, continuing from the
-//     newest position of the Handoff, the range's record (which the
-//     releaser's shell wrote before the release was reported) and the
-//     leases. A member answers with its own Handoff only, as often as it
+//   - Tokens. A range's fencing token is the resourceVersion of the write
+//     of its record in the API server that named its deliverer, higher than
+//     every earlier deliverer's (their writes came before). A deliverer's
+//     release writes the record naming the member it releases the range to
+//     (Handoff.Record, Next); once every member has answered or is void,
+//     that write is the member's claim if it was for this attempt, else the
+//     member claims the record itself (ClaimRecord, a compare-and-swap).
+//     While its own claim is valid, the range then goes to the handlers,
+//     continuing from the newest position of the Handoff, the range's
+//     record (which the releaser's shell wrote before the release was
+//     reported) and the leases. A member answers with its own Handoff only, as often as it
 //     is asked; none is kept for, or passed on to, another member.
 //
 // So no two members call handlers for one range at the same time, whatever

@@ -176,7 +176,15 @@ func describeWorld(w *world) []string {
 		}
 		moved[k] = append(moved[k], strconv.Itoa(mv.r))
 	}
+	slices.SortFunc(keys, func(a, b moveKey) int {
+		return strings.Compare(fmt.Sprint(a), fmt.Sprint(b))
+	})
 	for _, k := range keys {
+		slices.SortFunc(moved[k], func(a, b string) int {
+			x, _ := strconv.Atoi(a)
+			y, _ := strconv.Atoi(b)
+			return x - y
+		})
 		from, how := string(k.from), "with a handoff"
 		if from == "" {
 			from = "(none)"

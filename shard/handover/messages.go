@@ -184,6 +184,14 @@ type Handoff struct {
 	// sender). Members of an earlier version passed handoffs on, and said
 	// so here.
 	From MemberID
+	// Record is the resourceVersion of the sender's write of the range's
+	// record at its release, which named Next as the range's holder, for
+	// Next's ask of epoch NextEpoch (0: not written). That write is Next's
+	// claim of the range for that attempt: its token, with no write of its
+	// own.
+	Record    uint64
+	Next      MemberID
+	NextEpoch uint64
 }
 
 // ObjectRef names an object a range's handlers had: the shell's

@@ -77,6 +77,30 @@ var mutants = []mutant{
 		to:   "\tcase false:\n",
 	},
 	{
+		name: "a release named for another member is this member's claim",
+		file: "ranges.go",
+		from: "h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch",
+		to:   "h.Record > 0 && h.NextEpoch",
+	},
+	{
+		name: "a release named for another attempt is the claim",
+		file: "ranges.go",
+		from: "h.Next == c.cfg.Self && h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {",
+		to:   "h.Next == c.cfg.Self && c.lease.validUntil > c.now {",
+	},
+	{
+		name: "a named release is the claim once this member's claim lapsed",
+		file: "ranges.go",
+		from: "h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {",
+		to:   "h.NextEpoch == c.ranges[r].epoch {",
+	},
+	{
+		name: "a release that wrote no record is the claim",
+		file: "ranges.go",
+		from: "h != nil && h.Record > 0 && h.Next",
+		to:   "h != nil && h.Next",
+	},
+	{
 		name: "an answer of another epoch counts",
 		file: "ranges.go",
 		from: "if ri.epoch != m.Epoch {\n\t\t\tcontinue // an answer to another attempt",
@@ -97,8 +121,8 @@ var mutants = []mutant{
 	{
 		name: "answers before the handlers have drained",
 		file: "ranges.go",
-		from: "\t\tcase *active:\n\t\t\tc.deactivate(r, id)\n\t\t}",
-		to:   "\t\tcase *active:\n\t\t\tc.deactivate(r, id)\n\t\t\tk := releaseKey{to: id, epoch: e}\n\t\t\tc.released[k] = &Released{From: c.cfg.Self, Epoch: e, Ranges: []int{r}}\n\t\t\tdelete(ri.deferred, id)\n\t\t}",
+		from: "\t\tcase *active:\n\t\t\tc.deactivate(r, id, e)\n\t\t}",
+		to:   "\t\tcase *active:\n\t\t\tc.deactivate(r, id, e)\n\t\t\tk := releaseKey{to: id, epoch: e}\n\t\t\tc.released[k] = &Released{From: c.cfg.Self, Epoch: e, Ranges: []int{r}}\n\t\t\tdelete(ri.deferred, id)\n\t\t}",
 	},
 	{
 		name: "releases to any asker",

@@ -94,10 +94,11 @@ type active struct {
 }
 
 // deactivating: the range is being drained and stopped, to be released to
-// member to ("" when none).
+// member to ("" when none), for its ask of epoch toEpoch.
 type deactivating struct {
-	token uint64
-	to    MemberID
+	token   uint64
+	to      MemberID
+	toEpoch uint64
 }
 
 // stopping: the informer of a range no handler saw is being stopped. A
@@ -247,7 +248,9 @@ func (c *Core) stopped(m *RangeStopped) {
 		ri.state = &idle{releasedTo: st.to, at: c.ticks}
 		ri.delivered = st.token
 		if m.Handoff != nil {
-			ri.final = m.Handoff
+			h := *m.Handoff
+			h.Next, h.NextEpoch = st.to, st.toEpoch
+			ri.final = &h
 		}
 	case *stopping:
 		ri.state = &idle{at: c.ticks}
@@ -301,7 +304,7 @@ func (c *Core) stepRange(r int, cutOff bool) {
 		// Without the topology, or with nobody to hand over to, or once
 		// a leave's time is up, stop delivering without an asker.
 		if cutOff || c.failed != "" || c.forced || (c.leaving && len(c.members.view) == 0) {
-			c.deactivate(r, "")
+			c.deactivate(r, "", 0)
 		}
 	}
 }
@@ -512,9 +515,17 @@ func (c *Core) dropVoid(st *acquiring) {
 }
 
 // claim: every member has answered or is void, so none delivers the range
-// or will before it asks this one: the member writes the range's record
-// naming itself, whose resourceVersion is the token (recordClaimed).
+// or will before it asks this one. When the deliverer's release wrote the
+// range's record naming this member for this attempt, that write is the
+// claim, and the range goes to the handlers under its version at once
+// (while this member's own claim is valid); else the member writes the
+// record naming itself, whose version is the token (recordClaimed).
 func (c *Core) claim(r int, st *acquiring) {
+	if h := st.handoff; h != nil && h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {
+		c.activateRange(r, h.Record, h, st.prev)
+		c.broadcastHello() // as recordClaimed does
+		return
+	}
 	cl := &claiming{handoff: st.handoff, prev: st.prev}
 	c.ranges[r].state = cl
 	c.claimRecord(r, cl)
@@ -525,9 +536,9 @@ func (c *Core) claimRecord(r int, st *claiming) {
 	c.out.Send(ToLease, &ClaimRecord{Range: r, Epoch: c.ranges[r].epoch})
 }
 
-func (c *Core) deactivate(r int, to MemberID) {
+func (c *Core) deactivate(r int, to MemberID, toEpoch uint64) {
 	ri := &c.ranges[r]
-	d := &deactivating{to: to}
+	d := &deactivating{to: to, toEpoch: toEpoch}
 	if st, ok := ri.state.(*active); ok {
 		d.token = st.token
 	}
@@ -562,7 +573,7 @@ func (c *Core) answerDeferred(r int) {
 			}
 			delete(ri.deferred, id)
 		case *active:
-			c.deactivate(r, id)
+			c.deactivate(r, id, e)
 		}
 	}
 }

@@ -352,6 +352,45 @@ func TestFailedRevocationDoesNotVoid(t *testing.T) {
 	}
 }
 
+// A deliverer's release that wrote the range's record naming this member,
+// for this attempt, is this member's claim: the range goes to the handlers
+// at once under that write's version, with no write of its own. A release
+// named for another member or another attempt, or with no record write, or
+// one that comes once this member's claim has lapsed, leaves the claim to
+// a write of its own.
+func TestNamedReleaseIsTheClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		handle func(h *handover.Handoff, self handover.MemberID, epoch uint64)
+		lapsed bool
+		named  bool
+	}{
+		{"named for this attempt", func(*handover.Handoff, handover.MemberID, uint64) {}, false, true},
+		{"named for another member", func(h *handover.Handoff, _ handover.MemberID, _ uint64) { h.Next = "other#1" }, false, false},
+		{"named for an earlier attempt", func(h *handover.Handoff, _ handover.MemberID, e uint64) { h.NextEpoch = e - 1 }, false, false},
+		{"no record write", func(h *handover.Handoff, _ handover.MemberID, _ uint64) { h.Record = 0 }, false, false},
+		{"the claim lapsed", func(*handover.Handoff, handover.MemberID, uint64) {}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, self, peer, epoch := acquiringZero(t)
+			if tc.lapsed {
+				c.Step(&handover.LeaseRenewed{Seq: 99, Start: 0, Now: c.Status().ValidUntil, Token: 20})
+			}
+			h := handover.Handoff{Range: 0, Token: 12, From: peer, Position: 30, Record: 40, Next: self, NextEpoch: epoch}
+			tc.handle(&h, self, epoch)
+			out := c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
+			act, activated := find[*handover.ActivateRange](out)
+			_, claimed := find[*handover.ClaimRecord](out)
+			if tc.named && (!activated || act.Token != 40 || claimed) {
+				t.Fatalf("activation %+v (claim written %v), want token 40 at once, with no write", act, claimed)
+			}
+			if !tc.named && (activated || !claimed) {
+				t.Fatalf("activated %v (%+v), claim written %v: want a claim of its own", activated, act, claimed)
+			}
+		})
+	}
+}
+
 // Once every member has answered, the member writes the range's record
 // naming itself, and the write's resourceVersion is the range's token. A
 // lease write does not activate the range; a failed claim is written again
@@ -924,7 +963,7 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 		if !whileActive {
 			c.Step(lateRel)
 		}
-		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", Position: 41, From: self}
+		own := &handover.Handoff{Range: 0, Token: act.Token, Version: "40", Position: 41, From: self, Record: 77}
 		rel, ok := find[*handover.Released](c.Step(&handover.RangeStopped{Range: 0, Epoch: act.Epoch, Handoff: own}))
 		if !ok {
 			t.Fatalf("no answer to the asker once stopped: %+v", c.Status())
@@ -935,8 +974,10 @@ func TestLateHandoffGoesOnWithTheRelease(t *testing.T) {
 				got = &rel.Handoffs[i]
 			}
 		}
-		if got == nil || !reflect.DeepEqual(*got, *own) {
-			t.Fatalf("while active %v: handoff %+v, want this member's own, as it is: %+v", whileActive, got, own)
+		want := *own
+		want.Next, want.NextEpoch = next, 50 // the release's record write named the asker, for its ask
+		if got == nil || !reflect.DeepEqual(*got, want) {
+			t.Fatalf("while active %v: handoff %+v, want this member's own, naming the asker: %+v", whileActive, got, want)
 		}
 	}
 }

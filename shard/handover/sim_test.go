@@ -702,8 +702,13 @@ func (w *world) exec(line string) {
 		}
 		if e.deactivate >= 0 {
 			m.delivering[e.deactivate] = false
-			if rs, ok := e.report.(*handover.RangeStopped); ok && rs.Handoff != nil && !w.apiCut[m.node.id] {
-				w.record[rs.Range] = max(w.record[rs.Range], rs.Handoff.Token)
+			if rs, ok := e.report.(*handover.RangeStopped); ok && rs.Handoff != nil && !w.apiCut[m.node.id] && rs.Handoff.Token > w.record[rs.Range] {
+				// The record takes the final position and names the
+				// member the range is released to: that write's version
+				// is that member's token, if its attempt still stands.
+				w.rv++
+				w.record[rs.Range] = rs.Handoff.Token
+				rs.Handoff.Record = uint64(w.rv)
 			}
 		}
 		m.local = append(m.local, e.report)

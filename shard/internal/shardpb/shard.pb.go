@@ -579,7 +579,13 @@ type Handoff struct {
 	Deleted []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
 	// position: the resourceVersion up to which the sender's handlers were
 	// given every event of the range under token (0: not known).
-	Position      int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
+	Position int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
+	// record: the resourceVersion of the sender's write of the range's
+	// record at its release, which named next as the range's holder for its
+	// ask of next_epoch (0: none).
+	Record        uint64 `protobuf:"varint,9,opt,name=record,proto3" json:"record,omitempty"`
+	Next          string `protobuf:"bytes,10,opt,name=next,proto3" json:"next,omitempty"`
+	NextEpoch     uint64 `protobuf:"varint,11,opt,name=next_epoch,json=nextEpoch,proto3" json:"next_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +672,27 @@ func (x *Handoff) GetDeleted() []string {
 func (x *Handoff) GetPosition() int64 {
 	if x != nil {
 		return x.Position
+	}
+	return 0
+}
+
+func (x *Handoff) GetRecord() uint64 {
+	if x != nil {
+		return x.Record
+	}
+	return 0
+}
+
+func (x *Handoff) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+func (x *Handoff) GetNextEpoch() uint64 {
+	if x != nil {
+		return x.NextEpoch
 	}
 	return 0
 }
@@ -992,7 +1019,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xf6\x01\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xc1\x02\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -1003,7 +1030,12 @@ const file_shard_proto_rawDesc = "" +
 	"supplement\x18\x06 \x01(\bR\n" +
 	"supplement\x12\x18\n" +
 	"\adeleted\x18\a \x03(\tR\adeleted\x12\x1a\n" +
-	"\bposition\x18\b \x01(\x03R\bposition\"I\n" +
+	"\bposition\x18\b \x01(\x03R\bposition\x12\x16\n" +
+	"\x06record\x18\t \x01(\x04R\x06record\x12\x12\n" +
+	"\x04next\x18\n" +
+	" \x01(\tR\x04next\x12\x1d\n" +
+	"\n" +
+	"next_epoch\x18\v \x01(\x04R\tnextEpoch\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
