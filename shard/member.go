@@ -689,15 +689,6 @@ func (io *memberIO) leaseEffect(body any) {
 			}
 			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
 		})
-	case *handover.ClaimRecord:
-		io.request(func() handover.Input {
-			tok, err := inc.leases.claimRecord(inc.ctx, e.Range)
-			if err != nil && inc.ctx.Err() == nil {
-				s.warm.recordFailures.Add(1)
-				inc.log.Warn("cannot claim the range's record", "range", e.Range, "err", err)
-			}
-			return &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: tok, OK: err == nil}
-		})
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)

@@ -30,11 +30,11 @@ import (
 // an answer that is lost, or that reached a member whose claim was given
 // up, loses nothing.
 //
-// The record also names the range's deliverer (its holder), and the
-// resourceVersion of the write that named it is the deliverer's fencing
-// token: a release names the member it releases the range to (or none),
-// and a member that takes the range otherwise (its deliverer's lease void,
-// or none) claims it by writing the record naming itself (claimRecord).
+// A release's write also names the member the range is released to (the
+// record's holder; none when it goes to no one), and that write's
+// resourceVersion is that member's fencing token when it takes the range
+// for the ask it was released for: no write of its own comes between the
+// old owner's last call and the new one's first.
 //
 // The records are labelled apart from the member leases (LabelRecordOf),
 // so that the lease watch and its tombstone collection never see them.
@@ -105,23 +105,6 @@ func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord, ne
 		return true
 	})
 	if err != nil || rv == "" {
-		return 0, err
-	}
-	return l.recordToken(index, rv)
-}
-
-// claimRecord writes range index's record naming this member as the
-// range's deliverer (its holder), keeping the position it holds, and
-// returns the record's resourceVersion after the write: the range's
-// fencing token, above every earlier write of the record, and so above
-// every earlier deliverer's token.
-func (l *leases) claimRecord(ctx context.Context, index int) (uint64, error) {
-	holder := string(l.self)
-	rv, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
-		cur.Spec.HolderIdentity = &holder
-		return true
-	})
-	if err != nil {
 		return 0, err
 	}
 	return l.recordToken(index, rv)

@@ -166,12 +166,10 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 	})
 }
 
-// A claim writes the record naming its member as the range's deliverer and
-// returns the record's resourceVersion, its token: each claim's above the
-// last write's, whoever made it. It keeps the final position. A release
-// writes the position and names the next owner (or none), and its version
-// is that owner's token.
-func TestRangeRecordClaimGivesTheToken(t *testing.T) {
+// A release writes the position and names the next owner (or none): the
+// record's holder, whose token is the write's resourceVersion, each above
+// the last write's, whoever made it.
+func TestRangeRecordReleaseNamesTheNextOwner(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
 	shardtest.InstallLeases(cs)
@@ -191,36 +189,29 @@ func TestRangeRecordClaimGivesTheToken(t *testing.T) {
 	}
 	var last uint64
 	for i, step := range []struct {
-		by      *leases
-		release *rangeRecord
-		next    handover.MemberID
+		by   *leases
+		rec  rangeRecord
+		next handover.MemberID
 	}{
-		{by: a},
-		{by: a, release: &rangeRecord{position: 100, version: 90}, next: "b#1"},
-		{by: b},
-		{by: b, release: &rangeRecord{position: 120, version: 110}},
-		{by: a},
+		{a, rangeRecord{token: 10, position: 100, version: 90}, "b#1"},
+		{b, rangeRecord{token: 20, position: 120, version: 110}, ""},
+		{a, rangeRecord{token: 30, position: 130, version: 120}, "b#1"},
 	} {
-		var tok uint64
-		var err error
-		want := step.by.self
-		if step.release != nil {
-			step.release.token = last
-			tok, err = step.by.writeRecord(ctx, 2, *step.release, step.next)
-			want = step.next
-		} else {
-			tok, err = step.by.claimRecord(ctx, 2)
-		}
+		tok, err := step.by.writeRecord(ctx, 2, step.rec, step.next)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		h, rv := holder()
-		if h != string(want) || strconv.FormatUint(tok, 10) != rv || tok <= last {
-			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %q, the record's version, above the last", i, h, rv, tok, last, want)
+		if h != string(step.next) || strconv.FormatUint(tok, 10) != rv || tok <= last {
+			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %q, the record's version, above the last", i, h, rv, tok, last, step.next)
 		}
 		last = tok
 	}
-	if rec, found, err := b.readRecord(ctx, 2); err != nil || !found || rec.position != 120 {
-		t.Fatalf("the claims lost the final position: %+v (found %v, err %v)", rec, found, err)
+	// A release older than the record's writes nothing, and names no one.
+	if tok, err := b.writeRecord(ctx, 2, rangeRecord{token: 20, position: 125}, "a#1"); err != nil || tok != 0 {
+		t.Fatalf("an older release: token %d, err %v; want 0 and nothing written", tok, err)
+	}
+	if h, _ := holder(); h != "b#1" {
+		t.Fatalf("holder %q after an older release, want b#1 still", h)
 	}
 }

@@ -95,9 +95,10 @@ type Status struct {
 	// position had left the API server's window: 410 Gone), whose
 	// handlers may miss a delete.
 	Resumes, ResumeGaps int64
-	// RecordFailures counts the range record writes that failed
-	// (record.go): a release's (the next owner resumes from this member's
-	// answer, or from an older position) or a claim's (written again).
+	// RecordFailures counts the releases whose range record could not be
+	// written (record.go): the next owner resumes from this member's
+	// answer, or from an older position, and writes its lease for its
+	// token.
 	RecordFailures int64
 	// Undelivered are the group's ranges that no member of View delivers,
 	// as far as this member knows: neither itself nor a peer whose last

@@ -40,7 +40,7 @@ type warmStats struct {
 	// resumes: ranges taken over without a handoff that replayed their
 	// changes from a position; resumeGaps: those whose replay fell short.
 	resumes, resumeGaps atomic.Int64
-	// recordFailures: range record writes that failed (releases, claims).
+	// recordFailures: releases whose range record could not be written.
 	recordFailures atomic.Int64
 	once           sync.Map // reasons already logged
 }

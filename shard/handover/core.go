@@ -41,13 +41,14 @@
 //     the range and it does not deliver the range: if it does, it first
 //     stops, draining its handlers, and hands over what they were given
 //     (Handoff). An undelivered message is never an answer.
-//   - Tokens. A range's fencing token is the resourceVersion of the write
-//     of its record in the API server that named its deliverer, higher than
-//     every earlier deliverer's (their writes came before). A deliverer's
+//   - Tokens. A range's fencing token is the resourceVersion of a write in
+//     the API server made after every earlier deliverer's last call, so
+//     higher than its token. A deliverer's
 //     release writes the record naming the member it releases the range to
 //     (Handoff.Record, Next); once every member has answered or is void,
 //     that write is the member's claim if it was for this attempt, else the
-//     member claims the record itself (ClaimRecord, a compare-and-swap).
+//     member's next lease write, started after that, is (one write for
+//     every range claimed meanwhile).
 //     While its own claim is valid, the range then goes to the handlers,
 //     continuing from the newest position of the Handoff, the range's
 //     record (which the releaser's shell wrote before the release was
@@ -252,8 +253,6 @@ func (c *Core) Step(in Input) []stage.Msg {
 		c.leaseChecked(m)
 	case *LeaseRevoked:
 		c.leaseRevoked(m)
-	case *RecordClaimed:
-		c.recordClaimed(m)
 	}
 	if !c.done {
 		c.reconcile()

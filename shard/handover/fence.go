@@ -191,6 +191,20 @@ func (c *Core) renew() {
 	c.out.Send(ToLease, &RenewLease{Seq: c.lease.seq, Create: !c.lease.created})
 }
 
+// maybeRenew writes the lease now when a range's claim waits for a write
+// that has not begun.
+func (c *Core) maybeRenew() {
+	if c.lease.inflight || c.done {
+		return
+	}
+	for r := range c.ranges {
+		if st, ok := c.ranges[r].state.(*claiming); ok && st.after >= c.lease.seq {
+			c.renew()
+			return
+		}
+	}
+}
+
 // leaseTick renews the lease every RetryPeriod, fences this member once
 // its claim has lapsed, and revokes the leases that stayed unchanged for
 // LeaseDuration.
@@ -250,6 +264,7 @@ func (c *Core) renewed(m *LeaseRenewed) {
 		l.validUntil = until
 		c.out.Send(ToLease, &SetValidity{Until: until})
 	}
+	c.activate(m.Seq, m.Token)
 }
 
 func (c *Core) renewFailed(m *LeaseRenewFailed) {

@@ -300,18 +300,6 @@ type LeaseRevoked struct {
 	OK      bool
 }
 
-// RecordClaimed answers ClaimRecord of that range and epoch: OK when the
-// range's record now names this member as its deliverer, with Token the
-// record's resourceVersion after the write; not OK when the write failed,
-// or its answer was lost (it may have been applied: a later claim writes
-// again, with a higher resourceVersion).
-type RecordClaimed struct {
-	Range int
-	Epoch uint64
-	Token uint64
-	OK    bool
-}
-
 func (*Hello) handoverInput()            {}
 func (*Reject) handoverInput()           {}
 func (*Acquire) handoverInput()          {}
@@ -327,7 +315,6 @@ func (*LeaseRenewFailed) handoverInput() {}
 func (*Leases) handoverInput()           {}
 func (*LeaseChecked) handoverInput()     {}
 func (*LeaseRevoked) handoverInput()     {}
-func (*RecordClaimed) handoverInput()    {}
 
 // Effects on this member's range informers (sent to ToRanges).
 
@@ -428,17 +415,6 @@ type SetValidity struct{ Until time.Duration }
 // has a live lease (the tombstone's create can find one made meanwhile),
 // not Found when it was released or the tombstone is there.
 type CheckLease struct{ Member MemberID }
-
-// ClaimRecord writes the range's record (record.go in the shell) naming
-// this member as the range's deliverer, keeping the final position it
-// holds: a compare-and-swap, an update that carries the resourceVersion
-// read (or a create when there is none). The shell answers RecordClaimed.
-// The write's resourceVersion is the range's fencing token: every write of
-// the record, and every earlier deliverer's claim, came before it.
-type ClaimRecord struct {
-	Range int
-	Epoch uint64
-}
 
 // RevokeLease releases Member's lease if it is still at Version (a write
 // refused if the lease changed): it loses its holder, gets a mark saying

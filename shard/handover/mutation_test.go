@@ -53,30 +53,6 @@ var mutants = []mutant{
 		mustMatch: "was not copied from it before the first ask",
 	},
 	{
-		name: "a failed claim of the record activates the range",
-		file: "ranges.go",
-		from: "if !m.OK || c.lease.validUntil <= c.now {",
-		to:   "if c.lease.validUntil <= c.now {",
-	},
-	{
-		name: "a claim of the record activates the range once the member's claim lapsed",
-		file: "ranges.go",
-		from: "if !m.OK || c.lease.validUntil <= c.now {",
-		to:   "if !m.OK {",
-	},
-	{
-		name: "a claim of the record for another attempt activates the range",
-		file: "ranges.go",
-		from: "m.Range >= len(c.ranges) || c.ranges[m.Range].epoch != m.Epoch {",
-		to:   "m.Range >= len(c.ranges) {",
-	},
-	{
-		name: "a failed read of a lease counts as none found",
-		file: "fence.go",
-		from: "\tcase m.Failed:\n",
-		to:   "\tcase false:\n",
-	},
-	{
 		name: "a release named for another member is this member's claim",
 		file: "ranges.go",
 		from: "h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch",
@@ -155,10 +131,10 @@ var mutants = []mutant{
 		to:   "\tp.revoking = false\n\tp.void = true",
 	},
 	{
-		name: "the token is the member's last lease write, not the record's claim",
+		name: "the token comes from a write that may precede the claim",
 		file: "ranges.go",
-		from: "c.activateRange(m.Range, m.Token, st.handoff, st.prev)",
-		to:   "c.activateRange(m.Range, c.lease.token, st.handoff, st.prev)",
+		from: "if !ok || st.after >= seq {",
+		to:   "if !ok {",
 	},
 	{
 		name: "asks go out before the lease watch has seen this member's lease",

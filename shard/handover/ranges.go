@@ -77,15 +77,14 @@ type acquiring struct {
 	answered   bool
 }
 
-// claiming: every member has answered or is void; the member writes the
-// range's record naming itself (ClaimRecord), whose resourceVersion is the
-// range's fencing token. inflight: a write is running; one that failed is
-// made again from tick retry on.
+// claiming: every member has answered or is void, and no deliverer's
+// release named this member; it waits for a lease write that started after
+// that, whose resourceVersion is the range's fencing token. One write
+// serves every range claimed meanwhile.
 type claiming struct {
-	handoff  *Handoff
-	prev     MemberID
-	inflight bool
-	retry    int
+	after   uint64 // a write numbered above this one
+	handoff *Handoff
+	prev    MemberID
 }
 
 // active: the handlers get the range, under token.
@@ -273,6 +272,7 @@ func (c *Core) reconcile() {
 		c.stepRange(r, cutOff)
 		c.answerDeferred(r)
 	}
+	c.maybeRenew()
 	c.settled = c.viewReached()
 }
 
@@ -295,8 +295,6 @@ func (c *Core) stepRange(r int, cutOff bool) {
 		// the range with no member ready to deliver it.
 		if cutOff || c.failed != "" {
 			c.stopRange(r)
-		} else if !st.inflight && c.ticks >= st.retry {
-			c.claimRecord(r, st) // again: the last write failed
 		}
 	case *acquiring:
 		c.pursueClaim(r, st, mine)
@@ -518,22 +516,15 @@ func (c *Core) dropVoid(st *acquiring) {
 // or will before it asks this one. When the deliverer's release wrote the
 // range's record naming this member for this attempt, that write is the
 // claim, and the range goes to the handlers under its version at once
-// (while this member's own claim is valid); else the member writes the
-// record naming itself, whose version is the token (recordClaimed).
+// (while this member's own claim is valid); else the member waits for a
+// lease write that starts now (activate).
 func (c *Core) claim(r int, st *acquiring) {
 	if h := st.handoff; h != nil && h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {
 		c.activateRange(r, h.Record, h, st.prev)
-		c.broadcastHello() // as recordClaimed does
+		c.broadcastHello() // as activate does
 		return
 	}
-	cl := &claiming{handoff: st.handoff, prev: st.prev}
-	c.ranges[r].state = cl
-	c.claimRecord(r, cl)
-}
-
-func (c *Core) claimRecord(r int, st *claiming) {
-	st.inflight = true
-	c.out.Send(ToLease, &ClaimRecord{Range: r, Epoch: c.ranges[r].epoch})
+	c.ranges[r].state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
 }
 
 func (c *Core) deactivate(r int, to MemberID, toEpoch uint64) {
@@ -605,26 +596,28 @@ func (c *Core) flushReleased() {
 	}
 }
 
-// recordClaimed gives a claimed range whose record now names this member
-// to the handlers, under the record's resourceVersion; a failed write is
-// made again (stepRange).
-func (c *Core) recordClaimed(m *RecordClaimed) {
-	if m.Range < 0 || m.Range >= len(c.ranges) || c.ranges[m.Range].epoch != m.Epoch {
-		return
+// activate gives the claimed ranges whose lease write started after their
+// claim to the handlers, under that write's token.
+func (c *Core) activate(seq uint64, token uint64) {
+	if c.lease.validUntil <= c.now {
+		return // the claim lapsed; the next tick fences
 	}
-	st, ok := c.ranges[m.Range].state.(*claiming)
-	if !ok {
-		return
+	activated := false
+	for r := range c.ranges {
+		ri := &c.ranges[r]
+		st, ok := ri.state.(*claiming)
+		if !ok || st.after >= seq {
+			continue
+		}
+		c.activateRange(r, token, st.handoff, st.prev)
+		activated = true
 	}
-	st.inflight, st.retry = false, c.ticks+1
-	if !m.OK || c.lease.validUntil <= c.now {
-		return // written again; or the claim lapsed, and the next tick fences
+	if activated {
+		// The others learn at once where the ranges are: a member that
+		// places them before this Hello comes would start them elsewhere,
+		// with no holder to copy them from.
+		c.broadcastHello()
 	}
-	c.activateRange(m.Range, m.Token, st.handoff, st.prev)
-	// The others learn at once where the range is: a member that places it
-	// before this Hello comes would start it elsewhere, with no holder to
-	// copy it from.
-	c.broadcastHello()
 }
 
 // activateRange gives range r to the handlers under token, continuing from

@@ -357,7 +357,7 @@ func TestFailedRevocationDoesNotVoid(t *testing.T) {
 // at once under that write's version, with no write of its own. A release
 // named for another member or another attempt, or with no record write, or
 // one that comes once this member's claim has lapsed, leaves the claim to
-// a write of its own.
+// a lease write of its own.
 func TestNamedReleaseIsTheClaim(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -380,69 +380,38 @@ func TestNamedReleaseIsTheClaim(t *testing.T) {
 			tc.handle(&h, self, epoch)
 			out := c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
 			act, activated := find[*handover.ActivateRange](out)
-			_, claimed := find[*handover.ClaimRecord](out)
-			if tc.named && (!activated || act.Token != 40 || claimed) {
-				t.Fatalf("activation %+v (claim written %v), want token 40 at once, with no write", act, claimed)
+			state := c.Status().Ranges[0].State
+			if tc.named && (!activated || act.Token != 40) {
+				t.Fatalf("activation %+v (range %s), want token 40 at once, with no write", act, state)
 			}
-			if !tc.named && (activated || !claimed) {
-				t.Fatalf("activated %v (%+v), claim written %v: want a claim of its own", activated, act, claimed)
+			if !tc.named && (activated || state != "claiming") {
+				t.Fatalf("activated %v (%+v), range %s: want it claiming, waiting for a lease write of its own", activated, act, state)
 			}
 		})
 	}
 }
 
-// Once every member has answered, the member writes the range's record
-// naming itself, and the write's resourceVersion is the range's token. A
-// lease write does not activate the range; a failed claim is written again
-// at the next tick, not in the same step; an answer to another attempt, or
-// one that comes once the member's claim has lapsed, activates nothing.
-func TestTokenIsTheRecordClaimsVersion(t *testing.T) {
+// The token is the resourceVersion of a lease write that started after the
+// last answer: a write already in flight when it came does not do.
+func TestTokenComesFromAWriteAfterTheClaim(t *testing.T) {
 	c, _, peer, epoch := acquiringZero(t)
+	// A periodic renewal starts before the answer arrives.
 	renew, ok := find[*handover.RenewLease](c.Step(&handover.Tick{Now: time.Second}))
 	if !ok {
 		t.Fatal("no periodic renewal")
 	}
-	claim, ok := find[*handover.ClaimRecord](c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}}))
-	if !ok || claim.Range != 0 || claim.Epoch != epoch {
-		t.Fatalf("no claim of the record after the last answer: %+v", c.Status())
-	}
-	if st := c.Status().Ranges[0]; st.State != "claiming" {
-		t.Fatalf("range 0 is %s, want claiming", st.State)
-	}
-	if _, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})); ok {
-		t.Fatal("a lease write activated the range")
-	}
-	out := c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch})
-	if _, ok := find[*handover.ClaimRecord](out); ok {
-		t.Fatal("a failed claim written again in the same step")
-	}
+	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
+	out := c.Step(&handover.LeaseRenewed{Seq: renew.Seq, Start: time.Second, Token: 20})
 	if _, ok := find[*handover.ActivateRange](out); ok {
-		t.Fatal("a failed claim activated the range")
+		t.Fatal("activated with the token of a write that started before the claim")
 	}
-	again, ok := find[*handover.ClaimRecord](c.Step(&handover.Tick{Now: time.Second + simTick}))
-	if !ok || again.Epoch != epoch {
-		t.Fatal("a failed claim not written again at the next tick")
+	next, ok := find[*handover.RenewLease](out)
+	if !ok || next.Seq <= renew.Seq {
+		t.Fatalf("no new write for the claim: %v", out)
 	}
-	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch + 1, Token: 30, OK: true})); ok {
-		t.Fatal("another attempt's claim activated the range")
-	}
-	act, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true}))
-	if !ok || act.Token != 31 {
-		t.Fatalf("activation %+v, want the record's version 31", act)
-	}
-
-	// The same, once the claim has lapsed: nothing is activated.
-	c, _, peer, epoch = acquiringZero(t)
-	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
-	lapsed := c.Status().ValidUntil
-	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true})); !ok {
-		t.Fatal("a valid claim was not activated")
-	}
-	c, _, peer, epoch = acquiringZero(t)
-	c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}})
-	c.Step(&handover.LeaseRenewed{Seq: 99, Start: 0, Now: lapsed, Token: 20})
-	if _, ok := find[*handover.ActivateRange](c.Step(&handover.RecordClaimed{Range: 0, Epoch: epoch, Token: 31, OK: true})); ok {
-		t.Fatal("activated after the claim lapsed")
+	act, ok := find[*handover.ActivateRange](c.Step(&handover.LeaseRenewed{Seq: next.Seq, Start: time.Second + simTick, Token: 21}))
+	if !ok || act.Token != 21 {
+		t.Fatalf("activation %+v, want token 21", act)
 	}
 }
 
@@ -890,25 +859,18 @@ func writesAnswered(c *handover.Core, token *uint64, in handover.Input, now time
 	}
 }
 
-// answerWrites answers the lease writes and record claims in out, as the
-// API server does, with versions from *token on, and returns what c sent
+// answerWrites answers the lease writes in out, as the API server does, with versions from *token on, and returns what c sent
 // meanwhile; ok is false when out asks for none.
 func answerWrites(c *handover.Core, out []stage.Msg, now time.Duration, token *uint64) (next []stage.Msg, ok bool) {
 	var asked []any
 	for _, m := range out {
-		switch m.Body.(type) {
-		case *handover.RenewLease, *handover.ClaimRecord:
+		if _, ok := m.Body.(*handover.RenewLease); ok {
 			asked = append(asked, m.Body)
 		}
 	}
 	for _, b := range asked {
-		var in handover.Input
-		switch e := b.(type) {
-		case *handover.RenewLease:
-			in = &handover.LeaseRenewed{Seq: e.Seq, Start: now, Now: now, Token: *token}
-		case *handover.ClaimRecord:
-			in = &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: *token, OK: true}
-		}
+		e := b.(*handover.RenewLease)
+		in := &handover.LeaseRenewed{Seq: e.Seq, Start: now, Now: now, Token: *token}
 		*token++
 		next = append(next, c.Step(in)...)
 	}
@@ -1164,8 +1126,6 @@ func (sc *leaverScene) step(in handover.Input) {
 		switch e := body.(type) {
 		case *handover.RenewLease:
 			return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
-		case *handover.ClaimRecord:
-			return sc.c.Step(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: 100 + e.Epoch, OK: true})
 		case *handover.ActivateRange:
 			sc.delivered = e.Token
 		case *handover.DeactivateRange:
@@ -1229,8 +1189,6 @@ func TestEveryAnswerCarriesTheMembersOwnFinalHandoff(t *testing.T) {
 			switch e := body.(type) {
 			case *handover.RenewLease:
 				return sc.c.Step(&handover.LeaseRenewed{Seq: e.Seq, Start: sc.now, Token: 20 + e.Seq})
-			case *handover.ClaimRecord:
-				return sc.c.Step(&handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: 100 + e.Epoch, OK: true})
 			case *handover.StartRange:
 				return sc.c.Step(&handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
 			case *handover.ActivateRange:

@@ -408,7 +408,7 @@ func (w *world) leaseEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.SetValidity:
 		m.validUntil = e.Until
-	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease, *handover.ClaimRecord:
+	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease:
 		w.api = append(w.api, apiOp{member: m, body: e, start: w.clock(m.node)})
 	default:
 		w.failf("%s: unknown lease effect %T", m.id, body)
@@ -456,11 +456,6 @@ func (w *world) apply(op apiOp, answer bool) {
 		if !answer {
 			reply = &handover.LeaseChecked{Member: e.Member, Failed: true}
 		}
-	case *handover.ClaimRecord:
-		// The range's record names the member now: a write after every
-		// earlier one, so its version is above every earlier token.
-		w.rv++
-		reply = &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch, Token: uint64(w.rv), OK: answer}
 	case *handover.RevokeLease:
 		l := w.leases[e.Member]
 		ok := l != nil && l.holder != "" && strconv.FormatInt(l.version, 10) == e.Version
@@ -736,10 +731,6 @@ func (w *world) exec(line string) {
 			case *handover.RevokeLease:
 				if op.member.running {
 					op.member.local = append(op.member.local, &handover.LeaseRevoked{Member: e.Member, Version: e.Version})
-				}
-			case *handover.ClaimRecord:
-				if op.member.running {
-					op.member.local = append(op.member.local, &handover.RecordClaimed{Range: e.Range, Epoch: e.Epoch})
 				}
 			case *handover.CheckLease:
 				if op.member.running {
