@@ -707,8 +707,8 @@ func (io *memberIO) leaseEffect(body any) {
 // the core its answer straight, as its ticks go: behind this actor's other
 // work (a snapshot being encoded for a new owner), a renewal that
 // succeeded in time could reach the core after the tick that fences it.
-// The core decides what to do on a failure (a read or a claim is asked
-// again at a later tick).
+// The core decides what to do on a failure (a failed read is asked again
+// at a later tick).
 func (io *memberIO) request(do func() handover.Input) {
 	io.requests.Add(1)
 	go func() {

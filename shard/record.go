@@ -107,12 +107,6 @@ func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord, ne
 	if err != nil || rv == "" {
 		return 0, err
 	}
-	return l.recordToken(index, rv)
-}
-
-// recordToken is the fencing token of a write of range index's record
-// that left it at resourceVersion rv.
-func (l *leases) recordToken(index int, rv string) (uint64, error) {
 	tok, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("range record %s: resourceVersion %q is not a number: fencing tokens need one", recordName(l.group, index), rv)
@@ -181,10 +175,6 @@ func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, fo
 	case err != nil:
 		return rangeRecord{}, false, err
 	}
-	a, ok := cur.Annotations[AnnotationRecord]
-	if !ok {
-		return rangeRecord{}, false, nil // claimed, never released
-	}
-	rec, err = decodeRecord(a)
+	rec, err = decodeRecord(cur.Annotations[AnnotationRecord])
 	return rec, err == nil, err
 }

@@ -43,17 +43,17 @@
 //     (Handoff). An undelivered message is never an answer.
 //   - Tokens. A range's fencing token is the resourceVersion of a write in
 //     the API server made after every earlier deliverer's last call, so
-//     higher than its token. A deliverer's
-//     release writes the record naming the member it releases the range to
-//     (Handoff.Record, Next); once every member has answered or is void,
-//     that write is the member's claim if it was for this attempt, else the
-//     member's next lease write, started after that, is (one write for
-//     every range claimed meanwhile).
-//     While its own claim is valid, the range then goes to the handlers,
-//     continuing from the newest position of the Handoff, the range's
-//     record (which the releaser's shell wrote before the release was
-//     reported) and the leases. A member answers with its own Handoff only, as often as it
-//     is asked; none is kept for, or passed on to, another member.
+//     higher than its token. A deliverer's release writes the range's
+//     record naming the member it releases the range to (Handoff.Record,
+//     Next); once every member has answered or is void, that write is the
+//     member's claim if it was for this attempt, else the member's next
+//     lease write, started after that, is (one write for every range
+//     claimed meanwhile). While its own claim is valid, the range then goes
+//     to the handlers, continuing from the newest position of the Handoff,
+//     the range's record (which the releaser's shell wrote before the
+//     release was reported) and the leases. A member answers with its own
+//     Handoff only, as often as it is asked; none is kept for, or passed
+//     on to, another member.
 //
 // So no two members call handlers for one range at the same time, whatever
 // the network and the pauses do, as long as clock rates are bounded: see
@@ -160,6 +160,9 @@ type Core struct {
 	done    bool // Left or Fenced sent: no further input
 
 	settled bool
+	// helloDue: a range was activated in this step; the others hear of it
+	// in one Hello at its end.
+	helloDue bool
 
 	// Collected during one Step, sent at its end.
 	released map[releaseKey]*Released
@@ -256,6 +259,13 @@ func (c *Core) Step(in Input) []stage.Msg {
 	}
 	if !c.done {
 		c.reconcile()
+		if c.helloDue {
+			// The others learn at once where the ranges are: a member that
+			// places them before this Hello comes would start them
+			// elsewhere, with no holder to copy them from.
+			c.helloDue = false
+			c.broadcastHello()
+		}
 		c.flushReleased()
 		c.finish()
 	}

@@ -521,7 +521,6 @@ func (c *Core) dropVoid(st *acquiring) {
 func (c *Core) claim(r int, st *acquiring) {
 	if h := st.handoff; h != nil && h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {
 		c.activateRange(r, h.Record, h, st.prev)
-		c.broadcastHello() // as activate does
 		return
 	}
 	c.ranges[r].state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
@@ -602,7 +601,6 @@ func (c *Core) activate(seq uint64, token uint64) {
 	if c.lease.validUntil <= c.now {
 		return // the claim lapsed; the next tick fences
 	}
-	activated := false
 	for r := range c.ranges {
 		ri := &c.ranges[r]
 		st, ok := ri.state.(*claiming)
@@ -610,19 +608,13 @@ func (c *Core) activate(seq uint64, token uint64) {
 			continue
 		}
 		c.activateRange(r, token, st.handoff, st.prev)
-		activated = true
-	}
-	if activated {
-		// The others learn at once where the ranges are: a member that
-		// places them before this Hello comes would start them elsewhere,
-		// with no holder to copy them from.
-		c.broadcastHello()
 	}
 }
 
 // activateRange gives range r to the handlers under token, continuing from
 // handoff, which prev sent.
 func (c *Core) activateRange(r int, token uint64, handoff *Handoff, prev MemberID) {
+	c.helloDue = true
 	ri := &c.ranges[r]
 	ri.state = &active{token: token}
 	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: prev, Handoff: handoff})

@@ -361,15 +361,15 @@ func TestFailedRevocationDoesNotVoid(t *testing.T) {
 func TestNamedReleaseIsTheClaim(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		handle func(h *handover.Handoff, self handover.MemberID, epoch uint64)
+		handle func(h *handover.Handoff, epoch uint64)
 		lapsed bool
 		named  bool
 	}{
-		{"named for this attempt", func(*handover.Handoff, handover.MemberID, uint64) {}, false, true},
-		{"named for another member", func(h *handover.Handoff, _ handover.MemberID, _ uint64) { h.Next = "other#1" }, false, false},
-		{"named for an earlier attempt", func(h *handover.Handoff, _ handover.MemberID, e uint64) { h.NextEpoch = e - 1 }, false, false},
-		{"no record write", func(h *handover.Handoff, _ handover.MemberID, _ uint64) { h.Record = 0 }, false, false},
-		{"the claim lapsed", func(*handover.Handoff, handover.MemberID, uint64) {}, true, false},
+		{"named for this attempt", func(*handover.Handoff, uint64) {}, false, true},
+		{"named for another member", func(h *handover.Handoff, _ uint64) { h.Next = "other#1" }, false, false},
+		{"named for an earlier attempt", func(h *handover.Handoff, e uint64) { h.NextEpoch = e - 1 }, false, false},
+		{"no record write", func(h *handover.Handoff, _ uint64) { h.Record = 0 }, false, false},
+		{"the claim lapsed", func(*handover.Handoff, uint64) {}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, self, peer, epoch := acquiringZero(t)
@@ -377,7 +377,7 @@ func TestNamedReleaseIsTheClaim(t *testing.T) {
 				c.Step(&handover.LeaseRenewed{Seq: 99, Start: 0, Now: c.Status().ValidUntil, Token: 20})
 			}
 			h := handover.Handoff{Range: 0, Token: 12, From: peer, Position: 30, Record: 40, Next: self, NextEpoch: epoch}
-			tc.handle(&h, self, epoch)
+			tc.handle(&h, epoch)
 			out := c.Step(&handover.Released{From: peer, Epoch: epoch, Ranges: []int{0}, Handoffs: []handover.Handoff{h}})
 			act, activated := find[*handover.ActivateRange](out)
 			state := c.Status().Ranges[0].State
@@ -859,20 +859,19 @@ func writesAnswered(c *handover.Core, token *uint64, in handover.Input, now time
 	}
 }
 
-// answerWrites answers the lease writes in out, as the API server does, with versions from *token on, and returns what c sent
-// meanwhile; ok is false when out asks for none.
+// answerWrites answers the lease writes in out, as the API server does,
+// with versions from *token on, and returns what c sent meanwhile; ok is
+// false when out asks for none.
 func answerWrites(c *handover.Core, out []stage.Msg, now time.Duration, token *uint64) (next []stage.Msg, ok bool) {
-	var asked []any
+	var asked []*handover.RenewLease // out is c's outbox: read before stepping c
 	for _, m := range out {
-		if _, ok := m.Body.(*handover.RenewLease); ok {
-			asked = append(asked, m.Body)
+		if w, ok := m.Body.(*handover.RenewLease); ok {
+			asked = append(asked, w)
 		}
 	}
-	for _, b := range asked {
-		e := b.(*handover.RenewLease)
-		in := &handover.LeaseRenewed{Seq: e.Seq, Start: now, Now: now, Token: *token}
+	for _, w := range asked {
+		next = append(next, c.Step(&handover.LeaseRenewed{Seq: w.Seq, Start: now, Now: now, Token: *token})...)
 		*token++
-		next = append(next, c.Step(in)...)
 	}
 	return next, len(asked) > 0
 }
