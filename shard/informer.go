@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -268,28 +269,22 @@ func probe(c *cluster.Cluster, group string, o options) string {
 		member string
 		hello  *shardpb.Hello
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		answers []answer
-	)
+	// The asks go out together; their answers are read in turn.
 	self := c.ActorSystem.Address()
+	var asked []actor.Future
 	for _, m := range c.MemberList.Members().Members() {
 		if m.Address() == self {
 			continue // this member (provider ids need not be the actor system's)
 		}
-		wg.Add(1)
-		go func(m *cluster.Member) {
-			defer wg.Done()
-			res, err := c.ActorSystem.Root.RequestFuture(actor.NewPID(m.Address(), actorName(group)), &shardpb.Probe{Group: group}, timeout).Result()
-			if h, ok := res.(*shardpb.Hello); ok && err == nil {
-				mu.Lock()
-				answers = append(answers, answer{h.From, h})
-				mu.Unlock()
-			}
-		}(m)
+		asked = append(asked, c.ActorSystem.Root.RequestFuture(actor.NewPID(m.Address(), actorName(group)), &shardpb.Probe{Group: group}, timeout))
 	}
-	wg.Wait()
+	var answers []answer
+	for _, f := range asked {
+		res, err := f.Result()
+		if h, ok := res.(*shardpb.Hello); ok && err == nil {
+			answers = append(answers, answer{h.From, h})
+		}
+	}
 	slices.SortFunc(answers, func(a, b answer) int { return strings.Compare(a.member, b.member) })
 	for _, a := range answers {
 		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) || a.hello.Protocol != protocolVersion {
@@ -370,16 +365,7 @@ func (s *Informer) member() handover.MemberID {
 // Run joins the group and serves this member's ranges until stopCh is
 // closed, then leaves the group gracefully.
 func (s *Informer) Run(stopCh <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	s.RunWithContext(ctx)
+	s.RunWithContext(wait.ContextForChannel(stopCh))
 }
 
 // RunWithContext joins the group and serves this member's ranges until ctx

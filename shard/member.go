@@ -340,11 +340,9 @@ type memberIO struct {
 	movedTo map[int]handover.MemberID
 	// leasesPending: a snapshot of the leases is on its way to the core.
 	leasesPending atomic.Bool
-	// requests: the core's API requests in flight (request).
-	requests sync.WaitGroup
-	// stopping: the informers of released ranges that are still stopping
-	// (deactivate).
-	stopping sync.WaitGroup
+	// work: the work run off the actor (run) that has not ended: API
+	// requests, range switches, informers' runs.
+	work sync.WaitGroup
 	// settings: why the core gave up (Failed), for the ending; ended: the
 	// incarnation is ending (dropAll), the core's effects are ignored.
 	settings string
@@ -436,15 +434,17 @@ func (io *memberIO) start(ctx actor.Context) {
 	// The core's clock; once the actor system is shut down (its actors
 	// still run, but nothing reaches the other members any more), the
 	// I/O actor hears clusterStopped.
-	go ticker(clock.RealClock{}, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick, func(n int) bool {
-		if sys.IsStopped() {
-			sys.Root.Send(self, &clusterStopped{})
-			return false
-		}
-		for range n {
-			sys.Root.Send(inc.corePID, &handover.Tick{Now: s.now()})
-		}
-		return true
+	io.run(nil, func() {
+		ticker(clock.RealClock{}, s.o.tick, quietBatch(s.o), &inc.quiet, inc.wake, io.stopTick, func(n int) bool {
+			if sys.IsStopped() {
+				sys.Root.Send(self, &clusterStopped{})
+				return false
+			}
+			for range n {
+				sys.Root.Send(inc.corePID, &handover.Tick{Now: s.now()})
+			}
+			return true
+		})
 	})
 	io.startLeaseWatch(ctx)
 	// A subscriber added after the member started missed the topology
@@ -710,10 +710,43 @@ func (io *memberIO) leaseEffect(body any) {
 // The core decides what to do on a failure (a failed read is asked again
 // at a later tick).
 func (io *memberIO) request(do func() handover.Input) {
-	io.requests.Add(1)
+	io.run(nil, func() { io.toCore(do()) })
+}
+
+// lane orders the work run on it (run): each starts once the one before
+// has ended. Each range has one, for its switches. Used on the I/O actor
+// only.
+type lane struct{ last chan struct{} }
+
+// wait returns a channel closed once the work run on l so far has ended.
+func (l *lane) wait() <-chan struct{} {
+	if l.last == nil {
+		l.last = make(chan struct{})
+		close(l.last)
+	}
+	return l.last
+}
+
+// run is the one way the member's shell does work that blocks: off the
+// actor, after the work run on l before it (nil: at once), and counted in
+// io.work, which the member's end waits for. The work reports what the
+// core or the actor must know as a message (toCore, report): it decides
+// nothing on its own.
+func (io *memberIO) run(l *lane, work func()) {
+	var prev <-chan struct{}
+	var done chan struct{}
+	if l != nil {
+		prev, done = l.wait(), make(chan struct{})
+		l.last = done
+	}
+	io.work.Add(1)
 	go func() {
-		defer io.requests.Done()
-		io.toCore(do())
+		defer io.work.Done()
+		if done != nil {
+			defer close(done)
+			<-prev
+		}
+		work()
 	}()
 }
 
@@ -748,7 +781,7 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	})
-	go io.leaseInf.RunWithContext(inc.ctx)
+	io.run(nil, func() { io.leaseInf.RunWithContext(inc.ctx) })
 }
 
 // leasesOf reads the group's leases: the live ones and the released ones
@@ -802,7 +835,7 @@ func (io *memberIO) snapshotLeases() {
 	inc.copies.leases(snap)
 	io.toCore(snap)
 	if len(stones) > 0 {
-		go inc.leases.removeOldTombstones(inc.ctx, stones)
+		io.run(nil, func() { inc.leases.removeOldTombstones(inc.ctx, stones) })
 	}
 }
 
@@ -868,14 +901,13 @@ func (io *memberIO) stop() {
 	clear(io.ranges)
 	io.inc.s.publish(nil)
 	for _, ri := range all {
-		ri.switches.Wait()
+		<-ri.switches.wait()
 		io.inc.s.detachAll(ri)
 		ri.cancel()
 		<-ri.done
 	}
 	io.inc.cancel()
-	io.requests.Wait()
-	io.stopping.Wait()
+	io.work.Wait()
 }
 
 func ints(v []int32) []int {

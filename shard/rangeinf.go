@@ -22,8 +22,8 @@ import (
 // rangeInformer is the informer of one range on this member: started when
 // the member becomes the range's owner, given the handlers once the range
 // is claimed, drained and stopped when the member releases it. The I/O
-// actor starts and ends each effect on it; the waiting happens in a
-// goroutine that reports back to the actor.
+// actor starts and ends each effect on it; the waiting happens on the
+// range's lane (memberIO.run), which reports back to the actor.
 type rangeInformer struct {
 	r       Range
 	epoch   uint64
@@ -60,10 +60,10 @@ type rangeInformer struct {
 	dropMu    sync.Mutex
 	dropped   bool
 	droppedCh chan struct{}
-	// switches counts the range's switches under way (activate,
-	// deactivate), which call its handlers from goroutines of their own:
-	// the lease is released only once they have ended.
-	switches sync.WaitGroup
+	// switches orders the range's work off the actor (its sync's wait,
+	// activation, release, stop), which calls its handlers: the lease is
+	// released only once it has ended. Used on the I/O actor.
+	switches lane
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
 	// retired: its Run has returned and its counters are in
@@ -154,9 +154,7 @@ func (io *memberIO) rangeEffect(body any) {
 		if e.To != "" {
 			io.movedTo[e.Range] = e.To
 		}
-		io.stopping.Add(1) // done once its informer has stopped
-		ri.switches.Add(1)
-		go io.deactivate(ri, e.To)
+		io.run(&ri.switches, func() { io.deactivate(ri, e.To) })
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -164,11 +162,11 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		s.tel.abortHandover(ri.span)
 		inc.log.Debug("stopping a range's informer that no handler was given", "range", ri.r.String(), "epoch", e.Epoch)
-		go func() {
-			ri.cancel()
+		ri.cancel() // before the wait for sync on its lane can end
+		io.run(&ri.switches, func() {
 			<-ri.done
 			io.report(ri, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch})
-		}()
+		})
 	case *handover.Failed:
 		io.settings = e.Reason
 		inc.log.Warn("this member's settings differ from the group's: it stays out of the group until the members with other settings have left", "reason", e.Reason)
@@ -205,8 +203,7 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 		// showed (a lost deliverer's last renewal, a leaver's release).
 		ri.resumeFrom, ri.resume = from, nil
 	}
-	ri.switches.Add(1)
-	go io.activate(ri, e.Handoff)
+	io.run(&ri.switches, func() { io.activate(ri, e.Handoff) })
 }
 
 // handoffPosition is the position handoff h gives (none for nil): its
@@ -232,12 +229,12 @@ func (io *memberIO) left(e *handover.Left) {
 		inc.log.Info("the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records")
 	}
 	end := ending{settings: io.settings}
-	go func() {
+	io.run(nil, func() {
 		if err := inc.leases.release(inc.ctx); err != nil {
 			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
 		}
 		inc.finish(end)
-	}()
+	})
 }
 
 // dropAll ends the incarnation at once: no handler call starts from now
@@ -253,18 +250,20 @@ func (io *memberIO) dropAll(end ending) {
 	s := inc.s
 	s.validUntil.Store(0)
 	all := make([]*rangeInformer, 0, len(io.ranges))
+	switched := make([]<-chan struct{}, 0, len(io.ranges))
 	for _, ri := range io.ranges {
 		if ri.activated.Load() {
 			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.position.Load()})
 		}
 		ri.drop()
 		all = append(all, ri)
+		switched = append(switched, ri.switches.wait())
 	}
 	clear(io.ranges)
 	s.publish(nil)
-	go func() {
-		for _, ri := range all {
-			ri.switches.Wait()
+	io.run(nil, func() {
+		for i, ri := range all {
+			<-switched[i]
 			s.detachAll(ri)
 			ri.cancel()
 			<-ri.done
@@ -273,7 +272,7 @@ func (io *memberIO) dropAll(end ending) {
 			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
 		}
 		inc.finish(end)
-	}()
+	})
 }
 
 // report hands a range effect's outcome to the actor.
@@ -353,19 +352,21 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	s.mu.Unlock()
 	io.ranges[e.Range] = ri
 
-	go func() {
+	io.run(nil, func() {
 		defer close(ri.done)
 		inf.RunWithContext(ctx)
 		s.retire(ri)
-	}()
-	go askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
-		if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
-			ri.listed.Store(v)
-		}
-		if ri.resumeFrom.version > 0 {
-			io.replay(ctx, ri)
-		}
-		io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+	})
+	io.run(&ri.switches, func() {
+		askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
+			if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
+				ri.listed.Store(v)
+			}
+			if ri.resumeFrom.version > 0 {
+				io.replay(ctx, ri)
+			}
+			io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+		})
 	})
 }
 
@@ -453,7 +454,6 @@ const switchPoll = time.Millisecond
 // longer has, then the cache; then changes flow again.
 func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	s := io.inc.s
-	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if ri.ended {
@@ -623,10 +623,9 @@ func (ri *rangeInformer) stopped() bool {
 // deactivate releases a range, draining: its intake is paused, its
 // handlers get what its informer had taken, then no further call; they
 // hear OnRelease, the core hears RangeStopped with the handoff, and the
-// informer stops (io.stopping, added to by the caller, is done then).
+// informer stops.
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
-	defer ri.switches.Done()
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	ri.ended = true
@@ -673,12 +672,8 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	// its intake is paused and no handler is attached, so nothing of it
 	// reaches a handler any more; waiting for its Run to return first
 	// (its watch's end) would only keep the range unserved longer. The
-	// I/O actor's stop waits for it (stopping).
-	go func() {
-		defer io.stopping.Done()
-		ri.cancel()
-		<-ri.done
-	}()
+	// I/O actor's stop waits for it (io.work).
+	ri.cancel()
 	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand})
 }
 
