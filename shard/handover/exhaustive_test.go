@@ -207,10 +207,14 @@ func (x *explorer) events(ps *pathState) []string {
 		}
 	}
 	for i := range w.effects {
-		out = append(out, fmt.Sprintf("effect %d", i))
+		if w.firstEffect(i) == i { // a member's effects on a range end in order
+			out = append(out, fmt.Sprintf("effect %d", i))
+		}
 	}
-	for i := range w.api {
-		out = append(out, fmt.Sprintf("api %d", i))
+	for i, op := range w.api {
+		if w.ready(op) {
+			out = append(out, fmt.Sprintf("api %d", i))
+		}
 	}
 	for _, n := range w.sortedNodes() {
 		if !n.alive || n.member == nil {

@@ -59,7 +59,12 @@ const (
 	simRenewDeadline = 1500 * time.Millisecond
 	simRetryPeriod   = 500 * time.Millisecond
 	simLeaveTicks    = 60 // a graceful leave's bound, in ticks
-	maxQuiesceSteps  = 200000
+	// simCall is how long a handler call may take, on its process's
+	// clock: one that began before the member's claim lapsed, or before it
+	// was fenced, may still run that long. LeaseDuration − RenewDeadline
+	// must cover it and the clocks' rate difference.
+	simCall         = 300 * time.Millisecond
+	maxQuiesceSteps = 200000
 )
 
 // node is a process: one cluster member (a protoactor node) at an address,
@@ -88,11 +93,21 @@ type simMember struct {
 	running    bool  // its group actor runs
 	local      []any // inputs waiting in its mailbox, in order
 	delivering map[int]bool
+	// activating: ranges whose activation (catching up, the tombstones,
+	// the handlers' attachment) is under way in the shell; they are
+	// delivered once it ends, unless the member stopped meanwhile.
+	activating map[int]bool
+	// tail: per range, until when (its clock) a handler call that was in
+	// flight when the member was fenced may still run.
+	tail       map[int]time.Duration
 	validUntil time.Duration
-	left       bool
-	failed     string
-	fenced     string
-	ticked     int // the ticks its ticker has fired
+	// claimed: the last validity the core set that was not 0 (a fence
+	// sets 0 before it says Fenced).
+	claimed time.Duration
+	left    bool
+	failed  string
+	fenced  string
+	ticked  int // the ticks its ticker has fired
 	// leaving: its Leave was stepped; leaveTicks: the ticks stepped since.
 	leaving    bool
 	leaveTicks int
@@ -117,12 +132,17 @@ type apiOp struct {
 	start  time.Duration // the requester's clock when it started
 }
 
+// effect is the work of a member's shell on range r, which reports to the
+// core when it ends (nil: nothing). A member's effects on one range end
+// in the order they began (the shell runs them on the range's lane).
 type effect struct {
 	member *simMember
+	r      int
 	report handover.Input
 	// deactivate: the range stops being delivered when the effect
-	// completes.
+	// completes; activate: it starts being delivered.
 	deactivate int
+	activate   bool
 }
 
 // apiLease is a Lease on the server; holder "": a tombstone, or released
@@ -168,6 +188,9 @@ type world struct {
 	tokens map[int][]uint64
 	// maxMoves is the members' MaxMoves (a script line sets it).
 	maxMoves int
+	// call is how long a handler call may take (simCall; a script line
+	// sets it).
+	call time.Duration
 	// starts are the StartRange effects, in order.
 	starts []start
 	// gentle: the generator injects no fault that loses state (no kill,
@@ -216,7 +239,7 @@ type move struct {
 func newWorld(t testing.TB, ranges int) *world {
 	return &world{t: t, ranges: ranges, nodes: map[handover.NodeID]*node{}, registered: map[handover.NodeID]bool{},
 		leases: map[handover.MemberID]*apiLease{}, cut: map[handover.NodeID]bool{}, apiCut: map[handover.NodeID]bool{}, deaf: map[handover.NodeID]bool{},
-		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, record: map[int]uint64{}}
+		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, record: map[int]uint64{}, call: simCall}
 }
 
 func (w *world) failf(format string, args ...any) {
@@ -317,9 +340,9 @@ func (w *world) rangeEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.StartRange:
 		w.starts = append(w.starts, start{member: m.id, r: e.Range, from: e.From, why: e.Cold})
-		w.effects = append(w.effects, effect{member: m, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 	case *handover.ActivateRange:
-		if m.delivering[e.Range] {
+		if m.delivering[e.Range] || m.activating[e.Range] {
 			w.failf("%s activates range %d, which it delivers already", m.id, e.Range)
 		}
 		if toks := w.tokens[e.Range]; len(toks) > 0 && e.Token <= toks[len(toks)-1] {
@@ -342,16 +365,17 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		}
 		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
 		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
-		m.delivering[e.Range] = true
+		m.activating[e.Range] = true
+		w.effects = append(w.effects, effect{member: m, r: e.Range, deactivate: -1, activate: true})
 	case *handover.DeactivateRange:
-		if !m.delivering[e.Range] {
+		if !m.delivering[e.Range] && !m.activating[e.Range] {
 			w.failf("%s deactivates range %d, which it does not deliver", m.id, e.Range)
 		}
 		tok := w.lastToken(e.Range)
 		h := &handover.Handoff{Range: e.Range, Token: tok, From: m.id, Position: int64(tok)}
-		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
 	case *handover.StopRange:
-		w.effects = append(w.effects, effect{member: m, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 	case *handover.Failed:
 		m.failed = e.Reason
 		w.unclean = true
@@ -364,11 +388,19 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		}
 		w.api = append(w.api, apiOp{member: m, body: &releaseOwn{}})
 	case *handover.Fenced:
-		// The shell stops every handler call at once, releases the lease,
-		// and rejoins as a new incarnation on a new cluster node.
+		// The shell starts no handler call from now on; once the calls in
+		// flight have ended, it releases the lease and rejoins as a new
+		// incarnation on a new cluster node.
 		m.running, m.fenced = false, e.Reason
 		w.unclean = true
+		now := w.clock(m.node)
+		for r, d := range m.delivering {
+			if d {
+				m.tail[r] = min(now, m.claimed) + w.call
+			}
+		}
 		clear(m.delivering)
+		clear(m.activating)
 		w.api = append(w.api, apiOp{member: m, body: &releaseOwn{rejoin: true}})
 	default:
 		w.failf("%s: unknown effect %T", m.id, body)
@@ -408,6 +440,9 @@ func (w *world) leaseEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.SetValidity:
 		m.validUntil = e.Until
+		if e.Until > 0 {
+			m.claimed = e.Until
+		}
 	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease:
 		w.api = append(w.api, apiOp{member: m, body: e, start: w.clock(m.node)})
 	default:
@@ -488,7 +523,7 @@ func (w *world) apply(op apiOp, answer bool) {
 func (w *world) startMember(n *node) {
 	w.seq++
 	id := handover.NewMemberID(n.id, strconv.Itoa(w.seq))
-	m := &simMember{id: id, node: n, running: true, delivering: map[int]bool{},
+	m := &simMember{id: id, node: n, running: true, delivering: map[int]bool{}, activating: map[int]bool{}, tail: map[int]time.Duration{},
 		core: handover.NewCore(handover.Config{Self: id, Ranges: n.ranges, HashField: n.field, JoinedAt: w.nowMS*1000 + int64(w.seq),
 			LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod, HealTicks: 20, MaxMoves: w.maxMoves, LeaveTicks: simLeaveTicks})}
 	n.member = m
@@ -689,10 +724,18 @@ func (w *world) exec(line string) {
 		if i < 0 {
 			return
 		}
+		i = w.firstEffect(i)
 		e := w.effects[i]
 		w.effects = slices.Delete(w.effects, i, i+1)
 		m := e.member
 		if !m.running || !m.node.alive {
+			return
+		}
+		if e.activate {
+			if m.activating[e.r] {
+				delete(m.activating, e.r)
+				m.delivering[e.r] = true
+			}
 			return
 		}
 		if e.deactivate >= 0 {
@@ -713,6 +756,9 @@ func (w *world) exec(line string) {
 			return
 		}
 		op := w.api[i]
+		if !w.ready(op) {
+			return
+		}
 		w.api = slices.Delete(w.api, i, i+1)
 		if w.apiCut[op.member.node.id] {
 			f[0] = "apifail"
@@ -763,6 +809,8 @@ func (w *world) exec(line string) {
 		w.gentle = true
 	case "maxmoves": // the members started from now on bound their moves
 		w.maxMoves = arg(1)
+	case "call": // handler calls take up to MS
+		w.call = time.Duration(arg(1)) * time.Millisecond
 	case "cut": // a partition from the other members, not from the API server or the provider
 		w.cut[handover.NodeID(f[1])] = true
 	case "heal":
@@ -808,21 +856,53 @@ func (w *world) receiver(addr string) *simMember {
 	return nil
 }
 
+// firstEffect is the effect that ends when effect i is picked: the first
+// of its member's on its range.
+func (w *world) firstEffect(i int) int {
+	e := w.effects[i]
+	return slices.IndexFunc(w.effects[:i+1], func(o effect) bool { return o.member == e.member && o.r == e.r })
+}
+
+// ready: op can reach the API server now. A fenced member's release of
+// its lease waits until the handler calls in flight have ended.
+func (w *world) ready(op apiOp) bool {
+	if _, rel := op.body.(*releaseOwn); !rel {
+		return true
+	}
+	now := w.clock(op.member.node)
+	for _, t := range op.member.tail {
+		if now < t {
+			return false
+		}
+	}
+	return true
+}
+
 func (w *world) crash(n *node) {
 	n.alive, n.paused = false, false
 	if m := n.member; m != nil {
 		m.running = false
 		clear(m.delivering)
+		clear(m.activating)
+		clear(m.tail)
 		m.local = nil
 	}
 }
 
-// callers are the members that can call range r's handlers now.
+// callers are the members that can be in a call of range r's handlers
+// now: one may start until the member's claim lapses and run for w.call
+// (on its process's clock; a process paused mid-call is the fencing
+// tokens' case, not the protocol's), and one in flight when the member
+// was fenced ends by its tail.
 func (w *world) callers(r int) []handover.MemberID {
 	var by []handover.MemberID
 	for _, m := range w.members {
 		n := m.node
-		if m.running && n.alive && !n.paused && m.delivering[r] && w.clock(n) < m.validUntil {
+		if !n.alive || n.paused {
+			continue
+		}
+		now := w.clock(n)
+		if m.running && m.delivering[r] && now < m.validUntil+w.call || now < m.tail[r] {
 			by = append(by, m.id)
 		}
 	}
@@ -877,7 +957,7 @@ func (w *world) random(rng *rand.Rand, churn bool) string {
 			return fmt.Sprintf("effect %d", rng.IntN(len(w.effects)))
 		case k < 760 && len(w.api) > 0:
 			i := rng.IntN(len(w.api))
-			if !churn && w.apiCut[w.api[i].member.node.id] {
+			if !churn && w.apiCut[w.api[i].member.node.id] || !w.ready(w.api[i]) {
 				continue
 			}
 			if churn && !w.gentle {
@@ -1087,7 +1167,7 @@ func (w *world) busy() bool {
 		}
 	}
 	for _, op := range w.api {
-		if !w.apiCut[op.member.node.id] {
+		if !w.apiCut[op.member.node.id] && w.ready(op) {
 			return true
 		}
 	}
@@ -1128,6 +1208,13 @@ func (w *world) stable() bool {
 				return false
 			}
 			owners = got
+		}
+	}
+	for _, m := range w.members {
+		for _, t := range m.tail {
+			if m.node.alive && w.clock(m.node) < t {
+				return false // a fenced member's call may still run
+			}
 		}
 	}
 	for r := range w.ranges {
