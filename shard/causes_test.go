@@ -119,7 +119,8 @@ func TestProbesSayWhyLeasesFail(t *testing.T) {
 }
 
 // With the API server out of reach for the ranges' lists, CheckSynced
-// says so; the error is gone once a list succeeds.
+// says so (CheckLive does not fail); the error is gone once a list
+// succeeds.
 func TestProbesSayWhyListsFail(t *testing.T) {
 	src := &failingSource{memServer: newMemServer()}
 	src.create("o1")
@@ -132,6 +133,9 @@ func TestProbesSayWhyListsFail(t *testing.T) {
 		}
 		return ""
 	})
+	if err := r.inf.CheckLive(nil); err != nil {
+		t.Errorf("CheckLive while lists fail: %v; want nil, as a restart would not help", err)
+	}
 	src.fail.Store(false)
 	eventually(t, 60*time.Second, "CheckSynced once lists succeed", func() string {
 		if err := r.inf.CheckSynced(nil); err != nil {
@@ -142,4 +146,62 @@ func TestProbesSayWhyListsFail(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// The access check reviews the informer's kind too: a refused list or
+// watch of it is named in Status().Causes, and so is a review that could
+// not be made (an API server out of reach), rather than taken as allowed.
+// Neither fails CheckLive: a restart mends neither.
+func TestAccessCheckNamesTheKindAndFailedReviews(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		review func(*authorizationv1.SelfSubjectAccessReview) error
+		want   []string
+	}{{
+		name: "kind refused",
+		review: func(r *authorizationv1.SelfSubjectAccessReview) error {
+			attr := r.Spec.ResourceAttributes
+			r.Status.Allowed = attr.Resource != "configmaps"
+			return nil
+		},
+		want: []string{
+			"not allowed to list configmaps in namespace team-a",
+			"not allowed to watch configmaps in namespace team-a",
+		},
+	}, {
+		name:   "review fails",
+		review: func(*authorizationv1.SelfSubjectAccessReview) error { return errRefused },
+		want: []string{
+			"cannot review whether it may create leases.coordination.k8s.io in namespace default: " + errRefused.Error(),
+			"cannot review whether it may watch configmaps in namespace team-a: " + errRefused.Error(),
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newMemServer()
+			src.create("o1")
+			cs := fake.NewClientset()
+			shardtest.InstallLeases(cs)
+			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+				if err := tc.review(review); err != nil {
+					return true, nil, err
+				}
+				return true, review, nil
+			})
+			r := runMember(t, test.NewInMemAgent(), src, shard.WithLeases(cs.CoordinationV1(), "default"),
+				shard.WithAccessCheck(cs.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, "team-a"))
+			eventually(t, 30*time.Second, "Status().Causes naming the refused requests", func() string {
+				causes := strings.Join(r.inf.Status().Causes, "\n")
+				for _, w := range tc.want {
+					if !strings.Contains(causes, w) {
+						return fmt.Sprintf("Status().Causes:\n%s\nwant %q", causes, w)
+					}
+				}
+				return ""
+			})
+			if err := r.inf.CheckLive(nil); err != nil {
+				t.Errorf("CheckLive: %v; want nil, as a restart would not help", err)
+			}
+		})
+	}
 }

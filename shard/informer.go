@@ -127,7 +127,9 @@ func actorName(group string) string { return "actorinformer-shard/" + group }
 // others, until those with other settings have left (a rollout that
 // changes the range count), and says so (Waiting, CheckSynced, a log
 // line). One informer per group runs on a member: New reserves the group's
-// name on c until Run returns.
+// name on c until Run returns. The group's name must be a label value (at
+// most 63 characters): its leases carry it in the LabelGroup label, by
+// which an operator selects them.
 func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject runtime.Object, opts ...Option) (*Informer, error) {
 	o := buildOptions(opts)
 	if err := validate(c, group, lw, o); err != nil {

@@ -15,8 +15,9 @@ import (
 	"github.com/actorinformer/actorinformer/shard"
 )
 
-// A graceful leave logs one line as it starts, with the member, the group
-// and the ranges it delivers.
+// A graceful leave logs one line as it starts, at Info, with the member,
+// the group, the ranges it delivers and how long it may take (the leave
+// timeout).
 func TestLeaveIsLogged(t *testing.T) {
 	src := newMemServer()
 	src.create("o1")
@@ -51,7 +52,7 @@ func TestLeaveIsLogged(t *testing.T) {
 	if len(lines) != 1 {
 		t.Fatalf("%d lines for the leave's start, want 1:\n%s", len(lines), logs.String())
 	}
-	for _, want := range []string{"group=configmaps", "member=" + regexp.QuoteMeta(member), "delivered=4", `ranges="\[0 1 2 3\]"`} {
+	for _, want := range []string{"level=INFO", "group=configmaps", "member=" + regexp.QuoteMeta(member), "delivered=4", `ranges="\[0 1 2 3\]"`, "leaveTimeout=30s"} {
 		if !regexp.MustCompile(want).MatchString(lines[0]) {
 			t.Errorf("the leave's line lacks %s: %s", want, lines[0])
 		}

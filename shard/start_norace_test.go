@@ -57,7 +57,15 @@ func TestStartMemberHonoursContext(t *testing.T) {
 	c = cluster.New(quietSystem(), cluster.Configure("shard-test", waiting, disthash.New(), remote.Configure("127.0.0.1", 0)))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err = shard.StartMember(ctx, c)
+	returned := make(chan error, 1)
+	go func() { returned <- shard.StartMember(ctx, c) }()
+	select {
+	case err = <-returned:
+	case <-time.After(30 * time.Second):
+		// The provider still waits: release it so that the test ends.
+		close(waiting.release)
+		t.Fatal("StartMember did not return 30 s after its context's deadline")
+	}
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("StartMember with a provider that waits: %v; want the context's deadline", err)
 	}

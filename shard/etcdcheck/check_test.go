@@ -33,7 +33,16 @@ func deadAddress(t *testing.T) string {
 func TestCheckEtcdUnreachable(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	endpoint := "http://" + deadAddress(t)
-	err := etcdcheck.Check(context.Background(), clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 300 * time.Millisecond})
+	returned := make(chan error, 1)
+	go func() {
+		returned <- etcdcheck.Check(context.Background(), clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 300 * time.Millisecond})
+	}()
+	var err error
+	select {
+	case err = <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Check did not return 30 s after its dial timeout of 300ms")
+	}
 	if err == nil || !strings.Contains(err.Error(), endpoint) || !strings.Contains(err.Error(), "did not answer within 300ms") {
 		t.Fatalf("Check: %v; want an error naming %s and the timeout", err, endpoint)
 	}

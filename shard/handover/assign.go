@@ -13,7 +13,9 @@ import (
 // ranges and the others q. Without the bound, 16 ranges over 3 members
 // often give one member twice another's share. Every member computes the
 // same answer, whatever the order of members; a join or a leave moves
-// little more than the joining or leaving member's share.
+// little more than the joining or leaving member's share. The core does
+// not place ranges with Assign, which ignores who holds them, but with
+// Place; tests compare Place's moves with Assign's.
 func Assign(members []MemberID, n int) []MemberID {
 	out := make([]MemberID, n)
 	if len(members) == 0 {

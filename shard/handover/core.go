@@ -13,8 +13,12 @@
 //   - Ownership. The hash space is split into B ranges; each is owned by
 //     one member of the group view (the current incarnations on the nodes
 //     of the topology that said Hello with the same settings and are not
-//     leaving), by rendezvous hashing with bounded load (Assign), so every
-//     member with the same view computes the same owner.
+//     leaving), by sticky placement with bounded load (Place): a range
+//     stays with the member that holds it (delivers it, by its Hellos)
+//     while that member is within its share; only the surplus and the
+//     ranges without a holder in the view move, each to the member with
+//     room and the highest rendezvous score for it. Every member with the
+//     same view and the same holders computes the same owners.
 //   - Fencing. Each incarnation holds a coordination.k8s.io Lease that it
 //     writes every RetryPeriod. It calls handlers only while its claim is
 //     valid: until RenewDeadline after the start of its last successful
