@@ -236,17 +236,6 @@ func (s *Informer) given(ri *rangeInformer, obj int64) bool {
 	return true
 }
 
-// handlersOf returns the handlers attached to ri.
-func (s *Informer) handlersOf(ri *rangeInformer) []*rangeHandler {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	hs := make([]*rangeHandler, 0, len(ri.attached))
-	for _, a := range ri.attached {
-		hs = append(hs, a.h)
-	}
-	return hs
-}
-
 // released tells the handler that range r is released.
 func (reg *registration) released(r Range) {
 	if reg.own != nil {
