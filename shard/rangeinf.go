@@ -351,21 +351,27 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	s.live[ri] = struct{}{}
 	s.mu.Unlock()
 	io.ranges[e.Range] = ri
+	io.runRange(ri, e.From)
+}
 
+// runRange runs a started range's informer, and on its lane waits for it
+// to sync (askWhenReady), then tells the core.
+func (io *memberIO) runRange(ri *rangeInformer, from handover.MemberID) {
+	inf := ri.inf
 	io.run(nil, func() {
 		defer close(ri.done)
-		inf.RunWithContext(ctx)
-		s.retire(ri)
+		inf.RunWithContext(ri.ctx)
+		io.inc.s.retire(ri)
 	})
 	io.run(&ri.switches, func() {
-		askWhenReady(inf.HasSyncedChecker().Done(), ri.done, e.From, lw, liveWait, func() {
+		askWhenReady(inf.HasSyncedChecker().Done(), ri.done, from, ri.lw, liveWait, func() {
 			if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
 				ri.listed.Store(v)
 			}
 			if ri.resumeFrom.version > 0 {
-				io.replay(ctx, ri)
+				io.replay(ri.ctx, ri)
 			}
-			io.report(ri, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+			io.report(ri, &handover.RangeSynced{Range: ri.r.Index, Epoch: ri.epoch})
 		})
 	})
 }
