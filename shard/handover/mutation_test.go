@@ -43,7 +43,7 @@ var mutants = []mutant{
 		file:      "ranges.go",
 		from:      "&& (from != \"\" || !c.inTransit(r) && c.mayAsk()) {",
 		to:        "&& (from != \"\" || !c.inTransit(r) && true) {",
-		mustMatch: "which no member delivers, before its lease watch showed its lease",
+		mustMatch: "Before its lease watch showed its lease: no ask",
 	},
 	{
 		name:      "a range a member delivers is copied only once this member may ask",
