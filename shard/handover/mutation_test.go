@@ -50,7 +50,7 @@ var mutants = []mutant{
 		file:      "ranges.go",
 		from:      "&& (from != \"\" || !c.inTransit(r) && c.mayAsk()) {",
 		to:        "&& (from != \"\" || !c.inTransit(r)) && c.mayAsk() {",
-		mustMatch: "was not copied from it before the first ask",
+		mustMatch: "is copied from it before the first ask",
 	},
 	{
 		name: "a release named for another member is this member's claim",
