@@ -36,7 +36,9 @@ import (
 //	released from=ID epoch=N ranges=R,.. [handoff=H]...
 //	synced range=R [epoch=N]    RangeSynced (epoch: the range's, from Status)
 //	stopped range=R [epoch=N] [handoff=H]
-//	tick D | tick D..D          Tick, or one every 200ms from D to D
+//	tick D | tick D..D [every=D]
+//	                            Tick, or one every 200ms (the simulator's
+//	                            tick) from D to D
 //	leave
 //	renewed seq=N start=D [now=D] token=N
 //	renewfailed seq=N [start=D] [lost]
@@ -145,6 +147,14 @@ func runCoreFile(t *testing.T, file string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// testConfig is a core's settings in the core scenarios: the simulator's
+// lease timings, discovery over after one tick, asks at once.
+func testConfig(self handover.MemberID, ranges int) handover.Config {
+	return handover.Config{Self: self, Ranges: ranges, HashField: "uid", DiscoveryTicks: 1,
+		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
+		FirstAsk: -1}
 }
 
 // coreDriver steps one core with the commands of a file.
@@ -301,7 +311,20 @@ func (d *coreDriver) epoch(a *args, r int) uint64 {
 }
 
 func (d *coreDriver) tick(f []string) error {
-	from, to, isRange := strings.Cut(strings.Join(f, ""), "..")
+	if len(f) == 0 {
+		return fmt.Errorf("tick: no time")
+	}
+	every := simTick
+	if len(f) > 1 {
+		a, err := parseArgs(f[1:])
+		if err != nil {
+			return err
+		}
+		if every = a.dur("every"); a.err != nil || every <= 0 {
+			return fmt.Errorf("tick: %v (every=%v)", a.err, every)
+		}
+	}
+	from, to, isRange := strings.Cut(f[0], "..")
 	start, err := time.ParseDuration(from)
 	if err != nil {
 		return err
@@ -316,7 +339,7 @@ func (d *coreDriver) tick(f []string) error {
 		return err
 	}
 	all := d.out
-	for now := start; now <= end; now += simTick {
+	for now := start; now <= end; now += every {
 		d.out = nil
 		d.now = now
 		d.step(&handover.Tick{Now: now})
