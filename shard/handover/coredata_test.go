@@ -19,11 +19,12 @@ import (
 // A file is a list of blocks: '#' comments and blank lines, one command,
 // a line "----", and what the command printed, up to a blank line ("ok"
 // when it printed nothing). A failing block stops its file; the failure
-// names the block's line and comments. -handover.rewrite writes what the
-// runs print into the files.
+// names the block's line and its comment (or the latest one before it).
+// -handover.rewrite writes what the runs print into the files.
 //
 // Members are written as their ids (node#incarnation); a topology takes
 // their nodes. Durations are Go's (600ms, 1.2s). Lists are comma-separated.
+// A word a command does not take is an error.
 //
 //	new self=ID ranges=N [firstask=D] [discovery=N] [heal=N]
 //	                            a new core (testConfig: discovery 1, firstask
@@ -125,7 +126,11 @@ func runCoreFile(t *testing.T, file string) {
 	blocks := parseCoreFile(t, file, string(b))
 	d := &coreDriver{t: t}
 	var out strings.Builder
+	var said []string // the latest comment, which the failure of a block without one repeats
 	for _, blk := range blocks {
+		if c := comments(blk.before); len(c) > 0 {
+			said = c
+		}
 		got, err := d.run(blk.cmd)
 		if err != nil {
 			t.Fatalf("%s:%d: %s: %v", file, blk.line, blk.cmd, err)
@@ -135,7 +140,7 @@ func runCoreFile(t *testing.T, file string) {
 		}
 		if !*rewrite && !slices.Equal(got, blk.want) {
 			t.Fatalf("%s:%d: %s\n%s\ngot:\n%s\nwant:\n%s", file, blk.line, blk.cmd,
-				strings.Join(blk.before, "\n"), strings.Join(got, "\n"), strings.Join(blk.want, "\n"))
+				strings.Join(said, "\n"), strings.Join(got, "\n"), strings.Join(blk.want, "\n"))
 		}
 		for _, l := range blk.before {
 			out.WriteString(l + "\n")
@@ -149,12 +154,41 @@ func runCoreFile(t *testing.T, file string) {
 	}
 }
 
+// commandKeys are the words each command takes (topology and leases take
+// member ids, tick its times).
+var commandKeys = map[string]string{
+	"new":         "self ranges firstask discovery heal",
+	"hello":       "from reply state active tokens view moved vouch wantvouch joined knowsyou heardyou ranges",
+	"acquire":     "from epoch ranges",
+	"released":    "from epoch ranges handoff",
+	"synced":      "range epoch",
+	"stopped":     "range epoch handoff",
+	"leave":       "",
+	"renewed":     "seq start now token",
+	"renewfailed": "seq start lost",
+	"checked":     "member found version released failed",
+	"revoked":     "member version ok",
+	"status":      "",
+	"auto":        "writes sync drain position off",
+}
+
 // testConfig is a core's settings in the core scenarios: the simulator's
 // lease timings, discovery over after one tick, asks at once.
 func testConfig(self handover.MemberID, ranges int) handover.Config {
 	return handover.Config{Self: self, Ranges: ranges, HashField: "uid", DiscoveryTicks: 1,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		FirstAsk: -1}
+}
+
+// comments are the comment lines of lines.
+func comments(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "#") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // coreDriver steps one core with the commands of a file.
@@ -184,58 +218,75 @@ func (d *coreDriver) run(line string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if keys, ok := commandKeys[f[0]]; ok {
+		for _, kv := range a.list {
+			if !slices.Contains(strings.Fields(keys), kv[0]) {
+				return nil, fmt.Errorf("%s takes no %q (it takes: %s)", f[0], kv[0], keys)
+			}
+		}
+	}
 	if f[0] != "new" && d.c == nil {
 		return nil, fmt.Errorf("no core: \"new\" comes first")
 	}
 	switch f[0] {
 	case "new":
 		err = d.newCore(a)
+	case "tick":
+		err = d.tick(f[1:])
+	case "status":
+		d.printStatus()
+	case "auto":
+		d.auto(a)
+	case "now":
+		if len(f) != 2 {
+			return nil, fmt.Errorf("now takes one time")
+		}
+		d.now, err = time.ParseDuration(f[1])
+	default:
+		var in handover.Input
+		if in, err = d.input(f[0], f[1:], a); err == nil && a.err == nil {
+			d.step(in)
+		}
+	}
+	if err == nil {
+		err = a.err
+	}
+	return d.out, err
+}
+
+// input is the core's input that command cmd writes.
+func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input, error) {
+	switch cmd {
 	case "topology":
 		tp := &handover.Topology{}
-		for _, m := range f[1:] {
+		for _, m := range words {
 			tp.Nodes = append(tp.Nodes, handover.MemberID(m).Node())
 		}
-		d.step(tp)
+		return tp, nil
 	case "hello":
-		var h *handover.Hello
-		if h, err = d.parseHello(a); err == nil {
-			d.step(h)
-		}
+		return d.parseHello(a)
 	case "acquire":
-		d.step(&handover.Acquire{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges")})
+		return &handover.Acquire{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges")}, nil
 	case "released":
-		m := &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges")}
-		for _, h := range a.all("handoff") {
-			var hh handover.Handoff
-			if hh, err = parseHandoff(h); err != nil {
-				return nil, err
-			}
-			m.Handoffs = append(m.Handoffs, hh)
-		}
-		d.step(m)
+		hs, err := handoffs(a)
+		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Handoffs: hs}, err
 	case "synced":
 		r := a.int("range")
-		d.step(&handover.RangeSynced{Range: r, Epoch: d.epoch(a, r)})
+		return &handover.RangeSynced{Range: r, Epoch: d.epoch(a, r)}, nil
 	case "stopped":
 		r := a.int("range")
 		m := &handover.RangeStopped{Range: r, Epoch: d.epoch(a, r)}
-		if h, ok := a.get("handoff"); ok {
-			var hh handover.Handoff
-			if hh, err = parseHandoff(h); err != nil {
-				return nil, err
-			}
-			m.Handoff = &hh
+		hs, err := handoffs(a)
+		if len(hs) > 0 {
+			m.Handoff = &hs[0]
 		}
-		d.step(m)
-	case "tick":
-		err = d.tick(f[1:])
+		return m, err
 	case "leave":
-		d.step(&handover.Leave{})
+		return &handover.Leave{}, nil
 	case "renewed":
-		m := &handover.LeaseRenewed{Seq: a.uint("seq"), Start: a.dur("start"), Now: a.dur("now"), Token: a.uint("token")}
-		d.step(m)
+		return &handover.LeaseRenewed{Seq: a.uint("seq"), Start: a.dur("start"), Now: a.dur("now"), Token: a.uint("token")}, nil
 	case "renewfailed":
-		d.step(&handover.LeaseRenewFailed{Seq: a.uint("seq"), Start: a.dur("start"), Lost: a.flag("lost")})
+		return &handover.LeaseRenewFailed{Seq: a.uint("seq"), Start: a.dur("start"), Lost: a.flag("lost")}, nil
 	case "leases":
 		m := &handover.Leases{}
 		for _, kv := range a.list {
@@ -249,35 +300,42 @@ func (d *coreDriver) run(line string) ([]string, error) {
 				m.Leases = append(m.Leases, handover.LeaseRecord{Holder: handover.MemberID(kv[0]), Version: kv[1]})
 			}
 		}
-		d.step(m)
+		return m, nil
 	case "checked":
-		d.step(&handover.LeaseChecked{Member: a.member("member"), Found: a.flag("found"), Version: a.str("version"),
-			Released: a.flag("released"), Failed: a.flag("failed")})
+		return &handover.LeaseChecked{Member: a.member("member"), Found: a.flag("found"), Version: a.str("version"),
+			Released: a.flag("released"), Failed: a.flag("failed")}, nil
 	case "revoked":
-		d.step(&handover.LeaseRevoked{Member: a.member("member"), Version: a.str("version"), OK: a.flag("ok")})
-	case "status":
-		d.printStatus()
-	case "auto":
-		if a.flag("off") {
-			d.autoWrites, d.autoSync, d.autoDrain = false, false, false
-		}
-		if _, ok := a.get("writes"); ok {
-			d.autoWrites, d.token = true, a.uint("writes")
-		}
-		d.autoSync = d.autoSync || a.flag("sync")
-		d.autoDrain = d.autoDrain || a.flag("drain")
-		if _, ok := a.get("position"); ok {
-			d.position = int64(a.int("position"))
-		}
-	case "now":
-		d.now, err = time.ParseDuration(f[1])
-	default:
-		err = fmt.Errorf("unknown command %q", f[0])
+		return &handover.LeaseRevoked{Member: a.member("member"), Version: a.str("version"), OK: a.flag("ok")}, nil
 	}
-	if err == nil {
-		err = a.err
+	return nil, fmt.Errorf("unknown command %q", cmd)
+}
+
+// handoffs are the handoff= words of a.
+func handoffs(a *args) ([]handover.Handoff, error) {
+	var out []handover.Handoff
+	for _, s := range a.all("handoff") {
+		h, err := parseHandoff(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
 	}
-	return d.out, err
+	return out, nil
+}
+
+// auto sets the driver's answers.
+func (d *coreDriver) auto(a *args) {
+	if a.flag("off") {
+		d.autoWrites, d.autoSync, d.autoDrain = false, false, false
+	}
+	if _, ok := a.get("writes"); ok {
+		d.autoWrites, d.token = true, a.uint("writes")
+	}
+	d.autoSync = d.autoSync || a.flag("sync")
+	d.autoDrain = d.autoDrain || a.flag("drain")
+	if _, ok := a.get("position"); ok {
+		d.position = int64(a.int("position"))
+	}
 }
 
 func (d *coreDriver) newCore(a *args) error {

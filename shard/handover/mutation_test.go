@@ -453,14 +453,25 @@ func tail(b []byte) string {
 }
 
 // firstFail is the name of the first test that failed in b ("?" if none
-// says so), with its parent's when it is a subtest's.
+// says so), down to its first failing subtest: a hint that names one file
+// of testdata/core runs only that file.
 func firstFail(b []byte) string {
+	name := ""
 	for _, l := range strings.Split(string(b), "\n") {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(l), "--- FAIL: "); ok {
-			name, _, _ = strings.Cut(name, " ")
-			name, _, _ = strings.Cut(name, "/")
-			return name
+		if n, ok := strings.CutPrefix(strings.TrimSpace(l), "--- FAIL: "); ok {
+			n, _, _ = strings.Cut(n, " ")
+			switch {
+			case name == "":
+				name = n
+			case strings.HasPrefix(n, name+"/"):
+				name = n
+			default:
+				return name
+			}
 		}
 	}
-	return "?"
+	if name == "" {
+		return "?"
+	}
+	return name
 }
