@@ -390,6 +390,10 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	s.mu.Unlock()
 	defer s.finishStop()
 	s.checkAccess(ctx)
+	if why := s.checkScope(ctx); why != "" {
+		s.giveUp(why)
+		return
+	}
 	c := s.first
 	for {
 		if s.Waiting() != "" && !s.waitForSettings(ctx, c) {

@@ -1,11 +1,14 @@
 package shard
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math/bits"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 )
@@ -18,7 +21,8 @@ const (
 	// UID hashes metadata.uid: objects spread evenly; the default.
 	UID HashField = "object.metadata.uid"
 	// Namespace hashes metadata.namespace: a namespace's objects stay on one
-	// member (cluster-scoped objects, with no namespace, all hash alike).
+	// member. A member refuses it for a cluster-scoped kind, whose objects
+	// would all hash alike (Err says so, and Run returns).
 	Namespace HashField = "object.metadata.namespace"
 )
 
@@ -71,6 +75,29 @@ func Hash(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
 	return h.Sum64()
+}
+
+// checkScope refuses to hash a cluster-scoped kind by namespace: its
+// objects have none, so every one would fall in one range, on one member.
+// It lists one object; a list that fails or finds none checks nothing.
+func (s *Informer) checkScope(ctx context.Context) string {
+	if s.o.field != Namespace {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.o.renewDL)
+	defer cancel()
+	list, err := listWith(ctx, s.lw, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return ""
+	}
+	why := ""
+	_ = meta.EachListItem(list, func(it runtime.Object) error {
+		if m, err := meta.Accessor(it); err == nil && m.GetNamespace() == "" {
+			why = fmt.Sprintf("hashing by namespace, but the informer's objects have none (%q: a cluster-scoped kind), so every one would fall in one range; hash them by uid (WithHashField(UID))", m.GetName())
+		}
+		return nil
+	})
+	return why
 }
 
 // fieldValue is obj's value of field; a tombstone stands for its object.
