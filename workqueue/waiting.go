@@ -20,7 +20,8 @@ import (
 // item already waiting does not restart it. Push, Pop and Touch cost an
 // amortized O(1) (a clock read at Push; over a store given to
 // NewWaiting, a map write at Push and delete at Pop); Oldest is O(1) and
-// may be called at any time, by any goroutine.
+// may be called at any time, by any goroutine. A Waiting serves one queue:
+// its other methods run under that queue's lock, as client-go calls them.
 type Waiting[T comparable] struct {
 	inner workqueue.Queue[T]
 	clock clock.PassiveClock
