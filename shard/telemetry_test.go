@@ -170,3 +170,79 @@ func gaugeSum(m metricdata.Metrics) int64 {
 	}
 	return n
 }
+
+// The per-range backlog: the notifications waiting for a member's
+// handlers are the range informers' actorinformer.listener.backlog,
+// observed per range (actorinformer.shard.range.index) and handler. A
+// handler held on its first call of each range leaves the range's other
+// objects waiting; let go, the backlogs drain.
+func TestRangeBacklogMetric(t *testing.T) {
+	informertest.NeedsTracing(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	src := newMemServer()
+	for i := range 40 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	hold := make(chan struct{})
+	inf, stop := runOne(t, src, cache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-hold }},
+		shard.WithRanges(4), shard.WithMemberName("pod-a"), shard.WithInformerOptions(actors.WithMeterProvider(mp)))
+	defer stop()
+	released := false
+	defer func() {
+		if !released {
+			close(hold)
+		}
+	}()
+	// byRange sums the range informers' data points of a gauge by range,
+	// those without a range under -1.
+	byRange := func(m metricdata.Metrics) map[int64]int64 {
+		out := map[int64]int64{}
+		if g, ok := m.Data.(metricdata.Gauge[int64]); ok {
+			for _, p := range g.DataPoints {
+				if v, _ := p.Attributes.Value(telemetry.AttrInformer); v.AsString() != "shard.configmaps" {
+					continue // the member's lease informer
+				}
+				r := int64(-1)
+				if v, ok := p.Attributes.Value(shard.AttrRange); ok {
+					r = v.AsInt64()
+				}
+				out[r] += p.Value
+			}
+		}
+		return out
+	}
+	perRange := map[int64]int64{}
+	src.mu.Lock()
+	for _, o := range src.objs {
+		r, err := inf.RangeOf(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perRange[int64(r.Index)]++
+	}
+	src.mu.Unlock()
+	// Each range's first object is in its handler's call, the others wait.
+	eventually(t, 30*time.Second, "each range's other objects waiting for the held handler", func() string {
+		got := byRange(informertest.CollectMetrics(t, reader)[telemetry.MetricListenerBacklog])
+		for r, n := range perRange {
+			if got[r] != n-1 && got[r] != n { // the call under way may count
+				return fmt.Sprintf("backlog by range %v, want each range's objects %v less one", got, perRange)
+			}
+		}
+		if _, ok := got[-1]; ok || len(got) != len(perRange) {
+			return fmt.Sprintf("backlog by range %v: a point without a range, or a range too many", got)
+		}
+		return ""
+	})
+	close(hold)
+	released = true
+	eventually(t, 30*time.Second, "the backlogs drained", func() string {
+		for r, n := range byRange(informertest.CollectMetrics(t, reader)[telemetry.MetricListenerBacklog]) {
+			if n != 0 {
+				return fmt.Sprintf("range %d: %d waiting", r, n)
+			}
+		}
+		return ""
+	})
+}

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -21,6 +22,9 @@ const (
 	MetricUnfinishedWork = "actorinformer.workqueue.unfinished_work"           // workqueue_unfinished_work_seconds
 	MetricLongestRunning = "actorinformer.workqueue.longest_running_processor" // workqueue_longest_running_processor_seconds
 	MetricRetries        = "actorinformer.workqueue.retries"                   // workqueue_retries_total
+	// MetricOldestAge has no client-go counterpart: how long the oldest
+	// item waiting for a worker has waited ([Waiting], [OTelMetricsProvider.ObserveOldest]).
+	MetricOldestAge = "actorinformer.workqueue.oldest.age"
 )
 
 // AttrQueueName is the queue's name (client-go's "name" label) on every
@@ -40,6 +44,8 @@ type OTelMetricsProvider struct {
 	adds, retries          metric.Int64Counter
 	latency, work          metric.Float64Histogram
 	unfinished, longestRun metric.Float64Gauge
+	meter                  metric.Meter
+	oldest                 metric.Float64ObservableGauge
 }
 
 var _ workqueue.MetricsProvider = (*OTelMetricsProvider)(nil)
@@ -52,7 +58,7 @@ func NewOTelMetricsProvider(mp metric.MeterProvider) *OTelMetricsProvider {
 		mp = metricnoop.NewMeterProvider()
 	}
 	m := mp.Meter(telemetry.ScopeName)
-	p := &OTelMetricsProvider{}
+	p := &OTelMetricsProvider{meter: m}
 	// The SDK returns a working instrument with an error only for invalid
 	// names or units, which these are not; a failing meter's instrument is a
 	// no-op.
@@ -70,7 +76,21 @@ func NewOTelMetricsProvider(mp metric.MeterProvider) *OTelMetricsProvider {
 		metric.WithDescription("How long the longest-running processing has run"))
 	p.retries, _ = m.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Rate-limited adds (retries)"))
+	p.oldest, _ = m.Float64ObservableGauge(MetricOldestAge, metric.WithUnit("s"),
+		metric.WithDescription("How long the item that has waited longest for a worker has waited (0 when none waits)"))
 	return p
+}
+
+// ObserveOldest observes the oldest waiting item's age of the queue named
+// name, whose store is w ([Waiting]), at each collection, until the
+// returned registration is unregistered (at the queue's shutdown).
+func (p *OTelMetricsProvider) ObserveOldest(name string, w interface{ Oldest() (time.Duration, int) }) (metric.Registration, error) {
+	opts := []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(AttrQueueName.String(name)))}
+	return p.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		age, _ := w.Oldest()
+		o.ObserveFloat64(p.oldest, age.Seconds(), opts...)
+		return nil
+	}, p.oldest)
 }
 
 // addOpts and recordOpts are built once per queue: passing the option as a

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -56,6 +57,8 @@ type Traced[T comparable] struct {
 	pending map[T]*adds        // adds since the item was last handed out
 	delayed map[T][]delayedAdd // AddAfter adds whose delay has not ended
 	active  map[T]trace.Span   // processing spans, ended by Done
+
+	stopMetrics func() // nil, or unregisters the oldest age's callback
 }
 
 var _ workqueue.TypedRateLimitingInterface[string] = (*Traced[string])(nil)
@@ -109,16 +112,44 @@ func New[T comparable](q workqueue.TypedRateLimitingInterface[T], tp trace.Trace
 
 // NewRateLimitingQueue builds client-go's rate-limiting queue named name,
 // its metrics (client-go's: depth, adds, queue and work duration,
-// unfinished work, longest running processor, retries) recorded through mp
-// by [NewOTelMetricsProvider], and wraps it, tracing through tp. A nil mp
+// unfinished work, longest running processor, retries; and the oldest
+// waiting item's age, kept by a [Waiting] store) recorded through mp by
+// [NewOTelMetricsProvider], and wraps it, tracing through tp. A nil mp
 // leaves the queue to client-go's global workqueue metrics provider (as
-// client-go's constructors do); a nil tp traces nothing.
+// client-go's constructors do), with no age; a nil tp traces nothing.
+// ShutDown and ShutDownWithDrain stop observing the age.
 func NewRateLimitingQueue[T comparable](name string, rl workqueue.TypedRateLimiter[T], tp trace.TracerProvider, mp metric.MeterProvider) *Traced[T] {
-	cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name}
-	if mp != nil {
-		cfg.MetricsProvider = NewOTelMetricsProvider(mp)
+	return newRateLimitingQueue(name, rl, tp, mp, nil)
+}
+
+// newRateLimitingQueue is NewRateLimitingQueue on clk (nil: the real clock).
+func newRateLimitingQueue[T comparable](name string, rl workqueue.TypedRateLimiter[T], tp trace.TracerProvider, mp metric.MeterProvider, clk clock.WithTicker) *Traced[T] {
+	if mp == nil || telemetry.CompiledOut {
+		cfg := workqueue.TypedRateLimitingQueueConfig[T]{Name: name, Clock: clk}
+		if mp != nil {
+			cfg.MetricsProvider = NewOTelMetricsProvider(mp)
+		}
+		return New(workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg), tp)
 	}
-	return New(workqueue.NewTypedRateLimitingQueueWithConfig(rl, cfg), tp)
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	p := NewOTelMetricsProvider(mp)
+	w := NewWaiting[T](nil, clk)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[T]{
+		Name: name, MetricsProvider: p, Clock: clk,
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[T]{
+			Name: name, MetricsProvider: p, Clock: clk,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[T]{
+				Name: name, MetricsProvider: p, Clock: clk, Queue: w}),
+		}),
+	})
+	t := New(q, tp)
+	// An error leaves a no-op registration: the instrument is the meter's.
+	if reg, err := p.ObserveOldest(name, w); err == nil {
+		t.stopMetrics = sync.OnceFunc(func() { _ = reg.Unregister() })
+	}
+	return t
 }
 
 func isNoopTracerProvider(tp trace.TracerProvider) bool {
@@ -296,11 +327,21 @@ func (t *Traced[T]) Done(item T) {
 func (t *Traced[T]) Len() int { return t.q.Len() }
 
 // ShutDown shuts the queue down (client-go's ShutDown).
-func (t *Traced[T]) ShutDown() { t.q.ShutDown() }
+func (t *Traced[T]) ShutDown() {
+	t.q.ShutDown()
+	if t.stopMetrics != nil {
+		t.stopMetrics()
+	}
+}
 
 // ShutDownWithDrain shuts the queue down and waits for the items being
 // processed to be done (client-go's ShutDownWithDrain).
-func (t *Traced[T]) ShutDownWithDrain() { t.q.ShutDownWithDrain() }
+func (t *Traced[T]) ShutDownWithDrain() {
+	t.q.ShutDownWithDrain()
+	if t.stopMetrics != nil {
+		t.stopMetrics()
+	}
+}
 
 // ShuttingDown reports whether the queue is shutting down.
 func (t *Traced[T]) ShuttingDown() bool { return t.q.ShuttingDown() }

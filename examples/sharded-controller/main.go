@@ -7,8 +7,10 @@
 // workqueue fed by its handler, and workers that reconcile the keys
 // (here: log them at klog -v=2) and drop those of ranges that moved to
 // another replica (Released). -probe-address serves the pod's probes,
-// /healthz and /readyz (probeHandler), the member's metrics in the
-// Prometheus format (/metrics) and its Status as JSON (/status). SIGTERM
+// /healthz and /readyz (probeHandler), the member's and the workqueue's
+// metrics in the Prometheus format (/metrics; deploy/hpa.yaml scales the
+// Deployment on the queue's oldest key's age) and its Status as JSON
+// (/status). SIGTERM
 // leaves the group gracefully: the other replicas list and take its ranges
 // before it stops delivering them.
 //
@@ -49,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +68,7 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
 	"github.com/actorinformer/actorinformer/shard/etcdcheck"
+	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
 )
 
 type config struct {
@@ -222,7 +226,7 @@ func run(ctx context.Context, cfg config) error {
 		shutdown(c)
 		return err
 	}
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	queue := newQueue(meters)
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			queue.Add(key)
@@ -273,6 +277,13 @@ func run(ctx context.Context, cfg config) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return probes.Shutdown(shutdownCtx)
+}
+
+// newQueue is client-go's rate-limiting queue, its metrics (depth, and how
+// long its oldest key has waited: what deploy/hpa.yaml scales on) recorded
+// through mp, served at /metrics.
+func newQueue(mp metric.MeterProvider) *aiworkqueue.Traced[string] {
+	return aiworkqueue.NewRateLimitingQueue("configmaps", workqueue.DefaultTypedControllerRateLimiter[string](), nil, mp)
 }
 
 // work takes keys from the queue until it shuts down: those of ranges

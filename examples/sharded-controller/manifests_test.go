@@ -4,10 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/actorinformer/actorinformer/internal/testcluster"
@@ -18,12 +25,12 @@ const (
 	serviceAccount = "sharded-controller"
 )
 
-// manifests reads deploy/: the namespace first, then the RBAC, then the
-// Deployment.
+// manifests reads deploy/: the namespace first, then the RBAC, the
+// Deployment, its HorizontalPodAutoscaler and the adapter's rule.
 func manifests(t testing.TB) []byte {
 	t.Helper()
 	var all []byte
-	for _, f := range []string{"namespace.yaml", "rbac.yaml", "deployment.yaml"} {
+	for _, f := range []string{"namespace.yaml", "rbac.yaml", "deployment.yaml", "hpa.yaml", "adapter-rules.yaml"} {
 		b, err := os.ReadFile(filepath.Join("deploy", f))
 		if err != nil {
 			t.Fatal(err)
@@ -73,12 +80,29 @@ var denied = []access{
 	{"patch", "coordination.k8s.io", "leases", namespace},
 	{"get", "coordination.k8s.io", "leases", "kube-system"},
 	{"list", "", "nodes", ""},
+	{"update", "apps", "deployments/scale", namespace}, // the HPA scales, not the controller
+}
+
+// hpaController is the HorizontalPodAutoscaler controller's service
+// account (kube-controller-manager's, with --use-service-account-credentials).
+const hpaController = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+
+// hpaGranted are the calls of the HPA controller for deploy/hpa.yaml:
+// the metric from the adapter's custom metrics API, and the Deployment's
+// scale. The cluster's bootstrap roles grant them.
+var hpaGranted = []access{
+	{"get", "custom.metrics.k8s.io", "pods", namespace},
+	{"list", "custom.metrics.k8s.io", "pods", namespace},
+	{"get", "apps", "deployments/scale", namespace},
+	{"update", "apps", "deployments/scale", namespace},
 }
 
 // The manifests apply to kube-apiserver v1.37 (server-side apply), and the
 // controller's service account may do exactly what the controller and the
 // provider need: every granted verb is allowed, the others denied, as
-// SubjectAccessReviews answer.
+// SubjectAccessReviews answer. The HorizontalPodAutoscaler scales the
+// Deployment on a metric the adapter's rule serves from the program's
+// /metrics (checkHPA), and the HPA controller may read it and scale.
 func TestManifests(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
 	ctx := context.Background()
@@ -90,7 +114,7 @@ func TestManifests(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment"} {
+	for _, k := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment", "HorizontalPodAutoscaler", "ConfigMap"} {
 		if !kinds[k] {
 			t.Errorf("no %s among the applied objects", k)
 		}
@@ -121,18 +145,13 @@ func TestManifests(t *testing.T) {
 		t.Fatalf("dry run: %v", err)
 	}
 
+	checkHPA(t, cs)
+
 	user := "system:serviceaccount:" + namespace + ":" + serviceAccount
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
 	review := func(a access) (bool, string) {
 		t.Helper()
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sar.Status.Allowed, sar.Status.Reason
+		return reviewAccess(t, cs, user, groups, a)
 	}
 	for _, a := range granted {
 		if ok, why := review(a); !ok {
@@ -143,5 +162,122 @@ func TestManifests(t *testing.T) {
 		if ok, why := review(a); ok {
 			t.Errorf("%s may %s %s.%s in %q (%s); nothing of the controller does", user, a.verb, a.resource, a.group, a.namespace, why)
 		}
+	}
+	for _, a := range hpaGranted {
+		if ok, why := reviewAccess(t, cs, hpaController, []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}, a); !ok {
+			t.Errorf("%s may not %s %s.%s in %q (%s); deploy/hpa.yaml needs it", hpaController, a.verb, a.resource, a.group, a.namespace, why)
+		}
+	}
+}
+
+// reviewAccess asks the API server whether user may do a, and why.
+func reviewAccess(t *testing.T, cs kubernetes.Interface, user string, groups []string, a access) (bool, string) {
+	t.Helper()
+	resource, subresource, _ := strings.Cut(a.resource, "/")
+	sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: resource, Subresource: subresource, Namespace: a.namespace}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed, sar.Status.Reason
+}
+
+// checkHPA: the applied HorizontalPodAutoscaler scales the Deployment on a
+// metric that the adapter's rule serves from a series that the program's
+// /metrics has, with the label its selector names.
+func checkHPA(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	hpa, err := cs.AutoscalingV2().HorizontalPodAutoscalers(namespace).Get(ctx, "sharded-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != "sharded-controller" || ref.APIVersion != "apps/v1" {
+		t.Errorf("the HPA scales %+v, want the Deployment sharded-controller", ref)
+	}
+	if len(hpa.Spec.Metrics) != 1 || hpa.Spec.Metrics[0].Pods == nil {
+		t.Fatalf("the HPA's metrics: %+v, want one of type Pods", hpa.Spec.Metrics)
+	}
+	m := hpa.Spec.Metrics[0].Pods
+	if m.Target.Type != autoscalingv2.AverageValueMetricType || m.Target.AverageValue == nil || m.Target.AverageValue.Sign() <= 0 {
+		t.Errorf("the HPA's target %+v, want a positive average value", m.Target)
+	}
+
+	// The adapter's rule: its series and name are the HPA's metric.
+	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, "sharded-controller-adapter-rules", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Rules []struct {
+			SeriesQuery string `json:"seriesQuery"`
+			Resources   struct {
+				Overrides map[string]struct {
+					Resource string `json:"resource"`
+				} `json:"overrides"`
+			} `json:"resources"`
+			Name struct {
+				Matches string `json:"matches"`
+				As      string `json:"as"`
+			} `json:"name"`
+			MetricsQuery string `json:"metricsQuery"`
+		} `json:"rules"`
+	}
+	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(cm.Data["config.yaml"]), 4096).Decode(&rules); err != nil {
+		t.Fatalf("the adapter's rules: %v", err)
+	}
+	if len(rules.Rules) != 1 {
+		t.Fatalf("%d adapter rules, want 1", len(rules.Rules))
+	}
+	r := rules.Rules[0]
+	series, _, _ := strings.Cut(r.SeriesQuery, "{")
+	if r.Name.As != m.Metric.Name || !regexp.MustCompile(r.Name.Matches).MatchString(series) {
+		t.Errorf("the adapter serves %q as %q (matching %q); the HPA asks for %q", series, r.Name.As, r.Name.Matches, m.Metric.Name)
+	}
+	if r.Resources.Overrides["pod"].Resource != "pod" || r.Resources.Overrides["namespace"].Resource != "namespace" ||
+		!strings.Contains(r.MetricsQuery, "<<.Series>>") || !strings.Contains(r.MetricsQuery, "<<.LabelMatchers>>") {
+		t.Errorf("the adapter's rule does not map the series to pods: %+v", r)
+	}
+
+	// The program's /metrics: the queue's series, with the selector's label.
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer func() { _ = meters.Shutdown(ctx) }()
+	queue := newQueue(meters)
+	defer queue.ShutDown()
+	queue.Add("default/a")
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range families {
+		if f.GetName() != series {
+			continue
+		}
+		for _, p := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range p.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			matches := true
+			for k, v := range m.Metric.Selector.MatchLabels {
+				matches = matches && labels[k] == v
+			}
+			found = found || matches
+		}
+	}
+	if !found {
+		names := []string{}
+		for _, f := range families {
+			names = append(names, f.GetName())
+		}
+		t.Errorf("/metrics has no %s with the labels %v of the HPA's selector; it has %v", series, m.Metric.Selector.MatchLabels, names)
 	}
 }

@@ -142,7 +142,7 @@ func TestRangeCountRolloutInPods(t *testing.T) {
 // The same program outside any pod, as an operator runs it: two processes
 // with a kubeconfig and protoactor's etcd provider reconcile every
 // ConfigMap between them; each serves /readyz (CheckSynced), /metrics
-// with the member's gauges, and /status; SIGTERM makes each leave, exit 0.
+// with the member's gauges and its queue's oldest key's age, and /status; SIGTERM makes each leave, exit 0.
 func TestControllerLocally(t *testing.T) {
 	p := startPods(t, 40)
 	a, b := p.startLocal("local-a", "127.0.0.1", "--ranges=8"), p.startLocal("local-b", "127.0.0.1", "--ranges=8")
@@ -159,6 +159,10 @@ func TestControllerLocally(t *testing.T) {
 		metrics := body(t, r.probes, "/metrics")
 		if !regexp.MustCompile(`(?m)^actorinformer_shard_ranges\{.*actorinformer_shard_member_name="` + r.name + `".*\} [1-8]$`).MatchString(metrics) {
 			t.Errorf("%s: /metrics has no actorinformer_shard_ranges of member %s:\n%s", r.name, r.name, metrics)
+		}
+		// What deploy/hpa.yaml scales on: the queue's oldest key's age.
+		if !regexp.MustCompile(`(?m)^actorinformer_workqueue_oldest_age_seconds\{.*actorinformer_workqueue_name="configmaps".*\} [0-9.e+-]+$`).MatchString(metrics) {
+			t.Errorf("%s: /metrics has no actorinformer_workqueue_oldest_age_seconds of the configmaps queue:\n%s", r.name, metrics)
 		}
 		var st struct {
 			Member      string
