@@ -34,6 +34,9 @@ func (r *registration) ShutdownChan() <-chan struct{} { return r.l.exited }
 // reaches it. A handler added before Run is subscribed once Run starts.
 func (r *registration) Subscribed() bool { return r.l.sent.Subscribed.Load() }
 
+// SubscribedChan returns a channel closed once Subscribed is true.
+func (r *registration) SubscribedChan() <-chan struct{} { return r.l.sent.SubscribedChan() }
+
 func (r *registration) stats() HandlerStats {
 	return HandlerStats{
 		Name:      r.l.name,

@@ -539,7 +539,7 @@ func (c *Core) subscribe(s *Subscribe) (initial *Notifications) {
 	// same-resourceVersion updates (a relist) reach every handler.
 	c.syncing = append(slices.Clip(c.syncing), s.ID)
 	if sub.sent != nil {
-		defer sub.sent.Subscribed.Store(true)
+		defer sub.sent.MarkSubscribed()
 	}
 	if !s.Initial {
 		return nil

@@ -81,8 +81,39 @@ type Sent struct {
 	Initial atomic.Int64
 	// Subscribed is set once the core has subscribed the listener (and,
 	// for an Initial subscription, taken its initial list): every change
-	// the cache applies from then on reaches the listener.
+	// the cache applies from then on reaches the listener
+	// (MarkSubscribed).
 	Subscribed atomic.Bool
+	// subscribed is closed then, once someone waits (SubscribedChan).
+	subscribed atomic.Pointer[chan struct{}]
+}
+
+// closedChan is a channel closed from the start.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// MarkSubscribed sets Subscribed and wakes those waiting for it.
+func (s *Sent) MarkSubscribed() {
+	s.Subscribed.Store(true)
+	if p := s.subscribed.Swap(&closedChan); p != nil && p != &closedChan {
+		close(*p)
+	}
+}
+
+// SubscribedChan returns a channel closed once Subscribed is set.
+func (s *Sent) SubscribedChan() <-chan struct{} {
+	for {
+		if p := s.subscribed.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		if s.subscribed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 // Unsubscribe removes a listener; it receives nothing more.

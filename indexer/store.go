@@ -54,6 +54,24 @@ type Store struct {
 	indexError func(key, index string, err error)
 	// rvMetric, when set, follows rv (see SetResourceVersionMetric).
 	rvMetric cache.GaugeMetric
+	// changed is closed as rv next moves, once someone waits (Changed).
+	changed atomic.Pointer[chan struct{}]
+}
+
+// Changed returns a channel closed once the cache's resource version next
+// moves (a list, an event or a bookmark applied): a wait for the cache to
+// reach a version wakes on it instead of polling. While nobody waits, a
+// move costs one atomic load.
+func (s *Store) Changed() <-chan struct{} {
+	for {
+		if p := s.changed.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		if s.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 // SetResourceVersionMetric sets the gauge that follows the cache's resource
@@ -70,6 +88,9 @@ func (s *Store) SetResourceVersionMetric(g cache.GaugeMetric) {
 // setRVLocked records rv as the cache's resource version. s.mu is held.
 func (s *Store) setRVLocked(rv string) {
 	s.rv = rv
+	if p := s.changed.Load(); p != nil && s.changed.CompareAndSwap(p, nil) {
+		close(*p)
+	}
 	if s.rvMetric != nil {
 		if n, err := ParseRVForMetrics(rv); err == nil {
 			s.rvMetric.Set(float64(n))

@@ -40,7 +40,7 @@ func TestGateCheckedAgainUnderTheLock(t *testing.T) {
 	<-doneA
 	time.Sleep(50 * time.Millisecond)
 	// The member is fenced: range B is no longer delivered.
-	riB.delivering.Store(false)
+	riB.stopDelivering()
 	<-doneB
 	if calledB.Load() {
 		t.Fatal("B's handler was called after the claim lapsed")

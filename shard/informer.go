@@ -62,6 +62,9 @@ type Informer struct {
 	// (nanoseconds of the clock; 0: none). The running incarnation's core
 	// sets it.
 	validUntil atomic.Int64
+	// validity fires as validUntil is set (a call waiting in the gate
+	// looks again).
+	validity pulse
 	// delivered is what the public methods read: the delivered ranges,
 	// published by the running incarnation's actor.
 	delivered atomic.Pointer[[]*rangeInformer]

@@ -46,6 +46,10 @@ type rangeInformer struct {
 	claimed time.Time
 	// delivering: the handlers may be called for it (the calls' gate).
 	delivering atomic.Bool
+	// progress fires as a handler is given an event, as handlers are
+	// attached or detached, and as delivering turns off: the switch's
+	// waits (waitFor) and the calls' gate look again.
+	progress pulse
 	// switching is held while the range is activated or deactivated:
 	// each pauses and resumes the intake.
 	switching sync.Mutex
@@ -102,13 +106,20 @@ type rangeInformer struct {
 func (ri *rangeInformer) drop() {
 	ri.dropMu.Lock()
 	defer ri.dropMu.Unlock()
-	ri.delivering.Store(false)
+	ri.stopDelivering()
 	if !ri.dropped {
 		ri.dropped = true
 		if ri.droppedCh != nil {
 			close(ri.droppedCh)
 		}
 	}
+}
+
+// stopDelivering turns the range's deliveries off: no call starts from now
+// on, and the calls waiting in the gate see it.
+func (ri *rangeInformer) stopDelivering() {
+	ri.delivering.Store(false)
+	ri.progress.fire()
 }
 
 // startDelivering turns the range's deliveries on, unless it was dropped.
@@ -429,29 +440,39 @@ func appliedVersion(ri *rangeInformer) int64 {
 	return 0
 }
 
-// waitFor polls cond every switchPoll until it holds, the range
-// informer stops, the range is dropped or timeout passes; it reports
-// whether cond held.
+// waitFor waits until cond holds, the range informer stops, the range is
+// dropped or timeout passes; it reports whether cond held. It looks again
+// as the range's cache moves (indexer.Store.Changed) and as its handlers
+// progress (ri.progress).
 func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		applied, given := cacheChanged(ri), ri.progress.wait()
+		if cond() {
+			return true
 		}
 		select {
+		case <-applied:
+		case <-given:
 		case <-ri.done:
 			return false
 		case <-ri.droppedCh:
 			return false
-		case <-time.After(switchPoll):
+		case <-t.C:
+			return false
 		}
 	}
-	return true
 }
 
-// switchPoll is how often a switch's waits (waitFor) look again: each
-// wait that does not hold at once costs up to that much unserved time.
-const switchPoll = time.Millisecond
+// cacheChanged returns a channel closed once the range's cache next moves
+// (nil, which never closes, for a cache that cannot say).
+func cacheChanged(ri *rangeInformer) <-chan struct{} {
+	if c, ok := ri.inf.GetIndexer().(interface{ Changed() <-chan struct{} }); ok {
+		return c.Changed()
+	}
+	return nil
+}
 
 // activate gives a claimed range to the handlers, continuing from the
 // range's newest position (resumeFrom): once the range's informer has
@@ -502,7 +523,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	// paused until every one has, so that no change lands between the cache
 	// the missing objects were judged against and the handlers' initial
 	// lists (a delete landing there would reach neither).
-	if !waitFor(ri, s.o.catchUp, func() bool { return s.subscribed(ri) }) {
+	if !s.waitSubscribed(ri, s.o.catchUp) {
 		io.inc.log.Warn("the range's handlers were not subscribed in time; resuming its intake", "range", ri.r.String())
 	}
 	ri.lw.resume()
@@ -644,7 +665,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 		io.inc.log.Warn("the range's handlers were not given everything before its release; the next owner may miss deletes",
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)
 	}
-	ri.delivering.Store(false)
+	ri.stopDelivering()
 	s.publishNow(io)
 	final := ri.position.Load()
 	if drained && ri.activated.Load() {
@@ -695,7 +716,8 @@ func (s *Informer) publishNow(io *memberIO) {
 // returns, and the calls in flight have ended; the ownership handlers hear
 // OnRelease.
 func (s *Informer) detachAll(ri *rangeInformer) {
-	ri.delivering.Store(false)
+	ri.stopDelivering()
+	defer ri.progress.fire()
 	s.mu.Lock()
 	var waits []*registration
 	var chans []<-chan struct{}

@@ -210,13 +210,28 @@ func (s *Informer) listen(reg *registration, ri *rangeInformer, wrapped actors.C
 	return true
 }
 
-// subscribed reports whether every handler attached to ri has its
-// listener subscribed to the range's cache (actors.Registration).
-func (s *Informer) subscribed(ri *rangeInformer) bool {
+// waitSubscribed waits until every handler attached to ri has its
+// listener subscribed to the range's cache, the range informer stops, the
+// range is dropped or timeout passes; it reports whether they all were.
+func (s *Informer) waitSubscribed(ri *rangeInformer, timeout time.Duration) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var subs []<-chan struct{}
 	for _, a := range ri.attached {
-		if r, ok := a.rreg.(actors.Registration); ok && !r.Subscribed() {
+		if r, ok := a.rreg.(interface{ SubscribedChan() <-chan struct{} }); ok {
+			subs = append(subs, r.SubscribedChan())
+		}
+	}
+	s.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for _, sub := range subs {
+		select {
+		case <-sub:
+		case <-ri.done:
+			return false
+		case <-ri.droppedCh:
+			return false
+		case <-t.C:
 			return false
 		}
 	}
@@ -288,6 +303,7 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 				waits = append(waits, sc.ShutdownChan())
 			}
 			delete(ri.attached, reg)
+			ri.progress.fire() // a drain waiting for it looks again
 		}
 	}
 	s.mu.Unlock()
@@ -384,7 +400,14 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	// be paused meanwhile, past the claim.
 	for {
 		for h.ri.delivering.Load() && !reg.s.callable() {
-			time.Sleep(gateWait)
+			valid, moved := reg.s.validity.wait(), h.ri.progress.wait()
+			if !h.ri.delivering.Load() || reg.s.callable() {
+				break // changed as the waits were taken
+			}
+			select {
+			case <-valid:
+			case <-moved:
+			}
 		}
 		if !h.ri.delivering.Load() {
 			reg.refused.Add(1)
@@ -397,13 +420,20 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 		reg.mu.Unlock()
 	}
 	if n, err := strconv.ParseInt(rv, 10, 64); err == nil && n > h.seen.Load() {
-		defer h.seen.Store(n)
+		defer h.given(n)
 	}
 	if h.claim != nil {
 		ctx = context.WithValue(ctx, claimKey{}, h.claim)
 	}
 	defer reg.end()
 	f(ctx)
+}
+
+// given records that the handler was given version n of the range, and
+// wakes a drain waiting for it.
+func (h *rangeHandler) given(n int64) {
+	h.seen.Store(n)
+	h.ri.progress.fire()
 }
 
 // tombstones calls OnDelete with a cache.DeletedFinalStateUnknown for each
@@ -417,9 +447,6 @@ func (h *rangeHandler) tombstones(gone []handover.ObjectRef) {
 		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneIn(h.ri, o)) }, "")
 	}
 }
-
-// gateWait is how often a call waiting for the member's claim checks it.
-const gateWait = 5 * time.Millisecond
 
 // end ends a call: it counts it, and a panic, which it passes on to the
 // range's listener.
