@@ -53,6 +53,10 @@ type rangeInformer struct {
 	// switching is held while the range is activated or deactivated:
 	// each pauses and resumes the intake.
 	switching sync.Mutex
+	// drainUp is closed when the core ends the range's drain (DrainTimeUp;
+	// drainEnded, on the I/O actor: it was).
+	drainUp    chan struct{}
+	drainEnded bool
 	// ended: deactivated (guarded by switching); an activation that runs
 	// after it does nothing.
 	ended bool
@@ -166,6 +170,11 @@ func (io *memberIO) rangeEffect(body any) {
 			io.movedTo[e.Range] = e.To
 		}
 		io.run(&ri.switches, func() { io.deactivate(ri, e.To) })
+	case *handover.DrainTimeUp:
+		if ri := io.ranges[e.Range]; ri != nil && ri.epoch == e.Epoch && !ri.drainEnded {
+			ri.drainEnded = true
+			close(ri.drainUp)
+		}
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -350,7 +359,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	}
 	ctx, cancel := context.WithCancel(inc.ctx)
 	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
-		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{})}
+		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{}), drainUp: make(chan struct{})}
 	ri.ctx = ctx
 	// Until its activation, the range records the deletes its intake
 	// takes: an activation without a handoff gives their tombstones.
@@ -441,12 +450,16 @@ func appliedVersion(ri *rangeInformer) int64 {
 }
 
 // waitFor waits until cond holds, the range informer stops, the range is
-// dropped or timeout passes; it reports whether cond held. It looks again
-// as the range's cache moves (indexer.Store.Changed) and as its handlers
-// progress (ri.progress).
+// dropped, the core ends its drain (drainUp) or timeout passes (0: none);
+// it reports whether cond held. It looks again as the range's cache moves
+// (indexer.Store.Changed) and as its handlers progress (ri.progress).
 func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		applied, given := cacheChanged(ri), ri.progress.wait()
 		if cond() {
@@ -459,7 +472,9 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 			return false
 		case <-ri.droppedCh:
 			return false
-		case <-t.C:
+		case <-ri.drainUp:
+			return false
+		case <-expired:
 			return false
 		}
 	}
@@ -660,7 +675,9 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	span := s.tel.startHandover(io.inc.ctx, SpanRelease, ri.r, ri.epoch)
 	ri.lw.pause()
 	fwd, obj := ri.lw.versions()
-	drained := waitFor(ri, s.o.drainTimeout, func() bool { return appliedVersion(ri) >= fwd && s.given(ri, obj) })
+	// Until the core ends the drain (DrainTimeUp, DefaultDrainTimeout after
+	// the DeactivateRange).
+	drained := waitFor(ri, 0, func() bool { return appliedVersion(ri) >= fwd && s.given(ri, obj) })
 	if !drained && ri.delivering.Load() {
 		io.inc.log.Warn("the range's handlers were not given everything before its release; the next owner may miss deletes",
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)

@@ -103,6 +103,10 @@ type Config struct {
 	// HealTicks: a member that a current peer's view has left out for that
 	// many ticks rejoins (default 50).
 	HealTicks int
+	// DrainTicks bounds a release's drain: that many ticks after a
+	// DeactivateRange, the member sends DrainTimeUp (default 50; < 0:
+	// never).
+	DrainTicks int
 	// The lease's timing, as client-go's leader election: the holder
 	// writes every RetryPeriod and stops calling handlers RenewDeadline
 	// after the start of its last successful write; the others revoke a
@@ -194,6 +198,9 @@ func NewCore(cfg Config) *Core {
 	}
 	if cfg.HealTicks <= 0 {
 		cfg.HealTicks = 50
+	}
+	if cfg.DrainTicks == 0 {
+		cfg.DrainTicks = 50
 	}
 	c := &Core{
 		cfg:      cfg,
@@ -343,6 +350,7 @@ func (c *Core) tick(m *Tick) {
 		c.forced = true
 	}
 	c.askAgain()
+	c.drainTimeUp()
 	c.checkAbsentLeases()
 	if c.ticks%c.cfg.HelloTicks == 0 {
 		c.broadcastHello()

@@ -556,6 +556,8 @@ func (d *coreDriver) msgString(body any) string {
 		return s
 	case *handover.StopRange:
 		return fmt.Sprintf("stop range=%d epoch=%d", m.Range, m.Epoch)
+	case *handover.DrainTimeUp:
+		return fmt.Sprintf("draintimeup range=%d epoch=%d", m.Range, m.Epoch)
 	case *handover.Failed:
 		return fmt.Sprintf("failed reason=%q", m.Reason)
 	case *handover.Left:

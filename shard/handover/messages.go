@@ -362,6 +362,16 @@ type DeactivateRange struct {
 	To    MemberID
 }
 
+// DrainTimeUp ends the drain of a range being deactivated (that epoch's):
+// the shell stops waiting for its handlers to be given what its informer
+// had taken, and releases it as it is (its record and answer carry the
+// position the handlers did reach). The core sends it DrainTicks after
+// the DeactivateRange.
+type DrainTimeUp struct {
+	Range int
+	Epoch uint64
+}
+
 // StopRange stops a range's informer that no handler has seen (syncing);
 // the shell answers RangeStopped.
 type StopRange struct {

@@ -39,6 +39,18 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "a release's drain is ended a tick late",
+		file: "ranges.go",
+		from: "c.ticks-d.at >= c.cfg.DrainTicks",
+		to:   "c.ticks-d.at > c.cfg.DrainTicks",
+	},
+	{
+		name: "a release's drain is ended at every tick after its bound",
+		file: "ranges.go",
+		from: "d.timeUp = true",
+		to:   "d.timeUp = false",
+	},
+	{
 		name:      "a range no member delivers is listed before the member may ask for it",
 		file:      "ranges.go",
 		from:      "&& (from != \"\" || !c.inTransit(r) && c.mayAsk()) {",

@@ -93,11 +93,14 @@ type active struct {
 }
 
 // deactivating: the range is being drained and stopped, to be released to
-// member to ("" when none), for its ask of epoch toEpoch.
+// member to ("" when none), for its ask of epoch toEpoch, since tick at;
+// timeUp: the drain's bound was sent (DrainTimeUp).
 type deactivating struct {
 	token   uint64
 	to      MemberID
 	toEpoch uint64
+	at      int
+	timeUp  bool
 }
 
 // stopping: the informer of a range no handler saw is being stopped. A
@@ -528,12 +531,26 @@ func (c *Core) claim(r int, st *acquiring) {
 
 func (c *Core) deactivate(r int, to MemberID, toEpoch uint64) {
 	ri := &c.ranges[r]
-	d := &deactivating{to: to, toEpoch: toEpoch}
+	d := &deactivating{to: to, toEpoch: toEpoch, at: c.ticks}
 	if st, ok := ri.state.(*active); ok {
 		d.token = st.token
 	}
 	ri.state = d
 	c.out.Send(ToRanges, &DeactivateRange{Range: r, Epoch: ri.epoch, To: to})
+}
+
+// drainTimeUp ends the drains that have run DrainTicks: the shell then
+// releases the range with what its handlers were given.
+func (c *Core) drainTimeUp() {
+	if c.cfg.DrainTicks < 0 {
+		return
+	}
+	for r := range c.ranges {
+		if d, ok := c.ranges[r].state.(*deactivating); ok && !d.timeUp && c.ticks-d.at >= c.cfg.DrainTicks {
+			d.timeUp = true
+			c.out.Send(ToRanges, &DrainTimeUp{Range: r, Epoch: c.ranges[r].epoch})
+		}
+	}
 }
 
 func (c *Core) answerDeferred(r int) {

@@ -376,6 +376,9 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
 	case *handover.StopRange:
 		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+	case *handover.DrainTimeUp:
+		// The drain's effect ends when it ends, in time or not: the
+		// simulator's releases report the position they reached either way.
 	case *handover.Failed:
 		m.failed = e.Reason
 		w.unclean = true
