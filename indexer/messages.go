@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/fifo"
+	"github.com/actorinformer/actorinformer/internal/pulse"
 	"github.com/actorinformer/actorinformer/stage"
 	"github.com/actorinformer/actorinformer/telemetry"
 )
@@ -84,36 +85,23 @@ type Sent struct {
 	// the cache applies from then on reaches the listener
 	// (MarkSubscribed).
 	Subscribed atomic.Bool
-	// subscribed is closed then, once someone waits (SubscribedChan).
-	subscribed atomic.Pointer[chan struct{}]
+	// subscribed fires as Subscribed is set (SubscribedChan).
+	subscribed pulse.Pulse
 }
-
-// closedChan is a channel closed from the start.
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
 
 // MarkSubscribed sets Subscribed and wakes those waiting for it.
 func (s *Sent) MarkSubscribed() {
 	s.Subscribed.Store(true)
-	if p := s.subscribed.Swap(&closedChan); p != nil && p != &closedChan {
-		close(*p)
-	}
+	s.subscribed.Fire()
 }
 
 // SubscribedChan returns a channel closed once Subscribed is set.
 func (s *Sent) SubscribedChan() <-chan struct{} {
-	for {
-		if p := s.subscribed.Load(); p != nil {
-			return *p
-		}
-		ch := make(chan struct{})
-		if s.subscribed.CompareAndSwap(nil, &ch) {
-			return ch
-		}
+	ch := s.subscribed.Wait()
+	if s.Subscribed.Load() {
+		s.subscribed.Fire() // set before the wait was taken
 	}
+	return ch
 }
 
 // Unsubscribe removes a listener; it receives nothing more.

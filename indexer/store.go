@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	clientgofeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/actorinformer/actorinformer/internal/pulse"
 )
 
 // ErrReadOnly is returned by the Store's write methods once the informer has
@@ -54,25 +56,15 @@ type Store struct {
 	indexError func(key, index string, err error)
 	// rvMetric, when set, follows rv (see SetResourceVersionMetric).
 	rvMetric cache.GaugeMetric
-	// changed is closed as rv next moves, once someone waits (Changed).
-	changed atomic.Pointer[chan struct{}]
+	// changed fires as rv moves (Changed).
+	changed pulse.Pulse
 }
 
 // Changed returns a channel closed once the cache's resource version next
 // moves (a list, an event or a bookmark applied): a wait for the cache to
 // reach a version wakes on it instead of polling. While nobody waits, a
 // move costs one atomic load.
-func (s *Store) Changed() <-chan struct{} {
-	for {
-		if p := s.changed.Load(); p != nil {
-			return *p
-		}
-		ch := make(chan struct{})
-		if s.changed.CompareAndSwap(nil, &ch) {
-			return ch
-		}
-	}
-}
+func (s *Store) Changed() <-chan struct{} { return s.changed.Wait() }
 
 // SetResourceVersionMetric sets the gauge that follows the cache's resource
 // version, as the store resource version metric of a client-go
@@ -88,9 +80,7 @@ func (s *Store) SetResourceVersionMetric(g cache.GaugeMetric) {
 // setRVLocked records rv as the cache's resource version. s.mu is held.
 func (s *Store) setRVLocked(rv string) {
 	s.rv = rv
-	if p := s.changed.Load(); p != nil && s.changed.CompareAndSwap(p, nil) {
-		close(*p)
-	}
+	s.changed.Fire()
 	if s.rvMetric != nil {
 		if n, err := ParseRVForMetrics(rv); err == nil {
 			s.rvMetric.Set(float64(n))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/donesignal"
+	"github.com/actorinformer/actorinformer/internal/pulse"
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/internal/shardpb"
 	"github.com/actorinformer/actorinformer/telemetry"
@@ -64,7 +65,7 @@ type Informer struct {
 	validUntil atomic.Int64
 	// validity fires as validUntil is set (a call waiting in the gate
 	// looks again).
-	validity pulse
+	validity pulse.Pulse
 	// delivered is what the public methods read: the delivered ranges,
 	// published by the running incarnation's actor.
 	delivered atomic.Pointer[[]*rangeInformer]

@@ -293,7 +293,7 @@ func (e coreEnv) Perform(ctx actor.Context, m stage.Msg) bool {
 	}
 	if v, ok := m.Body.(*handover.SetValidity); ok {
 		e.inc.s.validUntil.Store(int64(v.Until))
-		e.inc.s.validity.fire()
+		e.inc.s.validity.Fire()
 		return true
 	}
 	var to handover.MemberID

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
+	"github.com/actorinformer/actorinformer/internal/pulse"
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
@@ -49,7 +50,7 @@ type rangeInformer struct {
 	// progress fires as a handler is given an event, as handlers are
 	// attached or detached, and as delivering turns off: the switch's
 	// waits (waitFor) and the calls' gate look again.
-	progress pulse
+	progress pulse.Pulse
 	// switching is held while the range is activated or deactivated:
 	// each pauses and resumes the intake.
 	switching sync.Mutex
@@ -123,7 +124,7 @@ func (ri *rangeInformer) drop() {
 // on, and the calls waiting in the gate see it.
 func (ri *rangeInformer) stopDelivering() {
 	ri.delivering.Store(false)
-	ri.progress.fire()
+	ri.progress.Fire()
 }
 
 // startDelivering turns the range's deliveries on, unless it was dropped.
@@ -461,7 +462,7 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 		expired = t.C
 	}
 	for {
-		applied, given := cacheChanged(ri), ri.progress.wait()
+		applied, given := cacheChanged(ri), ri.progress.Wait()
 		if cond() {
 			return true
 		}
@@ -734,7 +735,6 @@ func (s *Informer) publishNow(io *memberIO) {
 // OnRelease.
 func (s *Informer) detachAll(ri *rangeInformer) {
 	ri.stopDelivering()
-	defer ri.progress.fire()
 	s.mu.Lock()
 	var waits []*registration
 	var chans []<-chan struct{}

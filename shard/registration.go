@@ -303,7 +303,7 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 				waits = append(waits, sc.ShutdownChan())
 			}
 			delete(ri.attached, reg)
-			ri.progress.fire() // a drain waiting for it looks again
+			ri.progress.Fire() // a drain waiting for it looks again
 		}
 	}
 	s.mu.Unlock()
@@ -400,7 +400,7 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 	// be paused meanwhile, past the claim.
 	for {
 		for h.ri.delivering.Load() && !reg.s.callable() {
-			valid, moved := reg.s.validity.wait(), h.ri.progress.wait()
+			valid, moved := reg.s.validity.Wait(), h.ri.progress.Wait()
 			if !h.ri.delivering.Load() || reg.s.callable() {
 				break // changed as the waits were taken
 			}
@@ -433,7 +433,7 @@ func (h *rangeHandler) call(ctx context.Context, f func(context.Context), rv str
 // wakes a drain waiting for it.
 func (h *rangeHandler) given(n int64) {
 	h.seen.Store(n)
-	h.ri.progress.fire()
+	h.ri.progress.Fire()
 }
 
 // tombstones calls OnDelete with a cache.DeletedFinalStateUnknown for each
