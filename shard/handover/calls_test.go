@@ -35,20 +35,7 @@ func TestCallsWithinTheMarginStayExclusive(t *testing.T) {
 			for _, l := range []string{"expire m1", "apicut m1", "cut m1"} {
 				w.exec(l)
 			}
-			rng := rand.New(rand.NewPCG(5, 5))
-			for elapsed := 0; elapsed < 5000 && len(w.errs) == 0; elapsed += 50 {
-				for steps := 0; w.busy() && len(w.errs) == 0; steps++ {
-					w.exec(w.random(rng, false))
-					if steps > maxQuiesceSteps {
-						t.Fatalf("livelock:\n%s", w.dump())
-					}
-				}
-				w.exec("advance 50")
-				for _, n := range w.runningNodes() {
-					w.exec("leases " + string(n.id))
-					w.exec("topo " + string(n.id))
-				}
-			}
+			w.pass(5000, 50, nil)
 			overlap := strings.Contains(strings.Join(w.errs, "\n"), "can be called by")
 			if tc.exclusive && len(w.errs) > 0 {
 				t.Fatalf("calls of %d ms: %s\nscript: %s", tc.call, strings.Join(w.errs, "\n"), w.script())

@@ -3,7 +3,6 @@ package handover_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,17 +63,7 @@ import (
 // gave, "< what", followed by what it returned; each range whose status
 // changed, "range R: state epoch=.. token=.. owner=.. waiting=..", and the
 // view when it changed.
-func TestCoreScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "core", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no core scenarios: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runCoreFile(t, file)
-		})
-	}
-}
+func TestCoreScenarios(t *testing.T) { runDataFiles(t, "core", runCoreFile) }
 
 type coreBlock struct {
 	before []string // comments and blank lines
@@ -147,11 +136,7 @@ func runCoreFile(t *testing.T, file string) {
 		}
 		out.WriteString(blk.cmd + "\n----\n" + strings.Join(got, "\n") + "\n\n")
 	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeBack(t, file, &out)
 }
 
 // commandKeys are the words each command takes (topology and leases take

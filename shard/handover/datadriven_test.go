@@ -29,17 +29,32 @@ import (
 // or is paused), its lease on the API server, and the activations since
 // the last block (from, to, with or without a handoff, and the ranges). -handover.rewrite writes what the
 // runs print into the files, for a change that means to change it.
-var rewrite = flag.Bool("handover.rewrite", false, "rewrite testdata/scenarios with what the runs print")
+var rewrite = flag.Bool("handover.rewrite", false, "rewrite testdata/scenarios and testdata/core with what the runs print")
 
-func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
+func TestScenarios(t *testing.T) { runDataFiles(t, "scenarios", runScenarioFile) }
+
+// runDataFiles runs run on each file of testdata/dir, as a subtest named
+// after the file.
+func runDataFiles(t *testing.T, dir string, run func(t *testing.T, file string)) {
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.txt"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
+		t.Fatalf("no files in testdata/%s: %v", dir, err)
 	}
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			runScenarioFile(t, file)
+			run(t, file)
 		})
+	}
+}
+
+// writeBack writes what a data file's run printed into the file, with
+// -handover.rewrite.
+func writeBack(t *testing.T, file string, out *strings.Builder) {
+	if !*rewrite {
+		return
+	}
+	if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -118,11 +133,7 @@ func runScenarioFile(t *testing.T, file string) {
 		}
 		out.WriteString("----\n" + strings.Join(got, "\n") + "\n\n")
 	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeBack(t, file, &out)
 }
 
 // describeWorld is what a scenario block prints.

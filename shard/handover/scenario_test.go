@@ -29,24 +29,31 @@ func settle(t *testing.T, w *world) {
 // catch up. each, when set, checks the world every 100 ms.
 func runFor(t *testing.T, w *world, ms int, each func()) {
 	t.Helper()
+	if w.pass(ms, 100, each); len(w.errs) > 0 {
+		t.Fatalf("%s\nscript: %s", strings.Join(w.errs, "\n"), w.script())
+	}
+}
+
+// pass lets ms of time pass in steps of step ms without healing anything:
+// at each step everything in flight is delivered, the providers' and lease
+// watches catch up, and each, when set, looks at the world. It stops at the
+// first error (a broken promise, or a livelock).
+func (w *world) pass(ms, step int, each func()) {
 	rng := rand.New(rand.NewPCG(5, 5))
-	for elapsed := 0; elapsed < ms; elapsed += 100 {
-		for steps := 0; w.busy(); steps++ {
+	for elapsed := 0; elapsed < ms && len(w.errs) == 0; elapsed += step {
+		for steps := 0; w.busy() && len(w.errs) == 0; steps++ {
 			w.exec(w.random(rng, false))
 			if steps > maxQuiesceSteps {
-				t.Fatalf("livelock:\n%s", w.dump())
+				w.failf("livelock:\n%s", w.dump())
 			}
 		}
-		w.exec("advance 100")
+		w.exec(fmt.Sprintf("advance %d", step))
 		for _, n := range w.runningNodes() {
 			w.exec("topo " + string(n.id))
 			w.exec("leases " + string(n.id))
 		}
 		if each != nil {
 			each()
-		}
-		if len(w.errs) > 0 {
-			t.Fatalf("%s\nscript: %s", strings.Join(w.errs, "\n"), w.script())
 		}
 	}
 }
