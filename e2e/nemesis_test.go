@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -101,6 +102,7 @@ func TestNemesis(t *testing.T) {
 	}
 	// A rolling update from one version of the member program to another.
 	var upgradeBin string
+	crossVersion := false
 	if *nemesisUpgrade != "" && *nemesisRollback != "" {
 		t.Fatal("-nemesis.upgrade-from and -nemesis.rollback-to: one or the other")
 	}
@@ -110,6 +112,13 @@ func TestNemesis(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(filepath.Dir(other)) })
+		theirs, err1 := shardproc.ProtocolAt(rev)
+		ours, err2 := shardproc.ProtocolAt("")
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		crossVersion = theirs != ours
+		t.Logf("nemesis: protocol %d at %s, %d here", theirs, rev, ours)
 		if *nemesisUpgrade != "" {
 			bin, upgradeBin = other, bin
 			t.Logf("nemesis: members start as at %s; a rolling update brings this version's", rev)
@@ -121,7 +130,7 @@ func TestNemesis(t *testing.T) {
 			kinds = []nemesis.Kind{nemesis.Rolling}
 		}
 	}
-	o := nemesis.Options{Bin: bin, UpgradeBin: upgradeBin, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
+	o := nemesis.Options{Bin: bin, UpgradeBin: upgradeBin, CrossVersion: crossVersion, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
 		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, HandlerDelay: *nemesisDelay, Seed: seed}
 	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, handler calls of %v, member args %q",
 		seed, kinds, o.Members, o.TTL, o.Hold, o.HandlerDelay, o.MemberArgs)

@@ -69,9 +69,11 @@ took "mutants"
 #   (docs/sharding.md, "Nemesis").
 # - An upgrade and a rollback under the nemesis's workload and checker: a
 #   rolling update from three members built as the member program was at
-#   upgrade_from (the last commit before the range records: its members
-#   route handoffs, which carry positions, and write positions to their
-#   leases) to this version's, and back. It needs that commit in the clone.
+#   upgrade_from (the last commit of protocol 2, before ownership by the
+#   range records: its members and these refuse each other, so the new ones
+#   wait until the old ones have left, and the ranges resume from the
+#   positions in the old members' leases) to this version's, and back. It
+#   needs that commit in the clone.
 # They wait far more than they compute (three of the nemesis's faults:
 # 30 s of CPU in 62 s), as do the tests of the next step (the shard
 # package's: 16 s of CPU in 184 s; e2e's TestShard*: 97 s in 227 s), so
@@ -79,7 +81,7 @@ took "mutants"
 # of their own, killed with their processes if this script exits first,
 # their output shown once they are done. None of them asserts on times;
 # the figures they log are slower for it.
-export upgrade_from=968f9b9e6ce720a0467e80ae8ace8336e05b123e
+export upgrade_from=57a6db03319413b4663c6e5bba449e8686555b22
 background() {
 	set -euo pipefail
 	local t0=$SECONDS

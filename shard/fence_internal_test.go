@@ -432,9 +432,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				synctest.Wait()
 				rig.io.positions = tc.leases
 				if tc.record != nil {
-					if _, err := rig.inc.leases.writeRecord(context.Background(), 0, *tc.record, ""); err != nil {
-						t.Fatal(err)
-					}
+					writeFinal(t, rig.inc.leases, 0, *tc.record)
 				}
 				version := tc.version
 				if version == "" {

@@ -257,7 +257,7 @@ func (s *Informer) callable() bool { return int64(s.now()) < s.validUntil.Load()
 
 // protocolVersion is the handover protocol's version: members of other
 // versions refuse each other.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // settings is what members of a group must agree on, as the core compares
 // it.

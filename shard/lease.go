@@ -38,6 +38,10 @@ const (
 	// where that member's group actor listens.
 	AnnotationMember  = "actorinformer.io/shard-member"
 	AnnotationAddress = "actorinformer.io/shard-address"
+	// AnnotationProtocol is the protocol version of the lease's holder
+	// (none: protocol 2 or earlier, whose deliveries the range records do
+	// not show).
+	AnnotationProtocol = "actorinformer.io/shard-protocol"
 	// AnnotationReleased marks a released lease; its value is the member
 	// that released it (the holder, or its revoker).
 	AnnotationReleased = "actorinformer.io/shard-released-by"
@@ -96,7 +100,8 @@ type leases struct {
 }
 
 func newLeases(client coordinationv1client.LeasesGetter, namespace, group string, self handover.MemberID, address string, duration, timeout time.Duration) *leases {
-	rec := &versionRecorder{inner: client, annotations: map[string]string{AnnotationMember: string(self), AnnotationAddress: address}}
+	rec := &versionRecorder{inner: client, annotations: map[string]string{AnnotationMember: string(self), AnnotationAddress: address,
+		AnnotationProtocol: strconv.Itoa(protocolVersion)}}
 	l := &leases{client: client, namespace: namespace, group: group, self: self, address: address, duration: duration, timeout: timeout, rec: rec}
 	l.lock = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: leaseName(group, self), Namespace: namespace},

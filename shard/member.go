@@ -241,7 +241,7 @@ func sameStatus(a, b *handover.Status) bool {
 	}
 	for i := range a.Ranges {
 		x, y := &a.Ranges[i], &b.Ranges[i]
-		if x.State != y.State || x.Epoch != y.Epoch || x.Token != y.Token || x.Owner != y.Owner || !sameIDs(x.Waiting, y.Waiting) {
+		if x.State != y.State || x.Epoch != y.Epoch || x.Token != y.Token || x.Owner != y.Owner || x.Record != y.Record || !sameIDs(x.Waiting, y.Waiting) {
 			return false
 		}
 	}
@@ -333,6 +333,7 @@ type memberIO struct {
 	addrs      map[handover.NodeID]string
 	leaseAddrs map[handover.MemberID]string
 	leaseInf   *actors.SharedIndexInformer
+	recordInf  *actors.SharedIndexInformer
 	// snapshots are copies of range caches kept for askers' chunks.
 	snapshots map[snapshotKey]*snapshot
 	// movedTo: the member each range was last released to, until the
@@ -352,6 +353,10 @@ type memberIO struct {
 	// reached this member: the previous deliverer had stopped by then, so
 	// the range's unserved time starts there.
 	handoffAt map[handoffKey]time.Time
+	// freedAt: when the records watch first showed each range's record
+	// with no holder at its newest generation (recGen).
+	freedAt map[int]time.Time
+	recGen  map[int]uint64
 	// positions: per range, the newest delivered position the group's
 	// leases showed (position.go), for a takeover without a handoff.
 	positions map[int]position
@@ -483,6 +488,9 @@ func (io *memberIO) fromPeer(msg any) {
 // each handoff arrived (a range's unserved time starts there).
 func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+	for _, rs := range m.Records {
+		rel.Records = append(rel.Records, handover.RecordState{Range: int(rs.Range), Holder: handover.MemberID(rs.Holder), Gen: rs.Gen})
+	}
 	now := time.Now()
 	for _, h := range m.Handoffs {
 		if h.Supplement {
@@ -574,10 +582,6 @@ func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	for _, mv := range m.Moved {
 		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To), Token: mv.Token})
 	}
-	if m.Vouch {
-		h.Vouch = &handover.Vouch{MustHear: memberIDs(m.MustHear), YourLease: m.YourLease}
-	}
-	h.WantVouch = m.WantVouch
 	h.KnowsYou, h.HeardYou = m.KnowsYou, m.HeardYou
 	return h
 }
@@ -590,10 +594,6 @@ func toWire(group string, to handover.MemberID, body any) any {
 		for _, mv := range m.Moved {
 			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To), Token: mv.Token})
 		}
-		if m.Vouch != nil {
-			out.Vouch, out.MustHear, out.YourLease = true, strs(m.Vouch.MustHear), m.Vouch.YourLease
-		}
-		out.WantVouch = m.WantVouch
 		out.KnowsYou, out.HeardYou = m.KnowsYou, m.HeardYou
 		return out
 	case *handover.Reject:
@@ -605,6 +605,9 @@ func toWire(group string, to handover.MemberID, body any) any {
 		for _, h := range m.Handoffs {
 			out.Handoffs = append(out.Handoffs, handoffToWire(h))
 		}
+		for _, rs := range m.Records {
+			out.Records = append(out.Records, &shardpb.Record{Range: int32(rs.Range), Holder: string(rs.Holder), Gen: rs.Gen})
+		}
 		return out
 	}
 	return nil
@@ -614,13 +617,11 @@ func toWire(group string, to handover.MemberID, body any) any {
 // and Supplement (for and from members that predate positions) are
 // neither sent nor read.
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position,
-		Record: h.Record, Next: string(h.Next), NextEpoch: h.NextEpoch}
+	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position}
 }
 
 func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position,
-		Record: h.Record, Next: handover.MemberID(h.Next), NextEpoch: h.NextEpoch}
+	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position}
 }
 
 // ticker calls send every interval, with the number of ticks due: one;
@@ -690,6 +691,14 @@ func (io *memberIO) leaseEffect(body any) {
 			}
 			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
 		})
+	case *handover.ClaimRecords:
+		io.request(func() handover.Input {
+			res, err := inc.leases.claimRecords(inc.ctx, e.Claims, inc.id)
+			if err != nil && inc.ctx.Err() == nil {
+				inc.log.Warn("cannot write the claimed ranges' records", "claims", len(e.Claims), "err", err)
+			}
+			return &handover.RecordsClaimed{Now: s.now(), Results: res}
+		})
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
@@ -751,12 +760,26 @@ func (io *memberIO) run(l *lane, work func()) {
 	}()
 }
 
-// startLeaseWatch watches the group's leases with an informer of ours; each
-// change sends the core a snapshot.
+// startLeaseWatch watches the group's leases, and its range records, with
+// informers of ours; each change sends the core a snapshot of both.
 func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 	inc := io.inc
+	self := ctx.Self()
+	poke := func() {
+		if io.leasesPending.CompareAndSwap(false, true) {
+			inc.c.ActorSystem.Root.Send(self, &leasesChanged{})
+		}
+	}
+	io.leaseInf = io.watchLeases(LabelGroup, "leases", poke)
+	io.recordInf = io.watchLeases(LabelRecordOf, "records", poke)
+}
+
+// watchLeases runs an informer of the leases labelled label with the
+// group's label value; poke is called on every change.
+func (io *memberIO) watchLeases(label, name string, poke func()) *actors.SharedIndexInformer {
+	inc := io.inc
 	s := inc.s
-	sel := labels.SelectorFromSet(labels.Set{LabelGroup: groupLabel(s.group)}).String()
+	sel := labels.SelectorFromSet(labels.Set{label: groupLabel(s.group)}).String()
 	api := s.o.leases.Leases(s.o.namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
@@ -769,20 +792,15 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 		},
 	}
 	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem),
-		actors.WithName("shard."+s.group+".leases"), actors.WithWatchList(false))
-	io.leaseInf = actors.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{}, opts...)
-	self := ctx.Self()
-	poke := func() {
-		if io.leasesPending.CompareAndSwap(false, true) {
-			inc.c.ActorSystem.Root.Send(self, &leasesChanged{})
-		}
-	}
-	_, _ = io.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		actors.WithName("shard."+s.group+"."+name), actors.WithWatchList(false))
+	inf := actors.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{}, opts...)
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke() },
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(any) { poke() },
 	})
-	io.run(nil, func() { io.leaseInf.RunWithContext(inc.ctx) })
+	io.run(nil, func() { inf.RunWithContext(inc.ctx) })
+	return inf
 }
 
 // leasesOf reads the group's leases: the live ones and the released ones
@@ -802,7 +820,8 @@ func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases,
 			continue
 		}
 		id := handover.MemberID(h)
-		snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: l.ResourceVersion})
+		other := l.Annotations[AnnotationProtocol] != strconv.Itoa(protocolVersion)
+		snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: l.ResourceVersion, Other: other})
 		if a := l.Annotations[AnnotationAddress]; a != "" {
 			addrs[id] = a
 		}
@@ -824,19 +843,51 @@ func memberLeases(objs []any, group string) []any {
 	return out
 }
 
-// snapshotLeases sends the core the group's leases as the watch has them.
+// snapshotLeases sends the core the group's leases and records as the
+// watches have them, once both have synced.
 func (io *memberIO) snapshotLeases() {
 	inc := io.inc
+	if !io.leaseInf.HasSynced() || !io.recordInf.HasSynced() {
+		return // the last sync's change pokes again
+	}
 	objs := memberLeases(io.leaseInf.GetStore().List(), groupLabel(inc.s.group))
 	snap, stones := leasesOf(objs, io.leaseAddrs)
 	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
 		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)
 	}
+	recs, _, _ := io.recordInf.GetStore().GetByKey(inc.s.o.namespace + "/" + recordsName(inc.s.group))
+	l, _ := recs.(*coordinationv1.Lease)
+	var bad []error
+	snap.Records, bad = recordStates(l, inc.s.o.ranges)
+	for _, err := range bad {
+		inc.log.Warn("a range's record cannot be read; the range is claimed as if it had none, which a write refuses", "err", err)
+	}
+	io.noteFreed(snap.Records)
 	snap.Now = inc.s.now()
 	inc.copies.leases(snap)
 	io.toCore(snap)
 	if len(stones) > 0 {
 		io.run(nil, func() { inc.leases.removeOldTombstones(inc.ctx, stones) })
+	}
+}
+
+// noteFreed notes when each range's record was first seen with no
+// holder (the range's unserved time starts there when its claim comes
+// before the releaser's answer).
+func (io *memberIO) noteFreed(recs []handover.RecordState) {
+	if io.freedAt == nil {
+		io.freedAt, io.recGen = map[int]time.Time{}, map[int]uint64{}
+	}
+	now := time.Now()
+	for _, rs := range recs {
+		if rs.Gen > io.recGen[rs.Range] {
+			io.recGen[rs.Range] = rs.Gen
+			if rs.Holder == "" {
+				io.freedAt[rs.Range] = now
+			} else {
+				delete(io.freedAt, rs.Range)
+			}
+		}
 	}
 }
 

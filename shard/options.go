@@ -53,9 +53,10 @@ const (
 	DefaultRenewDeadline = 3 * time.Second
 	DefaultRetryPeriod   = time.Second
 	// DefaultDrainTimeout bounds how long a released range waits for its
-	// handlers to be given what its informer had; DefaultCatchUpTimeout
-	// how long an acquired range waits for its informer to reach what the
-	// previous deliverer had given.
+	// handlers to be given what its informer had (the core ends the wait:
+	// DrainTimeUp). An acquired range waits for its informer to reach what
+	// the previous deliverer had given as long as that takes, and logs it
+	// every DefaultCatchUpTimeout.
 	DefaultDrainTimeout   = 10 * time.Second
 	DefaultCatchUpTimeout = 30 * time.Second
 	// MaxRanges bounds WithRanges: each range a member owns is an informer.

@@ -211,6 +211,10 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
 	if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
 		ri.unservedSince = at
+	} else if at, ok := io.freedAt[e.Range]; ok && at.After(ri.started) {
+		// Claimed once the record showed the release, before the
+		// releaser's answer came.
+		ri.unservedSince = at
 	}
 	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
@@ -511,7 +515,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	caught := target <= 0 || io.reach(ri, target)
 	if caught && ri.resumeFrom.version > 0 {
-		missing = io.deletedSincePosition(ri)
+		missing, caught = io.deletedSincePosition(ri)
 	}
 	caughtUp := time.Since(begun)
 	if !caught || !ri.startDelivering() {
@@ -538,11 +542,16 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	// reaches the range's indexer, after attach returns: the intake stays
 	// paused until every one has, so that no change lands between the cache
 	// the missing objects were judged against and the handlers' initial
-	// lists (a delete landing there would reach neither).
-	if !s.waitSubscribed(ri, s.o.catchUp) {
-		io.inc.log.Warn("the range's handlers were not subscribed in time; resuming its intake", "range", ri.r.String())
-	}
+	// lists (a delete landing there would reach neither). Only a drop, a
+	// stop or the end of a release's drain ends the wait sooner: the range
+	// is then being released or dropped, and is not reported activated.
+	subscribed := s.waitSubscribed(ri)
 	ri.lw.resume()
+	if !subscribed {
+		s.tel.abortHandover(ri.span)
+		io.inc.log.Info("the range was dropped or released during its activation", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
+		return
+	}
 	io.acquired(ri, len(missing), caughtUp)
 }
 
@@ -565,19 +574,23 @@ func (io *memberIO) acquired(ri *rangeInformer, gone int, caughtUp time.Duration
 
 // deletedSincePosition returns the objects of the range deleted since the
 // position it resumes from, which the previous deliverer's handlers may
-// have had, with the range's intake paused (the caller resumes it).
-func (io *memberIO) deletedSincePosition(ri *rangeInformer) []handover.ObjectRef {
+// have had, with the range's intake paused (the caller resumes it), once
+// the cache has applied what the intake took. It is false if the range
+// was dropped, released or stopped first.
+func (io *memberIO) deletedSincePosition(ri *rangeInformer) ([]handover.ObjectRef, bool) {
 	if ri.resume == nil {
 		io.replay(ri.ctx, ri)
 	}
 	if ri.resume == nil {
-		return nil // stopped meanwhile
+		return nil, false // stopped meanwhile
 	}
 	ri.lw.pause()
 	fwd, _ := ri.lw.versions()
-	waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= fwd })
+	if !waitFor(ri, 0, func() bool { return appliedVersion(ri) >= fwd }) {
+		return nil, false
+	}
 	ri.finals = map[string]any{}
-	return missingSince(ri.resume, ri.lw.takeDeleted(), ri.resumeFrom.version, ri.inf.GetIndexer(), ri.finals)
+	return missingSince(ri.resume, ri.lw.takeDeleted(), ri.resumeFrom.version, ri.inf.GetIndexer(), ri.finals), true
 }
 
 // replay finds the objects of a range that were deleted between the
@@ -614,8 +627,9 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 }
 
 // readRecord reads the range's record (record.go) and resumes from its
-// position if that is the newest known, and returns the newest object
-// version the record says its delivery's handlers were given (0 for none).
+// position if that is the newest known (from the member whose release
+// wrote it, if no handoff said), and returns the newest object version
+// the record says its delivery's handlers were given (0 for none).
 // A record that cannot be read is logged and passed over: the range
 // resumes from an older position, and a delete may be given again.
 func (io *memberIO) readRecord(ri *rangeInformer) int64 {
@@ -628,8 +642,12 @@ func (io *memberIO) readRecord(ri *rangeInformer) int64 {
 	if !found {
 		return 0
 	}
-	if p := rec.pos(); p.version > 0 && p.newer(ri.resumeFrom) {
+	p := rec.pos()
+	if p.version > 0 && p.newer(ri.resumeFrom) {
 		ri.resumeFrom, ri.resume = p, nil
+	}
+	if ri.from == "" && p.version > 0 && !ri.resumeFrom.newer(p) {
+		ri.from = rec.by
 	}
 	return rec.version
 }
@@ -695,15 +713,17 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	if obj > 0 {
 		hand.Version = strconv.FormatInt(obj, 10)
 	}
-	// The range's record takes the final position before the core hears
-	// of the release, so before any member can: whoever takes the range
-	// next finds it there, whatever becomes of this member's answers.
-	if final > 0 && ri.activated.Load() {
-		rv, err := io.inc.leases.writeRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0)}, to)
-		hand.Record = rv
+	// The range's record takes the final position, and no holder, before
+	// the core hears of the release, so before any member can: whoever
+	// takes the range next finds it there, whatever becomes of this
+	// member's answers.
+	var rec *handover.RecordState
+	if ri.activated.Load() {
+		var err error
+		rec, err = io.inc.leases.releaseRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, io.inc.id)
 		if err != nil {
 			s.warm.recordFailures.Add(1)
-			io.inc.log.Warn("cannot write the range's record; its next owner resumes from this member's answer, or from an older position (deletes given again)",
+			io.inc.log.Warn("cannot write the range's record; it names this member until it is taken over, and the next owner resumes from this member's answer or an older position (deletes given again)",
 				"range", ri.r.String(), "token", ri.token, "position", final, "err", err)
 		}
 	}
@@ -719,7 +739,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	// (its watch's end) would only keep the range unserved longer. The
 	// I/O actor's stop waits for it (io.work).
 	ri.cancel()
-	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand})
+	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand, Record: rec})
 }
 
 // publishNow republishes the delivered ranges from any goroutine: a range

@@ -2,9 +2,9 @@ package shard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -14,114 +14,191 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// Range records. Each range of a group has a record in the API server, a
-// coordination.k8s.io/v1 Lease named after the group and the range, that
-// holds the range's final position: the token of the last delivery that
-// released the range, the resourceVersion up to which that delivery's
-// handlers were given every event of it, and the newest object version
-// they were given. A member writes it when it releases the range, after
-// its handlers' calls have ended and before it reports the release (so
-// before any member hears the range was released), by compare-and-swap:
-// an update that carries the resourceVersion it read, which never
-// replaces a newer token's position. A member that activates the range
-// reads it, and resumes from the newest position of it, the previous
-// deliverer's answer and the leases'. So what the previous deliverer's
-// handlers were given is data that outlives the member and its messages:
-// an answer that is lost, or that reached a member whose claim was given
-// up, loses nothing.
+// Range records. A group's ranges have their records in one
+// coordination.k8s.io/v1 Lease named after the group (recordsName), one
+// annotation per range that was ever delivered: the member incarnation
+// that holds the range ("" for none), the record's generation, which every
+// write raises by one, and the range's final position: the member whose
+// release wrote it, the token of its delivery, the resourceVersion up to
+// which that delivery's handlers were given every event of it, and the
+// newest object version they were given.
 //
-// A release's write also names the member the range is released to (the
-// record's holder; none when it goes to no one), and that write's
-// resourceVersion is that member's fencing token when it takes the range
-// for the ask it was released for: no write of its own comes between the
-// old owner's last call and the new one's first.
+// A member delivers a range only under a write of its record that named
+// it: a claim, a compare-and-swap on the generation the member's core
+// knows (claimRecords), whose resourceVersion is the delivery's fencing
+// token. Its release writes the record naming no holder, with the final
+// position, after its handlers' calls have ended and before it reports the
+// release (releaseRecord), and only while the record still names it. One
+// object serves every range, so that one request claims every range a
+// member claims at once (its start claims them all), and a settled group
+// writes none.
 //
-// The records are labelled apart from the member leases (LabelRecordOf),
-// so that the lease watch and its tombstone collection never see them.
+// The object is labelled apart from the member leases (LabelRecordOf), so
+// that the lease watch and its tombstone collection never see it.
 const (
 	// LabelRecordOf labels the range records of a group, with the
 	// group's label value.
 	LabelRecordOf = "actorinformer.io/shard-record-of"
-	// AnnotationRecord is a record's content: "token:position:version".
-	AnnotationRecord = "actorinformer.io/shard-final"
-	// AnnotationRecordRange is the range the record is of.
-	AnnotationRecordRange = "actorinformer.io/shard-range"
+	// annotationRangePrefix starts the annotation of range i's record:
+	// "actorinformer.io/shard-range-<i>", whose value is a JSON object
+	// (recordEntry's fields).
+	annotationRangePrefix = "actorinformer.io/shard-range-"
 )
 
 // rangeRecord is a range's final position: what the handlers of delivery
-// token had been given when it released the range.
+// token, member by's, had been given when it released the range.
 type rangeRecord struct {
 	token    uint64
 	position int64 // every event up to it
 	version  int64 // the newest object version given
-}
-
-func (r rangeRecord) encode() string {
-	return fmt.Sprintf("%d:%d:%d", r.token, r.position, r.version)
-}
-
-func decodeRecord(s string) (rangeRecord, error) {
-	f := strings.Split(s, ":")
-	if len(f) != 3 {
-		return rangeRecord{}, fmt.Errorf("shard: malformed range record %q in %s", s, AnnotationRecord)
-	}
-	t, err1 := strconv.ParseUint(f[0], 10, 64)
-	p, err2 := strconv.ParseInt(f[1], 10, 64)
-	v, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || p < 0 || v < 0 {
-		return rangeRecord{}, fmt.Errorf("shard: malformed range record %q in %s", s, AnnotationRecord)
-	}
-	return rangeRecord{token: t, position: p, version: v}, nil
+	by       handover.MemberID
 }
 
 // pos is the record's position.
 func (r rangeRecord) pos() position { return position{token: r.token, version: r.position} }
 
-// recordName is the name of range index's record in group.
-func recordName(group string, index int) string {
-	return fmt.Sprintf("aishard-%s-r%d-%s", groupPart(group), index, hash16(group)[:8])
+// recordEntry is one range's record.
+type recordEntry struct {
+	gen    uint64
+	holder handover.MemberID
+	final  rangeRecord
 }
 
-// recordTries bounds a record write's compare-and-swap rounds (each a read
-// and a write) when other writers keep changing it.
-const recordTries = 5
+// entryJSON is a record's annotation.
+type entryJSON struct {
+	Gen      uint64 `json:"gen"`
+	Holder   string `json:"holder,omitempty"`
+	By       string `json:"by,omitempty"`
+	Token    uint64 `json:"token,omitempty"`
+	Position int64  `json:"position,omitempty"`
+	Version  int64  `json:"version,omitempty"`
+}
 
-// writeRecord writes rec as range index's record at a release, naming
-// next as the range's holder ("": none), unless the record holds a newer
-// delivery's (or the same) position already. It returns the record's
-// resourceVersion after the write (0 when it wrote nothing): next's claim
-// of the range, and its token.
-func (l *leases) writeRecord(ctx context.Context, index int, rec rangeRecord, next handover.MemberID) (uint64, error) {
-	rv, err := l.casRecord(ctx, index, func(cur *coordinationv1.Lease) bool {
-		if old, derr := decodeRecord(cur.Annotations[AnnotationRecord]); derr == nil && !rec.pos().newer(old.pos()) {
-			return false // a newer delivery's, or this one's already
+func (e recordEntry) encode() string {
+	b, _ := json.Marshal(entryJSON{Gen: e.gen, Holder: string(e.holder), By: string(e.final.by),
+		Token: e.final.token, Position: e.final.position, Version: e.final.version})
+	return string(b)
+}
+
+func decodeEntry(s string) (recordEntry, error) {
+	var j entryJSON
+	if err := json.Unmarshal([]byte(s), &j); err != nil || j.Gen == 0 || j.Position < 0 || j.Version < 0 {
+		return recordEntry{}, fmt.Errorf("shard: malformed range record %q", s)
+	}
+	return recordEntry{gen: j.Gen, holder: handover.MemberID(j.Holder),
+		final: rangeRecord{token: j.Token, position: j.Position, version: j.Version, by: handover.MemberID(j.By)}}, nil
+}
+
+// recordsName is the name of group's records object.
+func recordsName(group string) string {
+	return fmt.Sprintf("aishard-%s-ranges-%s", groupPart(group), hash16(group)[:8])
+}
+
+func rangeKey(index int) string { return annotationRangePrefix + strconv.Itoa(index) }
+
+// entryOf is range index's record in l (none, generation 0, when l is nil
+// or has none). A malformed one is an error.
+func entryOf(l *coordinationv1.Lease, index int) (recordEntry, error) {
+	if l == nil {
+		return recordEntry{}, nil
+	}
+	s, ok := l.Annotations[rangeKey(index)]
+	if !ok {
+		return recordEntry{}, nil
+	}
+	return decodeEntry(s)
+}
+
+// recordStates are the records in l of ranges below ranges, for the core;
+// malformed ones are left out and returned as errors.
+func recordStates(l *coordinationv1.Lease, ranges int) ([]handover.RecordState, []error) {
+	var out []handover.RecordState
+	var bad []error
+	for r := range ranges {
+		e, err := entryOf(l, r)
+		switch {
+		case err != nil:
+			bad = append(bad, err)
+		case e.gen > 0:
+			out = append(out, handover.RecordState{Range: r, Holder: e.holder, Gen: e.gen})
 		}
-		cur.Annotations[AnnotationRecord] = rec.encode()
-		cur.Spec.HolderIdentity = nil
-		if next != "" {
-			h := string(next)
-			cur.Spec.HolderIdentity = &h
+	}
+	return out, bad
+}
+
+// recordTries bounds a records write's compare-and-swap rounds (each a read
+// and a write) when other members keep changing the object.
+const recordTries = 8
+
+// claimRecords writes the records claims claim, naming member self: each
+// only if it is still at the claim's generation, all in one write. Every
+// claim gets a result: written (OK, with the write's resourceVersion as its
+// token), refused (the record as it is), or failed (err: the write may or
+// may not have landed).
+func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim, self handover.MemberID) ([]handover.ClaimResult, error) {
+	res := make([]handover.ClaimResult, len(claims))
+	rv, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
+		wrote := false
+		for i, cl := range claims {
+			e, err := entryOf(cur, cl.Range)
+			if err != nil {
+				return false, err
+			}
+			res[i] = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
+			if e.gen == cl.Gen {
+				e.gen, e.holder, wrote = e.gen+1, self, true
+				cur.Annotations[rangeKey(cl.Range)] = e.encode()
+				res[i].OK = true
+			}
+			res[i].Record = handover.RecordState{Range: cl.Range, Holder: e.holder, Gen: e.gen}
 		}
-		return true
+		return wrote, nil
 	})
-	if err != nil || rv == "" {
-		return 0, err
-	}
-	tok, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("range record %s: resourceVersion %q is not a number: fencing tokens need one", recordName(l.group, index), rv)
+		for i, cl := range claims {
+			res[i] = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
+		}
+		return res, err
 	}
-	return tok, nil
+	for i := range res {
+		if res[i].OK {
+			res[i].Token = rv
+		}
+	}
+	return res, nil
 }
 
-// casRecord changes range index's record by compare-and-swap: a read,
-// change (which says whether to write), then a create, or an update
+// releaseRecord writes range index's record at a release by member self:
+// no holder, and final as its final position, if the record still names
+// self (nil, nil when it does not: the range was taken over).
+func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord, self handover.MemberID) (*handover.RecordState, error) {
+	var out *handover.RecordState
+	_, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
+		e, err := entryOf(cur, index)
+		if err != nil || e.holder != self {
+			out = nil
+			return false, err
+		}
+		e.gen, e.holder, e.final = e.gen+1, "", final
+		cur.Annotations[rangeKey(index)] = e.encode()
+		out = &handover.RecordState{Range: index, Gen: e.gen}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// casRecords changes the group's records object by compare-and-swap: a
+// read, change (which says whether to write), then a create, or an update
 // carrying the version read (409 Conflict when someone wrote meanwhile:
 // read again). Each request within the renew deadline. It returns the
-// record's resourceVersion after the write ("" when change wrote nothing).
-func (l *leases) casRecord(ctx context.Context, index int, change func(*coordinationv1.Lease) bool) (string, error) {
+// object's resourceVersion after the write as a number (0 when change
+// wrote nothing).
+func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lease) (bool, error)) (uint64, error) {
 	api := l.client.Leases(l.namespace)
-	name := recordName(l.group, index)
+	name := recordsName(l.group)
 	for range recordTries {
 		rctx, cancel := context.WithTimeout(ctx, l.timeout)
 		cur, err := api.Get(rctx, name, metav1.GetOptions{})
@@ -136,11 +213,11 @@ func (l *leases) casRecord(ctx context.Context, index int, change func(*coordina
 			if cur.Annotations == nil {
 				cur.Annotations = map[string]string{}
 			}
-			if !change(cur) {
+			var write bool
+			if write, err = change(cur); err != nil || !write {
 				cancel()
-				return "", nil
+				return 0, err
 			}
-			cur.Annotations[AnnotationRecordRange] = strconv.Itoa(index)
 			now := metav1.NewMicroTime(time.Now())
 			cur.Spec.RenewTime = &now
 			if create {
@@ -151,30 +228,35 @@ func (l *leases) casRecord(ctx context.Context, index int, change func(*coordina
 		}
 		cancel()
 		if err == nil {
-			return done.ResourceVersion, nil
+			tok, perr := strconv.ParseUint(done.ResourceVersion, 10, 64)
+			if perr != nil {
+				return 0, fmt.Errorf("range records %s: resourceVersion %q is not a number: fencing tokens need one", name, done.ResourceVersion)
+			}
+			return tok, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return "", err
+			return 0, err
 		}
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return 0, ctx.Err()
 		}
 	}
-	return "", fmt.Errorf("range record %s kept changing", name)
+	return 0, fmt.Errorf("range records %s kept changing", name)
 }
 
-// readRecord reads range index's record (a direct read, not a watch's
-// copy). found is false when it has none; a malformed one is an error.
+// readRecord reads range index's final position (a direct read, not a
+// watch's copy). found is false when it has none; a malformed one is an
+// error.
 func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, found bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	cur, err := l.client.Leases(l.namespace).Get(ctx, recordName(l.group, index), metav1.GetOptions{})
+	cur, err := l.client.Leases(l.namespace).Get(ctx, recordsName(l.group), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return rangeRecord{}, false, nil
 	case err != nil:
 		return rangeRecord{}, false, err
 	}
-	rec, err = decodeRecord(cur.Annotations[AnnotationRecord])
-	return rec, err == nil, err
+	e, err := entryOf(cur, index)
+	return e.final, err == nil && e.final.token > 0, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,62 +20,84 @@ import (
 	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
-// A range's record keeps the newest delivery's final position: a write
-// creates it, a newer token's replaces it, an older token's (a late
-// release of a lost member) leaves it, and each member reads it back. The
-// records are labelled apart from the member leases.
-func TestRangeRecordKeepsTheNewestPosition(t *testing.T) {
+// Claims write a range's record only at the generation they name, all
+// of one batch in one write whose resourceVersion is each written claim's
+// token; a release writes no holder and the final position, only while
+// the record names the releaser; every member reads the final position
+// back. The records object is labelled apart from the member leases.
+func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
 	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
 	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
 	ctx := context.Background()
 	if _, found, err := a.readRecord(ctx, 3); err != nil || found {
 		t.Fatalf("no record yet: found %v, err %v", found, err)
 	}
-	steps := []struct {
-		by   *leases
-		rec  rangeRecord
-		want rangeRecord
-	}{
-		{a, rangeRecord{token: 10, position: 100, version: 99}, rangeRecord{token: 10, position: 100, version: 99}},
-		{b, rangeRecord{token: 20, position: 150, version: 150}, rangeRecord{token: 20, position: 150, version: 150}},
-		{a, rangeRecord{token: 10, position: 120, version: 120}, rangeRecord{token: 20, position: 150, version: 150}},
-		{b, rangeRecord{token: 20, position: 160, version: 155}, rangeRecord{token: 20, position: 160, version: 155}},
+	res, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Epoch: 7, Gen: 0}, {Range: 4, Epoch: 8, Gen: 0}}, "a#1")
+	if err != nil || !res[0].OK || !res[1].OK || res[0].Token == 0 || res[0].Token != res[1].Token || res[0].Epoch != 7 ||
+		res[0].Record != (handover.RecordState{Range: 3, Holder: "a#1", Gen: 1}) {
+		t.Fatalf("first claims: %+v, %v; want both written by one write, record 3 a#1 at generation 1", res, err)
 	}
-	for i, s := range steps {
-		if _, err := s.by.writeRecord(ctx, 3, s.rec, ""); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-		got, found, err := b.readRecord(ctx, 3)
-		if err != nil || !found || got != s.want {
-			t.Fatalf("after write %d: %+v (found %v, err %v), want %+v", i, got, found, err, s.want)
-		}
+	first := res[0].Token
+	// b claims range 3 at generation 0, which a's write changed: refused,
+	// with the record as it is; its claim of range 5 in the same batch is
+	// written.
+	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 0}, {Range: 5, Gen: 0}}, "b#1")
+	if err != nil || res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "a#1", Gen: 1}) || !res[1].OK || res[1].Token <= first {
+		t.Fatalf("claims on a changed record: %+v, %v; want 3 refused (a#1 at 1), 5 written above %d", res, err, first)
 	}
-	l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordName("g", 3), metav1.GetOptions{})
+	// b's release of range 3, which a holds, writes nothing.
+	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, "b#1"); err != nil || rec != nil {
+		t.Fatalf("a release by a member the record does not name: %+v, %v", rec, err)
+	}
+	want := rangeRecord{token: first, position: 100, version: 99}
+	rec, err := a.releaseRecord(ctx, 3, want, "a#1")
+	if err != nil || rec == nil || *rec != (handover.RecordState{Range: 3, Gen: 2}) {
+		t.Fatalf("a's release: %+v, %v; want no holder at generation 2", rec, err)
+	}
+	if got, found, err := b.readRecord(ctx, 3); err != nil || !found || got != want {
+		t.Fatalf("final position %+v (found %v, err %v), want %+v", got, found, err, want)
+	}
+	// b claims at generation 2: written, the final position kept.
+	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "b#1")
+	if err != nil || !res[0].OK || res[0].Record.Gen != 3 {
+		t.Fatalf("claim after the release: %+v, %v", res, err)
+	}
+	if got, _, _ := a.readRecord(ctx, 3); got != want {
+		t.Fatalf("a claim changed the final position: %+v", got)
+	}
+	l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordsName("g"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.Labels[LabelGroup] != "" || l.Labels[LabelRecordOf] != "g" {
 		t.Fatalf("labels %v: want %s=g and no %s", l.Labels, LabelRecordOf, LabelGroup)
 	}
-	if recordName("g", 3) == recordName("g", 4) || recordName("g", 3) == recordName("h", 3) {
+	states, bad := recordStates(l, 8)
+	if len(bad) > 0 || !slices.Equal(states, []handover.RecordState{{Range: 3, Holder: "b#1", Gen: 3}, {Range: 4, Holder: "a#1", Gen: 1}, {Range: 5, Holder: "b#1", Gen: 1}}) {
+		t.Fatalf("record states %+v (%v)", states, bad)
+	}
+	if recordsName("g") == recordsName("h") {
 		t.Fatal("record names collide")
 	}
 }
 
 // A write that meets a conflict (another member wrote between its read
-// and its update) reads again and keeps the newer position; a record
-// that keeps changing, or an API server that refuses, is an error, not a
-// silent success; a malformed record is an error when read.
+// and its update) reads again: a claim whose range another member's write
+// left alone is still written. A record that keeps changing, or an API
+// server that refuses, is an error, each claim failed (generation 0); a
+// malformed record is an error when read.
 func TestRangeRecordCompareAndSwap(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
 	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
 	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
-	if _, err := a.writeRecord(ctx, 0, rangeRecord{token: 5, position: 50}, ""); err != nil {
-		t.Fatal(err)
+	if res, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 0}}, "a#1"); err != nil || !res[0].OK {
+		t.Fatal(res, err)
 	}
-	// b's first update meets a newer write of a's, made after b read.
+	// b's first update meets a write of a's to range 1, made after b read.
 	first := true
 	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
@@ -84,52 +105,68 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 			first = false
 			// a's write, through the tracker (the fake client is locked
 			// while its reactors run).
-			obj, err := cs.Tracker().Get(gvr, "default", recordName("g", 0))
+			obj, err := cs.Tracker().Get(gvr, "default", recordsName("g"))
 			if err != nil {
 				t.Error(err)
 				return false, nil, nil
 			}
 			l := obj.(*coordinationv1.Lease).DeepCopy()
-			l.Annotations[AnnotationRecord] = rangeRecord{token: 30, position: 300}.encode()
+			l.Annotations[rangeKey(1)] = recordEntry{gen: 1, holder: "a#1"}.encode()
 			if err := cs.Tracker().Update(gvr, l, "default"); err != nil {
 				t.Error(err)
 			}
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordName("g", 0), errors.New("changed"))
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("changed"))
 		}
 		return false, nil, nil
 	})
-	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 20, position: 200}, ""); err != nil {
-		t.Fatal(err)
-	}
-	if got, _, _ := a.readRecord(ctx, 0); got.token != 30 || got.position != 300 {
-		t.Fatalf("record %+v, want a's newer one (token 30)", got)
+	res, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 1}, {Range: 2}}, "b#1")
+	if err != nil || res[0].OK || res[0].Record.Holder != "a#1" || !res[1].OK {
+		t.Fatalf("after a conflict: %+v, %v; want range 1 refused (a#1's), range 2 written", res, err)
 	}
 	// Always a conflict: the write gives up with an error.
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordName("g", 0), errors.New("changed"))
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("changed"))
 	})
-	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}, ""); err == nil {
-		t.Fatal("a write that always conflicts succeeded")
+	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3}}, "b#1")
+	if err == nil || res[0].OK || res[0].Record.Gen != 0 {
+		t.Fatalf("a write that always conflicts: %+v, %v; want an error and the claim failed", res, err)
 	}
 	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, recordName("g", 0), errors.New("no"))
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("no"))
 	})
-	if _, err := b.writeRecord(ctx, 0, rangeRecord{token: 40, position: 400}, ""); !apierrors.IsForbidden(err) {
+	if _, err := b.releaseRecord(ctx, 0, rangeRecord{token: 40, position: 400}, "b#1"); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
 	if _, _, err := b.readRecord(ctx, 0); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
-	for _, bad := range []string{"", "1:2", "x:1:2", "1:-2:3", "1:2:3:4"} {
-		if _, err := decodeRecord(bad); err == nil {
-			t.Errorf("decodeRecord(%q) took it", bad)
+	for _, bad := range []string{"", "1:2", "{", `{"gen":0}`, `{"gen":1,"position":-1}`, `{"gen":"x"}`} {
+		if _, err := decodeEntry(bad); err == nil {
+			t.Errorf("decodeEntry(%q) took it", bad)
 		}
+	}
+	e := recordEntry{gen: 4, holder: "node:1#x", final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}}
+	if got, err := decodeEntry(e.encode()); err != nil || got != e {
+		t.Errorf("%+v encoded and decoded: %+v, %v", e, got, err)
 	}
 }
 
-// A release writes the range's record, with its final position and the
-// newest version its handlers were given, before the core hears of the
-// release (RangeStopped), so before any member can hear of it; the
+// writeFinal writes range index's final position, as a release would.
+func writeFinal(t *testing.T, l *leases, index int, final rangeRecord) {
+	t.Helper()
+	if _, err := l.casRecords(context.Background(), func(cur *coordinationv1.Lease) (bool, error) {
+		e, err := entryOf(cur, index)
+		e.gen, e.final = e.gen+1, final
+		cur.Annotations[rangeKey(index)] = e.encode()
+		return true, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A release writes the range's record, with no holder, its final position
+// and the newest version its handlers were given, before the core hears of
+// the release (RangeStopped), so before any member can hear of it; the
 // handoff carries the same position.
 func TestReleaseWritesTheRecordFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -140,6 +177,9 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		if in := <-rig.reports; in != nil {
 			t.Fatalf("report %T, want the activation's", in)
 		}
+		if res, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0}}, rig.inc.id); err != nil || !res[0].OK {
+			t.Fatalf("claim: %+v, %v", res, err)
+		}
 		w.Add(cmAt("d", "ud", "15"))
 		synctest.Wait()
 		if _, found, _ := rig.inc.leases.readRecord(context.Background(), 0); found {
@@ -148,8 +188,8 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.io.rangeEffect(&handover.DeactivateRange{Range: 0, Epoch: 1, To: "node-c#1"})
 		in := <-rig.reports
 		stopped, ok := in.(*handover.RangeStopped)
-		if !ok || stopped.Handoff == nil {
-			t.Fatalf("report %+v, want RangeStopped with a handoff", in)
+		if !ok || stopped.Handoff == nil || stopped.Record == nil || *stopped.Record != (handover.RecordState{Range: 0, Gen: 2}) {
+			t.Fatalf("report %+v, want RangeStopped with a handoff and the record, no holder at generation 2", in)
 		}
 		rec, found, err := rig.inc.leases.readRecord(context.Background(), 0)
 		if err != nil || !found {
@@ -164,54 +204,4 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.stop()
 		time.Sleep(time.Minute) // the actor system's dead-letter throttle
 	})
-}
-
-// A release writes the position and names the next owner (or none): the
-// record's holder, whose token is the write's resourceVersion, each above
-// the last write's, whoever made it.
-func TestRangeRecordReleaseNamesTheNextOwner(t *testing.T) {
-	ctx := context.Background()
-	cs := fake.NewClientset()
-	shardtest.InstallLeases(cs)
-	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
-	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
-	holder := func() (string, string) {
-		t.Helper()
-		l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordName("g", 2), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := ""
-		if l.Spec.HolderIdentity != nil {
-			h = *l.Spec.HolderIdentity
-		}
-		return h, l.ResourceVersion
-	}
-	var last uint64
-	for i, step := range []struct {
-		by   *leases
-		rec  rangeRecord
-		next handover.MemberID
-	}{
-		{a, rangeRecord{token: 10, position: 100, version: 90}, "b#1"},
-		{b, rangeRecord{token: 20, position: 120, version: 110}, ""},
-		{a, rangeRecord{token: 30, position: 130, version: 120}, "b#1"},
-	} {
-		tok, err := step.by.writeRecord(ctx, 2, step.rec, step.next)
-		if err != nil {
-			t.Fatalf("step %d: %v", i, err)
-		}
-		h, rv := holder()
-		if h != string(step.next) || strconv.FormatUint(tok, 10) != rv || tok <= last {
-			t.Fatalf("step %d: holder %q at %s, token %d (last %d); want %q, the record's version, above the last", i, h, rv, tok, last, step.next)
-		}
-		last = tok
-	}
-	// A release older than the record's writes nothing, and names no one.
-	if tok, err := b.writeRecord(ctx, 2, rangeRecord{token: 20, position: 125}, "a#1"); err != nil || tok != 0 {
-		t.Fatalf("an older release: token %d, err %v; want 0 and nothing written", tok, err)
-	}
-	if h, _ := holder(); h != "b#1" {
-		t.Fatalf("holder %q after an older release, want b#1 still", h)
-	}
 }

@@ -212,8 +212,9 @@ func (s *Informer) listen(reg *registration, ri *rangeInformer, wrapped actors.C
 
 // waitSubscribed waits until every handler attached to ri has its
 // listener subscribed to the range's cache, the range informer stops, the
-// range is dropped or timeout passes; it reports whether they all were.
-func (s *Informer) waitSubscribed(ri *rangeInformer, timeout time.Duration) bool {
+// range is dropped or the core ends a release's drain (DrainTimeUp); it
+// reports whether they all were.
+func (s *Informer) waitSubscribed(ri *rangeInformer) bool {
 	s.mu.Lock()
 	var subs []<-chan struct{}
 	for _, a := range ri.attached {
@@ -222,8 +223,6 @@ func (s *Informer) waitSubscribed(ri *rangeInformer, timeout time.Duration) bool
 		}
 	}
 	s.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	for _, sub := range subs {
 		select {
 		case <-sub:
@@ -231,7 +230,7 @@ func (s *Informer) waitSubscribed(ri *rangeInformer, timeout time.Duration) bool
 			return false
 		case <-ri.droppedCh:
 			return false
-		case <-t.C:
+		case <-ri.drainUp:
 			return false
 		}
 	}

@@ -43,6 +43,12 @@ type Options struct {
 	// UpgradeBin, when set, is the member program the new members of a
 	// Rolling fault run: a rolling update from Bin's version to its.
 	UpgradeBin string
+	// CrossVersion: Bin's and UpgradeBin's members refuse each other (their
+	// protocol versions differ). The new members wait until the old ones
+	// have left: the Rolling fault replaces them one by one without waiting
+	// for a balance in between, and the ranges are unserved from the last
+	// old member's leave to the new members' claims.
+	CrossVersion bool
 	// MemberArgs are added to every member's command line (after the
 	// run's own flags): the member program's own settings, such as its
 	// lease timings.
@@ -426,6 +432,10 @@ func (r *Run) Start(k Kind, target *Member) *Ongoing {
 		}
 		for _, old := range r.Live() {
 			m := r.joinWith(bin)
+			if r.o.CrossVersion {
+				old.leave()
+				continue
+			}
 			if took, why := r.balance(r.o.Recover); why != "" {
 				r.logf("nemesis: rolling: not balanced %v after %s joined: %s", took.Round(time.Millisecond), m.Name, why)
 			}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +52,31 @@ func Build(race bool) (string, error) {
 	}
 	built.paths[race] = path
 	return path, nil
+}
+
+// ProtocolAt is the shard protocol version of the member program at git
+// revision rev ("" for the working tree): members of two versions refuse
+// each other.
+func ProtocolAt(rev string) (int, error) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return 0, fmt.Errorf("git rev-parse --show-toplevel: %v", err)
+	}
+	root := strings.TrimSpace(string(top))
+	var src []byte
+	if rev == "" {
+		src, err = os.ReadFile(filepath.Join(root, "shard", "informer.go"))
+	} else {
+		src, err = exec.Command("git", "-C", root, "show", rev+":shard/informer.go").Output()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("shard/informer.go at %q: %v", rev, err)
+	}
+	m := regexp.MustCompile(`const protocolVersion = (\d+)`).FindSubmatch(src)
+	if m == nil {
+		return 0, fmt.Errorf("shard/informer.go at %q: no protocolVersion", rev)
+	}
+	return strconv.Atoi(string(m[1]))
 }
 
 // BuildAt builds the member program as it was at the git revision rev of

@@ -32,32 +32,26 @@
 //     A member that cannot renew in time, or whose lease was revoked, or
 //     that a peer leaves out of its view for HealTicks, is fenced: it stops
 //     at once and rejoins as a new incarnation.
+//   - Records. Each range has a record in the API server naming its holder
+//     (or none), with a generation that each write raises. A member
+//     delivers a range only under a write of the record that named it: a
+//     compare-and-swap of its own (ClaimRecords), on the record at the
+//     generation it knows, whose resourceVersion is the range's fencing
+//     token. It stops calling the range's handlers before the write that
+//     ends its delivery: its release writes the record naming no holder,
+//     with the final position (the shell does, after the drain).
 //   - Make before break. A member that becomes a range's owner starts its
-//     informer, and once it has synced asks every member that could deliver
-//     the range to release it (Acquire, with a fresh epoch): the current
-//     peers and every holder of a lease that is not void; a new member only
-//     from LeaseDuration after its lease watch first showed its own lease
-//     (a lease deleted before, it never saw), or once a peer whose watch
-//     has run that long vouches for it (Vouch). Those that said
-//     they deliver it are asked last, once the others have answered, so that
-//     a member that cannot answer does not leave the range unserved. A
-//     member answers (Released) only when its own view says the asker owns
-//     the range and it does not deliver the range: if it does, it first
-//     stops, draining its handlers, and hands over what they were given
-//     (Handoff). An undelivered message is never an answer.
-//   - Tokens. A range's fencing token is the resourceVersion of a write in
-//     the API server made after every earlier deliverer's last call, so
-//     higher than its token. A deliverer's release writes the range's
-//     record naming the member it releases the range to (Handoff.Record,
-//     Next); once every member has answered or is void, that write is the
-//     member's claim if it was for this attempt, else the member's next
-//     lease write, started after that, is (one write for every range
-//     claimed meanwhile). While its own claim is valid, the range then goes
-//     to the handlers, continuing from the newest position of the Handoff,
-//     the range's record (which the releaser's shell wrote before the
-//     release was reported) and the leases. A member answers with its own
-//     Handoff only, as often as it is asked; none is kept for, or passed
-//     on to, another member.
+//     informer, and once it has synced claims the range when the record it
+//     knows names none, itself, a member whose lease is void or that said
+//     Gone, or a member that answered that it does not deliver the range
+//     under that generation (Released.Records). Otherwise it asks the
+//     record's holder (Acquire), which goes on delivering meanwhile. A
+//     holder answers an ask from the range's owner in its view: if it
+//     delivers the range, once it has drained and released it. A member
+//     that does not deliver a range answers any ask for it at once. An
+//     undelivered message is never an answer. Since the claim is a
+//     compare-and-swap, of two members that claim one generation one
+//     fails, and learns the record as it is.
 //
 // So no two members call handlers for one range at the same time, whatever
 // the network and the pauses do, as long as clock rates are bounded: see
@@ -114,15 +108,6 @@ type Config struct {
 	// be below LeaseDuration; the difference covers the clocks' rate
 	// difference and the last handler call.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// FirstAsk: the member asks for no range until FirstAsk after the first
-	// lease snapshot that shows its own lease (0: LeaseDuration; < 0: at
-	// once). Anyone may delete a Lease: one deleted before that snapshot
-	// was never seen by this member, and its holder, if the provider dropped
-	// it from the topology, may deliver ranges until its renew deadline.
-	// Below LeaseDuration that holder may still deliver a range this member
-	// takes; only tests of other orders set it. A peer's Vouch ends the
-	// wait sooner.
-	FirstAsk time.Duration
 }
 
 // Validate reports settings that cannot work.
@@ -174,6 +159,7 @@ type Core struct {
 
 	// Collected during one Step, sent at its end.
 	released map[releaseKey]*Released
+	claims   []RecordClaim
 }
 
 type releaseKey struct {
@@ -267,6 +253,8 @@ func (c *Core) Step(in Input) []stage.Msg {
 		c.leaseChecked(m)
 	case *LeaseRevoked:
 		c.leaseRevoked(m)
+	case *RecordsClaimed:
+		c.recordsClaimed(m)
 	}
 	if !c.done {
 		c.reconcile()
@@ -278,6 +266,7 @@ func (c *Core) Step(in Input) []stage.Msg {
 			c.broadcastHello()
 		}
 		c.flushReleased()
+		c.flushClaims()
 		c.finish()
 	}
 	return c.out.Msgs()
@@ -408,9 +397,10 @@ type RangeStatus struct {
 	// Owner is the range's owner in the member's view ("" while it
 	// discovers the group, or when the view is empty).
 	Owner MemberID
-	// Waiting are the members whose answer or void lease the member waits
-	// for (acquiring), and itself for the lease write (claiming, or
-	// acquiring before it asks the range's deliverers).
+	// Record is the range's record as the member knows it.
+	Record RecordState
+	// Waiting is the record's holder whose answer or void lease the member
+	// waits for (acquiring), or itself for its claim's write (claiming).
 	Waiting []MemberID
 }
 
@@ -461,14 +451,16 @@ func (c *Core) StatusInto(s *Status) {
 		Ranges: ranges[:len(c.ranges)]}
 	for r := range c.ranges {
 		ri := &c.ranges[r]
-		rs := RangeStatus{State: ri.state.name(), Epoch: ri.epoch}
+		rs := RangeStatus{State: ri.state.name(), Epoch: ri.epoch, Record: ri.rec}
 		switch st := ri.state.(type) {
 		case *active:
 			rs.Token = st.token
 		case *deactivating:
 			rs.Token = st.token
 		case *acquiring:
-			rs.Waiting = sortedKeys(st.pending)
+			if st.asked != "" {
+				rs.Waiting = []MemberID{st.asked}
+			}
 		case *claiming:
 			rs.Waiting = []MemberID{c.cfg.Self}
 		}

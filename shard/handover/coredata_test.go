@@ -25,39 +25,45 @@ import (
 // their nodes. Durations are Go's (600ms, 1.2s). Lists are comma-separated.
 // A word a command does not take is an error.
 //
-//	new self=ID ranges=N [firstask=D] [discovery=N] [heal=N]
-//	                            a new core (testConfig: discovery 1, firstask
-//	                            -1, the simulator's lease timings)
+//	new self=ID ranges=N [discovery=N] [heal=N]
+//	                            a new core (testConfig: discovery 1, the
+//	                            simulator's lease timings)
 //	topology ID...              Topology of the members' nodes
 //	hello from=ID [reply] [state=leaving|gone] [active=R,..] [tokens=T,..]
-//	      [view=ID,..] [moved=R:ID:T,..] [vouch=ID+ID/VERSION] [wantvouch=N]
-//	      [joined=N] [knowsyou] [heardyou] [ranges=N]
+//	      [view=ID,..] [moved=R:ID:T,..] [joined=N] [knowsyou] [heardyou]
+//	      [ranges=N]
 //	acquire from=ID epoch=N ranges=R,..
-//	released from=ID epoch=N ranges=R,.. [handoff=H]...
+//	released from=ID epoch=N ranges=R,.. [handoff=H]... [record=REC]...
 //	synced range=R [epoch=N]    RangeSynced (epoch: the range's, from Status)
-//	stopped range=R [epoch=N] [handoff=H]
+//	stopped range=R [epoch=N] [handoff=H] [record=REC]
+//	claimed range=R [epoch=N] (ok token=T | holder=ID gen=N | failed)
+//	                            RecordsClaimed with one result: written,
+//	                            refused (the record as it is), or failed
 //	tick D | tick D..D [every=D]
 //	                            Tick, or one every 200ms (the simulator's
 //	                            tick) from D to D
 //	leave
 //	renewed seq=N start=D [now=D] token=N
 //	renewfailed seq=N [start=D] [lost]
-//	leases [now=D] ID=VERSION... [released=ID,..]
+//	leases [now=D] ID=VERSION... [released=ID,..] [other=ID,..] [record=REC]...
+//	                            other: those holders run another protocol
 //	checked member=ID [found] [version=V] [released] [failed]
 //	revoked member=ID version=V [ok]
 //	status                      the core's Status
 //	auto [writes=T] [sync] [drain] [position=P] [off]
 //	                            from now on the driver answers what the core
-//	                            sends: lease writes (LeaseRenewed, tokens
+//	                            sends: lease writes and record claims
+//	                            (LeaseRenewed, RecordsClaimed written, tokens
 //	                            from T, started at the driver's time), range
 //	                            starts (RangeSynced), deactivations
 //	                            (RangeStopped with the core's own Handoff: the
-//	                            token it activated, at position P)
+//	                            token it activated, at position P, and the
+//	                            record written with no holder)
 //	now D                       the driver's time, for its answers (set too
 //	                            by every tick and leases now=)
 //
-// A handoff H is range:R,token:T,version:V,position:P,from:ID,record:N,
-// next:ID,nextepoch:N (fields left out are zero). What a command prints:
+// A handoff H is range:R,token:T,version:V,position:P,from:ID (fields left
+// out are zero); a record REC is R:HOLDER:GEN (HOLDER empty for none). What a command prints:
 // each message the Step returned, "> to: what" in the syntax of the
 // commands above (to: a member, ranges or lease); each answer the driver
 // gave, "< what", followed by what it returned; each range whose status
@@ -142,12 +148,13 @@ func runCoreFile(t *testing.T, file string) {
 // commandKeys are the words each command takes (topology and leases take
 // member ids, tick its times).
 var commandKeys = map[string]string{
-	"new":         "self ranges firstask discovery heal",
-	"hello":       "from reply state active tokens view moved vouch wantvouch joined knowsyou heardyou ranges",
+	"new":         "self ranges discovery heal",
+	"hello":       "from reply state active tokens view moved joined knowsyou heardyou ranges",
 	"acquire":     "from epoch ranges",
-	"released":    "from epoch ranges handoff",
+	"released":    "from epoch ranges handoff record",
 	"synced":      "range epoch",
-	"stopped":     "range epoch handoff",
+	"stopped":     "range epoch handoff record",
+	"claimed":     "range epoch ok token holder gen failed",
 	"leave":       "",
 	"renewed":     "seq start now token",
 	"renewfailed": "seq start lost",
@@ -158,11 +165,10 @@ var commandKeys = map[string]string{
 }
 
 // testConfig is a core's settings in the core scenarios: the simulator's
-// lease timings, discovery over after one tick, asks at once.
+// lease timings, discovery over after one tick.
 func testConfig(self handover.MemberID, ranges int) handover.Config {
 	return handover.Config{Self: self, Ranges: ranges, HashField: "uid", DiscoveryTicks: 1,
-		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
-		FirstAsk: -1}
+		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod}
 }
 
 // comments are the comment lines of lines.
@@ -187,6 +193,7 @@ type coreDriver struct {
 	token                           uint64 // the next auto write's
 	position                        int64
 	activated                       map[int]uint64 // range: the token of its last ActivateRange
+	gens                            map[int]uint64 // range: the generation of its record's last auto write
 
 	last handover.Status
 	out  []string
@@ -254,7 +261,11 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 		return &handover.Acquire{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges")}, nil
 	case "released":
 		hs, err := handoffs(a)
-		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Handoffs: hs}, err
+		if err != nil {
+			return nil, err
+		}
+		recs, err := records(a)
+		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Handoffs: hs, Records: recs}, err
 	case "synced":
 		r := a.int("range")
 		return &handover.RangeSynced{Range: r, Epoch: d.epoch(a, r)}, nil
@@ -265,7 +276,24 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 		if len(hs) > 0 {
 			m.Handoff = &hs[0]
 		}
+		if err != nil {
+			return nil, err
+		}
+		recs, err := records(a)
+		if len(recs) > 0 {
+			m.Record = &recs[0]
+		}
 		return m, err
+	case "claimed":
+		r := a.int("range")
+		res := handover.ClaimResult{Range: r, Epoch: d.epoch(a, r), OK: a.flag("ok"), Token: a.uint("token")}
+		if _, ok := a.get("gen"); ok {
+			res.Record = handover.RecordState{Range: r, Holder: a.member("holder"), Gen: a.uint("gen")}
+		}
+		if res.OK {
+			res.Record = handover.RecordState{Range: r, Holder: d.cfg.Self, Gen: d.c.Status().Ranges[r].Record.Gen + 1}
+		}
+		return &handover.RecordsClaimed{Results: []handover.ClaimResult{res}}, nil
 	case "leave":
 		return &handover.Leave{}, nil
 	case "renewed":
@@ -281,11 +309,16 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 				d.now = m.Now
 			case "released":
 				m.Released = a.members("released")
+			case "other":
+			case "record":
 			default:
-				m.Leases = append(m.Leases, handover.LeaseRecord{Holder: handover.MemberID(kv[0]), Version: kv[1]})
+				m.Leases = append(m.Leases, handover.LeaseRecord{Holder: handover.MemberID(kv[0]), Version: kv[1],
+					Other: slices.Contains(a.members("other"), handover.MemberID(kv[0]))})
 			}
 		}
-		return m, nil
+		recs, err := records(a)
+		m.Records = recs
+		return m, err
 	case "checked":
 		return &handover.LeaseChecked{Member: a.member("member"), Found: a.flag("found"), Version: a.str("version"),
 			Released: a.flag("released"), Failed: a.flag("failed")}, nil
@@ -308,6 +341,28 @@ func handoffs(a *args) ([]handover.Handoff, error) {
 	return out, nil
 }
 
+// records are the record= words of a.
+func records(a *args) ([]handover.RecordState, error) {
+	var out []handover.RecordState
+	for _, s := range a.all("record") {
+		p := strings.Split(s, ":")
+		if len(p) != 3 {
+			return nil, fmt.Errorf("record %q: want range:holder:gen", s)
+		}
+		r, err1 := strconv.Atoi(p[0])
+		g, err2 := strconv.ParseUint(p[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("record %q: want range:holder:gen", s)
+		}
+		out = append(out, handover.RecordState{Range: r, Holder: handover.MemberID(p[1]), Gen: g})
+	}
+	return out, nil
+}
+
+func recordString(rs handover.RecordState) string {
+	return fmt.Sprintf("%d:%s:%d", rs.Range, rs.Holder, rs.Gen)
+}
+
 // auto sets the driver's answers.
 func (d *coreDriver) auto(a *args) {
 	if a.flag("off") {
@@ -326,9 +381,6 @@ func (d *coreDriver) auto(a *args) {
 func (d *coreDriver) newCore(a *args) error {
 	self := a.member("self")
 	d.cfg = testConfig(self, a.int("ranges"))
-	if _, ok := a.get("firstask"); ok {
-		d.cfg.FirstAsk = a.dur("firstask")
-	}
 	if _, ok := a.get("discovery"); ok {
 		d.cfg.DiscoveryTicks = a.int("discovery")
 	}
@@ -339,7 +391,7 @@ func (d *coreDriver) newCore(a *args) error {
 		return err
 	}
 	d.c = handover.NewCore(d.cfg)
-	d.now, d.activated = 0, map[int]uint64{}
+	d.now, d.activated, d.gens = 0, map[int]uint64{}, map[int]uint64{}
 	d.autoWrites, d.autoSync, d.autoDrain, d.position = false, false, false, 0
 	d.c.StatusInto(&d.last)
 	d.last.Ranges = slices.Clone(d.last.Ranges)
@@ -422,6 +474,17 @@ func (d *coreDriver) stepOne(in handover.Input) (answers []handover.Input) {
 				answers = append(answers, &handover.LeaseRenewed{Seq: e.Seq, Start: d.now, Now: d.now, Token: d.token})
 				d.token++
 			}
+		case *handover.ClaimRecords:
+			if d.autoWrites {
+				res := &handover.RecordsClaimed{}
+				for _, cl := range e.Claims {
+					d.gens[cl.Range] = cl.Gen + 1
+					res.Results = append(res.Results, handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch, OK: true, Token: d.token,
+						Record: handover.RecordState{Range: cl.Range, Holder: d.cfg.Self, Gen: cl.Gen + 1}})
+				}
+				d.token++
+				answers = append(answers, res)
+			}
 		case *handover.StartRange:
 			if d.autoSync {
 				answers = append(answers, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
@@ -430,8 +493,10 @@ func (d *coreDriver) stepOne(in handover.Input) (answers []handover.Input) {
 			d.activated[e.Range] = e.Token
 		case *handover.DeactivateRange:
 			if d.autoDrain {
+				d.gens[e.Range]++
 				answers = append(answers, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch,
-					Handoff: &handover.Handoff{Range: e.Range, Token: d.activated[e.Range], From: d.cfg.Self, Position: d.position}})
+					Handoff: &handover.Handoff{Range: e.Range, Token: d.activated[e.Range], From: d.cfg.Self, Position: d.position},
+					Record:  &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range]}})
 			}
 		}
 	}
@@ -454,7 +519,7 @@ func (d *coreDriver) printChanges() {
 }
 
 func rangeStatusEqual(a, b handover.RangeStatus) bool {
-	return a.State == b.State && a.Epoch == b.Epoch && a.Token == b.Token && a.Owner == b.Owner && slices.Equal(a.Waiting, b.Waiting)
+	return a.State == b.State && a.Epoch == b.Epoch && a.Token == b.Token && a.Owner == b.Owner && a.Record == b.Record && slices.Equal(a.Waiting, b.Waiting)
 }
 
 func (d *coreDriver) printStatus() {
@@ -492,6 +557,9 @@ func rangeString(rs handover.RangeStatus) string {
 	}
 	if len(rs.Waiting) > 0 {
 		s += " waiting=" + joinMembers(rs.Waiting)
+	}
+	if rs.Record.Gen > 0 {
+		s += fmt.Sprintf(" record=%s:%d", rs.Record.Holder, rs.Record.Gen)
 	}
 	return s
 }
@@ -568,6 +636,12 @@ func (d *coreDriver) msgString(body any) string {
 		return "check member=" + string(m.Member)
 	case *handover.RevokeLease:
 		return fmt.Sprintf("revoke member=%s version=%s", m.Member, m.Version)
+	case *handover.ClaimRecords:
+		var w []string
+		for _, cl := range m.Claims {
+			w = append(w, fmt.Sprintf("range=%d epoch=%d gen=%d", cl.Range, cl.Epoch, cl.Gen))
+		}
+		return "claim " + strings.Join(w, "; ")
 	case handover.Input:
 		return inputString(m)
 	}
@@ -584,6 +658,9 @@ func inputString(in handover.Input) string {
 		for _, h := range m.Handoffs {
 			s += " handoff=" + handoffString(h)
 		}
+		for _, rs := range m.Records {
+			s += " record=" + recordString(rs)
+		}
 		return s
 	case *handover.RangeSynced:
 		return fmt.Sprintf("synced range=%d epoch=%d", m.Range, m.Epoch)
@@ -592,7 +669,25 @@ func inputString(in handover.Input) string {
 		if m.Handoff != nil {
 			s += " handoff=" + handoffString(*m.Handoff)
 		}
+		if m.Record != nil {
+			s += " record=" + recordString(*m.Record)
+		}
 		return s
+	case *handover.RecordsClaimed:
+		var w []string
+		for _, res := range m.Results {
+			x := fmt.Sprintf("claimed range=%d epoch=%d", res.Range, res.Epoch)
+			switch {
+			case res.OK:
+				x += fmt.Sprintf(" ok token=%d", res.Token)
+			case res.Record.Gen == 0:
+				x += " failed"
+			default:
+				x += fmt.Sprintf(" holder=%s gen=%d", res.Record.Holder, res.Record.Gen)
+			}
+			w = append(w, x)
+		}
+		return strings.Join(w, "; ")
 	case *handover.LeaseRenewed:
 		return fmt.Sprintf("renewed seq=%d start=%v now=%v token=%d", m.Seq, m.Start, m.Now, m.Token)
 	}
@@ -630,16 +725,6 @@ func helloString(h *handover.Hello, cfg handover.Config) string {
 		}
 		w = append(w, "moved="+strings.Join(mv, ","))
 	}
-	if h.Vouch != nil {
-		var must []string
-		for _, m := range h.Vouch.MustHear {
-			must = append(must, string(m))
-		}
-		w = append(w, "vouch="+strings.Join(must, "+")+"/"+h.Vouch.YourLease)
-	}
-	if h.WantVouch != 0 {
-		w = append(w, fmt.Sprintf("wantvouch=%d", h.WantVouch))
-	}
 	for _, f := range []struct {
 		on   bool
 		name string
@@ -654,7 +739,7 @@ func helloString(h *handover.Hello, cfg handover.Config) string {
 func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 	h := &handover.Hello{From: a.member("from"), Ranges: d.cfg.Ranges, HashField: d.cfg.HashField,
 		JoinedAt: int64(a.int("joined")), Active: a.ints("active"), View: a.members("view"),
-		WantVouch: a.uint("wantvouch"), Reply: a.flag("reply"), KnowsYou: a.flag("knowsyou"), HeardYou: a.flag("heardyou")}
+		Reply: a.flag("reply"), KnowsYou: a.flag("knowsyou"), HeardYou: a.flag("heardyou")}
 	if _, ok := a.get("ranges"); ok {
 		h.Ranges = a.int("ranges")
 	}
@@ -684,19 +769,6 @@ func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 			h.Moved = append(h.Moved, handover.Move{Range: r, To: handover.MemberID(p[1]), Token: tok})
 		}
 	}
-	if s, ok := a.get("vouch"); ok {
-		must, version, ok := strings.Cut(s, "/")
-		if !ok {
-			return nil, fmt.Errorf("vouch %q: want member+member/version", s)
-		}
-		v := &handover.Vouch{YourLease: version}
-		for _, m := range strings.Split(must, "+") {
-			if m != "" {
-				v.MustHear = append(v.MustHear, handover.MemberID(m))
-			}
-		}
-		h.Vouch = v
-	}
 	return h, nil
 }
 
@@ -710,15 +782,6 @@ func handoffString(h handover.Handoff) string {
 	}
 	if h.From != "" {
 		s += ",from:" + string(h.From)
-	}
-	if h.Record != 0 {
-		s += fmt.Sprintf(",record:%d", h.Record)
-	}
-	if h.Next != "" {
-		s += ",next:" + string(h.Next)
-	}
-	if h.NextEpoch != 0 {
-		s += fmt.Sprintf(",nextepoch:%d", h.NextEpoch)
 	}
 	return s
 }
@@ -742,12 +805,6 @@ func parseHandoff(s string) (handover.Handoff, error) {
 			h.Position, err = strconv.ParseInt(v, 10, 64)
 		case "from":
 			h.From = handover.MemberID(v)
-		case "record":
-			h.Record, err = strconv.ParseUint(v, 10, 64)
-		case "next":
-			h.Next = handover.MemberID(v)
-		case "nextepoch":
-			h.NextEpoch, err = strconv.ParseUint(v, 10, 64)
 		default:
 			err = fmt.Errorf("unknown field")
 		}

@@ -24,17 +24,6 @@ type ownLease struct {
 	// synced: a Leases snapshot showed this member's lease, so the watch
 	// is past its creation and every lease created before it is known.
 	synced bool
-	// syncedAt: when the first snapshot that showed it came. A lease
-	// deleted before it was never seen by this member, whose holder may
-	// call handlers until its renew deadline: this member asks for no range
-	// until LeaseDuration after syncedAt (Config.FirstAsk).
-	syncedAt time.Duration
-	// afterSync is the token of the first successful write that started
-	// after syncedAt (0: none yet); vouched: a peer's Hello vouched for
-	// this member's lease watch (Vouch) once the peer had seen that write.
-	// A vouched member asks for ranges before FirstAsk has passed.
-	afterSync uint64
-	vouched   bool
 	// seen: the resourceVersion of this member's lease in the last
 	// snapshot that showed it (0: none, or not a number).
 	seen uint64
@@ -61,6 +50,8 @@ type peerLease struct {
 	goneAt   time.Duration
 	revoking bool
 	checking bool
+	// other: its holder runs another version of the protocol.
+	other bool
 }
 
 // holdsLease: id has a lease that is not void, as far as this member
@@ -76,111 +67,15 @@ func (c *Core) isVoid(id MemberID) bool {
 	return l != nil && l.void
 }
 
-// firstAsk is how long after its first lease snapshot the member starts
-// asking for ranges (Config.FirstAsk).
-func (c *Core) firstAsk() time.Duration {
-	switch {
-	case c.cfg.FirstAsk < 0:
-		return 0
-	case c.cfg.FirstAsk == 0:
-		return c.cfg.LeaseDuration
-	}
-	return c.cfg.FirstAsk
-}
-
-// mayAsk: this member may ask for ranges. Its lease watch has shown its
-// lease (a member that never gets a lease, a tombstone took its name, holds
-// no answer), and either FirstAsk has passed since (a lease deleted before
-// was never seen by this member, and its holder may deliver until its
-// renew deadline), or a peer vouched for it (Vouch).
-func (c *Core) mayAsk() bool {
-	return c.lease.synced && (c.lease.vouched || c.now-c.lease.syncedAt >= c.firstAsk())
-}
-
-// seasoned: this member's lease watch has shown its own lease for
-// LeaseDuration, so it may vouch for others.
-func (c *Core) seasoned() bool {
-	return c.lease.synced && c.now-c.lease.syncedAt >= c.cfg.LeaseDuration
-}
-
-// vouch is what this member vouches to member to in a Hello: nil unless it
-// is seasoned.
-func (c *Core) vouch(to MemberID) *Vouch {
-	if !c.seasoned() {
-		return nil
-	}
-	v := &Vouch{MustHear: c.mustHear()}
-	if l := c.leases[to]; l != nil && l.known {
-		v.YourLease = l.version
-	}
-	return v
-}
-
-// wantVouch is what this member asks for in its Hellos: the version of its
-// lease's first write after its first snapshot while it waits for a vouch,
-// else 0.
-func (c *Core) wantVouch() uint64 {
-	l := &c.lease
-	if l.vouched || l.afterSync == 0 || c.now-l.syncedAt >= c.firstAsk() {
-		return 0
-	}
-	return l.afterSync
-}
-
-// leaseSeenAt: this member's lease watch shows id's lease at version v or
-// a later one.
-func (c *Core) leaseSeenAt(id MemberID, v uint64) bool {
-	l := c.leases[id]
-	if l == nil || !l.known {
-		return false
-	}
-	seen, err := strconv.ParseUint(l.version, 10, 64)
-	return err == nil && seen >= v
-}
-
-// answerWantedVouches says Hello at once to each peer that waits for a
-// vouch once this member can give it: its watch has run LeaseDuration and
-// shows the write the peer named.
-func (c *Core) answerWantedVouches() {
-	for _, id := range sortedKeys(c.members.peers) {
-		p := c.members.peers[id]
-		if p.wantVouch != 0 && c.seasoned() && c.leaseSeenAt(id, p.wantVouch) {
-			p.wantVouch = 0
-			c.sendHello(id, true)
+// otherProtocol: a member of another protocol version holds a lease that
+// is not void.
+func (c *Core) otherProtocol() bool {
+	for _, l := range c.leases {
+		if l.other && l.known && !l.void {
+			return true
 		}
 	}
-}
-
-// vouchedBy takes a peer's Vouch: once the peer has seen this member's lease
-// at a write that started after its first snapshot, every member the peer
-// must hear from that this member knows nothing of is taken as the holder
-// of a lease deleted now: void LeaseDuration from now, unless its answer
-// or its lease comes first.
-func (c *Core) vouchedBy(v *Vouch) {
-	l := &c.lease
-	if v == nil || l.vouched || !l.synced || l.afterSync == 0 {
-		return
-	}
-	if seen, err := strconv.ParseUint(v.YourLease, 10, 64); err != nil || seen < l.afterSync {
-		return
-	}
-	for _, id := range v.MustHear {
-		if id == c.cfg.Self {
-			continue
-		}
-		if pe := c.members.peers[id]; pe != nil && pe.heard {
-			continue // it is in this member's own must-hear set, or said Gone
-		}
-		p := c.leases[id]
-		if p == nil {
-			p = &peerLease{}
-			c.leases[id] = p
-		}
-		if !p.known && !p.void && !p.gone {
-			p.known, p.gone, p.goneAt = true, true, c.now
-		}
-	}
-	l.vouched = true
+	return false
 }
 
 // renew asks for a write of this member's lease.
@@ -189,20 +84,6 @@ func (c *Core) renew() {
 	c.lease.inflight = true
 	c.lease.lastAttempt = c.now
 	c.out.Send(ToLease, &RenewLease{Seq: c.lease.seq, Create: !c.lease.created})
-}
-
-// maybeRenew writes the lease now when a range's claim waits for a write
-// that has not begun.
-func (c *Core) maybeRenew() {
-	if c.lease.inflight || c.done {
-		return
-	}
-	for r := range c.ranges {
-		if st, ok := c.ranges[r].state.(*claiming); ok && st.after >= c.lease.seq {
-			c.renew()
-			return
-		}
-	}
 }
 
 // leaseTick renews the lease every RetryPeriod, fences this member once
@@ -253,18 +134,10 @@ func (c *Core) renewed(m *LeaseRenewed) {
 	if m.Start >= l.lastOK {
 		l.lastOK = m.Start
 	}
-	if l.synced && l.afterSync == 0 && m.Start >= l.syncedAt {
-		l.afterSync = m.Token
-		if !l.vouched && c.now-l.syncedAt < c.firstAsk() {
-			// The peers answer with a Vouch once their watch shows it.
-			c.broadcastHello()
-		}
-	}
 	if until := m.Start + c.cfg.RenewDeadline; until > l.validUntil {
 		l.validUntil = until
 		c.out.Send(ToLease, &SetValidity{Until: until})
 	}
-	c.activate(m.Seq, m.Token)
 }
 
 func (c *Core) renewFailed(m *LeaseRenewFailed) {
@@ -284,15 +157,7 @@ func (c *Core) leaseSnapshot(m *Leases) {
 	for _, rec := range m.Leases {
 		seen[rec.Holder] = true
 		if rec.Holder == c.cfg.Self {
-			if !c.lease.synced {
-				c.lease.synced, c.lease.syncedAt = true, c.now
-				if !c.lease.inflight && c.members.started && c.firstAsk() > 0 {
-					// A write that starts after this snapshot: a peer that
-					// has seen it may vouch for this member (Vouch), which
-					// then asks for ranges before FirstAsk has passed.
-					c.renew()
-				}
-			}
+			c.lease.synced = true
 			c.lease.seen, _ = strconv.ParseUint(rec.Version, 10, 64)
 			continue
 		}
@@ -301,7 +166,7 @@ func (c *Core) leaseSnapshot(m *Leases) {
 			p = &peerLease{}
 			c.leases[rec.Holder] = p
 		}
-		p.inSnapshot = true
+		p.inSnapshot, p.other = true, rec.Other
 		if !p.known || p.version != rec.Version {
 			p.known, p.version, p.seenAt = true, rec.Version, c.now
 			p.void, p.revoking, p.gone = false, false, false
@@ -334,7 +199,9 @@ func (c *Core) leaseSnapshot(m *Leases) {
 			c.goneNow(p)
 		}
 	}
-	c.answerWantedVouches()
+	for _, rs := range m.Records {
+		c.learnRecord(rs)
+	}
 }
 
 // goneNow: p's lease is deleted, as first seen now (unless known void).
@@ -386,9 +253,9 @@ func (c *Core) leaseRevoked(m *LeaseRevoked) {
 	}
 }
 
-// checkAbsentLeases reads the lease of each member this member waits for
-// that is not a current peer and whose lease it has never seen: if there
-// is none, a tombstone takes its name, and the member never calls a
+// checkAbsentLeases reads the lease of each record holder this member
+// asks that is not a current peer and whose lease it has never seen: if
+// there is none, a tombstone takes its name, and the member never calls a
 // handler.
 func (c *Core) checkAbsentLeases() {
 	if c.ticks%c.cfg.HelloTicks != 0 {
@@ -396,10 +263,8 @@ func (c *Core) checkAbsentLeases() {
 	}
 	need := map[MemberID]struct{}{}
 	for r := range c.ranges {
-		if st, ok := c.ranges[r].state.(*acquiring); ok {
-			for id := range st.pending {
-				need[id] = struct{}{}
-			}
+		if st, ok := c.ranges[r].state.(*acquiring); ok && st.asked != "" {
+			need[st.asked] = struct{}{}
 		}
 	}
 	for _, id := range sortedKeys(need) {

@@ -65,9 +65,6 @@ type peer struct {
 	knowsMe, hearsMe bool
 	// heardAt is the tick its last Hello arrived at.
 	heardAt int
-	// wantVouch: its last Hello asked for a Vouch for this version of its
-	// lease (Hello.WantVouch; 0: none, or sent).
-	wantVouch uint64
 }
 
 func (ms *membership) init() {
@@ -208,7 +205,7 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
 		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply,
-		Vouch: c.vouch(to), WantVouch: c.wantVouch(), KnowsYou: c.members.knows(to), HeardYou: c.hears(to)})
+		KnowsYou: c.members.knows(to), HeardYou: c.hears(to)})
 }
 
 // broadcastHello says Hello to every node of the topology and to every
@@ -257,8 +254,6 @@ func (c *Core) hello(m *Hello) {
 	p.view = m.View
 	c.noteDeliveries(m)
 	c.noteMoves(m, p)
-	c.vouchedBy(m.Vouch)
-	p.wantVouch = m.WantVouch
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
@@ -270,9 +265,6 @@ func (c *Core) hello(m *Hello) {
 	}
 	if !m.Reply && ms.started {
 		c.sendHello(m.From, true)
-		if m.WantVouch != 0 && c.seasoned() && c.leaseSeenAt(m.From, m.WantVouch) {
-			p.wantVouch = 0 // vouched in the reply
-		}
 	}
 }
 
@@ -331,12 +323,7 @@ func younger(ja int64, a MemberID, jb int64, b MemberID) bool {
 // nothing and answers nothing more.
 func (c *Core) forget(id MemberID) {
 	for r := range c.ranges {
-		ri := &c.ranges[r]
-		delete(ri.deferred, id)
-		if st, ok := ri.state.(*acquiring); ok {
-			delete(st.pending, id)
-			delete(st.holders, id)
-		}
+		delete(c.ranges[r].deferred, id)
 	}
 }
 

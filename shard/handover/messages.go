@@ -90,13 +90,6 @@ type Hello struct {
 	// whom to copy it from.
 	Moved []Move
 	Reply bool
-	// Vouch: the sender's lease watch has shown its own lease for at least
-	// LeaseDuration (nil: not, or not said).
-	Vouch *Vouch
-	// WantVouch: the sender waits for a Vouch, for its lease's write of
-	// this version or a later one (0: it does not). A member whose watch
-	// shows that write says Hello at once.
-	WantVouch uint64
 	// KnowsYou: the sender's topology has the receiver's node; HeardYou:
 	// the sender heard the receiver lately. A view that leaves out a
 	// receiver the sender knows and does not hear says that the receiver's
@@ -104,24 +97,6 @@ type Hello struct {
 	// receiver), not that the receiver's node was dropped: the receiver is
 	// not fenced for it. Members that predate them send neither.
 	KnowsYou, HeardYou bool
-}
-
-// Vouch lets a new member ask for ranges before LeaseDuration has passed
-// since its first lease snapshot. A lease deleted before that snapshot was
-// never seen by the new member; its holder may deliver ranges until its
-// renew deadline. A sender whose watch has shown its own lease for
-// LeaseDuration, and has shown the receiver's lease at a write that started
-// after the receiver's first snapshot, has seen every such lease whose
-// holder may still deliver: deleted after its own first snapshot (and not
-// yet void), it is in MustHear; deleted before, its holder has stopped.
-type Vouch struct {
-	// MustHear are the members the sender must hear from before it claims
-	// a range: its peers heard and the holders of leases that are not
-	// void, deleted ones included.
-	MustHear []MemberID
-	// YourLease is the receiver's lease's resourceVersion as the sender's
-	// lease watch shows it ("": none).
-	YourLease string
 }
 
 // Move is a range released to a member.
@@ -141,10 +116,9 @@ type Reject struct {
 	Reason string
 }
 
-// Acquire asks a member to release ranges to the sender, which has synced
-// them under epoch Epoch (an attempt number of the sender's; answers of
-// another epoch are ignored). It is sent to every member the sender must
-// hear from, and again every tick to those that have not answered.
+// Acquire asks the holder of ranges' records to release them to the
+// sender, which has synced them under epoch Epoch (an attempt number of
+// the sender's). It is sent again every tick until the record changes.
 type Acquire struct {
 	From   MemberID
 	Epoch  uint64
@@ -152,15 +126,32 @@ type Acquire struct {
 }
 
 // Released answers an Acquire of epoch Epoch: the sender does not deliver
-// Ranges (its handlers' calls on them have ended) and will not deliver them
-// again before it acquires them itself. Handoffs: for each of Ranges the
-// sender delivered, what its handlers were given up to its last release
-// (its own delivery's, to whichever member asks, as often as it asks).
+// Ranges (its handlers' calls on them have ended). Records: each range's
+// record as the sender knows it: the sender will never deliver a range
+// under a record of that generation or an earlier one (it delivers only
+// under a record write of its own, or of a later one), so a record at that
+// generation that names the sender may be taken over. Handoffs: for each
+// of Ranges the sender delivered, what its handlers were given up to its
+// last release (its own delivery's, to whichever member asks, as often as
+// it asks).
 type Released struct {
 	From     MemberID
 	Epoch    uint64
 	Ranges   []int
 	Handoffs []Handoff
+	Records  []RecordState
+}
+
+// RecordState is a range's record as a member knows it: the member it
+// names as the range's holder ("" for none), and its generation, which
+// every write of the record raises by one (0: no record was ever written,
+// so no member ever delivered the range). A member delivers a range only
+// under a record write that named it; it stops before the write that
+// names another member or none.
+type RecordState struct {
+	Range  int
+	Holder MemberID
+	Gen    uint64
 }
 
 // Handoff is what a range's previous deliverer gave its handlers, for the
@@ -184,14 +175,6 @@ type Handoff struct {
 	// sender). Members of an earlier version passed handoffs on, and said
 	// so here.
 	From MemberID
-	// Record is the resourceVersion of the sender's write of the range's
-	// record at its release, which named Next as the range's holder, for
-	// Next's ask of epoch NextEpoch (0: not written). That write is Next's
-	// claim of the range for that attempt: its token, with no write of its
-	// own.
-	Record    uint64
-	Next      MemberID
-	NextEpoch uint64
 }
 
 // ObjectRef names an object a range's handlers had: the shell's
@@ -231,11 +214,13 @@ type RangeSynced struct {
 // RangeStopped: the range's informer, asked to stop by StopRange or
 // DeactivateRange of that epoch, has stopped, and its handlers' calls have
 // ended. Handoff is what its handlers were given (DeactivateRange that
-// drained), nil otherwise.
+// drained), nil otherwise. Record is the range's record after the
+// release's write, which named no holder (nil: not written).
 type RangeStopped struct {
 	Range   int
 	Epoch   uint64
 	Handoff *Handoff
+	Record  *RecordState
 }
 
 // LeaseRenewed: RenewLease Seq wrote this member's lease (created or
@@ -268,12 +253,38 @@ type Leases struct {
 	// version unchanged for LeaseDuration. Such a lease is void at once;
 	// one that is just gone (deleted) is void LeaseDuration later.
 	Released []MemberID
+	// Records are the group's range records, as the shell's watch of them
+	// has them (a range left out has none).
+	Records []RecordState
 }
 
 // LeaseRecord is one member's lease: its holder and resourceVersion.
+// Other: the holder runs another version of the protocol, whose
+// deliveries the records do not show.
 type LeaseRecord struct {
 	Holder  MemberID
 	Version string
+	Other   bool
+}
+
+// RecordsClaimed answers ClaimRecords: each claim's outcome. Now is the
+// member's clock when the shell hands the answer over (a paused process
+// resumes with old answers in its mailbox).
+type RecordsClaimed struct {
+	Now     time.Duration
+	Results []ClaimResult
+}
+
+// ClaimResult is one claim's outcome. OK: the record was at the claim's
+// generation and now names this member, by a write whose resourceVersion
+// is Token; not OK: the record had changed (Record is what it is now) or
+// the write failed (Record.Gen is 0: it may or may not have landed).
+type ClaimResult struct {
+	Range  int
+	Epoch  uint64
+	OK     bool
+	Token  uint64
+	Record RecordState
 }
 
 // LeaseChecked answers CheckLease: whether Member has a live lease on the
@@ -315,6 +326,7 @@ func (*LeaseRenewFailed) handoverInput() {}
 func (*Leases) handoverInput()           {}
 func (*LeaseChecked) handoverInput()     {}
 func (*LeaseRevoked) handoverInput()     {}
+func (*RecordsClaimed) handoverInput()   {}
 
 // Effects on this member's range informers (sent to ToRanges).
 
@@ -351,11 +363,12 @@ type ActivateRange struct {
 
 // DeactivateRange stops delivering the range, draining: the range's
 // informer stops taking changes from the API server, the handlers get what
-// it had taken, then no further call; the shell writes the final position
-// into the range's record in the API server (a compare-and-swap that keeps
-// the newest token's), drops the range's cache (with no OnDelete: the
-// objects still exist) and answers RangeStopped with the Handoff. To is
-// the member it is released to ("" when none).
+// it had taken, then no further call; the shell writes the range's record
+// in the API server, if it still names this member (compare-and-swap):
+// the final position, and no holder. It drops the range's cache (with no
+// OnDelete: the objects still exist) and answers RangeStopped with the
+// Handoff and the record. To is the member that asked for it ("" when
+// none).
 type DeactivateRange struct {
 	Range int
 	Epoch uint64
@@ -425,6 +438,20 @@ type SetValidity struct{ Until time.Duration }
 // has a live lease (the tombstone's create can find one made meanwhile),
 // not Found when it was released or the tombstone is there.
 type CheckLease struct{ Member MemberID }
+
+// ClaimRecords writes each claimed range's record naming this member, by
+// compare-and-swap: only a record still at the claim's generation is
+// written (one request for every claim of the batch). The shell answers
+// RecordsClaimed.
+type ClaimRecords struct{ Claims []RecordClaim }
+
+// RecordClaim is a claim of range Range, for the attempt of epoch Epoch,
+// on the record at generation Gen.
+type RecordClaim struct {
+	Range int
+	Epoch uint64
+	Gen   uint64
+}
 
 // RevokeLease releases Member's lease if it is still at Version (a write
 // refused if the lease changed): it loses its holder, gets a mark saying

@@ -19,6 +19,12 @@ type rangeInfo struct {
 	// said (Hello.Tokens) it delivers the range under. A claim's token is
 	// above both; placement reads them too (movedOnSince).
 	delivered, seen uint64
+	// rec: the range's record as this member knows it (the newest
+	// generation it saw: a snapshot, an answer, its own writes); free: the
+	// generation up to which rec's holder said it does not deliver the
+	// range (Released.Records; 0: it did not say).
+	rec  RecordState
+	free uint64
 	// final: what this member's handlers had been given when it last
 	// released the range (its own Handoff, with its final position), sent
 	// with every Released of the range, to whichever member asks. It is
@@ -56,33 +62,22 @@ type idle struct {
 // syncing: the range's informer lists and watches it, without handlers.
 type syncing struct{}
 
-// acquiring: synced; the members that could deliver the range are asked
-// to release it.
+// acquiring: synced; the range is claimed once the record allows it, and
+// its holder is asked for it meanwhile.
 type acquiring struct {
-	// pending: the members that have not answered this epoch and whose
-	// lease is not void; asked: those asked in this attempt.
-	pending, asked map[MemberID]struct{}
-	// holders: members that said they deliver the range (their last
-	// Hello), in pending but asked only once every other member has
-	// answered: while some member cannot answer, they keep delivering it.
-	holders map[MemberID]struct{}
+	// asked: the holder asked last ("" for none), at tick askedAt.
+	asked   MemberID
+	askedAt int
 	// handoff: the range's previous deliverer's Handoff (the highest
 	// token's), and who sent it.
 	handoff *Handoff
 	prev    MemberID
-	// delivAsked: the held-back members asked (the range's deliverers),
-	// with the tick of the last ask; answered: one of them released the
-	// range to this member.
-	delivAsked map[MemberID]int
-	answered   bool
 }
 
-// claiming: every member has answered or is void, and no deliverer's
-// release named this member; it waits for a lease write that started after
-// that, whose resourceVersion is the range's fencing token. One write
-// serves every range claimed meanwhile.
+// claiming: the member's claim of the record at generation gen is being
+// written (ClaimRecords).
 type claiming struct {
-	after   uint64 // a write numbered above this one
+	gen     uint64
 	handoff *Handoff
 	prev    MemberID
 }
@@ -92,15 +87,14 @@ type active struct {
 	token uint64
 }
 
-// deactivating: the range is being drained and stopped, to be released to
-// member to ("" when none), for its ask of epoch toEpoch, since tick at;
-// timeUp: the drain's bound was sent (DrainTimeUp).
+// deactivating: the range is being drained and stopped, for member to's
+// ask ("" when none), since tick at; timeUp: the drain's bound was sent
+// (DrainTimeUp).
 type deactivating struct {
-	token   uint64
-	to      MemberID
-	toEpoch uint64
-	at      int
-	timeUp  bool
+	token  uint64
+	to     MemberID
+	at     int
+	timeUp bool
 }
 
 // stopping: the informer of a range no handler saw is being stopped. A
@@ -150,21 +144,29 @@ func (c *Core) acquire(m *Acquire) {
 func (c *Core) releasedMsg(m *Released) {
 	c.observe(m.Epoch)
 	for _, r := range m.Ranges {
-		if r < 0 || r >= len(c.ranges) {
+		if r >= 0 && r < len(c.ranges) {
+			c.takeHandoff(r, m.From, handoffOf(m, r))
+		}
+	}
+	for _, rs := range m.Records {
+		if rs.Range < 0 || rs.Range >= len(c.ranges) {
 			continue
 		}
-		ri := &c.ranges[r]
-		c.takeHandoff(r, m.From, handoffOf(m, r))
-		if ri.epoch != m.Epoch {
-			continue // an answer to another attempt
+		c.learnRecord(rs)
+		if ri := &c.ranges[rs.Range]; rs.Holder == m.From && rs.Gen > ri.free && ri.rec.Holder == m.From {
+			ri.free = rs.Gen
 		}
-		if st, ok := ri.state.(*acquiring); ok {
-			if _, deliv := st.delivAsked[m.From]; deliv {
-				st.answered = true
-			}
-			delete(st.pending, m.From)
-			delete(st.holders, m.From)
-		}
+	}
+}
+
+// learnRecord takes a record state, if newer than the one known.
+func (c *Core) learnRecord(rs RecordState) {
+	if rs.Range < 0 || rs.Range >= len(c.ranges) {
+		return
+	}
+	ri := &c.ranges[rs.Range]
+	if rs.Gen > ri.rec.Gen {
+		ri.rec = rs
 	}
 }
 
@@ -234,7 +236,7 @@ func (c *Core) synced(m *RangeSynced) {
 	if _, ok := ri.state.(*syncing); !ok || ri.epoch != m.Epoch {
 		return
 	}
-	ri.state = &acquiring{pending: map[MemberID]struct{}{}, asked: map[MemberID]struct{}{}, holders: map[MemberID]struct{}{}}
+	ri.state = &acquiring{}
 }
 
 func (c *Core) stopped(m *RangeStopped) {
@@ -242,6 +244,9 @@ func (c *Core) stopped(m *RangeStopped) {
 		return
 	}
 	ri := &c.ranges[m.Range]
+	if m.Record != nil {
+		c.learnRecord(*m.Record)
+	}
 	if ri.epoch != m.Epoch {
 		return
 	}
@@ -251,7 +256,6 @@ func (c *Core) stopped(m *RangeStopped) {
 		ri.delivered = st.token
 		if m.Handoff != nil {
 			h := *m.Handoff
-			h.Next, h.NextEpoch = st.to, st.toEpoch
 			ri.final = &h
 		}
 	case *stopping:
@@ -275,7 +279,6 @@ func (c *Core) reconcile() {
 		c.stepRange(r, cutOff)
 		c.answerDeferred(r)
 	}
-	c.maybeRenew()
 	c.settled = c.viewReached()
 }
 
@@ -292,10 +295,9 @@ func (c *Core) stepRange(r int, cutOff bool) {
 			c.stopRange(r)
 		}
 	case *claiming:
-		// Every member has let the range go to this one: it holds the
-		// range now, whatever its view says (it delivers it, and hands
-		// it on warm to the owner that asks). Stopping here would leave
-		// the range with no member ready to deliver it.
+		// The claim's write may land: the range then goes to the
+		// handlers, whatever the view says (and on warm to the owner
+		// that asks).
 		if cutOff || c.failed != "" {
 			c.stopRange(r)
 		}
@@ -305,7 +307,7 @@ func (c *Core) stepRange(r int, cutOff bool) {
 		// Without the topology, or with nobody to hand over to, or once
 		// a leave's time is up, stop delivering without an asker.
 		if cutOff || c.failed != "" || c.forced || (c.leaving && len(c.members.view) == 0) {
-			c.deactivate(r, "", 0)
+			c.deactivate(r, "")
 		}
 	}
 }
@@ -325,7 +327,7 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 	// ask for it: listed before, it may move on (a member that joins
 	// meanwhile takes it) before this one could deliver it, and its next
 	// owner, with no deliverer to copy it from, lists it again.
-	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.mayAsk()) {
+	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
 		ri.state = &syncing{}
 		ri.epoch = c.nextEpoch()
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
@@ -337,28 +339,53 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 }
 
 // pursueClaim moves range r, being acquired, towards its claim (mine: the
-// view gives r to this member): while r is this member's, it asks the
-// members that may deliver r, once it may ask, and claims r when none is
-// left to answer.
+// view gives r to this member): once this member knows its lease and the
+// records, it claims r when the record allows it, and asks the record's
+// holder for it otherwise.
+//
+// A range the view moved on after its holder was asked is claimed once
+// the holder has let it go, and stopped once that can no longer come (the
+// holder drops asks older than staleAskTicks): a holder that releases the
+// range for this member's ask finds it ready, and the range does not go
+// without a member ready to deliver it. Otherwise it is stopped at once.
 func (c *Core) pursueClaim(r int, st *acquiring, mine bool) {
+	valid := c.ready() && c.lease.validUntil > c.now
 	switch {
-	case !mine:
-		// The view moved the range on after its deliverer was asked: it
-		// claims the range once the deliverer has released it (every
-		// other member had answered), stops once that answer can no
-		// longer come, and asks nothing more meanwhile.
-		if st.answered && len(st.pending) == 0 && c.lease.synced {
-			c.claim(r, st)
-		} else if !c.deliverersAnswering(st) {
-			c.stopRange(r)
-		}
-	case c.mayAsk(): // until then the deliverers go on delivering
-		c.askNewMembers(r)
-		c.dropVoid(st)
-		if len(st.pending) == 0 {
-			c.claim(r, st)
+	case !mine && st.asked != "" && valid && c.mayClaim(r):
+		c.claim(r, st)
+	case !mine && (st.asked == "" || c.ticks-st.askedAt > staleAskTicks+1 || c.isVoid(st.asked)):
+		c.stopRange(r)
+	case !mine || !valid:
+	case c.mayClaim(r):
+		c.claim(r, st)
+	default:
+		if h := c.ranges[r].rec.Holder; st.asked != h {
+			st.asked, st.askedAt = h, c.ticks
+			c.ask(r, h)
 		}
 	}
+}
+
+// ready: this member's lease watch has shown its own lease, so it knows
+// the leases and the records as they were after its lease's creation.
+func (c *Core) ready() bool { return c.lease.synced }
+
+// mayClaim: no member delivers range r under the record this member knows,
+// or ever will: the record names none, this member, a member whose lease is
+// void or that said Gone, or one that said it does not deliver the range
+// under that generation. While a member of another protocol version holds
+// a lease, whose deliveries the records do not show, it claims nothing.
+func (c *Core) mayClaim(r int) bool {
+	if c.otherProtocol() {
+		return false
+	}
+	ri := &c.ranges[r]
+	h := ri.rec.Holder
+	if h == "" || h == c.cfg.Self || c.isVoid(h) || ri.free >= ri.rec.Gen {
+		return true
+	}
+	p := c.members.peers[h]
+	return p != nil && p.heard && p.state == Gone
 }
 
 // viewReached: discovery is over, this member is in the topology and has
@@ -383,96 +410,8 @@ func (c *Core) stopRange(r int) {
 	c.out.Send(ToRanges, &StopRange{Range: r, Epoch: ri.epoch})
 }
 
-// mustHear are the members whose answer, or void lease, a range's new
-// owner needs: every peer it heard from that has not said Gone, and every
-// holder of a lease that is not void. A peer that left the topology, or an
-// older incarnation on a node, may still deliver ranges (this member may
-// have released some to it) until its lease is void.
-func (c *Core) mustHear() []MemberID {
-	set := map[MemberID]struct{}{}
-	for id, p := range c.members.peers {
-		if p.heard && p.ok && p.state != Gone && !c.isVoid(id) {
-			set[id] = struct{}{}
-		}
-	}
-	for id, l := range c.leases {
-		if l.known && !l.void {
-			set[id] = struct{}{}
-		}
-	}
-	delete(set, c.cfg.Self)
-	return sortedKeys(set)
-}
-
-// askNewMembers asks the members it must hear from that it has not asked
-// in this attempt.
-func (c *Core) askNewMembers(r int) {
-	st := c.ranges[r].state.(*acquiring)
-	for _, id := range c.mustHear() {
-		if _, done := st.asked[id]; done {
-			continue
-		}
-		if _, held := st.holders[id]; held {
-			continue
-		}
-		if l := c.leases[id]; l != nil && l.void {
-			continue
-		}
-		if p := c.members.peers[id]; p != nil && p.heard && containsInt(p.active, r) {
-			// The range's deliverer is asked last: until every other member
-			// has answered, it keeps delivering.
-			st.holders[id] = struct{}{}
-			st.pending[id] = struct{}{}
-			continue
-		}
-		c.ask(r, id)
-	}
-	c.askHolders(r)
-}
-
-// askHolders asks the held-back members once every other one has answered.
-func (c *Core) askHolders(r int) {
-	st := c.ranges[r].state.(*acquiring)
-	if len(st.holders) == 0 || len(st.pending) > len(st.holders) {
-		return
-	}
-	for _, id := range sortedKeys(st.holders) {
-		if _, still := st.pending[id]; still {
-			c.ask(r, id)
-			if st.delivAsked == nil {
-				st.delivAsked = map[MemberID]int{}
-			}
-			st.delivAsked[id] = c.ticks
-		}
-	}
-	clear(st.holders)
-}
-
-// deliverersAnswering: the range's deliverers have been asked to release
-// it to this member and may be answering: the member waits for them only,
-// each asked within staleAskTicks (plus one for the ask's way), or for
-// nobody. A member whose view moves the range elsewhere meanwhile keeps
-// its synced informer and its claim until then, asking no more: a
-// deliverer that releases the range to it then finds it ready, rather than
-// gone, and the range does not go without a member ready to deliver it.
-func (c *Core) deliverersAnswering(st *acquiring) bool {
-	if len(st.delivAsked) == 0 || len(st.pending) == 0 {
-		return false
-	}
-	for id := range st.pending {
-		if at, deliv := st.delivAsked[id]; !deliv || c.ticks-at > staleAskTicks+1 || c.isVoid(id) {
-			return false
-		}
-	}
-	return true
-}
-
 func (c *Core) ask(r int, id MemberID) {
-	ri := &c.ranges[r]
-	st := ri.state.(*acquiring)
-	st.asked[id] = struct{}{}
-	st.pending[id] = struct{}{}
-	c.out.Send(c.addr(id), &Acquire{From: c.cfg.Self, Epoch: ri.epoch, Ranges: []int{r}})
+	c.out.Send(c.addr(id), &Acquire{From: c.cfg.Self, Epoch: c.ranges[r].epoch, Ranges: []int{r}})
 }
 
 // askAgain repeats the asks that have not been answered (a message may be
@@ -481,21 +420,14 @@ func (c *Core) askAgain() {
 	asks := map[MemberID]map[uint64][]int{}
 	for r := range c.ranges {
 		st, ok := c.ranges[r].state.(*acquiring)
-		if !ok || c.owner(r) != c.cfg.Self {
-			continue // not asked again once the view moved the range on
+		if !ok || st.asked == "" || st.asked != c.ranges[r].rec.Holder || c.owner(r) != c.cfg.Self {
+			continue
 		}
-		for id := range st.pending {
-			if _, held := st.holders[id]; held {
-				continue // not asked yet
-			}
-			if _, deliv := st.delivAsked[id]; deliv {
-				st.delivAsked[id] = c.ticks
-			}
-			if asks[id] == nil {
-				asks[id] = map[uint64][]int{}
-			}
-			asks[id][c.ranges[r].epoch] = append(asks[id][c.ranges[r].epoch], r)
+		st.askedAt = c.ticks
+		if asks[st.asked] == nil {
+			asks[st.asked] = map[uint64][]int{}
 		}
+		asks[st.asked][c.ranges[r].epoch] = append(asks[st.asked][c.ranges[r].epoch], r)
 	}
 	for _, id := range sortedKeys(asks) {
 		for _, e := range sortedKeys(asks[id]) {
@@ -504,34 +436,49 @@ func (c *Core) askAgain() {
 	}
 }
 
-// dropVoid stops waiting for members whose lease is void: they call no
-// handler, and never will under that lease.
-func (c *Core) dropVoid(st *acquiring) {
-	for id := range st.pending {
-		if l := c.leases[id]; l != nil && l.void {
-			delete(st.pending, id)
-			delete(st.holders, id)
+// claim writes the range's record naming this member, on the generation
+// it knows (flushClaims sends the step's claims together).
+func (c *Core) claim(r int, st *acquiring) {
+	ri := &c.ranges[r]
+	ri.state = &claiming{gen: ri.rec.Gen, handoff: st.handoff, prev: st.prev}
+	c.claims = append(c.claims, RecordClaim{Range: r, Epoch: ri.epoch, Gen: ri.rec.Gen})
+}
+
+func (c *Core) flushClaims() {
+	if len(c.claims) > 0 {
+		c.out.Send(ToLease, &ClaimRecords{Claims: c.claims})
+		c.claims = nil
+	}
+}
+
+// recordsClaimed takes the claims' outcomes: a claim written goes to the
+// handlers under the write's version, while this member's claim is valid
+// (one written after it lapsed is claimed again: the record names this
+// member); one refused or failed is decided again.
+func (c *Core) recordsClaimed(m *RecordsClaimed) {
+	if m.Now > c.now {
+		c.now = m.Now
+	}
+	for _, res := range m.Results {
+		if res.Range < 0 || res.Range >= len(c.ranges) {
+			continue
+		}
+		c.learnRecord(res.Record)
+		ri := &c.ranges[res.Range]
+		st, ok := ri.state.(*claiming)
+		switch {
+		case !ok || ri.epoch != res.Epoch:
+		case res.OK && c.lease.validUntil > c.now:
+			c.activateRange(res.Range, res.Token, st.handoff, st.prev)
+		default: // refused, failed, or written once this member's claim had lapsed
+			ri.state = &acquiring{handoff: st.handoff, prev: st.prev}
 		}
 	}
 }
 
-// claim: every member has answered or is void, so none delivers the range
-// or will before it asks this one. When the deliverer's release wrote the
-// range's record naming this member for this attempt, that write is the
-// claim, and the range goes to the handlers under its version at once
-// (while this member's own claim is valid); else the member waits for a
-// lease write that starts now (activate).
-func (c *Core) claim(r int, st *acquiring) {
-	if h := st.handoff; h != nil && h.Record > 0 && h.Next == c.cfg.Self && h.NextEpoch == c.ranges[r].epoch && c.lease.validUntil > c.now {
-		c.activateRange(r, h.Record, h, st.prev)
-		return
-	}
-	c.ranges[r].state = &claiming{after: c.lease.seq, handoff: st.handoff, prev: st.prev}
-}
-
-func (c *Core) deactivate(r int, to MemberID, toEpoch uint64) {
+func (c *Core) deactivate(r int, to MemberID) {
 	ri := &c.ranges[r]
-	d := &deactivating{to: to, toEpoch: toEpoch, at: c.ticks}
+	d := &deactivating{to: to, at: c.ticks}
 	if st, ok := ri.state.(*active); ok {
 		d.token = st.token
 	}
@@ -553,34 +500,35 @@ func (c *Core) drainTimeUp() {
 	}
 }
 
+// answerDeferred answers the asks for range r: at once when this member
+// does not deliver it, with the record as it knows it; once drained and
+// released when it does, for the owner in its view.
 func (c *Core) answerDeferred(r int) {
 	ri := &c.ranges[r]
-	if len(ri.deferred) == 0 {
-		return
-	}
 	for _, id := range sortedKeys(ri.deferred) {
 		e := ri.deferred[id]
 		if !c.members.isCurrent(id) && !c.holdsLease(id) {
 			delete(ri.deferred, id) // gone: it owns nothing
 			continue
 		}
-		if c.owner(r) != id {
-			continue // not the owner in this member's view: wait
-		}
-		if _, act := ri.state.(*active); act && c.ticks-ri.askedAt[id] > staleAskTicks {
-			delete(ri.deferred, id) // asked again if the asker still wants it
-			continue
-		}
 		switch ri.state.(type) {
-		case *idle:
+		case *active:
+			switch {
+			case c.owner(r) != id: // not the owner in this member's view: wait
+			case c.ticks-ri.askedAt[id] > staleAskTicks:
+				delete(ri.deferred, id) // asked again if the asker still wants it
+			default:
+				c.deactivate(r, id)
+			}
+		case *deactivating:
+		default:
 			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)
+			rel.Records = append(rel.Records, ri.rec)
 			if ri.final != nil {
 				rel.Handoffs = append(rel.Handoffs, *ri.final)
 			}
 			delete(ri.deferred, id)
-		case *active:
-			c.deactivate(r, id, e)
 		}
 	}
 }
@@ -609,22 +557,6 @@ func (c *Core) flushReleased() {
 	for _, k := range keys {
 		c.out.Send(c.addr(k.to), c.released[k])
 		delete(c.released, k)
-	}
-}
-
-// activate gives the claimed ranges whose lease write started after their
-// claim to the handlers, under that write's token.
-func (c *Core) activate(seq uint64, token uint64) {
-	if c.lease.validUntil <= c.now {
-		return // the claim lapsed; the next tick fences
-	}
-	for r := range c.ranges {
-		ri := &c.ranges[r]
-		st, ok := ri.state.(*claiming)
-		if !ok || st.after >= seq {
-			continue
-		}
-		c.activateRange(r, token, st.handoff, st.prev)
 	}
 }
 

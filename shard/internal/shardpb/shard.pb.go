@@ -45,15 +45,6 @@ type Hello struct {
 	Moved []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
 	// The tokens the active ranges are delivered under, in active's order.
 	Tokens []uint64 `protobuf:"varint,13,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
-	// The sender vouches for the receiver's lease watch (handover.Vouch):
-	// the members it must hear from, and the receiver's lease's version as
-	// its own lease watch shows it.
-	Vouch     bool     `protobuf:"varint,14,opt,name=vouch,proto3" json:"vouch,omitempty"`
-	MustHear  []string `protobuf:"bytes,15,rep,name=must_hear,json=mustHear,proto3" json:"must_hear,omitempty"`
-	YourLease string   `protobuf:"bytes,16,opt,name=your_lease,json=yourLease,proto3" json:"your_lease,omitempty"`
-	// The sender waits for a vouch for this version of its lease, or a later
-	// one (0: it does not).
-	WantVouch uint64 `protobuf:"varint,17,opt,name=want_vouch,json=wantVouch,proto3" json:"want_vouch,omitempty"`
 	// The sender's topology has the receiver's node (knows_you), and the
 	// sender heard the receiver lately (heard_you): handover.Hello.
 	KnowsYou      bool `protobuf:"varint,18,opt,name=knows_you,json=knowsYou,proto3" json:"knows_you,omitempty"`
@@ -181,34 +172,6 @@ func (x *Hello) GetTokens() []uint64 {
 		return x.Tokens
 	}
 	return nil
-}
-
-func (x *Hello) GetVouch() bool {
-	if x != nil {
-		return x.Vouch
-	}
-	return false
-}
-
-func (x *Hello) GetMustHear() []string {
-	if x != nil {
-		return x.MustHear
-	}
-	return nil
-}
-
-func (x *Hello) GetYourLease() string {
-	if x != nil {
-		return x.YourLease
-	}
-	return ""
-}
-
-func (x *Hello) GetWantVouch() uint64 {
-	if x != nil {
-		return x.WantVouch
-	}
-	return 0
 }
 
 func (x *Hello) GetKnowsYou() bool {
@@ -478,13 +441,16 @@ func (x *Acquire) GetTo() string {
 }
 
 type Released struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ranges        []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
-	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
-	Handoffs      []*Handoff             `protobuf:"bytes,6,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	From     string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Epoch    uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ranges   []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
+	To       string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	Handoffs []*Handoff             `protobuf:"bytes,6,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
+	// Each range's record as the sender knows it: it will not deliver the
+	// range under that generation (handover.Released).
+	Records       []*Record `protobuf:"bytes,7,rep,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +527,74 @@ func (x *Released) GetHandoffs() []*Handoff {
 	return nil
 }
 
+func (x *Released) GetRecords() []*Record {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// Record is a range's record: its holder ("" for none) and generation.
+type Record struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
+	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	Gen           uint64                 `protobuf:"varint,3,opt,name=gen,proto3" json:"gen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Record) Reset() {
+	*x = Record{}
+	mi := &file_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Record) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Record) ProtoMessage() {}
+
+func (x *Record) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Record.ProtoReflect.Descriptor instead.
+func (*Record) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Record) GetRange() int32 {
+	if x != nil {
+		return x.Range
+	}
+	return 0
+}
+
+func (x *Record) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Record) GetGen() uint64 {
+	if x != nil {
+		return x.Gen
+	}
+	return 0
+}
+
 // Handoff is what a range's previous deliverer gave its handlers.
 type Handoff struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -579,20 +613,14 @@ type Handoff struct {
 	Deleted []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
 	// position: the resourceVersion up to which the sender's handlers were
 	// given every event of the range under token (0: not known).
-	Position int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
-	// record: the resourceVersion of the sender's write of the range's
-	// record at its release, which named next as the range's holder for its
-	// ask of next_epoch (0: none).
-	Record        uint64 `protobuf:"varint,9,opt,name=record,proto3" json:"record,omitempty"`
-	Next          string `protobuf:"bytes,10,opt,name=next,proto3" json:"next,omitempty"`
-	NextEpoch     uint64 `protobuf:"varint,11,opt,name=next_epoch,json=nextEpoch,proto3" json:"next_epoch,omitempty"`
+	Position      int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Handoff) Reset() {
 	*x = Handoff{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +632,7 @@ func (x *Handoff) String() string {
 func (*Handoff) ProtoMessage() {}
 
 func (x *Handoff) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +645,7 @@ func (x *Handoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
 func (*Handoff) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Handoff) GetRange() int32 {
@@ -676,27 +704,6 @@ func (x *Handoff) GetPosition() int64 {
 	return 0
 }
 
-func (x *Handoff) GetRecord() uint64 {
-	if x != nil {
-		return x.Record
-	}
-	return 0
-}
-
-func (x *Handoff) GetNext() string {
-	if x != nil {
-		return x.Next
-	}
-	return ""
-}
-
-func (x *Handoff) GetNextEpoch() uint64 {
-	if x != nil {
-		return x.NextEpoch
-	}
-	return 0
-}
-
 type ObjectRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -708,7 +715,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +727,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +740,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ObjectRef) GetKey() string {
@@ -774,7 +781,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +793,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +806,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotRequest) GetGroup() string {
@@ -869,7 +876,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +888,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +901,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SnapshotChunk) GetRange() int32 {
@@ -971,7 +978,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\x80\x04\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xa7\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -987,15 +994,9 @@ const file_shard_proto_rawDesc = "" +
 	" \x03(\tR\x04view\x12\x1a\n" +
 	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
 	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\x12\x16\n" +
-	"\x06tokens\x18\r \x03(\x04R\x06tokens\x12\x14\n" +
-	"\x05vouch\x18\x0e \x01(\bR\x05vouch\x12\x1b\n" +
-	"\tmust_hear\x18\x0f \x03(\tR\bmustHear\x12\x1d\n" +
-	"\n" +
-	"your_lease\x18\x10 \x01(\tR\tyourLease\x12\x1d\n" +
-	"\n" +
-	"want_vouch\x18\x11 \x01(\x04R\twantVouch\x12\x1b\n" +
+	"\x06tokens\x18\r \x03(\x04R\x06tokens\x12\x1b\n" +
 	"\tknows_you\x18\x12 \x01(\bR\bknowsYou\x12\x1b\n" +
-	"\theard_you\x18\x13 \x01(\bR\bheardYou\"B\n" +
+	"\theard_you\x18\x13 \x01(\bR\bheardYouJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12\"B\n" +
 	"\x04Move\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
@@ -1012,14 +1013,19 @@ const file_shard_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
-	"\x02to\x18\x05 \x01(\tR\x02to\"\xaf\x01\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\"\xe9\x01\n" +
 	"\bReleased\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\"\xc1\x02\n" +
+	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\x128\n" +
+	"\arecords\x18\a \x03(\v2\x1e.actorinformer.shard.v1.RecordR\arecords\"H\n" +
+	"\x06Record\x12\x14\n" +
+	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x10\n" +
+	"\x03gen\x18\x03 \x01(\x04R\x03gen\"\x88\x02\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
@@ -1030,12 +1036,9 @@ const file_shard_proto_rawDesc = "" +
 	"supplement\x18\x06 \x01(\bR\n" +
 	"supplement\x12\x18\n" +
 	"\adeleted\x18\a \x03(\tR\adeleted\x12\x1a\n" +
-	"\bposition\x18\b \x01(\x03R\bposition\x12\x16\n" +
-	"\x06record\x18\t \x01(\x04R\x06record\x12\x12\n" +
-	"\x04next\x18\n" +
-	" \x01(\tR\x04next\x12\x1d\n" +
-	"\n" +
-	"next_epoch\x18\v \x01(\x04R\tnextEpoch\"I\n" +
+	"\bposition\x18\b \x01(\x03R\bpositionJ\x04\b\t\x10\n" +
+	"J\x04\b\n" +
+	"\x10\vJ\x04\b\v\x10\f\"I\n" +
 	"\tObjectRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
@@ -1073,7 +1076,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_shard_proto_goTypes = []any{
 	(*Hello)(nil),           // 0: actorinformer.shard.v1.Hello
 	(*Move)(nil),            // 1: actorinformer.shard.v1.Move
@@ -1081,20 +1084,22 @@ var file_shard_proto_goTypes = []any{
 	(*Reject)(nil),          // 3: actorinformer.shard.v1.Reject
 	(*Acquire)(nil),         // 4: actorinformer.shard.v1.Acquire
 	(*Released)(nil),        // 5: actorinformer.shard.v1.Released
-	(*Handoff)(nil),         // 6: actorinformer.shard.v1.Handoff
-	(*ObjectRef)(nil),       // 7: actorinformer.shard.v1.ObjectRef
-	(*SnapshotRequest)(nil), // 8: actorinformer.shard.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),   // 9: actorinformer.shard.v1.SnapshotChunk
+	(*Record)(nil),          // 6: actorinformer.shard.v1.Record
+	(*Handoff)(nil),         // 7: actorinformer.shard.v1.Handoff
+	(*ObjectRef)(nil),       // 8: actorinformer.shard.v1.ObjectRef
+	(*SnapshotRequest)(nil), // 9: actorinformer.shard.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),   // 10: actorinformer.shard.v1.SnapshotChunk
 }
 var file_shard_proto_depIdxs = []int32{
 	1, // 0: actorinformer.shard.v1.Hello.moved:type_name -> actorinformer.shard.v1.Move
-	6, // 1: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
-	7, // 2: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 1: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
+	6, // 2: actorinformer.shard.v1.Released.records:type_name -> actorinformer.shard.v1.Record
+	8, // 3: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1108,7 +1113,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
