@@ -489,13 +489,10 @@ func (io *memberIO) fromPeer(msg any) {
 func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
 	for _, rs := range m.Records {
-		rel.Records = append(rel.Records, handover.RecordState{Range: int(rs.Range), Holder: handover.MemberID(rs.Holder), Gen: rs.Gen})
+		rel.Records = append(rel.Records, handover.RecordState{Range: int(rs.Range), Holder: handover.MemberID(rs.Holder), Gen: rs.Gen, Next: handover.MemberID(rs.Next)})
 	}
 	now := time.Now()
 	for _, h := range m.Handoffs {
-		if h.Supplement {
-			continue // late objects from a member that predates positions: nothing to take
-		}
 		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
 		if io.handoffAt == nil {
 			io.handoffAt = map[handoffKey]time.Time{}
@@ -578,10 +575,7 @@ func (io *memberIO) perform(ctx actor.Context, e *effect) {
 func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
 	h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
-		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), Tokens: m.Tokens, View: memberIDs(m.View), Reply: m.Reply}
-	for _, mv := range m.Moved {
-		h.Moved = append(h.Moved, handover.Move{Range: int(mv.Range), To: handover.MemberID(mv.To), Token: mv.Token})
-	}
+		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply}
 	h.KnowsYou, h.HeardYou = m.KnowsYou, m.HeardYou
 	return h
 }
@@ -590,10 +584,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 	switch m := body.(type) {
 	case *handover.Hello:
 		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
-			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), Tokens: m.Tokens, View: strs(m.View), Reply: m.Reply}
-		for _, mv := range m.Moved {
-			out.Moved = append(out.Moved, &shardpb.Move{Range: int32(mv.Range), To: string(mv.To), Token: mv.Token})
-		}
+			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), View: strs(m.View), Reply: m.Reply}
 		out.KnowsYou, out.HeardYou = m.KnowsYou, m.HeardYou
 		return out
 	case *handover.Reject:
@@ -606,16 +597,14 @@ func toWire(group string, to handover.MemberID, body any) any {
 			out.Handoffs = append(out.Handoffs, handoffToWire(h))
 		}
 		for _, rs := range m.Records {
-			out.Records = append(out.Records, &shardpb.Record{Range: int32(rs.Range), Holder: string(rs.Holder), Gen: rs.Gen})
+			out.Records = append(out.Records, &shardpb.Record{Range: int32(rs.Range), Holder: string(rs.Holder), Gen: rs.Gen, Next: string(rs.Next)})
 		}
 		return out
 	}
 	return nil
 }
 
-// handoffToWire and handoffFromWire carry a Handoff. The wire's Objects
-// and Supplement (for and from members that predate positions) are
-// neither sent nor read.
+// handoffToWire and handoffFromWire carry a Handoff.
 func handoffToWire(h handover.Handoff) *shardpb.Handoff {
 	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position}
 }

@@ -720,7 +720,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	var rec *handover.RecordState
 	if ri.activated.Load() {
 		var err error
-		rec, err = io.inc.leases.releaseRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, io.inc.id)
+		rec, err = io.inc.leases.releaseRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, io.inc.id, to)
 		if err != nil {
 			s.warm.recordFailures.Add(1)
 			io.inc.log.Warn("cannot write the range's record; it names this member until it is taken over, and the next owner resumes from this member's answer or an older position (deletes given again)",

@@ -57,17 +57,19 @@ type rangeRecord struct {
 // pos is the record's position.
 func (r rangeRecord) pos() position { return position{token: r.token, version: r.position} }
 
-// recordEntry is one range's record.
+// recordEntry is one range's record; next is the member its last release
+// was for.
 type recordEntry struct {
-	gen    uint64
-	holder handover.MemberID
-	final  rangeRecord
+	gen          uint64
+	holder, next handover.MemberID
+	final        rangeRecord
 }
 
 // entryJSON is a record's annotation.
 type entryJSON struct {
 	Gen      uint64 `json:"gen"`
 	Holder   string `json:"holder,omitempty"`
+	Next     string `json:"next,omitempty"`
 	By       string `json:"by,omitempty"`
 	Token    uint64 `json:"token,omitempty"`
 	Position int64  `json:"position,omitempty"`
@@ -75,7 +77,7 @@ type entryJSON struct {
 }
 
 func (e recordEntry) encode() string {
-	b, _ := json.Marshal(entryJSON{Gen: e.gen, Holder: string(e.holder), By: string(e.final.by),
+	b, _ := json.Marshal(entryJSON{Gen: e.gen, Holder: string(e.holder), Next: string(e.next), By: string(e.final.by),
 		Token: e.final.token, Position: e.final.position, Version: e.final.version})
 	return string(b)
 }
@@ -85,7 +87,7 @@ func decodeEntry(s string) (recordEntry, error) {
 	if err := json.Unmarshal([]byte(s), &j); err != nil || j.Gen == 0 || j.Position < 0 || j.Version < 0 {
 		return recordEntry{}, fmt.Errorf("shard: malformed range record %q", s)
 	}
-	return recordEntry{gen: j.Gen, holder: handover.MemberID(j.Holder),
+	return recordEntry{gen: j.Gen, holder: handover.MemberID(j.Holder), next: handover.MemberID(j.Next),
 		final: rangeRecord{token: j.Token, position: j.Position, version: j.Version, by: handover.MemberID(j.By)}}, nil
 }
 
@@ -120,7 +122,7 @@ func recordStates(l *coordinationv1.Lease, ranges int) ([]handover.RecordState, 
 		case err != nil:
 			bad = append(bad, err)
 		case e.gen > 0:
-			out = append(out, handover.RecordState{Range: r, Holder: e.holder, Gen: e.gen})
+			out = append(out, handover.RecordState{Range: r, Holder: e.holder, Gen: e.gen, Next: e.next})
 		}
 	}
 	return out, bad
@@ -150,7 +152,7 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 				cur.Annotations[rangeKey(cl.Range)] = e.encode()
 				res[i].OK = true
 			}
-			res[i].Record = handover.RecordState{Range: cl.Range, Holder: e.holder, Gen: e.gen}
+			res[i].Record = handover.RecordState{Range: cl.Range, Holder: e.holder, Gen: e.gen, Next: e.next}
 		}
 		return wrote, nil
 	})
@@ -168,10 +170,11 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 	return res, nil
 }
 
-// releaseRecord writes range index's record at a release by member self:
-// no holder, and final as its final position, if the record still names
-// self (nil, nil when it does not: the range was taken over).
-func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord, self handover.MemberID) (*handover.RecordState, error) {
+// releaseRecord writes range index's record at a release by member self
+// for member next ("" for none): no holder, and final as its final
+// position, if the record still names self (nil, nil when it does not:
+// the range was taken over).
+func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord, self, next handover.MemberID) (*handover.RecordState, error) {
 	var out *handover.RecordState
 	_, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
 		e, err := entryOf(cur, index)
@@ -179,9 +182,9 @@ func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord
 			out = nil
 			return false, err
 		}
-		e.gen, e.holder, e.final = e.gen+1, "", final
+		e.gen, e.holder, e.next, e.final = e.gen+1, "", next, final
 		cur.Annotations[rangeKey(index)] = e.encode()
-		out = &handover.RecordState{Range: index, Gen: e.gen}
+		out = &handover.RecordState{Range: index, Gen: e.gen, Next: next}
 		return true, nil
 	})
 	if err != nil {

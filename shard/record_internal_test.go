@@ -48,20 +48,21 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 		t.Fatalf("claims on a changed record: %+v, %v; want 3 refused (a#1 at 1), 5 written above %d", res, err, first)
 	}
 	// b's release of range 3, which a holds, writes nothing.
-	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, "b#1"); err != nil || rec != nil {
+	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, "b#1", ""); err != nil || rec != nil {
 		t.Fatalf("a release by a member the record does not name: %+v, %v", rec, err)
 	}
 	want := rangeRecord{token: first, position: 100, version: 99}
-	rec, err := a.releaseRecord(ctx, 3, want, "a#1")
-	if err != nil || rec == nil || *rec != (handover.RecordState{Range: 3, Gen: 2}) {
-		t.Fatalf("a's release: %+v, %v; want no holder at generation 2", rec, err)
+	rec, err := a.releaseRecord(ctx, 3, want, "a#1", "b#1")
+	if err != nil || rec == nil || *rec != (handover.RecordState{Range: 3, Gen: 2, Next: "b#1"}) {
+		t.Fatalf("a's release: %+v, %v; want no holder at generation 2, for b#1", rec, err)
 	}
 	if got, found, err := b.readRecord(ctx, 3); err != nil || !found || got != want {
 		t.Fatalf("final position %+v (found %v, err %v), want %+v", got, found, err, want)
 	}
-	// b claims at generation 2: written, the final position kept.
+	// b claims at generation 2: written, the final position and the
+	// release's next kept.
 	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "b#1")
-	if err != nil || !res[0].OK || res[0].Record.Gen != 3 {
+	if err != nil || !res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}) {
 		t.Fatalf("claim after the release: %+v, %v", res, err)
 	}
 	if got, _, _ := a.readRecord(ctx, 3); got != want {
@@ -75,7 +76,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 		t.Fatalf("labels %v: want %s=g and no %s", l.Labels, LabelRecordOf, LabelGroup)
 	}
 	states, bad := recordStates(l, 8)
-	if len(bad) > 0 || !slices.Equal(states, []handover.RecordState{{Range: 3, Holder: "b#1", Gen: 3}, {Range: 4, Holder: "a#1", Gen: 1}, {Range: 5, Holder: "b#1", Gen: 1}}) {
+	if len(bad) > 0 || !slices.Equal(states, []handover.RecordState{{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}, {Range: 4, Holder: "a#1", Gen: 1}, {Range: 5, Holder: "b#1", Gen: 1}}) {
 		t.Fatalf("record states %+v (%v)", states, bad)
 	}
 	if recordsName("g") == recordsName("h") {
@@ -134,7 +135,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("no"))
 	})
-	if _, err := b.releaseRecord(ctx, 0, rangeRecord{token: 40, position: 400}, "b#1"); !apierrors.IsForbidden(err) {
+	if _, err := b.releaseRecord(ctx, 0, rangeRecord{token: 40, position: 400}, "b#1", ""); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
 	if _, _, err := b.readRecord(ctx, 0); !apierrors.IsForbidden(err) {
@@ -145,7 +146,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 			t.Errorf("decodeEntry(%q) took it", bad)
 		}
 	}
-	e := recordEntry{gen: 4, holder: "node:1#x", final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}}
+	e := recordEntry{gen: 4, holder: "node:1#x", next: "c#z", final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}}
 	if got, err := decodeEntry(e.encode()); err != nil || got != e {
 		t.Errorf("%+v encoded and decoded: %+v, %v", e, got, err)
 	}
@@ -188,7 +189,7 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.io.rangeEffect(&handover.DeactivateRange{Range: 0, Epoch: 1, To: "node-c#1"})
 		in := <-rig.reports
 		stopped, ok := in.(*handover.RangeStopped)
-		if !ok || stopped.Handoff == nil || stopped.Record == nil || *stopped.Record != (handover.RecordState{Range: 0, Gen: 2}) {
+		if !ok || stopped.Handoff == nil || stopped.Record == nil || *stopped.Record != (handover.RecordState{Range: 0, Gen: 2, Next: "node-c#1"}) {
 			t.Fatalf("report %+v, want RangeStopped with a handoff and the record, no holder at generation 2", in)
 		}
 		rec, found, err := rig.inc.leases.readRecord(context.Background(), 0)

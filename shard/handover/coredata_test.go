@@ -29,9 +29,8 @@ import (
 //	                            a new core (testConfig: discovery 1, the
 //	                            simulator's lease timings)
 //	topology ID...              Topology of the members' nodes
-//	hello from=ID [reply] [state=leaving|gone] [active=R,..] [tokens=T,..]
-//	      [view=ID,..] [moved=R:ID:T,..] [joined=N] [knowsyou] [heardyou]
-//	      [ranges=N]
+//	hello from=ID [reply] [state=leaving|gone] [active=R,..] [view=ID,..]
+//	      [joined=N] [knowsyou] [heardyou] [ranges=N]
 //	acquire from=ID epoch=N ranges=R,..
 //	released from=ID epoch=N ranges=R,.. [handoff=H]... [record=REC]...
 //	synced range=R [epoch=N]    RangeSynced (epoch: the range's, from Status)
@@ -63,7 +62,8 @@ import (
 //	                            by every tick and leases now=)
 //
 // A handoff H is range:R,token:T,version:V,position:P,from:ID (fields left
-// out are zero); a record REC is R:HOLDER:GEN (HOLDER empty for none). What a command prints:
+// out are zero); a record REC is R:HOLDER:GEN[:NEXT] (HOLDER empty for
+// none). What a command prints:
 // each message the Step returned, "> to: what" in the syntax of the
 // commands above (to: a member, ranges or lease); each answer the driver
 // gave, "< what", followed by what it returned; each range whose status
@@ -149,7 +149,7 @@ func runCoreFile(t *testing.T, file string) {
 // member ids, tick its times).
 var commandKeys = map[string]string{
 	"new":         "self ranges discovery heal",
-	"hello":       "from reply state active tokens view moved joined knowsyou heardyou ranges",
+	"hello":       "from reply state active view joined knowsyou heardyou ranges",
 	"acquire":     "from epoch ranges",
 	"released":    "from epoch ranges handoff record",
 	"synced":      "range epoch",
@@ -346,21 +346,28 @@ func records(a *args) ([]handover.RecordState, error) {
 	var out []handover.RecordState
 	for _, s := range a.all("record") {
 		p := strings.Split(s, ":")
-		if len(p) != 3 {
-			return nil, fmt.Errorf("record %q: want range:holder:gen", s)
+		if len(p) == 3 {
+			p = append(p, "")
+		}
+		if len(p) != 4 {
+			return nil, fmt.Errorf("record %q: want range:holder:gen[:next]", s)
 		}
 		r, err1 := strconv.Atoi(p[0])
 		g, err2 := strconv.ParseUint(p[2], 10, 64)
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("record %q: want range:holder:gen", s)
 		}
-		out = append(out, handover.RecordState{Range: r, Holder: handover.MemberID(p[1]), Gen: g})
+		out = append(out, handover.RecordState{Range: r, Holder: handover.MemberID(p[1]), Gen: g, Next: handover.MemberID(p[3])})
 	}
 	return out, nil
 }
 
 func recordString(rs handover.RecordState) string {
-	return fmt.Sprintf("%d:%s:%d", rs.Range, rs.Holder, rs.Gen)
+	s := fmt.Sprintf("%d:%s:%d", rs.Range, rs.Holder, rs.Gen)
+	if rs.Next != "" {
+		s += ":" + string(rs.Next)
+	}
+	return s
 }
 
 // auto sets the driver's answers.
@@ -496,7 +503,7 @@ func (d *coreDriver) stepOne(in handover.Input) (answers []handover.Input) {
 				d.gens[e.Range]++
 				answers = append(answers, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch,
 					Handoff: &handover.Handoff{Range: e.Range, Token: d.activated[e.Range], From: d.cfg.Self, Position: d.position},
-					Record:  &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range]}})
+					Record:  &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range], Next: e.To}})
 			}
 		}
 	}
@@ -560,6 +567,9 @@ func rangeString(rs handover.RangeStatus) string {
 	}
 	if rs.Record.Gen > 0 {
 		s += fmt.Sprintf(" record=%s:%d", rs.Record.Holder, rs.Record.Gen)
+		if rs.Record.Next != "" {
+			s += ":" + string(rs.Record.Next)
+		}
 	}
 	return s
 }
@@ -712,18 +722,8 @@ func helloString(h *handover.Hello, cfg handover.Config) string {
 	if len(h.Active) > 0 {
 		w = append(w, "active="+joinInts(h.Active))
 	}
-	if len(h.Tokens) > 0 {
-		w = append(w, "tokens="+joinUints(h.Tokens))
-	}
 	if len(h.View) > 0 {
 		w = append(w, "view="+joinMembers(h.View))
-	}
-	if len(h.Moved) > 0 {
-		var mv []string
-		for _, m := range h.Moved {
-			mv = append(mv, fmt.Sprintf("%d:%s:%d", m.Range, m.To, m.Token))
-		}
-		w = append(w, "moved="+strings.Join(mv, ","))
 	}
 	for _, f := range []struct {
 		on   bool
@@ -743,9 +743,6 @@ func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 	if _, ok := a.get("ranges"); ok {
 		h.Ranges = a.int("ranges")
 	}
-	for _, t := range a.ints("tokens") {
-		h.Tokens = append(h.Tokens, uint64(t))
-	}
 	switch s, _ := a.get("state"); s {
 	case "", "joined":
 	case "leaving":
@@ -754,20 +751,6 @@ func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 		h.State = handover.Gone
 	default:
 		return nil, fmt.Errorf("state %q", s)
-	}
-	if s, ok := a.get("moved"); ok {
-		for _, mv := range strings.Split(s, ",") {
-			p := strings.Split(mv, ":")
-			if len(p) != 3 {
-				return nil, fmt.Errorf("moved %q: want range:member:token", mv)
-			}
-			r, err1 := strconv.Atoi(p[0])
-			tok, err2 := strconv.ParseUint(p[2], 10, 64)
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("moved %q: want range:member:token", mv)
-			}
-			h.Moved = append(h.Moved, handover.Move{Range: r, To: handover.MemberID(p[1]), Token: tok})
-		}
 	}
 	return h, nil
 }

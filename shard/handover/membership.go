@@ -28,23 +28,9 @@ type membership struct {
 	owners []MemberID // per range; nil before the first view
 	// placedView and placedHolders are what owners were placed from.
 	placedView, placedHolders []MemberID
-	// moving: ranges a peer said it released (Hello.Moved), to whom and
-	// at which tick: their holder until a Hello shows one deliver them,
-	// or movingTicks pass.
-	moving map[int]moving
 	// viewAt is the tick the view last changed at.
 	viewAt int
 }
-
-type moving struct {
-	to    MemberID
-	at    int
-	token uint64 // Move.Token
-}
-
-// movingTicks, in heartbeats, is how long a move a peer announced stands
-// for the range's holder without the receiver's Hello saying so.
-const movingTicks = 4
 
 type peer struct {
 	heard    bool
@@ -71,7 +57,6 @@ func (ms *membership) init() {
 	ms.topo = map[NodeID]struct{}{}
 	ms.peers = map[MemberID]*peer{}
 	ms.current = map[NodeID]MemberID{}
-	ms.moving = map[int]moving{}
 }
 
 // knows: id's node is in this member's topology.
@@ -189,22 +174,14 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 		st = Leaving
 	}
 	var act []int
-	var toks []uint64
-	var moved []Move
 	for r := range c.ranges {
-		switch st := c.ranges[r].state.(type) {
-		case *active:
-			act, toks = append(act, r), append(toks, st.token)
-		case *deactivating:
-			act, toks = append(act, r), append(toks, st.token)
-		case *idle:
-			if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
-				moved = append(moved, Move{Range: r, To: st.releasedTo, Token: c.ranges[r].delivered})
-			}
+		switch c.ranges[r].state.(type) {
+		case *active, *deactivating:
+			act = append(act, r)
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Tokens: toks, View: slices.Clone(c.members.view), Moved: moved, Reply: reply,
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Reply: reply,
 		KnowsYou: c.members.knows(to), HeardYou: c.hears(to)})
 }
 
@@ -252,8 +229,6 @@ func (c *Core) hello(m *Hello) {
 	p.state = m.State
 	p.active = m.Active
 	p.view = m.View
-	c.noteDeliveries(m)
-	c.noteMoves(m, p)
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
@@ -283,32 +258,6 @@ func (c *Core) rejectSettings(m *Hello, p *peer) bool {
 		c.out.Send(c.addr(m.From), &Reject{From: c.cfg.Self, Reason: reason})
 	}
 	return true
-}
-
-// noteDeliveries takes the ranges the Hello m says its sender delivers,
-// with their tokens: a range delivered is no longer moving.
-func (c *Core) noteDeliveries(m *Hello) {
-	for i, r := range m.Active {
-		delete(c.members.moving, r) // its holder is known
-		if i < len(m.Tokens) {
-			c.sawDelivery(r, m.From, m.Tokens[i])
-		}
-	}
-}
-
-// noteMoves takes the ranges the Hello m says its sender p released lately:
-// those released to this member, and, of those released to another, each
-// range's newest move (by token; token 0 replaces any).
-func (c *Core) noteMoves(m *Hello, p *peer) {
-	ms := &c.members
-	for _, mv := range m.Moved {
-		if mv.Range >= 0 && mv.Range < len(c.ranges) && mv.To != c.cfg.Self {
-			if was, ok := ms.moving[mv.Range]; ok && mv.Token != 0 && mv.Token < was.token {
-				continue // an older move, its Hello late
-			}
-			ms.moving[mv.Range] = moving{to: mv.To, at: c.ticks, token: mv.Token}
-		}
-	}
 }
 
 // younger reports whether member a (joined at ja) joined after b.
@@ -404,11 +353,6 @@ func (c *Core) computeView() {
 
 // holders are each range's holder as this member knows it (holderOf).
 func (c *Core) holders() []MemberID {
-	for r, mv := range c.members.moving {
-		if c.ticks-mv.at >= movingTicks*c.cfg.HelloTicks {
-			delete(c.members.moving, r)
-		}
-	}
 	out := make([]MemberID, len(c.ranges))
 	for r := range out {
 		out[r] = c.holderOf(r)
@@ -419,25 +363,18 @@ func (c *Core) holders() []MemberID {
 // holderOf is range r's holder as this member knows it ("" for none): the
 // member that delivers it (itself, or a current peer by its last Hello);
 // of several, the one with the highest rendezvous score (of equal scores,
-// itself, then the lowest id). A range on its way between two members is
-// held by the member it goes to: itself once every member has let it go
-// (claiming), or the current peer that its previous deliverer said it
-// released it to, until that peer's Hello says it delivers it or
-// movingTicks heartbeats pass. Without that, members that heard the
-// release and not yet the new deliverer would place the range elsewhere,
-// and start it with no holder to copy it from.
+// itself, then the lowest id). Else the member the range's last release
+// was for (itself too: every member counts it alike), while it is current
+// and no other member claimed the range since: without that, members that
+// saw the release or the claim and not yet the new deliverer's Hello would
+// place the range elsewhere, and start it with no holder to copy it from.
 func (c *Core) holderOf(r int) MemberID {
 	ms := &c.members
 	var out MemberID
 	var best uint64
-	var releasedTo MemberID
-	switch st := c.ranges[r].state.(type) {
+	switch c.ranges[r].state.(type) {
 	case *active, *deactivating, *claiming:
 		out, best = c.cfg.Self, score(c.cfg.Self, r)
-	case *idle:
-		if st.releasedTo != "" && c.ticks-st.at < movingTicks*c.cfg.HelloTicks {
-			releasedTo = st.releasedTo
-		}
 	}
 	for id, p := range ms.peers {
 		if !slices.Contains(p.active, r) || !ms.isCurrent(id) {
@@ -450,26 +387,10 @@ func (c *Core) holderOf(r int) MemberID {
 	if out != "" {
 		return out
 	}
-	// A range a peer said it released: to the member it released it to,
-	// unless a delivery this member knows of came after the one the move
-	// passed on (its own, before it released the range too): the range
-	// has moved on since.
-	if mv, ok := ms.moving[r]; ok && c.ticks-mv.at < movingTicks*c.cfg.HelloTicks && ms.isCurrent(mv.to) && !c.movedOnSince(r, mv.token) {
-		return mv.to
-	}
-	// A range this member released: to the member it released it to.
-	if releasedTo != "" && ms.isCurrent(releasedTo) {
-		return releasedTo
+	if rec := c.ranges[r].rec; rec.Next != "" && (rec.Holder == "" || rec.Holder == rec.Next) && (rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {
+		return rec.Next
 	}
 	return ""
-}
-
-// movedOnSince reports whether range r was delivered under a token above
-// token, as this member knows: by itself, or by a peer that said so. A
-// move that names no token (0) is no evidence either way.
-func (c *Core) movedOnSince(r int, token uint64) bool {
-	ri := &c.ranges[r]
-	return token != 0 && (token < ri.delivered || token < ri.seen)
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

@@ -75,20 +75,10 @@ type Hello struct {
 	// Active are the ranges whose handlers the sender calls now: members
 	// place ranges with their holders (sticky placement).
 	Active []int
-	// Tokens are the tokens Active's ranges are delivered under, in
-	// Active's order (none from a member that does not say): a handoff
-	// older than one of them is stale, since that delivery came after it.
-	Tokens []uint64
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
 	// peer's provider dropped it and will not take it back).
 	View []MemberID
-	// Moved are the ranges the sender released lately, each with the
-	// member it released it to: until that member's own Hello says it
-	// delivers the range, the others count it as the range's holder, so
-	// that they place the range where it is going and a new owner knows
-	// whom to copy it from.
-	Moved []Move
 	Reply bool
 	// KnowsYou: the sender's topology has the receiver's node; HeardYou:
 	// the sender heard the receiver lately. A view that leaves out a
@@ -97,16 +87,6 @@ type Hello struct {
 	// receiver), not that the receiver's node was dropped: the receiver is
 	// not fenced for it. Members that predate them send neither.
 	KnowsYou, HeardYou bool
-}
-
-// Move is a range released to a member.
-type Move struct {
-	Range int
-	To    MemberID
-	// Token is that of the delivery the move passes on, the sender's own
-	// (0: not said). A move older than a delivery the receiver knows of
-	// is stale: the range has moved on since.
-	Token uint64
 }
 
 // Reject answers a Hello whose settings differ from the receiver's, from a
@@ -147,11 +127,14 @@ type Released struct {
 // every write of the record raises by one (0: no record was ever written,
 // so no member ever delivered the range). A member delivers a range only
 // under a record write that named it; it stops before the write that
-// names another member or none.
+// names another member or none. Next: the member the last release was
+// for ("" when none asked), which members place the range with while the
+// record names it or none.
 type RecordState struct {
 	Range  int
 	Holder MemberID
 	Gen    uint64
+	Next   MemberID
 }
 
 // Handoff is what a range's previous deliverer gave its handlers, for the

@@ -111,30 +111,6 @@ var mutants = []mutant{
 		to:   "if !slices.Contains(p.active, r) {",
 	},
 	{
-		name: "a move older than a delivery known places the range",
-		file: "membership.go",
-		from: "return token != 0 && (token < ri.delivered || token < ri.seen)",
-		to:   "return token != 0 && (token < ri.delivered)",
-	},
-	{
-		name: "a move older than the own delivery places the range",
-		file: "membership.go",
-		from: "return token != 0 && (token < ri.delivered || token < ri.seen)",
-		to:   "return token != 0 && (token < ri.seen)",
-	},
-	{
-		name: "an older move in a late Hello replaces a newer one",
-		file: "membership.go",
-		from: "ok && mv.Token != 0 && mv.Token < was.token {",
-		to:   "ok && mv.Token != 0 && mv.Token < was.token && false {",
-	},
-	{
-		name: "a move names no token",
-		file: "membership.go",
-		from: "Move{Range: r, To: st.releasedTo, Token: c.ranges[r].delivered}",
-		to:   "Move{Range: r, To: st.releasedTo, Token: 0}",
-	},
-	{
 		name: "an answer leaves out the member's own final handoff",
 		file: "ranges.go",
 		from: "if ri.final != nil {\n\t\t\t\trel.Handoffs = append(rel.Handoffs, *ri.final)",
@@ -272,6 +248,30 @@ var mutants = []mutant{
 		file: "ranges.go",
 		from: "c.ticks-st.askedAt > staleAskTicks+1 || c.isVoid(st.asked)):",
 		to:   "false || c.isVoid(st.asked)):",
+	},
+	{
+		name: "a release's next places the range when another member claimed it",
+		file: "membership.go",
+		from: "(rec.Holder == \"\" || rec.Holder == rec.Next) && (rec.Next",
+		to:   "(rec.Next",
+	},
+	{
+		name: "a release for this member does not place the range with it",
+		file: "membership.go",
+		from: "(rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {",
+		to:   "(rec.Next != c.cfg.Self && ms.isCurrent(rec.Next)) {",
+	},
+	{
+		name: "a release's next places the range though it is not current",
+		file: "membership.go",
+		from: "(rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {",
+		to:   "(rec.Next == c.cfg.Self || true) {",
+	},
+	{
+		name: "a release's next does not place the range",
+		file: "membership.go",
+		from: "if rec := c.ranges[r].rec; rec.Next != \"\" &&",
+		to:   "if rec := c.ranges[r].rec; false &&",
 	},
 }
 

@@ -14,11 +14,6 @@ type rangeInfo struct {
 	lastAsk map[MemberID]uint64
 	// askedAt: the tick each member's last ask arrived at.
 	askedAt map[MemberID]int
-	// delivered: the token this member last delivered the range under, up
-	// to its release (0: never); seen: the newest token another member
-	// said (Hello.Tokens) it delivers the range under. A claim's token is
-	// above both; placement reads them too (movedOnSince).
-	delivered, seen uint64
 	// rec: the range's record as this member knows it (the newest
 	// generation it saw: a snapshot, an answer, its own writes); free: the
 	// generation up to which rec's holder said it does not deliver the
@@ -50,14 +45,8 @@ const staleAskTicks = 3
 //	          └──────────┴───────────┴→ stopping → idle
 type rangeState interface{ name() string }
 
-// idle: no informer runs for the range here. releasedTo is the member
-// the range was last released to ("" when none), at tick at: this
-// member's Hellos say so (Move) for a while, so that the others place the
-// range there (holderOf).
-type idle struct {
-	releasedTo MemberID
-	at         int
-}
+// idle: no informer runs for the range here.
+type idle struct{}
 
 // syncing: the range's informer lists and watches it, without handlers.
 type syncing struct{}
@@ -87,12 +76,10 @@ type active struct {
 	token uint64
 }
 
-// deactivating: the range is being drained and stopped, for member to's
-// ask ("" when none), since tick at; timeUp: the drain's bound was sent
-// (DrainTimeUp).
+// deactivating: the range is being drained and stopped, since tick at;
+// timeUp: the drain's bound was sent (DrainTimeUp).
 type deactivating struct {
 	token  uint64
-	to     MemberID
 	at     int
 	timeUp bool
 }
@@ -197,16 +184,6 @@ func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
 	}
 }
 
-// sawDelivery records that member from said it delivers range r under
-// token.
-func (c *Core) sawDelivery(r int, from MemberID, token uint64) {
-	if r < 0 || r >= len(c.ranges) || from == c.cfg.Self {
-		return
-	}
-	ri := &c.ranges[r]
-	ri.seen = max(ri.seen, token)
-}
-
 // deliverer is the member that delivered the range under h's token: h.From,
 // or sender when h does not say (a handoff from a member that does not
 // pass handoffs on).
@@ -250,16 +227,15 @@ func (c *Core) stopped(m *RangeStopped) {
 	if ri.epoch != m.Epoch {
 		return
 	}
-	switch st := ri.state.(type) {
+	switch ri.state.(type) {
 	case *deactivating:
-		ri.state = &idle{releasedTo: st.to, at: c.ticks}
-		ri.delivered = st.token
+		ri.state = &idle{}
 		if m.Handoff != nil {
 			h := *m.Handoff
 			ri.final = &h
 		}
 	case *stopping:
-		ri.state = &idle{at: c.ticks}
+		ri.state = &idle{}
 	}
 }
 
@@ -478,7 +454,7 @@ func (c *Core) recordsClaimed(m *RecordsClaimed) {
 
 func (c *Core) deactivate(r int, to MemberID) {
 	ri := &c.ranges[r]
-	d := &deactivating{to: to, at: c.ticks}
+	d := &deactivating{at: c.ticks}
 	if st, ok := ri.state.(*active); ok {
 		d.token = st.token
 	}

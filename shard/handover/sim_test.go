@@ -144,13 +144,15 @@ type effect struct {
 	// completes; activate: it starts being delivered.
 	deactivate int
 	activate   bool
+	// to: a release's asker (DeactivateRange.To).
+	to handover.MemberID
 }
 
 // apiRecord is a range's record on the server: its holder ("" for none)
 // and generation.
 type apiRecord struct {
-	holder handover.MemberID
-	gen    uint64
+	holder, next handover.MemberID
+	gen          uint64
 }
 
 // apiLease is a Lease on the server; holder "": a tombstone, or released
@@ -382,7 +384,7 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		}
 		tok := w.lastToken(e.Range)
 		h := &handover.Handoff{Range: e.Range, Token: tok, From: m.id, Position: int64(tok)}
-		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range})
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range, to: e.To})
 	case *handover.StopRange:
 		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 	case *handover.DrainTimeUp:
@@ -554,7 +556,7 @@ func (w *world) claimRecords(m *simMember, e *handover.ClaimRecords, answer bool
 			rec.holder, rec.gen = m.id, rec.gen+1
 			res.OK, res.Token = true, uint64(w.rv)
 		}
-		res.Record = handover.RecordState{Range: cl.Range, Holder: rec.holder, Gen: rec.gen}
+		res.Record = handover.RecordState{Range: cl.Range, Holder: rec.holder, Gen: rec.gen, Next: rec.next}
 		if !answer {
 			res = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
 		}
@@ -564,18 +566,18 @@ func (w *world) claimRecords(m *simMember, e *handover.ClaimRecords, answer bool
 }
 
 // releaseRecord is a release's write of range r's record by member m, at
-// the end of its drain: no holder, the final position of token tok;
-// only while the record names m. It returns the record written (nil:
-// none).
-func (w *world) releaseRecord(m *simMember, r int, tok uint64) *handover.RecordState {
+// the end of its drain: no holder, for member to, the final position of
+// token tok; only while the record names m. It returns the record written
+// (nil: none).
+func (w *world) releaseRecord(m *simMember, r int, tok uint64, to handover.MemberID) *handover.RecordState {
 	rec := w.recs[r]
 	if rec == nil || rec.holder != m.id || w.apiCut[m.node.id] {
 		return nil
 	}
 	w.rv++
-	rec.holder, rec.gen = "", rec.gen+1
+	rec.holder, rec.gen, rec.next = "", rec.gen+1, to
 	w.record[r] = max(w.record[r], tok)
-	return &handover.RecordState{Range: r, Gen: rec.gen}
+	return &handover.RecordState{Range: r, Gen: rec.gen, Next: to}
 }
 
 // startMember starts a new incarnation on node n.
@@ -708,7 +710,7 @@ func (w *world) exec(line string) {
 			}
 			for r := range w.ranges {
 				if rec := w.recs[r]; rec != nil && rec.gen > 0 {
-					snap.Records = append(snap.Records, handover.RecordState{Range: r, Holder: rec.holder, Gen: rec.gen})
+					snap.Records = append(snap.Records, handover.RecordState{Range: r, Holder: rec.holder, Gen: rec.gen, Next: rec.next})
 				}
 			}
 			n.member.local = append(n.member.local, snap)
@@ -808,7 +810,7 @@ func (w *world) exec(line string) {
 			m.delivering[e.deactivate] = false
 			if rs, ok := e.report.(*handover.RangeStopped); ok && rs.Handoff != nil {
 				// The record takes the final position and no holder.
-				rs.Record = w.releaseRecord(m, rs.Range, rs.Handoff.Token)
+				rs.Record = w.releaseRecord(m, rs.Range, rs.Handoff.Token, e.to)
 			}
 		}
 		m.local = append(m.local, e.report)

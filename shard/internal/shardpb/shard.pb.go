@@ -41,10 +41,6 @@ type Hello struct {
 	// The protocol's version: members of other versions refuse each other
 	// as members of other settings do.
 	Protocol int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
-	// Ranges the sender released lately, and to whom (handover.Move).
-	Moved []*Move `protobuf:"bytes,12,rep,name=moved,proto3" json:"moved,omitempty"`
-	// The tokens the active ranges are delivered under, in active's order.
-	Tokens []uint64 `protobuf:"varint,13,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
 	// The sender's topology has the receiver's node (knows_you), and the
 	// sender heard the receiver lately (heard_you): handover.Hello.
 	KnowsYou      bool `protobuf:"varint,18,opt,name=knows_you,json=knowsYou,proto3" json:"knows_you,omitempty"`
@@ -160,20 +156,6 @@ func (x *Hello) GetProtocol() int32 {
 	return 0
 }
 
-func (x *Hello) GetMoved() []*Move {
-	if x != nil {
-		return x.Moved
-	}
-	return nil
-}
-
-func (x *Hello) GetTokens() []uint64 {
-	if x != nil {
-		return x.Tokens
-	}
-	return nil
-}
-
 func (x *Hello) GetKnowsYou() bool {
 	if x != nil {
 		return x.KnowsYou
@@ -188,68 +170,6 @@ func (x *Hello) GetHeardYou() bool {
 	return false
 }
 
-// Move is a range released to a member.
-type Move struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Range int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
-	To    string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
-	// The token of the delivery the move passes on (0: not said).
-	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Move) Reset() {
-	*x = Move{}
-	mi := &file_shard_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Move) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Move) ProtoMessage() {}
-
-func (x *Move) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Move.ProtoReflect.Descriptor instead.
-func (*Move) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *Move) GetRange() int32 {
-	if x != nil {
-		return x.Range
-	}
-	return 0
-}
-
-func (x *Move) GetTo() string {
-	if x != nil {
-		return x.To
-	}
-	return ""
-}
-
-func (x *Move) GetToken() uint64 {
-	if x != nil {
-		return x.Token
-	}
-	return 0
-}
-
 // Probe asks a member for its settings (answered with a Hello that is a
 // reply), without joining: New checks a group's settings with it.
 type Probe struct {
@@ -261,7 +181,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +193,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +206,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{2}
+	return file_shard_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Probe) GetGroup() string {
@@ -308,7 +228,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +240,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +253,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Reject) GetGroup() string {
@@ -377,7 +297,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +309,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +322,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Acquire) GetGroup() string {
@@ -457,7 +377,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +389,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +402,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Released) GetGroup() string {
@@ -534,19 +454,21 @@ func (x *Released) GetRecords() []*Record {
 	return nil
 }
 
-// Record is a range's record: its holder ("" for none) and generation.
+// Record is a range's record: its holder ("" for none), generation, and
+// the member its last release was for (handover.RecordState).
 type Record struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Range         int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
 	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
 	Gen           uint64                 `protobuf:"varint,3,opt,name=gen,proto3" json:"gen,omitempty"`
+	Next          string                 `protobuf:"bytes,4,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +480,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +493,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Record) GetRange() int32 {
@@ -595,22 +517,21 @@ func (x *Record) GetGen() uint64 {
 	return 0
 }
 
+func (x *Record) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
 // Handoff is what a range's previous deliverer gave its handlers.
 type Handoff struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Range   int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
 	Token   uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
 	Version string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	Objects []*ObjectRef           `protobuf:"bytes,4,rep,name=objects,proto3" json:"objects,omitempty"`
-	// from is the member whose handlers were given what it says (not the
-	// member that passes it on).
+	// from is the member whose handlers were given what it says.
 	From string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
-	// supplement: objects that add to the handoff of token, given already
-	// (an earlier deliverer's that came too late for it).
-	Supplement bool `protobuf:"varint,6,opt,name=supplement,proto3" json:"supplement,omitempty"`
-	// deleted: the UIDs of objects whose delete the sender's handlers (or
-	// an earlier deliverer's) were given while a late handoff could come.
-	Deleted []string `protobuf:"bytes,7,rep,name=deleted,proto3" json:"deleted,omitempty"`
 	// position: the resourceVersion up to which the sender's handlers were
 	// given every event of the range under token (0: not known).
 	Position      int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
@@ -620,7 +541,7 @@ type Handoff struct {
 
 func (x *Handoff) Reset() {
 	*x = Handoff{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +553,7 @@ func (x *Handoff) String() string {
 func (*Handoff) ProtoMessage() {}
 
 func (x *Handoff) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +566,7 @@ func (x *Handoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
 func (*Handoff) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Handoff) GetRange() int32 {
@@ -669,13 +590,6 @@ func (x *Handoff) GetVersion() string {
 	return ""
 }
 
-func (x *Handoff) GetObjects() []*ObjectRef {
-	if x != nil {
-		return x.Objects
-	}
-	return nil
-}
-
 func (x *Handoff) GetFrom() string {
 	if x != nil {
 		return x.From
@@ -683,85 +597,11 @@ func (x *Handoff) GetFrom() string {
 	return ""
 }
 
-func (x *Handoff) GetSupplement() bool {
-	if x != nil {
-		return x.Supplement
-	}
-	return false
-}
-
-func (x *Handoff) GetDeleted() []string {
-	if x != nil {
-		return x.Deleted
-	}
-	return nil
-}
-
 func (x *Handoff) GetPosition() int64 {
 	if x != nil {
 		return x.Position
 	}
 	return 0
-}
-
-type ObjectRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Uid           string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ObjectRef) Reset() {
-	*x = ObjectRef{}
-	mi := &file_shard_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ObjectRef) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ObjectRef) ProtoMessage() {}
-
-func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
-func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *ObjectRef) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *ObjectRef) GetUid() string {
-	if x != nil {
-		return x.Uid
-	}
-	return ""
-}
-
-func (x *ObjectRef) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
 }
 
 // SnapshotRequest asks the member that delivers a range for chunk `chunk`
@@ -781,7 +621,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +633,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +646,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SnapshotRequest) GetGroup() string {
@@ -876,7 +716,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +728,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +741,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotChunk) GetRange() int32 {
@@ -978,7 +818,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xa7\x03\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xe7\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -992,15 +832,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x02to\x18\t \x01(\tR\x02to\x12\x12\n" +
 	"\x04view\x18\n" +
 	" \x03(\tR\x04view\x12\x1a\n" +
-	"\bprotocol\x18\v \x01(\x05R\bprotocol\x122\n" +
-	"\x05moved\x18\f \x03(\v2\x1c.actorinformer.shard.v1.MoveR\x05moved\x12\x16\n" +
-	"\x06tokens\x18\r \x03(\x04R\x06tokens\x12\x1b\n" +
+	"\bprotocol\x18\v \x01(\x05R\bprotocol\x12\x1b\n" +
 	"\tknows_you\x18\x12 \x01(\bR\bknowsYou\x12\x1b\n" +
-	"\theard_you\x18\x13 \x01(\bR\bheardYouJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12\"B\n" +
-	"\x04Move\x12\x14\n" +
-	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\x1d\n" +
+	"\theard_you\x18\x13 \x01(\bR\bheardYouJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12\"\x1d\n" +
 	"\x05Probe\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"Z\n" +
 	"\x06Reject\x12\x14\n" +
@@ -1021,28 +855,20 @@ const file_shard_proto_rawDesc = "" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
 	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
 	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\x128\n" +
-	"\arecords\x18\a \x03(\v2\x1e.actorinformer.shard.v1.RecordR\arecords\"H\n" +
+	"\arecords\x18\a \x03(\v2\x1e.actorinformer.shard.v1.RecordR\arecords\"\\\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x10\n" +
-	"\x03gen\x18\x03 \x01(\x04R\x03gen\"\x88\x02\n" +
+	"\x03gen\x18\x03 \x01(\x04R\x03gen\x12\x12\n" +
+	"\x04next\x18\x04 \x01(\tR\x04next\"\xa3\x01\n" +
 	"\aHandoff\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\x12;\n" +
-	"\aobjects\x18\x04 \x03(\v2!.actorinformer.shard.v1.ObjectRefR\aobjects\x12\x12\n" +
-	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1e\n" +
-	"\n" +
-	"supplement\x18\x06 \x01(\bR\n" +
-	"supplement\x12\x18\n" +
-	"\adeleted\x18\a \x03(\tR\adeleted\x12\x1a\n" +
-	"\bposition\x18\b \x01(\x03R\bpositionJ\x04\b\t\x10\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1a\n" +
+	"\bposition\x18\b \x01(\x03R\bpositionJ\x04\b\x04\x10\x05J\x04\b\x06\x10\aJ\x04\b\a\x10\bJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
-	"\x10\vJ\x04\b\v\x10\f\"I\n" +
-	"\tObjectRef\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
-	"\x03uid\x18\x02 \x01(\tR\x03uid\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\x8d\x01\n" +
+	"\x10\vJ\x04\b\v\x10\f\"\x8d\x01\n" +
 	"\x0fSnapshotRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
@@ -1076,30 +902,26 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_shard_proto_goTypes = []any{
 	(*Hello)(nil),           // 0: actorinformer.shard.v1.Hello
-	(*Move)(nil),            // 1: actorinformer.shard.v1.Move
-	(*Probe)(nil),           // 2: actorinformer.shard.v1.Probe
-	(*Reject)(nil),          // 3: actorinformer.shard.v1.Reject
-	(*Acquire)(nil),         // 4: actorinformer.shard.v1.Acquire
-	(*Released)(nil),        // 5: actorinformer.shard.v1.Released
-	(*Record)(nil),          // 6: actorinformer.shard.v1.Record
-	(*Handoff)(nil),         // 7: actorinformer.shard.v1.Handoff
-	(*ObjectRef)(nil),       // 8: actorinformer.shard.v1.ObjectRef
-	(*SnapshotRequest)(nil), // 9: actorinformer.shard.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),   // 10: actorinformer.shard.v1.SnapshotChunk
+	(*Probe)(nil),           // 1: actorinformer.shard.v1.Probe
+	(*Reject)(nil),          // 2: actorinformer.shard.v1.Reject
+	(*Acquire)(nil),         // 3: actorinformer.shard.v1.Acquire
+	(*Released)(nil),        // 4: actorinformer.shard.v1.Released
+	(*Record)(nil),          // 5: actorinformer.shard.v1.Record
+	(*Handoff)(nil),         // 6: actorinformer.shard.v1.Handoff
+	(*SnapshotRequest)(nil), // 7: actorinformer.shard.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),   // 8: actorinformer.shard.v1.SnapshotChunk
 }
 var file_shard_proto_depIdxs = []int32{
-	1, // 0: actorinformer.shard.v1.Hello.moved:type_name -> actorinformer.shard.v1.Move
-	7, // 1: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
-	6, // 2: actorinformer.shard.v1.Released.records:type_name -> actorinformer.shard.v1.Record
-	8, // 3: actorinformer.shard.v1.Handoff.objects:type_name -> actorinformer.shard.v1.ObjectRef
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 0: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
+	5, // 1: actorinformer.shard.v1.Released.records:type_name -> actorinformer.shard.v1.Record
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1113,7 +935,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
