@@ -388,6 +388,11 @@ func openCluster(cfg config) (kubernetes.Interface, *simCluster, string, error) 
 	// Protobuf decodes faster than JSON; the informer is then the bottleneck.
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	// The sharded members share this client: their range informers' lists
+	// and watches, their leases and the range records. client-go's default
+	// limits (5 requests a second, bursts of 10) starve the lease renewals
+	// when a group starts, and the members fence; a controller's are these.
+	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, "", err

@@ -78,7 +78,7 @@ type Hello struct {
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
 	// peer's provider dropped it and will not take it back).
-	View []MemberID
+	View  []MemberID
 	Reply bool
 	// KnowsYou: the sender's topology has the receiver's node; HeardYou:
 	// the sender heard the receiver lately. A view that leaves out a

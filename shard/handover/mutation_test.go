@@ -273,6 +273,12 @@ var mutants = []mutant{
 		from: "if rec := c.ranges[r].rec; rec.Next != \"\" &&",
 		to:   "if rec := c.ranges[r].rec; false &&",
 	},
+	{
+		name: "a claim whose write failed is tried again at once",
+		file: "ranges.go",
+		from: "case !mine || !valid || c.ticks < st.retryAt:",
+		to:   "case !mine || !valid:",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -57,6 +57,10 @@ type acquiring struct {
 	// asked: the holder asked last ("" for none), at tick askedAt.
 	asked   MemberID
 	askedAt int
+	// retryAt: a claim whose write failed is tried again from this tick
+	// on, not at once: a request that fails at once (a client's rate
+	// limiter out of time) would otherwise be repeated at every step.
+	retryAt int
 	// handoff: the range's previous deliverer's Handoff (the highest
 	// token's), and who sent it.
 	handoff *Handoff
@@ -331,7 +335,7 @@ func (c *Core) pursueClaim(r int, st *acquiring, mine bool) {
 		c.claim(r, st)
 	case !mine && (st.asked == "" || c.ticks-st.askedAt > staleAskTicks+1 || c.isVoid(st.asked)):
 		c.stopRange(r)
-	case !mine || !valid:
+	case !mine || !valid || c.ticks < st.retryAt:
 	case c.mayClaim(r):
 		c.claim(r, st)
 	default:
@@ -430,7 +434,8 @@ func (c *Core) flushClaims() {
 // recordsClaimed takes the claims' outcomes: a claim written goes to the
 // handlers under the write's version, while this member's claim is valid
 // (one written after it lapsed is claimed again: the record names this
-// member); one refused or failed is decided again.
+// member); one refused is decided again at once, one failed from the next
+// tick on.
 func (c *Core) recordsClaimed(m *RecordsClaimed) {
 	if m.Now > c.now {
 		c.now = m.Now
@@ -446,8 +451,10 @@ func (c *Core) recordsClaimed(m *RecordsClaimed) {
 		case !ok || ri.epoch != res.Epoch:
 		case res.OK && c.lease.validUntil > c.now:
 			c.activateRange(res.Range, res.Token, st.handoff, st.prev)
-		default: // refused, failed, or written once this member's claim had lapsed
+		case !res.OK && res.Record.Gen > 0: // refused: the record as it is now
 			ri.state = &acquiring{handoff: st.handoff, prev: st.prev}
+		default: // failed, or written once this member's claim had lapsed
+			ri.state = &acquiring{handoff: st.handoff, prev: st.prev, retryAt: c.ticks + 1}
 		}
 	}
 }
