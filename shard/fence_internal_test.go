@@ -434,12 +434,19 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				if tc.record != nil {
 					writeFinal(t, rig.inc.leases, 0, *tc.record)
 				}
+				// The claim finds the record's final position, which the
+				// activation under its token resumes from.
+				res, finals, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0, Epoch: 1, Gen: recordGen(tc.record)}}, rig.inc.id)
+				if err != nil || !res[0].OK {
+					t.Fatalf("claim: %+v, %v", res, err)
+				}
+				rig.io.keepFinals(&claimed{finals: finals, in: &handover.RecordsClaimed{Results: res}})
 				version := tc.version
 				if version == "" {
 					version = "14"
 				}
 				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position}
-				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: 9, From: "node-b#1", Handoff: handoff}
+				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: res[0].Token, From: "node-b#1", Handoff: handoff}
 				if tc.none {
 					act.Handoff = nil
 				}
@@ -456,4 +463,13 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 			})
 		})
 	}
+}
+
+// recordGen is the generation of range 0's record after writeFinal wrote
+// rec (none when nil).
+func recordGen(rec *rangeRecord) uint64 {
+	if rec == nil {
+		return 0
+	}
+	return 1
 }

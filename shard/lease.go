@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
@@ -97,6 +99,9 @@ type leases struct {
 	acquired  time.Time
 	// version is the resourceVersion of this member's last write.
 	version string
+	// watched: the store of the member's records watch, once it runs
+	// (casRecords' first read).
+	watched atomic.Pointer[cache.Store]
 }
 
 func newLeases(client coordinationv1client.LeasesGetter, namespace, group string, self handover.MemberID, address string, duration, timeout time.Duration) *leases {

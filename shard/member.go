@@ -322,6 +322,12 @@ type (
 		ri     *rangeInformer
 		report handover.Input
 	}
+	// claimed: a claim's outcome, for the core, and the final positions
+	// of the ranges it wrote.
+	claimed struct {
+		finals map[int]rangeRecord
+		in     *handover.RecordsClaimed
+	}
 )
 
 // memberIO is the incarnation's I/O actor.
@@ -360,6 +366,34 @@ type memberIO struct {
 	// positions: per range, the newest delivered position the group's
 	// leases showed (position.go), for a takeover without a handoff.
 	positions map[int]position
+	// finals: per range, the final position in its record that this
+	// member's last claim of it found, under the claim's token.
+	finals map[int]claimedFinal
+}
+
+// claimedFinal is a range's final position as a claim found it.
+type claimedFinal struct {
+	token uint64
+	rec   rangeRecord
+}
+
+// claimed keeps a claim's final positions, then hands the core the claim's
+// outcome (which may activate the ranges).
+func (io *memberIO) claimed(m *claimed) {
+	io.keepFinals(m)
+	io.toCore(m.in)
+}
+
+// keepFinals keeps the final positions of the ranges claim m wrote.
+func (io *memberIO) keepFinals(m *claimed) {
+	if io.finals == nil {
+		io.finals = map[int]claimedFinal{}
+	}
+	for _, res := range m.in.Results {
+		if f, ok := m.finals[res.Range]; ok && res.OK {
+			io.finals[res.Range] = claimedFinal{token: res.Token, rec: f}
+		}
+	}
 }
 
 // handoffKey is a handoff of a range from a member, answering this
@@ -404,6 +438,8 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		io.dropAll(ending{clusterStopped: true})
 	case *rangeDone:
 		io.rangeDone(m)
+	case *claimed:
+		io.claimed(m)
 	case *actor.DeadLetterResponse:
 		if m.Target != nil {
 			if id := io.memberAt(m.Target.Address); id != "" {
@@ -681,12 +717,14 @@ func (io *memberIO) leaseEffect(body any) {
 			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
 		})
 	case *handover.ClaimRecords:
-		io.request(func() handover.Input {
-			res, err := inc.leases.claimRecords(inc.ctx, e.Claims, inc.id)
+		// The answer goes through this actor, which keeps the final
+		// positions the write found for the ranges' activations.
+		io.run(nil, func() {
+			res, finals, err := inc.leases.claimRecords(inc.ctx, e.Claims, inc.id)
 			if err != nil && inc.ctx.Err() == nil {
 				inc.log.Warn("cannot write the claimed ranges' records", "claims", len(e.Claims), "err", err)
 			}
-			return &handover.RecordsClaimed{Now: s.now(), Results: res}
+			inc.c.ActorSystem.Root.Send(inc.ioPID, &claimed{finals: finals, in: &handover.RecordsClaimed{Now: s.now(), Results: res}})
 		})
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
@@ -761,6 +799,8 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 	}
 	io.leaseInf = io.watchLeases(LabelGroup, "leases", poke)
 	io.recordInf = io.watchLeases(LabelRecordOf, "records", poke)
+	st := io.recordInf.GetStore()
+	inc.leases.watched.Store(&st)
 }
 
 // watchLeases runs an informer of the leases labelled label with the

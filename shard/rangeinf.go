@@ -218,6 +218,12 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	}
 	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
+	rec := io.finals[e.Range]
+	if rec.token != e.Token {
+		// A test's activation without a claim.
+		rec = claimedFinal{}
+	}
+	delete(io.finals, e.Range)
 	from, _ := io.positions[e.Range]
 	if hp := handoffPosition(e.Handoff); hp.version > 0 && hp.newer(from) {
 		from = hp
@@ -228,7 +234,8 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 		// showed (a lost deliverer's last renewal, a leaver's release).
 		ri.resumeFrom, ri.resume = from, nil
 	}
-	io.run(&ri.switches, func() { io.activate(ri, e.Handoff) })
+	target := io.fromRecord(ri, rec.rec)
+	io.run(&ri.switches, func() { io.activate(ri, e.Handoff, target) })
 }
 
 // handoffPosition is the position handoff h gives (none for nil): its
@@ -499,7 +506,7 @@ func cacheChanged(ri *rangeInformer) <-chan struct{} {
 // reached the handoff's version, its intake is paused while the handlers
 // get OnDelete for the objects deleted since the position that it no
 // longer has, then the cache; then changes flow again.
-func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
+func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff, target int64) {
 	s := io.inc.s
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
@@ -508,7 +515,6 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff) {
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
-	target := io.readRecord(ri)
 	if h != nil {
 		v, _ := strconv.ParseInt(h.Version, 10, 64)
 		target = max(target, v)
@@ -626,20 +632,13 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 		"token", from.token, "list", to, "deleted", len(deleted), "took", took)
 }
 
-// readRecord reads the range's record (record.go) and resumes from its
-// position if that is the newest known (from the member whose release
-// wrote it, if no handoff said), and returns the newest object version
-// the record says its delivery's handlers were given (0 for none).
-// A record that cannot be read is logged and passed over: the range
-// resumes from an older position, and a delete may be given again.
-func (io *memberIO) readRecord(ri *rangeInformer) int64 {
-	rec, found, err := io.inc.leases.readRecord(ri.ctx, ri.r.Index)
-	if err != nil {
-		io.inc.log.Warn("cannot read the range's record; it resumes from the newest position it knows otherwise",
-			"range", ri.r.String(), "err", err)
-		return 0
-	}
-	if !found {
+// fromRecord resumes the range from its record's final position rec (as
+// its claim found it) if that is the newest known (from the member whose
+// release wrote it, if no handoff said), and returns the newest object
+// version the record says its delivery's handlers were given (0 for
+// none).
+func (io *memberIO) fromRecord(ri *rangeInformer, rec rangeRecord) int64 {
+	if rec.token == 0 {
 		return 0
 	}
 	p := rec.pos()

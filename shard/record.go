@@ -135,12 +135,14 @@ const recordTries = 8
 // claimRecords writes the records claims claim, naming member self: each
 // only if it is still at the claim's generation, all in one write. Every
 // claim gets a result: written (OK, with the write's resourceVersion as its
-// token), refused (the record as it is), or failed (err: the write may or
-// may not have landed).
-func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim, self handover.MemberID) ([]handover.ClaimResult, error) {
-	res := make([]handover.ClaimResult, len(claims))
+// token, and finals has the range's final position, which only the release
+// of the delivery the claim begins can change), refused (the record as it
+// is), or failed (err: the write may or may not have landed).
+func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim, self handover.MemberID) (res []handover.ClaimResult, finals map[int]rangeRecord, err error) {
+	res = make([]handover.ClaimResult, len(claims))
 	rv, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
 		wrote := false
+		finals = map[int]rangeRecord{}
 		for i, cl := range claims {
 			e, err := entryOf(cur, cl.Range)
 			if err != nil {
@@ -151,6 +153,7 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 				e.gen, e.holder, wrote = e.gen+1, self, true
 				cur.Annotations[rangeKey(cl.Range)] = e.encode()
 				res[i].OK = true
+				finals[cl.Range] = e.final
 			}
 			res[i].Record = handover.RecordState{Range: cl.Range, Holder: e.holder, Gen: e.gen, Next: e.next}
 		}
@@ -160,14 +163,14 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 		for i, cl := range claims {
 			res[i] = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
 		}
-		return res, err
+		return res, nil, err
 	}
 	for i := range res {
 		if res[i].OK {
 			res[i].Token = rv
 		}
 	}
-	return res, nil
+	return res, finals, nil
 }
 
 // releaseRecord writes range index's record at a release by member self
@@ -196,15 +199,23 @@ func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord
 // casRecords changes the group's records object by compare-and-swap: a
 // read, change (which says whether to write), then a create, or an update
 // carrying the version read (409 Conflict when someone wrote meanwhile:
-// read again). Each request within the renew deadline. It returns the
-// object's resourceVersion after the write as a number (0 when change
-// wrote nothing).
+// read again). The first read is the records watch's copy when it has
+// one (l.watched): a claim's generation comes from it, so its update
+// usually lands at once; change is trusted to write nothing only on a
+// copy just read from the server. Each request within the renew deadline.
+// It returns the object's resourceVersion after the write as a number (0
+// when change wrote nothing).
 func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lease) (bool, error)) (uint64, error) {
 	api := l.client.Leases(l.namespace)
 	name := recordsName(l.group)
+	watched := l.watchedRecords()
 	for range recordTries {
 		rctx, cancel := context.WithTimeout(ctx, l.timeout)
-		cur, err := api.Get(rctx, name, metav1.GetOptions{})
+		cur, err, fromWatch := watched, error(nil), watched != nil
+		watched = nil
+		if !fromWatch {
+			cur, err = api.Get(rctx, name, metav1.GetOptions{})
+		}
 		create := apierrors.IsNotFound(err)
 		if create {
 			cur, err = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
@@ -219,6 +230,9 @@ func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lea
 			var write bool
 			if write, err = change(cur); err != nil || !write {
 				cancel()
+				if fromWatch {
+					continue // judged on a copy that may be behind: read it
+				}
 				return 0, err
 			}
 			now := metav1.NewMicroTime(time.Now())
@@ -247,19 +261,14 @@ func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lea
 	return 0, fmt.Errorf("range records %s kept changing", name)
 }
 
-// readRecord reads range index's final position (a direct read, not a
-// watch's copy). found is false when it has none; a malformed one is an
-// error.
-func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, found bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	cur, err := l.client.Leases(l.namespace).Get(ctx, recordsName(l.group), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return rangeRecord{}, false, nil
-	case err != nil:
-		return rangeRecord{}, false, err
+// watchedRecords is the records object as the member's records watch has
+// it (nil: none yet, or no watch).
+func (l *leases) watchedRecords() *coordinationv1.Lease {
+	st := l.watched.Load()
+	if st == nil {
+		return nil
 	}
-	e, err := entryOf(cur, index)
-	return e.final, err == nil && e.final.token > 0, err
+	obj, _, _ := (*st).GetByKey(l.namespace + "/" + recordsName(l.group))
+	cur, _ := obj.(*coordinationv1.Lease)
+	return cur
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/shard/handover"
 	"github.com/actorinformer/actorinformer/shard/shardtest"
@@ -34,7 +35,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	if _, found, err := a.readRecord(ctx, 3); err != nil || found {
 		t.Fatalf("no record yet: found %v, err %v", found, err)
 	}
-	res, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Epoch: 7, Gen: 0}, {Range: 4, Epoch: 8, Gen: 0}}, "a#1")
+	res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Epoch: 7, Gen: 0}, {Range: 4, Epoch: 8, Gen: 0}}, "a#1")
 	if err != nil || !res[0].OK || !res[1].OK || res[0].Token == 0 || res[0].Token != res[1].Token || res[0].Epoch != 7 ||
 		res[0].Record != (handover.RecordState{Range: 3, Holder: "a#1", Gen: 1}) {
 		t.Fatalf("first claims: %+v, %v; want both written by one write, record 3 a#1 at generation 1", res, err)
@@ -43,7 +44,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	// b claims range 3 at generation 0, which a's write changed: refused,
 	// with the record as it is; its claim of range 5 in the same batch is
 	// written.
-	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 0}, {Range: 5, Gen: 0}}, "b#1")
+	res, _, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 0}, {Range: 5, Gen: 0}}, "b#1")
 	if err != nil || res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "a#1", Gen: 1}) || !res[1].OK || res[1].Token <= first {
 		t.Fatalf("claims on a changed record: %+v, %v; want 3 refused (a#1 at 1), 5 written above %d", res, err, first)
 	}
@@ -60,10 +61,14 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 		t.Fatalf("final position %+v (found %v, err %v), want %+v", got, found, err, want)
 	}
 	// b claims at generation 2: written, the final position and the
-	// release's next kept.
-	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "b#1")
-	if err != nil || !res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}) {
+	// release's next kept, and the final position is the claim's to
+	// resume from.
+	res, finals, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}, {Range: 6, Gen: 4}}, "b#1")
+	if err != nil || !res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}) || res[1].OK {
 		t.Fatalf("claim after the release: %+v, %v", res, err)
+	}
+	if len(finals) != 1 || finals[3] != want {
+		t.Fatalf("the claim's final positions: %+v, want range 3's %+v alone", finals, want)
 	}
 	if got, _, _ := a.readRecord(ctx, 3); got != want {
 		t.Fatalf("a claim changed the final position: %+v", got)
@@ -95,7 +100,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	shardtest.InstallLeases(cs)
 	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
 	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
-	if res, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 0}}, "a#1"); err != nil || !res[0].OK {
+	if res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 0}}, "a#1"); err != nil || !res[0].OK {
 		t.Fatal(res, err)
 	}
 	// b's first update meets a write of a's to range 1, made after b read.
@@ -120,7 +125,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	res, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 1}, {Range: 2}}, "b#1")
+	res, _, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 1}, {Range: 2}}, "b#1")
 	if err != nil || res[0].OK || res[0].Record.Holder != "a#1" || !res[1].OK {
 		t.Fatalf("after a conflict: %+v, %v; want range 1 refused (a#1's), range 2 written", res, err)
 	}
@@ -128,7 +133,7 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("changed"))
 	})
-	res, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3}}, "b#1")
+	res, _, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3}}, "b#1")
 	if err == nil || res[0].OK || res[0].Record.Gen != 0 {
 		t.Fatalf("a write that always conflicts: %+v, %v; want an error and the claim failed", res, err)
 	}
@@ -178,7 +183,7 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		if in := <-rig.reports; in != nil {
 			t.Fatalf("report %T, want the activation's", in)
 		}
-		if res, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0}}, rig.inc.id); err != nil || !res[0].OK {
+		if res, _, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0}}, rig.inc.id); err != nil || !res[0].OK {
 			t.Fatalf("claim: %+v, %v", res, err)
 		}
 		w.Add(cmAt("d", "ud", "15"))
@@ -205,4 +210,104 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.stop()
 		time.Sleep(time.Minute) // the actor system's dead-letter throttle
 	})
+}
+
+// readRecord reads range index's final position (a direct read, not a
+// watch's copy). found is false when it has none; a malformed one is an
+// error.
+func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, found bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cur, err := l.client.Leases(l.namespace).Get(ctx, recordsName(l.group), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return rangeRecord{}, false, nil
+	case err != nil:
+		return rangeRecord{}, false, err
+	}
+	e, err := entryOf(cur, index)
+	return e.final, err == nil && e.final.token > 0, err
+}
+
+// A records write starts from the records watch's copy: a claim at the
+// generation the watch shows is one request (an update). A copy that is
+// behind costs a read: its update meets a conflict, and a claim it would
+// refuse, or a release it would skip, is judged again on a fresh read.
+func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
+	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	a.watched.Store(&store)
+	// watch copies the records object as it is now into the store.
+	watch := func() *coordinationv1.Lease {
+		l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordsName("g"), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Update(l); err != nil {
+			t.Fatal(err)
+		}
+		cs.ClearActions()
+		return l
+	}
+	verbs := func() []string {
+		var out []string
+		for _, act := range cs.Actions() {
+			out = append(out, act.GetVerb())
+		}
+		cs.ClearActions()
+		return out
+	}
+	// No copy yet: a read, then the create.
+	if res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 0}}, "a#1"); err != nil || !res[0].OK {
+		t.Fatal(res, err)
+	}
+	if got := verbs(); !slices.Equal(got, []string{"get", "create"}) {
+		t.Fatalf("first claim's requests: %v, want get, create", got)
+	}
+	watch()
+	if res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 1}}, "a#1"); err != nil || !res[0].OK {
+		t.Fatal(res, err)
+	}
+	if got := verbs(); !slices.Equal(got, []string{"update"}) {
+		t.Fatalf("a claim on a current copy: %v, want one update", got)
+	}
+	// The copy is behind a's own claim of range 1: the update meets a
+	// conflict, the read finds the object, the update lands.
+	if res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 2}}, "a#1"); err != nil || !res[0].OK {
+		t.Fatal(res, err)
+	}
+	if got := verbs(); !slices.Equal(got, []string{"update", "get", "update"}) {
+		t.Fatalf("a claim on a copy behind: %v, want update, get, update", got)
+	}
+	watch()
+	// b claims range 3 and releases it; a's copy does not show it, so
+	// a's claim at the generation b's release wrote is refused by the
+	// copy, then written on the read.
+	if res, _, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 3}}, "b#1"); err != nil || !res[0].OK {
+		t.Fatal(res, err)
+	}
+	final := rangeRecord{token: 5, position: 50, version: 49, by: "b#1"}
+	if rec, err := b.releaseRecord(ctx, 3, final, "b#1", "a#1"); err != nil || rec == nil {
+		t.Fatal(rec, err)
+	}
+	cs.ClearActions()
+	res, finals, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "a#1")
+	if err != nil || !res[0].OK || finals[3] != final {
+		t.Fatalf("a claim the copy would refuse: %+v, %+v, %v; want written, with b's final position", res, finals, err)
+	}
+	if got := verbs(); !slices.Equal(got, []string{"get", "update"}) {
+		t.Fatalf("a claim the copy would refuse: %v, want get, update", got)
+	}
+	// a's release of range 3, which its copy does not show it holding:
+	// read, then written.
+	if rec, err := a.releaseRecord(ctx, 3, rangeRecord{token: res[0].Token, position: 60, by: "a#1"}, "a#1", ""); err != nil || rec == nil {
+		t.Fatalf("a release the copy would skip: %+v, %v", rec, err)
+	}
+	if got := verbs(); !slices.Equal(got, []string{"get", "update"}) {
+		t.Fatalf("a release the copy would skip: %v, want get, update", got)
+	}
 }
