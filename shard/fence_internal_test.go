@@ -39,6 +39,7 @@ type effectRig struct {
 	sys     *actor.ActorSystem
 	cs      *fake.Clientset
 	reports chan handover.Input
+	lives   chan *handover.RangeLive // RangeLive reports, apart
 	watches chan *watch.FakeWatcher
 	stopped sync.Once
 }
@@ -74,7 +75,7 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	s.delivered.Store(&empty)
 
 	sys := actor.NewActorSystem()
-	rig := &effectRig{t: t, s: s, sys: sys, cs: cs, reports: make(chan handover.Input, 16), watches: watches}
+	rig := &effectRig{t: t, s: s, sys: sys, cs: cs, reports: make(chan handover.Input, 16), lives: make(chan *handover.RangeLive, 16), watches: watches}
 	id := handover.NewMemberID("node-a", "1")
 	inc := &incarnation{s: s, c: &cluster.Cluster{ActorSystem: sys}, id: id, node: "node-a", log: log, done: make(chan struct{})}
 	inc.ctx, inc.cancel = context.WithCancel(context.Background())
@@ -84,7 +85,11 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	}
 	inc.ioPID = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*rangeDone); ok {
-			rig.reports <- m.report
+			if l, ok := m.report.(*handover.RangeLive); ok {
+				rig.lives <- l
+			} else {
+				rig.reports <- m.report
+			}
 		}
 	}))
 	rig.inc = inc

@@ -161,9 +161,12 @@ type rangeLW struct {
 	// events): the newest version its handlers can have been given.
 	forwarded, object int64
 	// live is closed once a watch has handed on its first event or
-	// bookmark (see awaitLive).
+	// bookmark (see isLive).
 	live     chan struct{}
 	liveOnce sync.Once
+	// onLive, when set, is called once a watch has handed on its first
+	// event or bookmark.
+	onLive func()
 	// deleted, while recording (a range taken over without a handoff, until
 	// its activation): the objects its deletes were about, by key, in
 	// their last state, or nil once re-added (see position.go).
@@ -247,31 +250,27 @@ func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
 	return &rangeLW{inner: inner, rng: r, selector: sel, query: sel.String(), f: f, live: make(chan struct{})}
 }
 
-// awaitLive waits until a watch of the range has handed on an event or a
-// bookmark, wait has passed, or stop is closed; false for the last.
-//
-// An informer has synced once its list (or a warm start's copy) is in its
-// cache, before its watch has sent anything: the API server replays what
-// happened since the list's version only some 50 to 200 ms after the watch
-// opens. A member that asks for a range's release as soon as it has synced
-// has its handlers wait for that replay after the previous deliverer has
-// stopped; asking once the watch has sent something moves the wait before
-// the switch, while the range is still delivered. A range with no change
-// since the list sends nothing: it is asked for after wait.
-func (lw *rangeLW) awaitLive(stop <-chan struct{}, wait time.Duration) bool {
-	t := time.NewTimer(wait)
-	defer t.Stop()
+// isLive reports whether a watch of the range has handed on an event or a
+// bookmark (the core waits for it before it asks for the range: see
+// handover's synced).
+func (lw *rangeLW) isLive() bool {
 	select {
 	case <-lw.live:
-	case <-t.C:
-	case <-stop:
+		return true
+	default:
 		return false
 	}
-	return true
 }
 
 // markLive records that a watch of the range has handed on something.
-func (lw *rangeLW) markLive() { lw.liveOnce.Do(func() { close(lw.live) }) }
+func (lw *rangeLW) markLive() {
+	lw.liveOnce.Do(func() {
+		close(lw.live)
+		if lw.onLive != nil {
+			lw.onLive()
+		}
+	})
+}
 
 func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
 	if !lw.f.reject.Load() {

@@ -51,7 +51,7 @@ func TestPublishStatusOnChange(t *testing.T) {
 			for _, m := range core.Step(queue[0]) {
 				switch e := m.Body.(type) {
 				case *handover.StartRange:
-					queue = append(queue, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+					queue = append(queue, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch, Live: true})
 				case *handover.RenewLease:
 					token++
 					queue = append(queue, &handover.LeaseRenewed{Seq: e.Seq, Start: now, Now: now, Token: token},

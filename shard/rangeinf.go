@@ -346,6 +346,8 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
 	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
 	lw := newRangeLW(s.lw, r, s.filter)
+	var ri *rangeInformer // set below, before its informer runs
+	lw.onLive = func() { io.report(ri, &handover.RangeLive{Range: e.Range, Epoch: e.Epoch}) }
 	warm := e.From != "" && !s.o.noWarm
 	if !warm && !s.o.noWarm {
 		p, ok := io.positions[e.Range]
@@ -370,7 +372,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		_ = inf.SetWatchErrorHandlerWithContext(s.watchErrorHandler)
 	}
 	ctx, cancel := context.WithCancel(inc.ctx)
-	ri := &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+	ri = &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{}), drainUp: make(chan struct{})}
 	ri.ctx = ctx
 	// Until its activation, the range records the deletes its intake
@@ -383,12 +385,14 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	s.live[ri] = struct{}{}
 	s.mu.Unlock()
 	io.ranges[e.Range] = ri
-	io.runRange(ri, e.From)
+	io.runRange(ri)
 }
 
 // runRange runs a started range's informer, and on its lane waits for it
-// to sync (askWhenReady), then tells the core.
-func (io *memberIO) runRange(ri *rangeInformer, from handover.MemberID) {
+// to sync, then tells the core, and whether its watch has sent something
+// yet (the watch's first event reports RangeLive too: the core decides
+// when to ask for the range).
+func (io *memberIO) runRange(ri *rangeInformer) {
 	inf := ri.inf
 	io.run(nil, func() {
 		defer close(ri.done)
@@ -396,15 +400,18 @@ func (io *memberIO) runRange(ri *rangeInformer, from handover.MemberID) {
 		io.inc.s.retire(ri)
 	})
 	io.run(&ri.switches, func() {
-		askWhenReady(inf.HasSyncedChecker().Done(), ri.done, from, ri.lw, liveWait, func() {
-			if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
-				ri.listed.Store(v)
-			}
-			if ri.resumeFrom.version > 0 {
-				io.replay(ri.ctx, ri)
-			}
-			io.report(ri, &handover.RangeSynced{Range: ri.r.Index, Epoch: ri.epoch})
-		})
+		select {
+		case <-inf.HasSyncedChecker().Done():
+		case <-ri.done:
+			return
+		}
+		if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
+			ri.listed.Store(v)
+		}
+		if ri.resumeFrom.version > 0 {
+			io.replay(ri.ctx, ri)
+		}
+		io.report(ri, &handover.RangeSynced{Range: ri.r.Index, Epoch: ri.epoch, Live: ri.lw.isLive()})
 	})
 }
 
@@ -425,21 +432,6 @@ func (io *memberIO) seedFrom(lw *rangeLW, e *handover.StartRange) {
 	lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
 }
 
-// askWhenReady calls ask (the range is synced: the core may ask for its
-// release) once the range's informer has synced and, for a range another
-// member delivers (from is not ""), its watch has sent something or wait
-// has passed (awaitLive); never if done is closed first.
-func askWhenReady(synced, done <-chan struct{}, from handover.MemberID, lw *rangeLW, wait time.Duration, ask func()) {
-	select {
-	case <-synced:
-		if from != "" && !lw.awaitLive(done, wait) {
-			return
-		}
-		ask()
-	case <-done:
-	}
-}
-
 func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	out := make(cache.Indexers, len(ix))
 	for k, v := range ix {
@@ -447,10 +439,6 @@ func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	}
 	return out
 }
-
-// liveWait bounds how long a synced range that another member delivers
-// waits for its watch's first event before it is asked for (awaitLive).
-const liveWait = 500 * time.Millisecond
 
 // appliedVersion is the resourceVersion a range's cache has applied.
 func appliedVersion(ri *rangeInformer) int64 {

@@ -101,6 +101,10 @@ type Config struct {
 	// DeactivateRange, the member sends DrainTimeUp (default 50; < 0:
 	// never).
 	DrainTicks int
+	// LiveTicks bounds how long a synced range that another member
+	// delivers waits for its watch's first event (RangeLive) before it is
+	// asked for (default 3).
+	LiveTicks int
 	// The lease's timing, as client-go's leader election: the holder
 	// writes every RetryPeriod and stops calling handlers RenewDeadline
 	// after the start of its last successful write; the others revoke a
@@ -188,6 +192,9 @@ func NewCore(cfg Config) *Core {
 	if cfg.DrainTicks == 0 {
 		cfg.DrainTicks = 50
 	}
+	if cfg.LiveTicks <= 0 {
+		cfg.LiveTicks = 3
+	}
 	c := &Core{
 		cfg:      cfg,
 		index:    map[MemberID]uint64{},
@@ -237,6 +244,8 @@ func (c *Core) Step(in Input) []stage.Msg {
 		// Not an answer: the ask is repeated at the next tick.
 	case *RangeSynced:
 		c.synced(m)
+	case *RangeLive:
+		c.live(m.Range, m.Epoch)
 	case *RangeStopped:
 		c.stopped(m)
 	case *Tick:
@@ -338,6 +347,7 @@ func (c *Core) tick(m *Tick) {
 	if c.leaving && c.cfg.LeaveTicks > 0 && c.ticks-c.leftAt >= c.cfg.LeaveTicks {
 		c.forced = true
 	}
+	c.liveTimeUp()
 	c.askAgain()
 	c.drainTimeUp()
 	c.checkAbsentLeases()

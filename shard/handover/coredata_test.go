@@ -33,7 +33,10 @@ import (
 //	      [joined=N] [knowsyou] [heardyou] [ranges=N]
 //	acquire from=ID epoch=N ranges=R,..
 //	released from=ID epoch=N ranges=R,.. [handoff=H]... [record=REC]...
-//	synced range=R [epoch=N]    RangeSynced (epoch: the range's, from Status)
+//	synced range=R [epoch=N] [quiet]
+//	                            RangeSynced (epoch: the range's, from
+//	                            Status; quiet: its watch has sent nothing)
+//	live range=R [epoch=N]      RangeLive
 //	stopped range=R [epoch=N] [handoff=H] [record=REC]
 //	claimed range=R [epoch=N] (ok token=T | holder=ID gen=N | failed)
 //	                            RecordsClaimed with one result: written,
@@ -152,7 +155,8 @@ var commandKeys = map[string]string{
 	"hello":       "from reply state active view joined knowsyou heardyou ranges",
 	"acquire":     "from epoch ranges",
 	"released":    "from epoch ranges handoff record",
-	"synced":      "range epoch",
+	"synced":      "range epoch quiet",
+	"live":        "range epoch",
 	"stopped":     "range epoch handoff record",
 	"claimed":     "range epoch ok token holder gen failed",
 	"leave":       "",
@@ -268,7 +272,10 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Handoffs: hs, Records: recs}, err
 	case "synced":
 		r := a.int("range")
-		return &handover.RangeSynced{Range: r, Epoch: d.epoch(a, r)}, nil
+		return &handover.RangeSynced{Range: r, Epoch: d.epoch(a, r), Live: !a.flag("quiet")}, nil
+	case "live":
+		r := a.int("range")
+		return &handover.RangeLive{Range: r, Epoch: d.epoch(a, r)}, nil
 	case "stopped":
 		r := a.int("range")
 		m := &handover.RangeStopped{Range: r, Epoch: d.epoch(a, r)}
@@ -494,7 +501,7 @@ func (d *coreDriver) stepOne(in handover.Input) (answers []handover.Input) {
 			}
 		case *handover.StartRange:
 			if d.autoSync {
-				answers = append(answers, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch})
+				answers = append(answers, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch, Live: true})
 			}
 		case *handover.ActivateRange:
 			d.activated[e.Range] = e.Token
@@ -673,7 +680,13 @@ func inputString(in handover.Input) string {
 		}
 		return s
 	case *handover.RangeSynced:
-		return fmt.Sprintf("synced range=%d epoch=%d", m.Range, m.Epoch)
+		s := fmt.Sprintf("synced range=%d epoch=%d", m.Range, m.Epoch)
+		if !m.Live {
+			s += " quiet"
+		}
+		return s
+	case *handover.RangeLive:
+		return fmt.Sprintf("live range=%d epoch=%d", m.Range, m.Epoch)
 	case *handover.RangeStopped:
 		s := fmt.Sprintf("stopped range=%d epoch=%d", m.Range, m.Epoch)
 		if m.Handoff != nil {

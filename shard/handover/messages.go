@@ -188,8 +188,17 @@ type Leave struct{}
 type Undeliverable struct{ Member MemberID }
 
 // RangeSynced: the range's informer, started by StartRange of that epoch,
-// has synced.
+// has synced. Live: its watch has sent something already (an event or a
+// bookmark).
 type RangeSynced struct {
+	Range int
+	Epoch uint64
+	Live  bool
+}
+
+// RangeLive: the watch of the range's informer, started by StartRange of
+// that epoch, has sent something (before or after RangeSynced).
+type RangeLive struct {
 	Range int
 	Epoch uint64
 }
@@ -303,6 +312,7 @@ func (*Tick) handoverInput()             {}
 func (*Leave) handoverInput()            {}
 func (*Undeliverable) handoverInput()    {}
 func (*RangeSynced) handoverInput()      {}
+func (*RangeLive) handoverInput()        {}
 func (*RangeStopped) handoverInput()     {}
 func (*LeaseRenewed) handoverInput()     {}
 func (*LeaseRenewFailed) handoverInput() {}

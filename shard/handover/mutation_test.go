@@ -279,6 +279,30 @@ var mutants = []mutant{
 		from: "case !mine || !valid || c.ticks < st.retryAt:",
 		to:   "case !mine || !valid:",
 	},
+	{
+		name: "a range synced from its deliverer is asked for before its watch is live",
+		file: "ranges.go",
+		from: "if m.Live || st.live || st.from == \"\" {",
+		to:   "if true {",
+	},
+	{
+		name: "a synced range whose watch sends nothing is never asked for",
+		file: "ranges.go",
+		from: "st.listedAt > 0 && c.ticks-st.listedAt >= c.cfg.LiveTicks {",
+		to:   "st.listedAt < 0 {",
+	},
+	{
+		name: "a watch's first event reported before the sync is forgotten",
+		file: "ranges.go",
+		from: "default:\n\t\tst.live = true",
+		to:   "default:",
+	},
+	{
+		name: "a range nobody delivers waits for its watch",
+		file: "ranges.go",
+		from: "if m.Live || st.live || st.from == \"\" {",
+		to:   "if m.Live || st.live {",
+	},
 }
 
 func TestMutants(t *testing.T) {

@@ -49,7 +49,14 @@ type rangeState interface{ name() string }
 type idle struct{}
 
 // syncing: the range's informer lists and watches it, without handlers.
-type syncing struct{}
+// from: the member that delivered it at the start; listedAt: the tick at
+// which it synced (0: not yet) with a watch that had sent nothing; live:
+// the watch has sent something (RangeLive came first).
+type syncing struct {
+	from     MemberID
+	listedAt int
+	live     bool
+}
 
 // acquiring: synced; the range is claimed once the record allows it, and
 // its holder is asked for it meanwhile.
@@ -209,15 +216,57 @@ func handoffOf(m *Released, r int) *Handoff {
 	return out
 }
 
+// synced: a range another member delivers is asked for once its watch
+// has sent something (live), or LiveTicks after it synced. Its informer
+// has synced once its list (or a warm start's copy) is in its cache; the
+// API server replays what happened since the list's version only some 50
+// to 200 ms after the watch opens. Asked for at once, its handlers would
+// wait for that replay after the previous deliverer has stopped; asked
+// for once the watch has sent something, the wait comes before the
+// switch, while the range is still delivered. A range with no change
+// since its list sends nothing: the ticks bound the wait.
 func (c *Core) synced(m *RangeSynced) {
 	if m.Range < 0 || m.Range >= len(c.ranges) {
 		return
 	}
 	ri := &c.ranges[m.Range]
-	if _, ok := ri.state.(*syncing); !ok || ri.epoch != m.Epoch {
+	st, ok := ri.state.(*syncing)
+	if !ok || ri.epoch != m.Epoch || st.listedAt > 0 {
 		return
 	}
-	ri.state = &acquiring{}
+	if m.Live || st.live || st.from == "" {
+		ri.state = &acquiring{}
+		return
+	}
+	st.listedAt = max(c.ticks, 1)
+}
+
+// live: the watch of range r's informer (epoch) has sent something, before
+// or after the informer synced.
+func (c *Core) live(r int, epoch uint64) {
+	if r < 0 || r >= len(c.ranges) {
+		return
+	}
+	ri := &c.ranges[r]
+	st, ok := ri.state.(*syncing)
+	switch {
+	case !ok || ri.epoch != epoch:
+	case st.listedAt > 0:
+		ri.state = &acquiring{}
+	default:
+		st.live = true
+	}
+}
+
+// liveTimeUp asks for the synced ranges whose watch has sent nothing for
+// LiveTicks.
+func (c *Core) liveTimeUp() {
+	for r := range c.ranges {
+		ri := &c.ranges[r]
+		if st, ok := ri.state.(*syncing); ok && st.listedAt > 0 && c.ticks-st.listedAt >= c.cfg.LiveTicks {
+			c.live(r, ri.epoch)
+		}
+	}
 }
 
 func (c *Core) stopped(m *RangeStopped) {
@@ -308,7 +357,7 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 	// meanwhile takes it) before this one could deliver it, and its next
 	// owner, with no deliverer to copy it from, lists it again.
 	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
-		ri.state = &syncing{}
+		ri.state = &syncing{from: from}
 		ri.epoch = c.nextEpoch()
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
 		if from == "" {

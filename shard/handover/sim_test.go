@@ -184,8 +184,11 @@ type world struct {
 	lines      []string
 	trace      func(string)
 	fifo       bool
-	cut        map[handover.NodeID]bool
-	apiCut     map[handover.NodeID]bool // nodes cut from the API server
+	// quietWatches: a range synced from a deliverer reports RangeLive
+	// later, as its own effect, in one start out of two (odd epochs).
+	quietWatches bool
+	cut          map[handover.NodeID]bool
+	apiCut       map[handover.NodeID]bool // nodes cut from the API server
 	// deaf: nodes the others' messages cannot reach (a bad advertised
 	// address): each bounces; their own messages go out.
 	deaf map[handover.NodeID]bool
@@ -351,7 +354,11 @@ func (w *world) rangeEffect(m *simMember, body any) {
 	switch e := body.(type) {
 	case *handover.StartRange:
 		w.starts = append(w.starts, start{member: m.id, r: e.Range, from: e.From, why: e.Cold})
-		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+		quiet := w.quietWatches && e.From != "" && e.Epoch%2 == 1
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch, Live: !quiet}, deactivate: -1})
+		if quiet {
+			w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeLive{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+		}
 	case *handover.ActivateRange:
 		if m.delivering[e.Range] || m.activating[e.Range] {
 			w.failf("%s activates range %d, which it delivers already", m.id, e.Range)
@@ -877,6 +884,8 @@ func (w *world) exec(line string) {
 		}
 	case "fifo":
 		w.fifo = true
+	case "quietwatches": // a synced range's watch sends its first event later
+		w.quietWatches = true
 	case "gentle":
 		w.gentle = true
 	case "maxmoves": // the members started from now on bound their moves
@@ -1407,6 +1416,9 @@ func runSeedWith(t testing.TB, seed int, steps int, gentle bool, set faultSet) *
 	w.unleasing, w.hiding = set >= withUnlease, set == withHide
 	if rng.IntN(2) == 0 {
 		w.exec("fifo")
+	}
+	if seed%2 == 1 {
+		w.exec("quietwatches")
 	}
 	if k := rng.IntN(3); k > 0 {
 		w.exec(fmt.Sprintf("maxmoves %d", k))
