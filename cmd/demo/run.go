@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -388,14 +389,31 @@ func openCluster(cfg config) (kubernetes.Interface, *simCluster, string, error) 
 	// Protobuf decodes faster than JSON; the informer is then the bottleneck.
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	// The sharded members share this client: their range informers' lists
-	// and watches, their leases and the range records. client-go's default
-	// limits (5 requests a second, bursts of 10) starve the lease renewals
-	// when a group starts, and the members fence; a controller's are these.
+	// The sharded members' range informers list and watch through this
+	// client: at a start, a list and a watch per range. client-go's
+	// default limits (5 requests a second, bursts of 10) would hold a
+	// start up by seconds; a controller's are these.
 	rc.QPS, rc.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return client, nil, source + " (" + rc.Host + ")", nil
+	// Their leases and the range records go through a client of their own,
+	// with its own rate limiter: no burst of lists can hold up a renewal.
+	leases, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return leasesApart{Interface: client, leases: leases}, nil, source + " (" + rc.Host + ")", nil
+}
+
+// leasesApart is a clientset whose coordination client, which the shard
+// members' leases and range records use, has a rate limiter of its own.
+type leasesApart struct {
+	kubernetes.Interface
+	leases kubernetes.Interface
+}
+
+func (c leasesApart) CoordinationV1() coordinationv1.CoordinationV1Interface {
+	return c.leases.CoordinationV1()
 }

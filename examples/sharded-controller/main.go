@@ -136,6 +136,12 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	// The leases and range records have a client of their own (its own
+	// rate limiter): no burst of the ranges' lists holds a renewal up.
+	leaseClient, err := kubernetes.NewForConfig(rest.CopyConfig(restConfig))
+	if err != nil {
+		return err
+	}
 
 	// The cluster member: protoactor's k8s provider finds the other
 	// replicas by the labels it puts on their pods, the etcd provider by
@@ -212,7 +218,7 @@ func run(ctx context.Context, cfg config) error {
 	defer func() { _ = meters.Shutdown(context.Background()) }()
 	opts := []shard.Option{shard.WithRanges(cfg.ranges),
 		// Each replica's Lease in its namespace fences it.
-		shard.WithLeases(client.CoordinationV1(), cfg.namespace),
+		shard.WithLeases(leaseClient.CoordinationV1(), cfg.namespace),
 		// What of that, and of the ConfigMaps' list and watch, RBAC
 		// refuses: logged, and said by CheckSynced and /status.
 		shard.WithAccessCheck(client.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, cfg.namespace),

@@ -48,7 +48,9 @@
 //     record's holder (Acquire), which goes on delivering meanwhile. A
 //     holder answers an ask from the range's owner in its view: if it
 //     delivers the range, once it has drained and released it. A member
-//     that does not deliver a range answers any ask for it at once. An
+//     that does not deliver a range answers any ask for it at once, unless
+//     its own claim of it is in flight: then once it knows the outcome
+//     (its write may have landed, and the records watch show it first). An
 //     undelivered message is never an answer. Since the claim is a
 //     compare-and-swap, of two members that claim one generation one
 //     fails, and learns the record as it is.

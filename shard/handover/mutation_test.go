@@ -298,6 +298,12 @@ var mutants = []mutant{
 		to:   "default:",
 	},
 	{
+		name: "a member answers an ask while its claim of the range is in flight",
+		file: "ranges.go",
+		from: "case *deactivating, *claiming:",
+		to:   "case *deactivating:",
+	},
+	{
 		name: "a range nobody delivers waits for its watch",
 		file: "ranges.go",
 		from: "if m.Live || st.live || st.from == \"\" {",

@@ -552,7 +552,10 @@ func (c *Core) answerDeferred(r int) {
 			default:
 				c.deactivate(r, id)
 			}
-		case *deactivating:
+		case *deactivating, *claiming:
+			// A claim in flight may have written the record already (the
+			// records watch can show the write before its answer comes):
+			// answered once its outcome is known.
 		default:
 			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)

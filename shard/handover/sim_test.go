@@ -184,6 +184,9 @@ type world struct {
 	lines      []string
 	trace      func(string)
 	fifo       bool
+	// lateClaims: a claim's outcome reaches the member as an effect of its
+	// own, after any later local input (the records watch's snapshot).
+	lateClaims bool
 	// quietWatches: a range synced from a deliverer reports RangeLive
 	// later, as its own effect, in one start out of two (odd epochs).
 	quietWatches bool
@@ -521,7 +524,18 @@ func (w *world) apply(op apiOp, answer bool) {
 		}
 		reply = &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok && answer}
 	case *handover.ClaimRecords:
-		reply = w.claimRecords(m, e, answer)
+		if !w.lateClaims {
+			reply = w.claimRecords(m, e, answer)
+			break
+		}
+		// The shell hands the outcome to the core on a path of its own:
+		// the lease watch may show the write first.
+		if m.running && m.node.alive {
+			w.effects = append(w.effects, effect{member: m, r: -1, report: w.claimRecords(m, e, answer), deactivate: -1})
+		} else {
+			w.claimRecords(m, e, answer)
+		}
+		return
 	case *releaseOwn:
 		switch l := w.leases[m.id]; {
 		case !m.wrote: // the shell knows of no write of its to release
@@ -886,6 +900,8 @@ func (w *world) exec(line string) {
 		w.fifo = true
 	case "quietwatches": // a synced range's watch sends its first event later
 		w.quietWatches = true
+	case "lateclaims": // a claim's outcome may come after the records watch shows it
+		w.lateClaims = true
 	case "gentle":
 		w.gentle = true
 	case "maxmoves": // the members started from now on bound their moves
@@ -1420,6 +1436,7 @@ func runSeedWith(t testing.TB, seed int, steps int, gentle bool, set faultSet) *
 	if seed%2 == 1 {
 		w.exec("quietwatches")
 	}
+	w.exec("lateclaims")
 	if k := rng.IntN(3); k > 0 {
 		w.exec(fmt.Sprintf("maxmoves %d", k))
 	}
