@@ -111,6 +111,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 		Self: id, Ranges: s.o.ranges, HashField: s.o.settings(), JoinedAt: time.Now().UnixNano(),
 		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)), MaxMoves: s.o.moves(),
 		HealTicks: max(15, int(s.o.leaseDur/s.o.tick)), DrainTicks: max(1, int(s.o.drainTimeout/s.o.tick)),
+		LiveTicks:     int((liveWait + s.o.tick - 1) / s.o.tick),
 		LeaseDuration: s.o.leaseDur, RenewDeadline: s.o.renewDL, RetryPeriod: s.o.retry,
 	})
 	sys := c.ActorSystem

@@ -432,6 +432,11 @@ func (io *memberIO) seedFrom(lw *rangeLW, e *handover.StartRange) {
 	lw.fellBack = func(why string) { inc.fellBack(r, from, why) }
 }
 
+// liveWait bounds how long a synced range that another member delivers
+// waits for its watch's first event before the core asks for it (in
+// ticks: handover's Config.LiveTicks, rounded up).
+const liveWait = 500 * time.Millisecond
+
 func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	out := make(cache.Indexers, len(ix))
 	for k, v := range ix {
