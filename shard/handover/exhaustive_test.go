@@ -273,7 +273,7 @@ func (x *explorer) key(ps *pathState) [32]byte {
 	v := reflect.ValueOf(ps.w).Elem()
 	for i := range v.NumField() {
 		switch v.Type().Field(i).Name {
-		case "t", "coreTime", "lines", "trace", "errs", "until", "moves", "starts":
+		case "t", "coreTime", "lines", "trace", "errs", "until", "moves", "starts", "claimSeq":
 			continue
 		}
 		h.str(v.Type().Field(i).Name)

@@ -185,8 +185,10 @@ type world struct {
 	trace      func(string)
 	fifo       bool
 	// lateClaims: a claim's outcome reaches the member as an effect of its
-	// own, after any later local input (the records watch's snapshot).
+	// own, after any later local input (the records watch's snapshot);
+	// claimSeq numbers them (each its own lane).
 	lateClaims bool
+	claimSeq   int
 	// quietWatches: a range synced from a deliverer reports RangeLive
 	// later, as its own effect, in one start out of two (odd epochs).
 	quietWatches bool
@@ -360,7 +362,9 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		quiet := w.quietWatches && e.From != "" && e.Epoch%2 == 1
 		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch, Live: !quiet}, deactivate: -1})
 		if quiet {
-			w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeLive{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
+			// The watch's first event comes on a path of its own: before
+			// or after the sync's report.
+			w.effects = append(w.effects, effect{member: m, r: liveLane - e.Range, report: &handover.RangeLive{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 		}
 	case *handover.ActivateRange:
 		if m.delivering[e.Range] || m.activating[e.Range] {
@@ -530,10 +534,10 @@ func (w *world) apply(op apiOp, answer bool) {
 		}
 		// The shell hands the outcome to the core on a path of its own:
 		// the lease watch may show the write first.
+		res := w.claimRecords(m, e, answer)
 		if m.running && m.node.alive {
-			w.effects = append(w.effects, effect{member: m, r: -1, report: w.claimRecords(m, e, answer), deactivate: -1})
-		} else {
-			w.claimRecords(m, e, answer)
+			w.claimSeq++
+			w.effects = append(w.effects, effect{member: m, r: claimLane - w.claimSeq, report: res, deactivate: -1})
 		}
 		return
 	case *releaseOwn:
@@ -955,6 +959,14 @@ func (w *world) receiver(addr string) *simMember {
 
 // firstEffect is the effect that ends when effect i is picked: the first
 // of its member's on its range.
+// The lanes of the effects that end in no order with a range's others:
+// a range's live report (liveLane - range) and each claim's outcome
+// (claimLane - its number, one lane each).
+const (
+	liveLane  = -1
+	claimLane = -1 << 20
+)
+
 func (w *world) firstEffect(i int) int {
 	e := w.effects[i]
 	return slices.IndexFunc(w.effects[:i+1], func(o effect) bool { return o.member == e.member && o.r == e.r })
