@@ -27,10 +27,7 @@ import (
 // the record names the releaser; every member reads the final position
 // back. The records object is labelled apart from the member leases.
 func TestRangeRecordsClaimAndRelease(t *testing.T) {
-	cs := fake.NewClientset()
-	shardtest.InstallLeases(cs)
-	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
-	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	cs, a, b := twoMembersLeases()
 	ctx := context.Background()
 	if _, found, err := a.readRecord(ctx, 3); err != nil || found {
 		t.Fatalf("no record yet: found %v, err %v", found, err)
@@ -96,10 +93,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 // malformed record is an error when read.
 func TestRangeRecordCompareAndSwap(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
-	shardtest.InstallLeases(cs)
-	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
-	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	cs, a, b := twoMembersLeases()
 	if res, _, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 0}}, "a#1"); err != nil || !res[0].OK {
 		t.Fatal(res, err)
 	}
@@ -155,6 +149,16 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	if got, err := decodeEntry(e.encode()); err != nil || got != e {
 		t.Errorf("%+v encoded and decoded: %+v, %v", e, got, err)
 	}
+}
+
+// twoMembersLeases is a fake clientset that keeps Leases as the API
+// server does, and the leases of group g's members a#1 and b#1 in it.
+func twoMembersLeases() (*fake.Clientset, *leases, *leases) {
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
+	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	return cs, a, b
 }
 
 // writeFinal writes range index's final position, as a release would.
@@ -235,14 +239,11 @@ func (l *leases) readRecord(ctx context.Context, index int) (rec rangeRecord, fo
 // refuse, or a release it would skip, is judged again on a fresh read.
 func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
-	shardtest.InstallLeases(cs)
-	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr", 15*time.Second, 10*time.Second)
-	b := newLeases(cs.CoordinationV1(), "default", "g", "b#1", "addr", 15*time.Second, 10*time.Second)
+	cs, a, b := twoMembersLeases()
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	a.watched.Store(&store)
 	// watch copies the records object as it is now into the store.
-	watch := func() *coordinationv1.Lease {
+	watch := func() {
 		l, err := cs.CoordinationV1().Leases("default").Get(ctx, recordsName("g"), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +252,6 @@ func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 		cs.ClearActions()
-		return l
 	}
 	verbs := func() []string {
 		var out []string
