@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,7 +41,8 @@ type effectRig struct {
 	sys     *actor.ActorSystem
 	cs      *fake.Clientset
 	reports chan handover.Input
-	lives   chan *handover.RangeLive // RangeLive reports, apart
+	lives   chan *handover.RangeLive       // RangeLive reports, apart
+	pending atomic.Pointer[pendingRelease] // the last release kept
 	watches chan *watch.FakeWatcher
 	stopped sync.Once
 }
@@ -85,6 +88,9 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	}
 	inc.ioPID = sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if m, ok := c.Message().(*rangeDone); ok {
+			if m.pending != nil {
+				rig.pending.Store(m.pending)
+			}
 			if l, ok := m.report.(*handover.RangeLive); ok {
 				rig.lives <- l
 			} else {
@@ -134,11 +140,18 @@ func (r *effectRig) start() *rangeInformer {
 	return r.io.ranges[0]
 }
 
-// activate activates the range with a handoff from another member at
-// version, naming ns/a and ns/gone (which this member's cache lacks).
+// activate activates the range under token 7, as a claim that found
+// another member's release at version would.
 func (r *effectRig) activate(version string) {
-	r.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
-		Range: 0, Token: 6, From: "node-b#1", Version: version}})
+	v, _ := strconv.ParseInt(version, 10, 64)
+	r.activateFrom(rangeRecord{token: 6, version: v, by: "node-b#1"})
+}
+
+// activateFrom activates the range under token 7, as a claim that found
+// the record's final position rec would.
+func (r *effectRig) activateFrom(rec rangeRecord) {
+	r.io.finals = map[int]claimedFinal{0: {token: 7, rec: rec}}
+	r.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7})
 }
 
 // released reports whether the member's lease is marked released.
@@ -316,8 +329,7 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 				w := <-rig.watches
 				w.Delete(cmAt("a", "ua", "11"))
 				synctest.Wait() // the informer has it
-				rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
-					Range: 0, Token: 6, From: "node-b#1", Version: "10", Position: 10}})
+				rig.activateFrom(rangeRecord{token: 6, position: 10, version: 10, by: "node-b#1"})
 				<-entered
 				rig.io.rangeEffect(&handover.Fenced{Reason: "test"})
 				// The fence goes as far as it can while the call runs:
@@ -360,8 +372,7 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 		w := <-rig.watches
 		// The previous deliverer's handlers saw ns/b created at 15 and
 		// ns/a changed at 18; this member's watch has sent neither yet.
-		rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: 7, From: "node-b#1", Handoff: &handover.Handoff{
-			Range: 0, Token: 6, From: "node-b#1", Version: "18"}})
+		rig.activate("18")
 		time.Sleep(3 * catchUp) // the bubble's clock
 		synctest.Wait()
 		if got := h.get(); len(got) != 0 {
@@ -384,10 +395,9 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 
 // An activation gives OnDelete for the objects deleted after the range's
 // newest position, and for none deleted at or before it (the previous
-// deliverer's handlers were given those): the handoff's final position,
-// or the leases' when it is newer (a later deliverer had the range: the
-// handoff is stale); a handoff without one (a member that predates it)
-// gives the newest version its handlers were given.
+// deliverer's handlers were given those): the final position in the
+// range's record, as its claim found it, or the leases' when it is newer
+// (a later deliverer had the range, and was lost).
 // After the range synced at 10, its watch sent ns/b created at 11 and
 // deleted at 12, ns/c created at 13 and deleted at 14. Before, a stale
 // handoff gave tombstones from its Objects at versions older than the
@@ -395,35 +405,25 @@ func TestActivationWaitsToCatchUp(t *testing.T) {
 // versions back).
 func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		position int64  // the handoff's, under token 6
-		version  string // the handoff's newest version (default 14)
-		leases   map[int]position
-		record   *rangeRecord // the range's record
-		none     bool         // activated without a handoff
-		want     []string
+		name   string
+		leases map[int]position
+		record *rangeRecord // the range's record
+		want   []string
 	}{
-		{name: "the handoff's position", position: 12, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "a later deliverer's position", position: 12, leases: map[int]position{0: {token: 8, version: 14}},
-			want: []string{"acquire", "add ns/a@10"}},
-		{name: "an older position in the leases", position: 12, leases: map[int]position{0: {token: 5, version: 11}},
+		{name: "the record's position", record: &rangeRecord{token: 6, position: 12, version: 14},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		// A member that predates Position: the newest version its
-		// handlers were given, 12, which its release drained.
-		{name: "a handoff without a position", version: "12", leases: map[int]position{0: {token: 5, version: 11}},
-			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "no handoff, an older position in the leases", none: true, leases: map[int]position{0: {token: 5, version: 11}},
+		{name: "a later deliverer's position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14},
+			leases: map[int]position{0: {token: 8, version: 14}}, want: []string{"acquire", "add ns/a@10"}},
+		{name: "an older position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14},
+			leases: map[int]position{0: {token: 5, version: 11}}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
+		{name: "no record, an older position in the leases", leases: map[int]position{0: {token: 5, version: 11}},
 			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
-		{name: "no handoff, the leases' position", none: true, leases: map[int]position{0: {token: 5, version: 12}},
+		{name: "no record, the leases' position", leases: map[int]position{0: {token: 5, version: 12}},
 			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		// A releaser's answer lost, or gone to a claim given up: the
-		// range's record holds its final position.
-		{name: "no handoff, the range's record", none: true, leases: map[int]position{0: {token: 5, version: 11}},
-			record: &rangeRecord{token: 6, position: 12, version: 12}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "the handoff's position, an older record", position: 12,
-			record: &rangeRecord{token: 5, position: 11, version: 11}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "a later deliverer's record", position: 12,
-			record: &rangeRecord{token: 8, position: 14, version: 14}, want: []string{"acquire", "add ns/a@10"}},
+		{name: "an older record", record: &rangeRecord{token: 5, position: 11, version: 11},
+			want: []string{"acquire", "delete ns/b", "delete ns/c", "add ns/a@10"}},
+		{name: "a later deliverer's record", record: &rangeRecord{token: 8, position: 14, version: 14},
+			want: []string{"acquire", "add ns/a@10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -446,16 +446,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 					t.Fatalf("claim: %+v, %v", res, err)
 				}
 				rig.io.keepFinals(&claimed{finals: finals, in: &handover.RecordsClaimed{Results: res}})
-				version := tc.version
-				if version == "" {
-					version = "14"
-				}
-				handoff := &handover.Handoff{Range: 0, Token: 6, From: "node-b#1", Version: version, Position: tc.position}
-				act := &handover.ActivateRange{Range: 0, Epoch: 1, Token: res[0].Token, From: "node-b#1", Handoff: handoff}
-				if tc.none {
-					act.Handoff = nil
-				}
-				rig.io.rangeEffect(act)
+				rig.io.rangeEffect(&handover.ActivateRange{Range: 0, Epoch: 1, Token: res[0].Token})
 				if in := <-rig.reports; in != nil {
 					t.Fatalf("report %T, want the activation's", in)
 				}

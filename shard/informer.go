@@ -76,8 +76,8 @@ type Informer struct {
 	rejoins   atomic.Int64
 	warm      warmStats
 	// finals: the final positions of the ranges this member released
-	// (guarded by finalMu), which its lease keeps carrying: a range
-	// whose handoff did not reach the next owner resumes from there.
+	// (guarded by finalMu), which its lease keeps carrying: a range whose
+	// record lacks its release (its write failed) resumes from there.
 	finalMu   sync.Mutex
 	finals    map[int]position
 	stoppedCh chan struct{}

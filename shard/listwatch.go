@@ -167,8 +167,8 @@ type rangeLW struct {
 	// onLive, when set, is called once a watch has handed on its first
 	// event or bookmark.
 	onLive func()
-	// deleted, while recording (a range taken over without a handoff, until
-	// its activation): the objects its deletes were about, by key, in
+	// deleted, while recording (a range until its activation, which
+	// resumes from a position): the objects its deletes were about, by key, in
 	// their last state, or nil once re-added (see position.go).
 	recording bool
 	deleted   map[string]runtime.Object

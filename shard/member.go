@@ -116,7 +116,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	})
 	sys := c.ActorSystem
 	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{},
-		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}, positions: map[int]position{}}
+		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}, positions: map[int]position{}, unrecorded: map[int]*pendingRelease{}}
 	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
 	if err != nil {
 		return nil, err
@@ -322,6 +322,8 @@ type (
 	rangeDone struct {
 		ri     *rangeInformer
 		report handover.Input
+		// pending: a release's record write, kept while it fails.
+		pending *pendingRelease
 	}
 	// claimed: a claim's outcome, for the core, and the final positions
 	// of the ranges it wrote.
@@ -356,20 +358,21 @@ type memberIO struct {
 	// incarnation is ending (dropAll), the core's effects are ignored.
 	settings string
 	ended    bool
-	// handoffAt: when each handoff (a Released with the range's Handoff)
-	// reached this member: the previous deliverer had stopped by then, so
-	// the range's unserved time starts there.
-	handoffAt map[handoffKey]time.Time
-	// freedAt: when the records watch first showed each range's record
-	// with no holder at its newest generation (recGen).
+	// freedAt: when the records watch, or an answer, first showed each
+	// range's record with no holder at its newest generation (recGen): the
+	// previous deliverer had stopped by then, so the range's unserved time
+	// starts there.
 	freedAt map[int]time.Time
 	recGen  map[int]uint64
 	// positions: per range, the newest delivered position the group's
-	// leases showed (position.go), for a takeover without a handoff.
+	// leases showed (position.go), for a takeover without a release.
 	positions map[int]position
 	// finals: per range, the final position in its record that this
 	// member's last claim of it found, under the claim's token.
 	finals map[int]claimedFinal
+	// unrecorded: the releases whose record write failed, per range, for
+	// the core's ReleaseRecord.
+	unrecorded map[int]*pendingRelease
 }
 
 // claimedFinal is a range's final position as a claim found it.
@@ -395,14 +398,6 @@ func (io *memberIO) keepFinals(m *claimed) {
 			io.finals[res.Range] = claimedFinal{token: res.Token, rec: f}
 		}
 	}
-}
-
-// handoffKey is a handoff of a range from a member, answering this
-// member's attempt (epoch).
-type handoffKey struct {
-	r     int
-	epoch uint64
-	from  handover.MemberID
 }
 
 func (io *memberIO) toCore(in handover.Input) {
@@ -522,23 +517,14 @@ func (io *memberIO) fromPeer(msg any) {
 }
 
 // releasedFromWire is the core's Released of a wire one; it notes when
-// each handoff arrived (a range's unserved time starts there).
+// each record it carries was first seen with no holder (a range's unserved
+// time starts there).
 func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
 	for _, rs := range m.Records {
 		rel.Records = append(rel.Records, handover.RecordState{Range: int(rs.Range), Holder: handover.MemberID(rs.Holder), Gen: rs.Gen, Next: handover.MemberID(rs.Next)})
 	}
-	now := time.Now()
-	for _, h := range m.Handoffs {
-		rel.Handoffs = append(rel.Handoffs, handoffFromWire(h))
-		if io.handoffAt == nil {
-			io.handoffAt = map[handoffKey]time.Time{}
-		}
-		k := handoffKey{r: int(h.Range), epoch: m.Epoch, from: rel.From}
-		if _, seen := io.handoffAt[k]; !seen {
-			io.handoffAt[k] = now
-		}
-	}
+	io.noteFreed(rel.Records)
 	return rel
 }
 
@@ -630,24 +616,12 @@ func toWire(group string, to handover.MemberID, body any) any {
 		return &shardpb.Acquire{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
 	case *handover.Released:
 		out := &shardpb.Released{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
-		for _, h := range m.Handoffs {
-			out.Handoffs = append(out.Handoffs, handoffToWire(h))
-		}
 		for _, rs := range m.Records {
 			out.Records = append(out.Records, &shardpb.Record{Range: int32(rs.Range), Holder: string(rs.Holder), Gen: rs.Gen, Next: string(rs.Next)})
 		}
 		return out
 	}
 	return nil
-}
-
-// handoffToWire and handoffFromWire carry a Handoff.
-func handoffToWire(h handover.Handoff) *shardpb.Handoff {
-	return &shardpb.Handoff{Range: int32(h.Range), Token: h.Token, Version: h.Version, From: string(h.From), Position: h.Position}
-}
-
-func handoffFromWire(h *shardpb.Handoff) handover.Handoff {
-	return handover.Handoff{Range: int(h.Range), Token: h.Token, Version: h.Version, From: handover.MemberID(h.From), Position: h.Position}
 }
 
 // ticker calls send every interval, with the number of ticks due: one;
@@ -902,8 +876,7 @@ func (io *memberIO) snapshotLeases() {
 }
 
 // noteFreed notes when each range's record was first seen with no
-// holder (the range's unserved time starts there when its claim comes
-// before the releaser's answer).
+// holder, in the records watch or an answer.
 func (io *memberIO) noteFreed(recs []handover.RecordState) {
 	if io.freedAt == nil {
 		io.freedAt, io.recGen = map[int]time.Time{}, map[int]uint64{}
@@ -912,9 +885,13 @@ func (io *memberIO) noteFreed(recs []handover.RecordState) {
 	for _, rs := range recs {
 		if rs.Gen > io.recGen[rs.Range] {
 			io.recGen[rs.Range] = rs.Gen
-			if rs.Holder == "" {
+			switch rs.Holder {
+			case "":
 				io.freedAt[rs.Range] = now
-			} else {
+			case io.inc.id:
+				// This member's claim, which the watch may show before its
+				// outcome comes: the range was free until it.
+			default:
 				delete(io.freedAt, rs.Range)
 			}
 		}

@@ -20,7 +20,7 @@ import (
 // Positions. Each renewal of a member's lease carries, for every range
 // its handlers get, the range's token and its delivered position: the
 // resourceVersion up to which every handler of the range was given every
-// event of it. A member that takes a range over without a handoff (its
+// event of it. A member that takes a range over without a release (its
 // deliverer was lost: a crash, a pause, a cut) resumes from the newest
 // position it read for the range: it replays the range's changes from
 // there, and its handlers get OnDelete(cache.DeletedFinalStateUnknown),
@@ -82,7 +82,7 @@ func decodePositions(s string) (map[int]position, error) {
 
 // positions are this member's delivered ranges' positions, for its next
 // lease write. A range counts once its activation has ended (its
-// handlers were given the handoff's tombstones). Its position is what its
+// handlers were given the activation's tombstones). Its position is what its
 // informer had been handed when its handlers were last known to have been
 // given all of it: now, or else at the previous write, if they have been
 // given that since. A range whose handlers are always a few events behind
@@ -293,7 +293,7 @@ func errorOf(obj runtime.Object) string {
 	return fmt.Sprintf("%v", obj)
 }
 
-// resumed is what a range taken over without a handoff needs for its
+// resumed is what a range resumed from a position needs for its
 // activation: the objects deleted since the position it resumed from.
 type resumed struct {
 	deleted map[string]runtime.Object

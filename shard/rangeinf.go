@@ -39,9 +39,9 @@ type rangeInformer struct {
 	token uint64
 	from  handover.MemberID
 	// unservedSince is when the range was last known delivered, as this
-	// member sees it: its previous deliverer's handoff reached it, or (none
-	// handed it over: a range first served, or taken from a member that
-	// was lost) it started listing the range.
+	// member sees it: its record was seen released, or (a range first
+	// served, or taken from a member that was lost) it started listing the
+	// range.
 	unservedSince time.Time
 	// claimed is when the core gave the range its token (ActivateRange).
 	claimed time.Time
@@ -79,9 +79,9 @@ type rangeInformer struct {
 	// Informer.retired (guarded by Informer.mu).
 	retired bool
 
-	// resumeFrom: activated without a handoff, the range resumes from this
-	// position, the newest the leases showed (none: version 0), set when
-	// it starts with no deliverer to copy from, else at its activation;
+	// resumeFrom: the range resumes from this position, the newest of its
+	// record's and the leases' (none: version 0), set when it starts with
+	// no deliverer to copy from, and at its activation;
 	// resume is its replay's outcome, set before the range is reported
 	// synced, or by the activation; finals are the last states of the
 	// objects its activation gave tombstones for (see position.go). ctx
@@ -152,12 +152,8 @@ func (io *memberIO) rangeEffect(body any) {
 	s := inc.s
 	switch e := body.(type) {
 	case *handover.StartRange:
-		for k := range io.handoffAt {
-			if k.r == e.Range {
-				delete(io.handoffAt, k) // of an earlier attempt
-			}
-		}
 		delete(io.movedTo, e.Range)
+		delete(io.unrecorded, e.Range) // given up (a leave's time was up)
 		io.startRange(e)
 	case *handover.ActivateRange:
 		io.activateRange(e)
@@ -176,6 +172,8 @@ func (io *memberIO) rangeEffect(body any) {
 			ri.drainEnded = true
 			close(ri.drainUp)
 		}
+	case *handover.ReleaseRecord:
+		io.recordAgain(e)
 	case *handover.StopRange:
 		ri := io.ranges[e.Range]
 		if ri == nil || ri.epoch != e.Epoch {
@@ -199,58 +197,32 @@ func (io *memberIO) rangeEffect(body any) {
 	}
 }
 
-// activateRange starts the activation of a range the core claimed.
+// activateRange starts the activation of a range the core claimed, from
+// the record its claim found.
 func (io *memberIO) activateRange(e *handover.ActivateRange) {
 	ri := io.ranges[e.Range]
 	if ri == nil || ri.epoch != e.Epoch {
 		io.inc.log.Error("activating a range that does not run (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
 		return
 	}
-	ri.token, ri.from = e.Token, e.From
+	ri.token = e.Token
 	ri.unservedSince = ri.started
-	k := handoffKey{r: e.Range, epoch: e.Epoch, from: e.From}
-	if at, ok := io.handoffAt[k]; ok && e.Handoff != nil {
-		ri.unservedSince = at
-	} else if at, ok := io.freedAt[e.Range]; ok && at.After(ri.started) {
-		// Claimed once the record showed the release, before the
-		// releaser's answer came.
-		ri.unservedSince = at
+	if at, ok := io.freedAt[e.Range]; ok && at.After(ri.started) {
+		ri.unservedSince = at // the previous deliverer had stopped by then
 	}
-	delete(io.handoffAt, k)
 	ri.claimed = time.Now()
-	rec := io.finals[e.Range]
-	if rec.token != e.Token {
-		// A test's activation without a claim.
+	rec, ok := io.finals[e.Range]
+	delete(io.finals, e.Range)
+	if !ok || rec.token != e.Token {
+		io.inc.log.Error("activating a range without its claim's record; it resumes from the leases' positions (a bug of ours, or a test's activation)", "range", e.Range, "token", e.Token)
 		rec = claimedFinal{}
 	}
-	delete(io.finals, e.Range)
-	from, _ := io.positions[e.Range]
-	if hp := handoffPosition(e.Handoff); hp.version > 0 && hp.newer(from) {
-		from = hp
-	}
-	if from.newer(ri.resumeFrom) {
-		// The range resumes from the newest position: its previous
-		// deliverer's final one (the handoff's), or the newest the leases
-		// showed (a lost deliverer's last renewal, a leaver's release).
+	if from := io.positions[e.Range]; from.newer(ri.resumeFrom) {
+		// A lost deliverer's last renewal, or a leaver's release.
 		ri.resumeFrom, ri.resume = from, nil
 	}
 	target := io.fromRecord(ri, rec.rec)
-	io.run(&ri.switches, func() { io.activate(ri, e.Handoff, target) })
-}
-
-// handoffPosition is the position handoff h gives (none for nil): its
-// final position, or from a member that predates it (0), the newest
-// object version its handlers were given, which its release had drained
-// every event up to.
-func handoffPosition(h *handover.Handoff) position {
-	if h == nil {
-		return position{}
-	}
-	v := h.Position
-	if v <= 0 {
-		v, _ = strconv.ParseInt(h.Version, 10, 64)
-	}
-	return position{token: h.Token, version: max(v, 0)}
+	io.run(&ri.switches, func() { io.activate(ri, target) })
 }
 
 // left ends a graceful leave: the lease is released, then the incarnation
@@ -316,8 +288,13 @@ func (io *memberIO) report(ri *rangeInformer, in handover.Input) {
 func (io *memberIO) rangeDone(m *rangeDone) {
 	switch r := m.report.(type) {
 	case *handover.RangeStopped:
-		if io.ranges[r.Range] == m.ri {
+		if m.ri != nil && io.ranges[r.Range] == m.ri {
 			delete(io.ranges, r.Range)
+		}
+		if r.Unrecorded {
+			io.unrecorded[r.Range] = m.pending
+		} else {
+			delete(io.unrecorded, r.Range)
 		}
 		io.publish()
 	case *handover.RangeSynced:
@@ -376,7 +353,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{}), drainUp: make(chan struct{})}
 	ri.ctx = ctx
 	// Until its activation, the range records the deletes its intake
-	// takes: an activation without a handoff gives their tombstones.
+	// takes: an activation gives tombstones for those after its position.
 	lw.record()
 	if p, ok := io.positions[e.Range]; ok && e.From == "" {
 		ri.resumeFrom = p
@@ -496,10 +473,10 @@ func cacheChanged(ri *rangeInformer) <-chan struct{} {
 
 // activate gives a claimed range to the handlers, continuing from the
 // range's newest position (resumeFrom): once the range's informer has
-// reached the handoff's version, its intake is paused while the handlers
+// reached the previous delivery's newest version, its intake is paused while the handlers
 // get OnDelete for the objects deleted since the position that it no
 // longer has, then the cache; then changes flow again.
-func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff, target int64) {
+func (io *memberIO) activate(ri *rangeInformer, target int64) {
 	s := io.inc.s
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
@@ -508,10 +485,6 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff, target int6
 	}
 	var missing []handover.ObjectRef
 	begun := time.Now()
-	if h != nil {
-		v, _ := strconv.ParseInt(h.Version, 10, 64)
-		target = max(target, v)
-	}
 	caught := target <= 0 || io.reach(ri, target)
 	if caught && ri.resumeFrom.version > 0 {
 		missing, caught = io.deletedSincePosition(ri)
@@ -520,7 +493,7 @@ func (io *memberIO) activate(ri *rangeInformer, h *handover.Handoff, target int6
 	if !caught || !ri.startDelivering() {
 		// A fence, or the member's stop, dropped the range meanwhile (its
 		// lease is being released, another member may own the range), or
-		// its informer stopped before it caught up with the handoff.
+		// its informer stopped before it caught up.
 		ri.lw.resume()
 		s.tel.abortHandover(ri.span)
 		io.inc.log.Info("the range was dropped during its activation; not delivering it", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
@@ -566,7 +539,7 @@ func (io *memberIO) acquired(ri *rangeInformer, gone int, caughtUp time.Duration
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
 		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", gone,
 		"claim", claim, "catch_up", caughtUp)
-	ri.lw.takeDeleted() // a range that expected to resume got a handoff
+	ri.lw.takeDeleted() // what its intake recorded for a resume
 	ri.activated.Store(true)
 	io.report(ri, nil)
 }
@@ -627,9 +600,8 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 
 // fromRecord resumes the range from its record's final position rec (as
 // its claim found it) if that is the newest known (from the member whose
-// release wrote it, if no handoff said), and returns the newest object
-// version the record says its delivery's handlers were given (0 for
-// none).
+// release wrote it), and returns the newest object version the record
+// says its delivery's handlers were given (0 for none).
 func (io *memberIO) fromRecord(ri *rangeInformer, rec rangeRecord) int64 {
 	if rec.token == 0 {
 		return 0
@@ -638,7 +610,7 @@ func (io *memberIO) fromRecord(ri *rangeInformer, rec rangeRecord) int64 {
 	if p.version > 0 && p.newer(ri.resumeFrom) {
 		ri.resumeFrom, ri.resume = p, nil
 	}
-	if ri.from == "" && p.version > 0 && !ri.resumeFrom.newer(p) {
+	if p.version > 0 && !ri.resumeFrom.newer(p) {
 		ri.from = rec.by
 	}
 	return rec.version
@@ -675,8 +647,8 @@ func (ri *rangeInformer) stopped() bool {
 
 // deactivate releases a range, draining: its intake is paused, its
 // handlers get what its informer had taken, then no further call; they
-// hear OnRelease, the core hears RangeStopped with the handoff, and the
-// informer stops.
+// hear OnRelease, the range's record takes the final position, the core
+// hears RangeStopped, and the informer stops.
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
 	ri.switching.Lock()
@@ -701,23 +673,15 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
 	s.detachAll(ri)
-	hand := &handover.Handoff{Range: ri.r.Index, Token: ri.token, From: io.inc.id, Position: final}
-	if obj > 0 {
-		hand.Version = strconv.FormatInt(obj, 10)
-	}
 	// The range's record takes the final position, and no holder, before
 	// the core hears of the release, so before any member can: whoever
-	// takes the range next finds it there, whatever becomes of this
-	// member's answers.
-	var rec *handover.RecordState
+	// takes the range next finds it there. Until that write lands, no
+	// member takes the range from this one.
+	stopped := &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch}
+	var pending *pendingRelease
 	if ri.activated.Load() {
-		var err error
-		rec, err = io.inc.leases.releaseRecord(io.inc.ctx, ri.r.Index, rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, io.inc.id, to)
-		if err != nil {
-			s.warm.recordFailures.Add(1)
-			io.inc.log.Warn("cannot write the range's record; it names this member until it is taken over, and the next owner resumes from this member's answer or an older position (deletes given again)",
-				"range", ri.r.String(), "token", ri.token, "position", final, "err", err)
-		}
+		pending = &pendingRelease{rec: rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, to: to}
+		stopped.Record, stopped.Unrecorded = io.writeRelease(ri.r.Index, pending)
 	}
 	keys := ri.inf.GetIndexer().ListKeys()
 	s.rememberReleased(keys)
@@ -725,13 +689,49 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s.recordHandover(Handover{Range: ri.r, From: string(io.inc.id), To: string(to), Epoch: ri.epoch, Token: ri.token, Start: start, Duration: took, Kind: "release"})
 	s.tel.endHandover(span, "release", string(to), took)
 	io.inc.log.Info("released range", "range", ri.r.String(), "to", string(to), "epoch", ri.epoch, "took", took, "objects", len(keys), "drained", drained)
-	// The handoff goes out now, and the range's informer stops meanwhile:
+	// The core hears of the release now, and the range's informer stops meanwhile:
 	// its intake is paused and no handler is attached, so nothing of it
 	// reaches a handler any more; waiting for its Run to return first
 	// (its watch's end) would only keep the range unserved longer. The
 	// I/O actor's stop waits for it (io.work).
 	ri.cancel()
-	io.report(ri, &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch, Handoff: hand, Record: rec})
+	io.inc.c.ActorSystem.Root.Send(io.inc.ioPID, &rangeDone{ri: ri, report: stopped, pending: pending})
+}
+
+// pendingRelease is a release's record write: the final position, and the
+// member it was for.
+type pendingRelease struct {
+	rec rangeRecord
+	to  handover.MemberID
+}
+
+// writeRelease writes range r's record at its release p, off the actor: the
+// record written (nil when it names another member or none), and whether
+// the write failed.
+func (io *memberIO) writeRelease(r int, p *pendingRelease) (*handover.RecordState, bool) {
+	rec, err := io.inc.leases.releaseRecord(io.inc.ctx, r, p.rec, io.inc.id, p.to)
+	if err != nil {
+		io.inc.s.warm.recordFailures.Add(1)
+		io.inc.log.Warn("cannot write the range's record at its release; no member takes the range from this one until it is written (tried again each tick)",
+			"range", r, "token", p.rec.token, "position", p.rec.position, "err", err)
+		return nil, true
+	}
+	return rec, false
+}
+
+// recordAgain writes again a release whose write failed (kept by rangeDone).
+func (io *memberIO) recordAgain(e *handover.ReleaseRecord) {
+	p := io.unrecorded[e.Range]
+	if p == nil {
+		io.inc.log.Error("writing again a release this member did not keep (a bug of ours)", "range", e.Range, "epoch", e.Epoch)
+		io.toCore(&handover.RangeStopped{Range: e.Range, Epoch: e.Epoch})
+		return
+	}
+	io.run(nil, func() {
+		stopped := &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}
+		stopped.Record, stopped.Unrecorded = io.writeRelease(e.Range, p)
+		io.inc.c.ActorSystem.Root.Send(io.inc.ioPID, &rangeDone{report: stopped, pending: p})
+	})
 }
 
 // publishNow republishes the delivered ranges from any goroutine: a range
@@ -777,8 +777,8 @@ func (s *Informer) recordHandover(h Handover) {
 	s.handovers = append(s.handovers, h)
 }
 
-// tombstoneFor is the object an OnDelete for a handoff's object the new
-// owner no longer has carries: a cache.DeletedFinalStateUnknown whose Obj
+// tombstoneFor is the object an OnDelete for an object deleted since the
+// range's position, which the new owner no longer has, carries: a cache.DeletedFinalStateUnknown whose Obj
 // is an object of the informer's type with the key, UID and version the
 // previous deliverer's handlers had.
 //

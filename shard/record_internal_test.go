@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -176,8 +177,7 @@ func writeFinal(t *testing.T, l *leases, index int, final rangeRecord) {
 
 // A release writes the range's record, with no holder, its final position
 // and the newest version its handlers were given, before the core hears of
-// the release (RangeStopped), so before any member can hear of it; the
-// handoff carries the same position.
+// the release (RangeStopped), so before any member can hear of it.
 func TestReleaseWritesTheRecordFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rig, h := newLoggedRig(t, time.Hour)
@@ -198,18 +198,80 @@ func TestReleaseWritesTheRecordFirst(t *testing.T) {
 		rig.io.rangeEffect(&handover.DeactivateRange{Range: 0, Epoch: 1, To: "node-c#1"})
 		in := <-rig.reports
 		stopped, ok := in.(*handover.RangeStopped)
-		if !ok || stopped.Handoff == nil || stopped.Record == nil || *stopped.Record != (handover.RecordState{Range: 0, Gen: 2, Next: "node-c#1"}) {
-			t.Fatalf("report %+v, want RangeStopped with a handoff and the record, no holder at generation 2", in)
+		if !ok || stopped.Unrecorded || stopped.Record == nil || *stopped.Record != (handover.RecordState{Range: 0, Gen: 2, Next: "node-c#1"}) {
+			t.Fatalf("report %+v, want RangeStopped with the record, no holder at generation 2", in)
 		}
 		rec, found, err := rig.inc.leases.readRecord(context.Background(), 0)
 		if err != nil || !found {
 			t.Fatalf("no record when the release was reported (err %v)", err)
 		}
-		if rec.token != 9 || rec.position < 15 || rec.version != 15 || rec.position != stopped.Handoff.Position {
-			t.Fatalf("record %+v, handoff %+v: want token 9, position of the handoff (15 or more), version 15", rec, stopped.Handoff)
+		if rec.token != 9 || rec.position < 15 || rec.version != 15 {
+			t.Fatalf("record %+v: want token 9, position 15 or more, version 15", rec)
 		}
 		if got := h.get(); !slices.Contains(got, "add ns/d@15") {
 			t.Fatalf("calls %v: the handlers were not given ns/d before the release", got)
+		}
+		rig.stop()
+		time.Sleep(time.Minute) // the actor system's dead-letter throttle
+	})
+}
+
+// A release whose record write fails reports it (Unrecorded) and keeps its
+// final position; ReleaseRecord writes that position later, and reports
+// the record then. Until then the record names this member, without it.
+func TestFailedReleaseWriteIsWrittenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rig, _ := newLoggedRig(t, time.Hour)
+		rig.start()
+		w := <-rig.watches
+		if res, _, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0}}, rig.inc.id); err != nil || !res[0].OK {
+			t.Fatalf("claim: %+v, %v", res, err)
+		}
+		rig.activateFrom(rangeRecord{})
+		if in := <-rig.reports; in != nil {
+			t.Fatalf("report %T, want the activation's", in)
+		}
+		w.Add(cmAt("d", "ud", "15"))
+		synctest.Wait()
+		var down atomic.Bool
+		down.Store(true)
+		rig.cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+			if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Name == recordsName("g") && down.Load() {
+				return true, nil, errors.New("the API server is cut off")
+			}
+			return false, nil, nil
+		})
+		rig.io.rangeEffect(&handover.DeactivateRange{Range: 0, Epoch: 1, To: "node-c#1"})
+		if in, ok := (<-rig.reports).(*handover.RangeStopped); !ok || !in.Unrecorded || in.Record != nil {
+			t.Fatalf("report %+v, want RangeStopped, unrecorded", in)
+		}
+		pending := rig.pending.Load()
+		if pending == nil || pending.to != "node-c#1" || pending.rec.token != 7 || pending.rec.version != 15 {
+			t.Fatalf("kept release %+v, want token 7 and version 15, for node-c#1", pending)
+		}
+		if _, found, _ := rig.inc.leases.readRecord(context.Background(), 0); found {
+			t.Fatal("a final position in the record though its write failed")
+		}
+		// Written again while the API server is still cut off: unrecorded
+		// again; then once it is back: the record.
+		rig.io.unrecorded = map[int]*pendingRelease{0: pending}
+		rig.io.rangeEffect(&handover.ReleaseRecord{Range: 0, Epoch: 1})
+		if in, ok := (<-rig.reports).(*handover.RangeStopped); !ok || !in.Unrecorded {
+			t.Fatalf("report %+v, want RangeStopped, unrecorded", in)
+		}
+		down.Store(false)
+		rig.io.rangeEffect(&handover.ReleaseRecord{Range: 0, Epoch: 1})
+		in, ok := (<-rig.reports).(*handover.RangeStopped)
+		if !ok || in.Unrecorded || in.Record == nil || *in.Record != (handover.RecordState{Range: 0, Gen: 2, Next: "node-c#1"}) {
+			t.Fatalf("report %+v, want RangeStopped with the record, no holder at generation 2", in)
+		}
+		if rec, found, err := rig.inc.leases.readRecord(context.Background(), 0); err != nil || !found || rec.token != 7 || rec.version != 15 {
+			t.Fatalf("record %+v (found %v, err %v): want token 7, version 15", rec, found, err)
+		}
+		// Once taken over (the record names none), nothing is written.
+		rig.io.rangeEffect(&handover.ReleaseRecord{Range: 0, Epoch: 1})
+		if in, ok := (<-rig.reports).(*handover.RangeStopped); !ok || in.Unrecorded || in.Record != nil {
+			t.Fatalf("report %+v, want RangeStopped with nothing written", in)
 		}
 		rig.stop()
 		time.Sleep(time.Minute) // the actor system's dead-letter throttle

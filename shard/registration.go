@@ -149,7 +149,7 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 }
 
 // attach gives a delivered range to reg: OnAcquire first, then OnDelete for
-// each object of gone (a handoff's objects this member no longer has), then
+// each object of gone (deleted since the range's position), then
 // the range informer's handler. The user's callbacks run without
 // Informer.mu held, so that a handler may call the informer.
 func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.ObjectRef) {

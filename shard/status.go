@@ -27,10 +27,11 @@ type Handover struct {
 	Start    time.Time
 	Duration time.Duration
 	// Unserved (acquire) is how long the range went undelivered as this
-	// member sees it: from its previous deliverer's handoff reaching it
-	// (that one had stopped by then) to its handlers getting the range; or,
-	// with no handoff (a range first served, or taken from a member that
-	// was lost, whose last call it cannot see), from the start of its list.
+	// member sees it: from its record seen released (its previous
+	// deliverer had stopped by then) to its handlers getting the range;
+	// or, with no release seen (a range first served, or taken from a
+	// member that was lost, whose last call it cannot see), from the start
+	// of its list.
 	Unserved time.Duration
 	// Claim and CatchUp (acquire) are parts of Unserved: until the range
 	// had its fencing token (the lease write), and the wait for the
@@ -95,10 +96,9 @@ type Status struct {
 	// position had left the API server's window: 410 Gone), whose
 	// handlers may miss a delete.
 	Resumes, ResumeGaps int64
-	// RecordFailures counts the releases whose range record could not be
-	// written (record.go): the next owner resumes from this member's
-	// answer, or from an older position, and writes its lease for its
-	// token.
+	// RecordFailures counts the release record writes that failed
+	// (record.go): each is tried again at the next tick, and the range
+	// moves only once one lands or this member's lease is void.
 	RecordFailures int64
 	// Undelivered are the group's ranges that no member of View delivers,
 	// as far as this member knows: neither itself nor a peer whose last

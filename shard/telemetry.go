@@ -65,7 +65,7 @@ const ScopeName = "github.com/actorinformer/actorinformer/shard"
 var HandoverBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
 // UnservedBuckets are the bucket boundaries, in seconds, of the unserved
-// time histogram: 1 ms to 2 minutes. A handoff leaves a range undelivered
+// time histogram: 1 ms to 2 minutes. A graceful move leaves a range undelivered
 // for a lease write and a catch-up (milliseconds); a range taken from a
 // member that was lost, for its list and the wait for that member's lease
 // to go void (seconds).
@@ -100,7 +100,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		metric.WithDescription("How long a handover took on this member: from listing the range to delivering it (acquire), or from the ask to the end of the last handler call (release)."))
 	t.unserved, _ = m.Float64Histogram("actorinformer.shard.range.unserved", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(UnservedBuckets...),
-		metric.WithDescription("How long each range this member acquired went undelivered, as it sees it: from the previous deliverer's handoff reaching it, or without one from the start of its list, to its handlers getting the range."))
+		metric.WithDescription("How long each range this member acquired went undelivered, as it sees it: from its record seen released by the previous deliverer, or without that from the start of its list, to its handlers getting the range."))
 	owned, _ := m.Int64ObservableGauge("actorinformer.shard.ranges", metric.WithDescription("Ranges this member delivers."))
 	objects, _ := m.Int64ObservableGauge("actorinformer.shard.range.objects", metric.WithDescription("Objects cached per delivered range."))
 	mode, _ := m.Int64ObservableGauge("actorinformer.shard.filter.mode", metric.WithDescription("1 for the filter mode in effect (actorinformer.shard.filter.mode: server, client or pending)."))

@@ -37,10 +37,11 @@ var snapshotTTL = time.Minute
 // warmStats counts the warm starts and the fallbacks to a list.
 type warmStats struct {
 	starts, fallbacks atomic.Int64
-	// resumes: ranges taken over without a handoff that replayed their
-	// changes from a position; resumeGaps: those whose replay fell short.
+	// resumes: activations that resumed from a position (replaying the
+	// range's changes since it); resumeGaps: those whose replay fell short.
 	resumes, resumeGaps atomic.Int64
-	// recordFailures: releases whose range record could not be written.
+	// recordFailures: release record writes that failed (each is tried
+	// again).
 	recordFailures atomic.Int64
 	once           sync.Map // reasons already logged
 }

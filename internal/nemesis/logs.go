@@ -77,7 +77,7 @@ var Events = []struct{ Message, Name string }{
 	{"the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then", "catch-ups past their timeout (one line per timeout)"},
 	{"the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records", "leaves out of time"},
 	{"cannot release the lease; the others revoke it once it lapses", "lease releases failed"},
-	{"cannot write the range's record; it names this member until it is taken over, and the next owner resumes from this member's answer or an older position (deletes given again)", "range records not written"},
+	{"cannot write the range's record at its release; no member takes the range from this one until it is written (tried again each tick)", "range records not written"},
 	{"cannot write the claimed ranges' records", "claims not written"},
 	{"the range resumes from its last delivered position", "resumes"},
 	{"fenced: no handler is called from now on", EventFence},

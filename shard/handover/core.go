@@ -39,7 +39,10 @@
 //     generation it knows, whose resourceVersion is the range's fencing
 //     token. It stops calling the range's handlers before the write that
 //     ends its delivery: its release writes the record naming no holder,
-//     with the final position (the shell does, after the drain).
+//     with the final position (the shell does, after the drain), and it
+//     answers no ask for the range until that write has landed (tried
+//     again each tick): the record is the only way a release's position
+//     reaches the next owner.
 //   - Make before break. A member that becomes a range's owner starts its
 //     informer, and once it has synced claims the range when the record it
 //     knows names none, itself, a member whose lease is void or that said
@@ -352,6 +355,7 @@ func (c *Core) tick(m *Tick) {
 	c.liveTimeUp()
 	c.askAgain()
 	c.drainTimeUp()
+	c.recordAgain()
 	c.checkAbsentLeases()
 	if c.ticks%c.cfg.HelloTicks == 0 {
 		c.broadcastHello()
@@ -379,7 +383,8 @@ func (c *Core) eligible() bool {
 
 // finish says goodbye once a leaving or failed member holds nothing, after
 // its last answers. It waits for no member to take what its handlers were
-// given: each range's record holds its final position.
+// given: each range's record holds its final position (or, a leave's time
+// up while a release's write failed, the released lease).
 func (c *Core) finish() {
 	if c.members.started && !c.done && (c.leaving || c.failed != "") && c.allIdle() {
 		c.done = true
@@ -390,7 +395,13 @@ func (c *Core) finish() {
 
 func (c *Core) allIdle() bool {
 	for r := range c.ranges {
-		if _, ok := c.ranges[r].state.(*idle); !ok {
+		switch c.ranges[r].state.(type) {
+		case *idle:
+		case *unrecorded:
+			if !c.forced {
+				return false
+			}
+		default:
 			return false
 		}
 	}
@@ -399,8 +410,8 @@ func (c *Core) allIdle() bool {
 
 // RangeStatus is one range as a member sees it.
 type RangeStatus struct {
-	// State is idle, syncing, acquiring, claiming, active, deactivating or
-	// stopping.
+	// State is idle, syncing, acquiring, claiming, active, deactivating,
+	// unrecorded or stopping.
 	State string
 	// Epoch is that of the member's last attempt on the range.
 	Epoch uint64
@@ -412,7 +423,8 @@ type RangeStatus struct {
 	// Record is the range's record as the member knows it.
 	Record RecordState
 	// Waiting is the record's holder whose answer or void lease the member
-	// waits for (acquiring), or itself for its claim's write (claiming).
+	// waits for (acquiring), or itself for its claim's write (claiming) or
+	// its release's (unrecorded).
 	Waiting []MemberID
 }
 
@@ -473,7 +485,7 @@ func (c *Core) StatusInto(s *Status) {
 			if st.asked != "" {
 				rs.Waiting = []MemberID{st.asked}
 			}
-		case *claiming:
+		case *claiming, *unrecorded:
 			rs.Waiting = []MemberID{c.cfg.Self}
 		}
 		if c.members.owners != nil && !c.members.discovering {

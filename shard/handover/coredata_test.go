@@ -32,12 +32,12 @@ import (
 //	hello from=ID [reply] [state=leaving|gone] [active=R,..] [view=ID,..]
 //	      [joined=N] [knowsyou] [heardyou] [ranges=N]
 //	acquire from=ID epoch=N ranges=R,..
-//	released from=ID epoch=N ranges=R,.. [handoff=H]... [record=REC]...
+//	released from=ID epoch=N ranges=R,.. [record=REC]...
 //	synced range=R [epoch=N] [quiet]
 //	                            RangeSynced (epoch: the range's, from
 //	                            Status; quiet: its watch has sent nothing)
 //	live range=R [epoch=N]      RangeLive
-//	stopped range=R [epoch=N] [handoff=H] [record=REC]
+//	stopped range=R [epoch=N] [record=REC] [unrecorded]
 //	claimed range=R [epoch=N] (ok token=T | holder=ID gen=N | failed)
 //	                            RecordsClaimed with one result: written,
 //	                            refused (the record as it is), or failed
@@ -52,21 +52,19 @@ import (
 //	checked member=ID [found] [version=V] [released] [failed]
 //	revoked member=ID version=V [ok]
 //	status                      the core's Status
-//	auto [writes=T] [sync] [drain] [position=P] [off]
+//	auto [writes=T] [sync] [drain] [off]
 //	                            from now on the driver answers what the core
 //	                            sends: lease writes and record claims
 //	                            (LeaseRenewed, RecordsClaimed written, tokens
 //	                            from T, started at the driver's time), range
 //	                            starts (RangeSynced), deactivations
-//	                            (RangeStopped with the core's own Handoff: the
-//	                            token it activated, at position P, and the
-//	                            record written with no holder)
+//	                            (RangeStopped with the record written with no
+//	                            holder), and record writes again
+//	                            (ReleaseRecord: RangeStopped, written)
 //	now D                       the driver's time, for its answers (set too
 //	                            by every tick and leases now=)
 //
-// A handoff H is range:R,token:T,version:V,position:P,from:ID (fields left
-// out are zero); a record REC is R:HOLDER:GEN[:NEXT] (HOLDER empty for
-// none). What a command prints:
+// A record REC is R:HOLDER:GEN[:NEXT] (HOLDER empty for none). What a command prints:
 // each message the Step returned, "> to: what" in the syntax of the
 // commands above (to: a member, ranges or lease); each answer the driver
 // gave, "< what", followed by what it returned; each range whose status
@@ -154,10 +152,10 @@ var commandKeys = map[string]string{
 	"new":         "self ranges discovery heal",
 	"hello":       "from reply state active view joined knowsyou heardyou ranges",
 	"acquire":     "from epoch ranges",
-	"released":    "from epoch ranges handoff record",
+	"released":    "from epoch ranges record",
 	"synced":      "range epoch quiet",
 	"live":        "range epoch",
-	"stopped":     "range epoch handoff record",
+	"stopped":     "range epoch record unrecorded",
 	"claimed":     "range epoch ok token holder gen failed",
 	"leave":       "",
 	"renewed":     "seq start now token",
@@ -165,7 +163,7 @@ var commandKeys = map[string]string{
 	"checked":     "member found version released failed",
 	"revoked":     "member version ok",
 	"status":      "",
-	"auto":        "writes sync drain position off",
+	"auto":        "writes sync drain off",
 }
 
 // testConfig is a core's settings in the core scenarios: the simulator's
@@ -194,9 +192,7 @@ type coreDriver struct {
 	now time.Duration
 
 	autoWrites, autoSync, autoDrain bool
-	token                           uint64 // the next auto write's
-	position                        int64
-	activated                       map[int]uint64 // range: the token of its last ActivateRange
+	token                           uint64         // the next auto write's
 	gens                            map[int]uint64 // range: the generation of its record's last auto write
 
 	last handover.Status
@@ -264,12 +260,8 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 	case "acquire":
 		return &handover.Acquire{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges")}, nil
 	case "released":
-		hs, err := handoffs(a)
-		if err != nil {
-			return nil, err
-		}
 		recs, err := records(a)
-		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Handoffs: hs, Records: recs}, err
+		return &handover.Released{From: a.member("from"), Epoch: a.uint("epoch"), Ranges: a.ints("ranges"), Records: recs}, err
 	case "synced":
 		r := a.int("range")
 		return &handover.RangeSynced{Range: r, Epoch: d.epoch(a, r), Live: !a.flag("quiet")}, nil
@@ -278,14 +270,7 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 		return &handover.RangeLive{Range: r, Epoch: d.epoch(a, r)}, nil
 	case "stopped":
 		r := a.int("range")
-		m := &handover.RangeStopped{Range: r, Epoch: d.epoch(a, r)}
-		hs, err := handoffs(a)
-		if len(hs) > 0 {
-			m.Handoff = &hs[0]
-		}
-		if err != nil {
-			return nil, err
-		}
+		m := &handover.RangeStopped{Range: r, Epoch: d.epoch(a, r), Unrecorded: a.flag("unrecorded")}
 		recs, err := records(a)
 		if len(recs) > 0 {
 			m.Record = &recs[0]
@@ -335,19 +320,6 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 	return nil, fmt.Errorf("unknown command %q", cmd)
 }
 
-// handoffs are the handoff= words of a.
-func handoffs(a *args) ([]handover.Handoff, error) {
-	var out []handover.Handoff
-	for _, s := range a.all("handoff") {
-		h, err := parseHandoff(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, nil
-}
-
 // records are the record= words of a.
 func records(a *args) ([]handover.RecordState, error) {
 	var out []handover.RecordState
@@ -387,9 +359,6 @@ func (d *coreDriver) auto(a *args) {
 	}
 	d.autoSync = d.autoSync || a.flag("sync")
 	d.autoDrain = d.autoDrain || a.flag("drain")
-	if _, ok := a.get("position"); ok {
-		d.position = int64(a.int("position"))
-	}
 }
 
 func (d *coreDriver) newCore(a *args) error {
@@ -405,8 +374,8 @@ func (d *coreDriver) newCore(a *args) error {
 		return err
 	}
 	d.c = handover.NewCore(d.cfg)
-	d.now, d.activated, d.gens = 0, map[int]uint64{}, map[int]uint64{}
-	d.autoWrites, d.autoSync, d.autoDrain, d.position = false, false, false, 0
+	d.now, d.gens = 0, map[int]uint64{}
+	d.autoWrites, d.autoSync, d.autoDrain = false, false, false
 	d.c.StatusInto(&d.last)
 	d.last.Ranges = slices.Clone(d.last.Ranges)
 	return nil
@@ -503,14 +472,17 @@ func (d *coreDriver) stepOne(in handover.Input) (answers []handover.Input) {
 			if d.autoSync {
 				answers = append(answers, &handover.RangeSynced{Range: e.Range, Epoch: e.Epoch, Live: true})
 			}
-		case *handover.ActivateRange:
-			d.activated[e.Range] = e.Token
 		case *handover.DeactivateRange:
 			if d.autoDrain {
 				d.gens[e.Range]++
 				answers = append(answers, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch,
-					Handoff: &handover.Handoff{Range: e.Range, Token: d.activated[e.Range], From: d.cfg.Self, Position: d.position},
-					Record:  &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range], Next: e.To}})
+					Record: &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range], Next: e.To}})
+			}
+		case *handover.ReleaseRecord:
+			if d.autoDrain {
+				d.gens[e.Range]++
+				answers = append(answers, &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch,
+					Record: &handover.RecordState{Range: e.Range, Gen: d.gens[e.Range]}})
 			}
 		}
 	}
@@ -610,14 +582,7 @@ func (d *coreDriver) msgString(body any) string {
 		}
 		return s
 	case *handover.ActivateRange:
-		s := fmt.Sprintf("activate range=%d epoch=%d token=%d", m.Range, m.Epoch, m.Token)
-		if m.From != "" {
-			s += " from=" + string(m.From)
-		}
-		if m.Handoff != nil {
-			s += " handoff=" + handoffString(*m.Handoff)
-		}
-		return s
+		return fmt.Sprintf("activate range=%d epoch=%d token=%d", m.Range, m.Epoch, m.Token)
 	case *handover.DeactivateRange:
 		s := fmt.Sprintf("deactivate range=%d epoch=%d", m.Range, m.Epoch)
 		if m.To != "" {
@@ -628,6 +593,8 @@ func (d *coreDriver) msgString(body any) string {
 		return fmt.Sprintf("stop range=%d epoch=%d", m.Range, m.Epoch)
 	case *handover.DrainTimeUp:
 		return fmt.Sprintf("draintimeup range=%d epoch=%d", m.Range, m.Epoch)
+	case *handover.ReleaseRecord:
+		return fmt.Sprintf("recordagain range=%d epoch=%d", m.Range, m.Epoch)
 	case *handover.Failed:
 		return fmt.Sprintf("failed reason=%q", m.Reason)
 	case *handover.Left:
@@ -672,9 +639,6 @@ func inputString(in handover.Input) string {
 		return fmt.Sprintf("acquire from=%s epoch=%d ranges=%s", m.From, m.Epoch, joinInts(m.Ranges))
 	case *handover.Released:
 		s := fmt.Sprintf("released from=%s epoch=%d ranges=%s", m.From, m.Epoch, joinInts(m.Ranges))
-		for _, h := range m.Handoffs {
-			s += " handoff=" + handoffString(h)
-		}
 		for _, rs := range m.Records {
 			s += " record=" + recordString(rs)
 		}
@@ -689,11 +653,11 @@ func inputString(in handover.Input) string {
 		return fmt.Sprintf("live range=%d epoch=%d", m.Range, m.Epoch)
 	case *handover.RangeStopped:
 		s := fmt.Sprintf("stopped range=%d epoch=%d", m.Range, m.Epoch)
-		if m.Handoff != nil {
-			s += " handoff=" + handoffString(*m.Handoff)
-		}
 		if m.Record != nil {
 			s += " record=" + recordString(*m.Record)
+		}
+		if m.Unrecorded {
+			s += " unrecorded"
 		}
 		return s
 	case *handover.RecordsClaimed:
@@ -764,49 +728,6 @@ func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 		h.State = handover.Gone
 	default:
 		return nil, fmt.Errorf("state %q", s)
-	}
-	return h, nil
-}
-
-func handoffString(h handover.Handoff) string {
-	s := fmt.Sprintf("range:%d,token:%d", h.Range, h.Token)
-	if h.Version != "" {
-		s += ",version:" + h.Version
-	}
-	if h.Position != 0 {
-		s += fmt.Sprintf(",position:%d", h.Position)
-	}
-	if h.From != "" {
-		s += ",from:" + string(h.From)
-	}
-	return s
-}
-
-func parseHandoff(s string) (handover.Handoff, error) {
-	var h handover.Handoff
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, ":")
-		if !ok {
-			return h, fmt.Errorf("handoff %q: %q is not field:value", s, kv)
-		}
-		var err error
-		switch k {
-		case "range":
-			h.Range, err = strconv.Atoi(v)
-		case "token":
-			h.Token, err = strconv.ParseUint(v, 10, 64)
-		case "version":
-			h.Version = v
-		case "position":
-			h.Position, err = strconv.ParseInt(v, 10, 64)
-		case "from":
-			h.From = handover.MemberID(v)
-		default:
-			err = fmt.Errorf("unknown field")
-		}
-		if err != nil {
-			return h, fmt.Errorf("handoff %q: %s: %v", s, k, err)
-		}
 	}
 	return h, nil
 }

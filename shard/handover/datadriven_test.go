@@ -176,12 +176,12 @@ func describeWorld(w *world) []string {
 	}
 	type moveKey struct {
 		from, to handover.MemberID
-		handoff  bool
+		resumed  bool
 	}
 	moved := map[moveKey][]string{}
 	var keys []moveKey
 	for _, mv := range w.moves {
-		k := moveKey{mv.from, mv.to, mv.handoff}
+		k := moveKey{mv.from, mv.to, mv.resumed}
 		if _, ok := moved[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -196,12 +196,12 @@ func describeWorld(w *world) []string {
 			y, _ := strconv.Atoi(b)
 			return x - y
 		})
-		from, how := string(k.from), "with a handoff"
+		from, how := string(k.from), "from its final position"
 		if from == "" {
 			from = "(none)"
 		}
-		if !k.handoff {
-			how = "without a handoff"
+		if !k.resumed {
+			how = "not from its final position"
 		}
 		out = append(out, fmt.Sprintf("moved %s -> %s %s: %s", from, k.to, how, strings.Join(moved[k], " ")))
 	}

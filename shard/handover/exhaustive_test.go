@@ -56,7 +56,7 @@ import (
 // depth bound, with the simulator's quiescence (deterministic: the same
 // generator as TestReplay's, which advances time as it needs) and its
 // checks: convergence (checkQuiet) and, on paths with neither crash nor
-// lost message, continuity (checkHandoffs: every activation resumed from
+// lost message, continuity (checkResumes: every activation resumed from
 // the previous deliverer's final position). A failing path prints a
 // script for TestReplay.
 //
@@ -446,8 +446,8 @@ func (x *explorer) finish(ps *pathState, path []string) {
 	if len(w.errs) == 0 {
 		w.checkQuiet()
 		if ps.budget.crashed == "" && ps.budget.fault != "drop" {
-			w.gentle = true // only for checkHandoffs: the quiescence never reads it
-			w.checkHandoffs()
+			w.gentle = true // only for checkResumes: the quiescence never reads it
+			w.checkResumes()
 		}
 	}
 	if len(w.errs) > 0 {

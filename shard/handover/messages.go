@@ -110,16 +110,14 @@ type Acquire struct {
 // record as the sender knows it: the sender will never deliver a range
 // under a record of that generation or an earlier one (it delivers only
 // under a record write of its own, or of a later one), so a record at that
-// generation that names the sender may be taken over. Handoffs: for each
-// of Ranges the sender delivered, what its handlers were given up to its
-// last release (its own delivery's, to whichever member asks, as often as
-// it asks).
+// generation that names the sender may be taken over. What the sender's
+// handlers were given is in the record itself: a member that delivered a
+// range answers for it only once its release wrote the record.
 type Released struct {
-	From     MemberID
-	Epoch    uint64
-	Ranges   []int
-	Handoffs []Handoff
-	Records  []RecordState
+	From    MemberID
+	Epoch   uint64
+	Ranges  []int
+	Records []RecordState
 }
 
 // RecordState is a range's record as a member knows it: the member it
@@ -135,29 +133,6 @@ type RecordState struct {
 	Holder MemberID
 	Gen    uint64
 	Next   MemberID
-}
-
-// Handoff is what a range's previous deliverer gave its handlers, for the
-// next one to continue from.
-type Handoff struct {
-	Range int
-	// Token is the fencing token the sender delivered the range under.
-	Token uint64
-	// Version is the newest resourceVersion of the range's objects the
-	// sender's handlers were given ("" for none): the next deliverer gives
-	// the range to its handlers only once its own view has reached it, so
-	// that no object's version goes back.
-	Version string
-	// Position is the range's final position under Token: the
-	// resourceVersion up to which the sender's handlers were given every
-	// event of the range (0: not known, a member that predates it). The
-	// next deliverer resumes from it: its handlers get OnDelete for the
-	// objects deleted after it (position.go in the shell).
-	Position int64
-	// From is the member that delivered the range under Token ("": the
-	// sender). Members of an earlier version passed handoffs on, and said
-	// so here.
-	From MemberID
 }
 
 // ObjectRef names an object a range's handlers had: the shell's
@@ -205,14 +180,16 @@ type RangeLive struct {
 
 // RangeStopped: the range's informer, asked to stop by StopRange or
 // DeactivateRange of that epoch, has stopped, and its handlers' calls have
-// ended. Handoff is what its handlers were given (DeactivateRange that
-// drained), nil otherwise. Record is the range's record after the
-// release's write, which named no holder (nil: not written).
+// ended; or a ReleaseRecord of that epoch has ended. Record is the range's
+// record after the release's write, which named no holder (nil: not
+// written). Unrecorded: the range's handlers were given events and the
+// write of its final position failed: the record still names this member
+// without it.
 type RangeStopped struct {
-	Range   int
-	Epoch   uint64
-	Handoff *Handoff
-	Record  *RecordState
+	Range      int
+	Epoch      uint64
+	Record     *RecordState
+	Unrecorded bool
 }
 
 // LeaseRenewed: RenewLease Seq wrote this member's lease (created or
@@ -338,20 +315,16 @@ type StartRange struct {
 }
 
 // ActivateRange gives the range to the handlers, under fencing token Token.
-// From is the member that delivered the range before ("" when none did, or
-// its lease lapsed) and Handoff what it gave its handlers (nil when its
-// answer did not come). The shell waits until the range's informer has
-// reached the newest position of the range (Handoff's, the range's
-// record's, the leases') and Handoff.Version, then calls OnDelete with a
-// cache.DeletedFinalStateUnknown for each object deleted since that
-// position, then OnAdd(obj, true) for each cached object, then every
-// change.
+// The shell resumes from the newest position of the range (its record's, as
+// the claim found it, and the leases'): it waits until the range's
+// informer has reached the newest object version the record says was
+// given, then calls OnDelete with a cache.DeletedFinalStateUnknown for
+// each object deleted since that position, then OnAdd(obj, true) for each
+// cached object, then every change.
 type ActivateRange struct {
-	Range   int
-	Epoch   uint64
-	Token   uint64
-	From    MemberID
-	Handoff *Handoff
+	Range int
+	Epoch uint64
+	Token uint64
 }
 
 // DeactivateRange stops delivering the range, draining: the range's
@@ -360,8 +333,7 @@ type ActivateRange struct {
 // in the API server, if it still names this member (compare-and-swap):
 // the final position, and no holder. It drops the range's cache (with no
 // OnDelete: the objects still exist) and answers RangeStopped with the
-// Handoff and the record. To is the member that asked for it ("" when
-// none).
+// record. To is the member that asked for it ("" when none).
 type DeactivateRange struct {
 	Range int
 	Epoch uint64
@@ -374,6 +346,17 @@ type DeactivateRange struct {
 // position the handlers did reach). The core sends it DrainTicks after
 // the DeactivateRange.
 type DrainTimeUp struct {
+	Range int
+	Epoch uint64
+}
+
+// ReleaseRecord writes the release of a range whose release's write failed
+// (RangeStopped.Unrecorded) again: no holder, and the final position the
+// shell kept, if the record still names this member. The shell answers
+// RangeStopped (neither Record nor Unrecorded when the record names
+// another member or none: the range was taken over, or an earlier write
+// landed and its answer was lost).
+type ReleaseRecord struct {
 	Range int
 	Epoch uint64
 }

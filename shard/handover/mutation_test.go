@@ -51,12 +51,6 @@ var mutants = []mutant{
 		to:   "d.timeUp = false",
 	},
 	{
-		name: "a late answer's handoff is dropped while the range is claimed",
-		file: "ranges.go",
-		from: "travels).\n\t\tif newer(st.handoff) {",
-		to:   "travels).\n\t\tif false {",
-	},
-	{
 		name: "a dead letter from a record's holder counts as its answer",
 		file: "core.go",
 		from: "case *Undeliverable:\n\t\t// Not an answer: the ask is repeated at the next tick.",
@@ -111,16 +105,28 @@ var mutants = []mutant{
 		to:   "if !slices.Contains(p.active, r) {",
 	},
 	{
-		name: "an answer leaves out the member's own final handoff",
+		name: "a release whose write failed is answered",
 		file: "ranges.go",
-		from: "if ri.final != nil {\n\t\t\t\trel.Handoffs = append(rel.Handoffs, *ri.final)",
-		to:   "if ri.final != nil && false {\n\t\t\t\trel.Handoffs = append(rel.Handoffs, *ri.final)",
+		from: "case *deactivating, *claiming, *unrecorded:",
+		to:   "case *deactivating, *claiming:",
 	},
 	{
-		name: "a handoff given for a claim given up is passed on as the member's own",
+		name: "a release whose write failed counts as written",
 		file: "ranges.go",
-		from: "\tcase *claiming:\n\t\t// A late answer",
-		to:   "\tcase *idle, *stopping:\n\t\tc.ranges[r].final = &got\n\tcase *claiming:\n\t\t// A late answer",
+		from: "if m.Unrecorded {\n\t\t\tri.state = &unrecorded{}",
+		to:   "if false {\n\t\t\tri.state = &unrecorded{}",
+	},
+	{
+		name: "a release whose write failed is not written again",
+		file: "ranges.go",
+		from: "ok && !st.writing {",
+		to:   "ok && false {",
+	},
+	{
+		name: "a leaver whose release's write fails waits for it past its leave's time",
+		file: "core.go",
+		from: "case *unrecorded:\n\t\t\tif !c.forced {",
+		to:   "case *unrecorded:\n\t\t\tif true {",
 	},
 	{
 		name: "a leaver waits until its leave's time is up",
@@ -300,8 +306,8 @@ var mutants = []mutant{
 	{
 		name: "a member answers an ask while its claim of the range is in flight",
 		file: "ranges.go",
-		from: "case *deactivating, *claiming:",
-		to:   "case *deactivating:",
+		from: "case *deactivating, *claiming, *unrecorded:",
+		to:   "case *deactivating, *unrecorded:",
 	},
 	{
 		name: "a range nobody delivers waits for its watch",

@@ -20,15 +20,6 @@ type rangeInfo struct {
 	// range (Released.Records; 0: it did not say).
 	rec  RecordState
 	free uint64
-	// final: what this member's handlers had been given when it last
-	// released the range (its own Handoff, with its final position), sent
-	// with every Released of the range, to whichever member asks. It is
-	// this member's own data, never another's: the range's record in the
-	// API server holds the same position (the shell wrote it before it
-	// reported the release), so an answer that is lost, or that goes to a
-	// member whose claim is given up, loses nothing: the activation
-	// resumes from the newest position it finds.
-	final *Handoff
 }
 
 // staleAskTicks: an ask for a range this member delivers is answered (the
@@ -42,6 +33,7 @@ const staleAskTicks = 3
 // data:
 //
 //	idle → syncing → acquiring → claiming → active → deactivating → idle
+//	          │          │           │                      └→ unrecorded → idle
 //	          └──────────┴───────────┴→ stopping → idle
 type rangeState interface{ name() string }
 
@@ -68,18 +60,12 @@ type acquiring struct {
 	// on, not at once: a request that fails at once (a client's rate
 	// limiter out of time) would otherwise be repeated at every step.
 	retryAt int
-	// handoff: the range's previous deliverer's Handoff (the highest
-	// token's), and who sent it.
-	handoff *Handoff
-	prev    MemberID
 }
 
 // claiming: the member's claim of the record at generation gen is being
 // written (ClaimRecords).
 type claiming struct {
-	gen     uint64
-	handoff *Handoff
-	prev    MemberID
+	gen uint64
 }
 
 // active: the handlers get the range, under token.
@@ -95,9 +81,19 @@ type deactivating struct {
 	timeUp bool
 }
 
-// stopping: the informer of a range no handler saw is being stopped. A
-// handoff it was given for the claim given up goes nowhere: the range's
-// record, and the leases, hold its position for the next owner.
+// unrecorded: the range was released, and the write of its final position
+// failed: its record still names this member without it. No other member
+// may take the range by this member's answer until the write lands (it
+// would resume from an older position, and wait for an older version):
+// the write is tried again each tick (ReleaseRecord; writing: one is under
+// way), and the asks wait. A leave whose time is up ends without it: the
+// lease's release then lets the next owner take the range, from the
+// positions the released lease carries.
+type unrecorded struct {
+	writing bool
+}
+
+// stopping: the informer of a range no handler saw is being stopped.
 type stopping struct{}
 
 func (*idle) name() string         { return "idle" }
@@ -106,6 +102,7 @@ func (*acquiring) name() string    { return "acquiring" }
 func (*claiming) name() string     { return "claiming" }
 func (*active) name() string       { return "active" }
 func (*deactivating) name() string { return "deactivating" }
+func (*unrecorded) name() string   { return "unrecorded" }
 func (*stopping) name() string     { return "stopping" }
 
 func (c *Core) acquire(m *Acquire) {
@@ -141,11 +138,6 @@ func (c *Core) acquire(m *Acquire) {
 
 func (c *Core) releasedMsg(m *Released) {
 	c.observe(m.Epoch)
-	for _, r := range m.Ranges {
-		if r >= 0 && r < len(c.ranges) {
-			c.takeHandoff(r, m.From, handoffOf(m, r))
-		}
-	}
 	for _, rs := range m.Records {
 		if rs.Range < 0 || rs.Range >= len(c.ranges) {
 			continue
@@ -166,54 +158,6 @@ func (c *Core) learnRecord(rs RecordState) {
 	if rs.Gen > ri.rec.Gen {
 		ri.rec = rs
 	}
-}
-
-// takeHandoff takes a previous deliverer's Handoff, whatever attempt the
-// answer that carried it was for, while the range is being claimed: the
-// newest one counts. Only its position (and its version) is taken from it,
-// and the activation resumes from the newest position of it, the range's
-// record and the leases: a stale one cannot take a version back, and a
-// late one adds nothing.
-func (c *Core) takeHandoff(r int, from MemberID, h *Handoff) {
-	if h == nil {
-		return
-	}
-	got := *h
-	got.From = h.deliverer(from)
-	newer := func(old *Handoff) bool { return old == nil || got.Token > old.Token }
-	switch st := c.ranges[r].state.(type) {
-	case *acquiring:
-		if newer(st.handoff) {
-			st.handoff, st.prev = &got, got.From
-		}
-	case *claiming:
-		// A late answer from a member whose lease went void first (a
-		// leaver deletes its lease as its Released travels).
-		if newer(st.handoff) {
-			st.handoff, st.prev = &got, got.From
-		}
-	}
-}
-
-// deliverer is the member that delivered the range under h's token: h.From,
-// or sender when h does not say (a handoff from a member that does not
-// pass handoffs on).
-func (h *Handoff) deliverer(sender MemberID) MemberID {
-	if h.From != "" {
-		return h.From
-	}
-	return sender
-}
-
-// handoffOf returns m's Handoff for range r, nil when it has none.
-func handoffOf(m *Released, r int) *Handoff {
-	var out *Handoff
-	for i := range m.Handoffs {
-		if h := &m.Handoffs[i]; h.Range == r && (out == nil || h.Token > out.Token) {
-			out = h
-		}
-	}
-	return out
 }
 
 // synced: a range another member delivers is asked for once its watch
@@ -280,15 +224,32 @@ func (c *Core) stopped(m *RangeStopped) {
 	if ri.epoch != m.Epoch {
 		return
 	}
-	switch ri.state.(type) {
+	switch st := ri.state.(type) {
 	case *deactivating:
-		ri.state = &idle{}
-		if m.Handoff != nil {
-			h := *m.Handoff
-			ri.final = &h
+		if m.Unrecorded {
+			ri.state = &unrecorded{}
+		} else {
+			ri.state = &idle{}
+		}
+	case *unrecorded:
+		if m.Unrecorded {
+			st.writing = false // tried again at the next tick
+		} else {
+			ri.state = &idle{}
 		}
 	case *stopping:
 		ri.state = &idle{}
+	}
+}
+
+// recordAgain writes again the releases whose write failed, one at a time
+// per range.
+func (c *Core) recordAgain() {
+	for r := range c.ranges {
+		if st, ok := c.ranges[r].state.(*unrecorded); ok && !st.writing {
+			st.writing = true
+			c.out.Send(ToRanges, &ReleaseRecord{Range: r, Epoch: c.ranges[r].epoch})
+		}
 	}
 }
 
@@ -469,7 +430,7 @@ func (c *Core) askAgain() {
 // it knows (flushClaims sends the step's claims together).
 func (c *Core) claim(r int, st *acquiring) {
 	ri := &c.ranges[r]
-	ri.state = &claiming{gen: ri.rec.Gen, handoff: st.handoff, prev: st.prev}
+	ri.state = &claiming{gen: ri.rec.Gen}
 	c.claims = append(c.claims, RecordClaim{Range: r, Epoch: ri.epoch, Gen: ri.rec.Gen})
 }
 
@@ -495,15 +456,15 @@ func (c *Core) recordsClaimed(m *RecordsClaimed) {
 		}
 		c.learnRecord(res.Record)
 		ri := &c.ranges[res.Range]
-		st, ok := ri.state.(*claiming)
+		_, ok := ri.state.(*claiming)
 		switch {
 		case !ok || ri.epoch != res.Epoch:
 		case res.OK && c.lease.validUntil > c.now:
-			c.activateRange(res.Range, res.Token, st.handoff, st.prev)
+			c.activateRange(res.Range, res.Token)
 		case !res.OK && res.Record.Gen > 0: // refused: the record as it is now
-			ri.state = &acquiring{handoff: st.handoff, prev: st.prev}
+			ri.state = &acquiring{}
 		default: // failed, or written once this member's claim had lapsed
-			ri.state = &acquiring{handoff: st.handoff, prev: st.prev, retryAt: c.ticks + 1}
+			ri.state = &acquiring{retryAt: c.ticks + 1}
 		}
 	}
 }
@@ -552,17 +513,15 @@ func (c *Core) answerDeferred(r int) {
 			default:
 				c.deactivate(r, id)
 			}
-		case *deactivating, *claiming:
+		case *deactivating, *claiming, *unrecorded:
 			// A claim in flight may have written the record already (the
 			// records watch can show the write before its answer comes):
-			// answered once its outcome is known.
+			// answered once its outcome is known. A release is answered
+			// once its write has landed.
 		default:
 			rel := c.releaseFor(id, e)
 			rel.Ranges = append(rel.Ranges, r)
 			rel.Records = append(rel.Records, ri.rec)
-			if ri.final != nil {
-				rel.Handoffs = append(rel.Handoffs, *ri.final)
-			}
 			delete(ri.deferred, id)
 		}
 	}
@@ -595,11 +554,10 @@ func (c *Core) flushReleased() {
 	}
 }
 
-// activateRange gives range r to the handlers under token, continuing from
-// handoff, which prev sent.
-func (c *Core) activateRange(r int, token uint64, handoff *Handoff, prev MemberID) {
+// activateRange gives range r to the handlers under token.
+func (c *Core) activateRange(r int, token uint64) {
 	c.helloDue = true
 	ri := &c.ranges[r]
 	ri.state = &active{token: token}
-	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token, From: prev, Handoff: handoff})
+	c.out.Send(ToRanges, &ActivateRange{Range: r, Epoch: ri.epoch, Token: token})
 }

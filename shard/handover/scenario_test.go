@@ -175,8 +175,8 @@ func TestDeadLetterIsNotARelease(t *testing.T) {
 	}
 	settle(t, w)
 	for _, mv := range w.moves {
-		if mv.to.Node() == "m2" && (!mv.handoff || mv.from.Node() != "m1") {
-			t.Errorf("range %d went to m2 from %q without m1's handoff", mv.r, mv.from)
+		if mv.to.Node() == "m2" && (!mv.resumed || mv.from.Node() != "m1") {
+			t.Errorf("range %d went to m2 from %q, not from m1's final position", mv.r, mv.from)
 		}
 	}
 }

@@ -117,6 +117,9 @@ type simMember struct {
 	wrote bool
 	// topo: the last Topology stepped.
 	topo []handover.NodeID
+	// finals: per range, the token of its last release here (its final
+	// position, which the record takes).
+	finals map[int]uint64
 }
 
 type netMsg struct {
@@ -144,8 +147,12 @@ type effect struct {
 	// completes; activate: it starts being delivered.
 	deactivate int
 	activate   bool
-	// to: a release's asker (DeactivateRange.To).
-	to handover.MemberID
+	// release: the effect's RangeStopped ends a release (DeactivateRange)
+	// or writes one again (ReleaseRecord): the record takes the member's
+	// final position and no holder, unless the member is cut from the API
+	// server; to: the release's asker (DeactivateRange.To).
+	release bool
+	to      handover.MemberID
 }
 
 // apiRecord is a range's record on the server: its holder ("" for none)
@@ -215,7 +222,7 @@ type world struct {
 	// pause, cut, expiry of a live node, lost or bounced message, failed
 	// lease write): only joins, graceful leaves, reordered and duplicated
 	// messages and lagging views. Every activation then resumes from the
-	// previous deliverer's final position (checkHandoffs).
+	// previous deliverer's final position (checkResumes).
 	gentle bool
 	// record: each range's record in the API server, the token of the
 	// final position it holds (the newest written): the shell writes it
@@ -224,9 +231,10 @@ type world struct {
 	record map[int]uint64
 	recs   map[int]*apiRecord
 	// handed: for a range, the tokens whose activation resumed from the
-	// previous deliverer's final position (its handoff's, or the range's
-	// record's).
-	handed map[int]map[uint64]bool
+	// previous deliverer's final position (the range's record's);
+	// deliverer: the member of each range's last activation.
+	handed    map[int]map[uint64]bool
+	deliverer map[int]handover.MemberID
 	// unclean: a member was fenced or failed; its positions may be lost.
 	unclean bool
 	// unleasing: the generator also deletes running members' leases
@@ -249,16 +257,18 @@ type start struct {
 	why    string
 }
 
+// move is an activation: of range r by to, after from's delivery ("" for
+// none); resumed: from the final position of the delivery before.
 type move struct {
 	r        int
 	from, to handover.MemberID
-	handoff  bool
+	resumed  bool
 }
 
 func newWorld(t testing.TB, ranges int) *world {
 	return &world{t: t, ranges: ranges, nodes: map[handover.NodeID]*node{}, registered: map[handover.NodeID]bool{},
 		leases: map[handover.MemberID]*apiLease{}, cut: map[handover.NodeID]bool{}, apiCut: map[handover.NodeID]bool{}, deaf: map[handover.NodeID]bool{},
-		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, record: map[int]uint64{}, recs: map[int]*apiRecord{}, call: simCall}
+		until: map[string]int64{}, tokens: map[int][]uint64{}, handed: map[int]map[uint64]bool{}, deliverer: map[int]handover.MemberID{}, record: map[int]uint64{}, recs: map[int]*apiRecord{}, call: simCall}
 }
 
 func (w *world) failf(format string, args ...any) {
@@ -373,32 +383,38 @@ func (w *world) rangeEffect(m *simMember, body any) {
 		if toks := w.tokens[e.Range]; len(toks) > 0 && e.Token <= toks[len(toks)-1] {
 			w.failf("%s activates range %d with token %d, not above the last one %d", m.id, e.Range, e.Token, toks[len(toks)-1])
 		}
-		if e.Handoff != nil && e.From != e.Handoff.From {
-			w.failf("%s activates range %d from %s with %s's handoff", m.id, e.Range, e.From, e.Handoff.From)
+		// The shell resumes from the record's position (and the leases',
+		// which the simulator leaves out).
+		last := w.lastToken(e.Range)
+		resumed := last != 0 && w.record[e.Range] == last
+		if prev := w.deliverer[e.Range]; !resumed && last != 0 && w.liveHolder(prev) {
+			// Only a void lease lets a range go without its deliverer's
+			// answer, and that answer comes once the release's write has
+			// landed.
+			w.failf("%s activates range %d without the final position of %s, whose lease is live", m.id, e.Range, prev)
 		}
-		// The shell resumes from the newest position: the handoff's or
-		// the record's (and the leases', which the simulator leaves out).
-		resume := w.record[e.Range]
-		if e.Handoff != nil {
-			resume = max(resume, e.Handoff.Token)
-		}
-		if last := w.lastToken(e.Range); last != 0 && resume == last {
+		if resumed {
 			if w.handed[e.Range] == nil {
 				w.handed[e.Range] = map[uint64]bool{}
 			}
 			w.handed[e.Range][e.Token] = true
 		}
 		w.tokens[e.Range] = append(w.tokens[e.Range], e.Token)
-		w.moves = append(w.moves, move{r: e.Range, from: e.From, to: m.id, handoff: e.Handoff != nil})
+		w.moves = append(w.moves, move{r: e.Range, from: w.deliverer[e.Range], to: m.id, resumed: resumed})
+		w.deliverer[e.Range] = m.id
 		m.activating[e.Range] = true
 		w.effects = append(w.effects, effect{member: m, r: e.Range, deactivate: -1, activate: true})
 	case *handover.DeactivateRange:
 		if !m.delivering[e.Range] && !m.activating[e.Range] {
 			w.failf("%s deactivates range %d, which it does not deliver", m.id, e.Range)
 		}
-		tok := w.lastToken(e.Range)
-		h := &handover.Handoff{Range: e.Range, Token: tok, From: m.id, Position: int64(tok)}
-		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch, Handoff: h}, deactivate: e.Range, to: e.To})
+		if m.finals == nil {
+			m.finals = map[int]uint64{}
+		}
+		m.finals[e.Range] = w.lastToken(e.Range)
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: e.Range, release: true, to: e.To})
+	case *handover.ReleaseRecord:
+		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1, release: true})
 	case *handover.StopRange:
 		w.effects = append(w.effects, effect{member: m, r: e.Range, report: &handover.RangeStopped{Range: e.Range, Epoch: e.Epoch}, deactivate: -1})
 	case *handover.DrainTimeUp:
@@ -435,11 +451,11 @@ func (w *world) rangeEffect(m *simMember, body any) {
 	}
 }
 
-// checkHandoffs is continuity at the switch in a gentle run: every
+// checkResumes is continuity at the switch in a gentle run: every
 // activation after the first resumed from its previous deliverer's final
-// position (its answer's, or the range's record's), so the deletes that
+// position (the range's record's), so the deletes that
 // deliverer's handlers missed reach the new one's.
-func (w *world) checkHandoffs() {
+func (w *world) checkResumes() {
 	if !w.gentle || w.unclean {
 		return
 	}
@@ -451,6 +467,17 @@ func (w *world) checkHandoffs() {
 			}
 		}
 	}
+}
+
+// liveHolder: member id runs, unfenced, and holds its lease, neither
+// released nor deleted.
+func (w *world) liveHolder(id handover.MemberID) bool {
+	n := w.nodes[id.Node()]
+	if n == nil || n.member == nil || n.member.id != id || !n.member.running || !n.alive {
+		return false
+	}
+	l := w.leases[id]
+	return l != nil && l.holder == id && !l.released
 }
 
 func (w *world) lastToken(r int) uint64 {
@@ -833,10 +860,11 @@ func (w *world) exec(line string) {
 		}
 		if e.deactivate >= 0 {
 			m.delivering[e.deactivate] = false
-			if rs, ok := e.report.(*handover.RangeStopped); ok && rs.Handoff != nil {
-				// The record takes the final position and no holder.
-				rs.Record = w.releaseRecord(m, rs.Range, rs.Handoff.Token, e.to)
-			}
+		}
+		if rs, ok := e.report.(*handover.RangeStopped); ok && e.release {
+			// The record takes the final position and no holder.
+			rs.Record = w.releaseRecord(m, rs.Range, m.finals[rs.Range], e.to)
+			rs.Unrecorded = rs.Record == nil && w.recs[rs.Range] != nil && w.recs[rs.Range].holder == m.id
 		}
 		m.local = append(m.local, e.report)
 	case "api", "apifail", "apilate":
@@ -1467,7 +1495,7 @@ func runSeedWith(t testing.TB, seed int, steps int, gentle bool, set faultSet) *
 	}
 	if len(w.errs) == 0 {
 		w.checkQuiet()
-		w.checkHandoffs()
+		w.checkResumes()
 	}
 	return w
 }
@@ -1617,7 +1645,7 @@ func runScript(t testing.TB, text string) *world {
 	}
 	if len(w.errs) == 0 {
 		w.checkQuiet()
-		w.checkHandoffs()
+		w.checkResumes()
 	}
 	return w
 }

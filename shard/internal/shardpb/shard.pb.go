@@ -361,13 +361,12 @@ func (x *Acquire) GetTo() string {
 }
 
 type Released struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	From     string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	Epoch    uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ranges   []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
-	To       string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
-	Handoffs []*Handoff             `protobuf:"bytes,6,rep,name=handoffs,proto3" json:"handoffs,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	From   string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ranges []int32                `protobuf:"varint,4,rep,packed,name=ranges,proto3" json:"ranges,omitempty"`
+	To     string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
 	// Each range's record as the sender knows it: it will not deliver the
 	// range under that generation (handover.Released).
 	Records       []*Record `protobuf:"bytes,7,rep,name=records,proto3" json:"records,omitempty"`
@@ -438,13 +437,6 @@ func (x *Released) GetTo() string {
 		return x.To
 	}
 	return ""
-}
-
-func (x *Released) GetHandoffs() []*Handoff {
-	if x != nil {
-		return x.Handoffs
-	}
-	return nil
 }
 
 func (x *Released) GetRecords() []*Record {
@@ -524,86 +516,6 @@ func (x *Record) GetNext() string {
 	return ""
 }
 
-// Handoff is what a range's previous deliverer gave its handlers.
-type Handoff struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Range   int32                  `protobuf:"varint,1,opt,name=range,proto3" json:"range,omitempty"`
-	Token   uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	Version string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	// from is the member whose handlers were given what it says.
-	From string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
-	// position: the resourceVersion up to which the sender's handlers were
-	// given every event of the range under token (0: not known).
-	Position      int64 `protobuf:"varint,8,opt,name=position,proto3" json:"position,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Handoff) Reset() {
-	*x = Handoff{}
-	mi := &file_shard_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Handoff) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Handoff) ProtoMessage() {}
-
-func (x *Handoff) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Handoff.ProtoReflect.Descriptor instead.
-func (*Handoff) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *Handoff) GetRange() int32 {
-	if x != nil {
-		return x.Range
-	}
-	return 0
-}
-
-func (x *Handoff) GetToken() uint64 {
-	if x != nil {
-		return x.Token
-	}
-	return 0
-}
-
-func (x *Handoff) GetVersion() string {
-	if x != nil {
-		return x.Version
-	}
-	return ""
-}
-
-func (x *Handoff) GetFrom() string {
-	if x != nil {
-		return x.From
-	}
-	return ""
-}
-
-func (x *Handoff) GetPosition() int64 {
-	if x != nil {
-		return x.Position
-	}
-	return 0
-}
-
 // SnapshotRequest asks the member that delivers a range for chunk `chunk`
 // of a copy of its cache of the range (a warm start of the asker's
 // informer, without a list). Chunk 0 takes the copy.
@@ -621,7 +533,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +545,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +558,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotRequest) GetGroup() string {
@@ -716,7 +628,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +640,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +653,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SnapshotChunk) GetRange() int32 {
@@ -847,28 +759,19 @@ const file_shard_proto_rawDesc = "" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
-	"\x02to\x18\x05 \x01(\tR\x02to\"\xe9\x01\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\"\xb2\x01\n" +
 	"\bReleased\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06ranges\x18\x04 \x03(\x05R\x06ranges\x12\x0e\n" +
-	"\x02to\x18\x05 \x01(\tR\x02to\x12;\n" +
-	"\bhandoffs\x18\x06 \x03(\v2\x1f.actorinformer.shard.v1.HandoffR\bhandoffs\x128\n" +
-	"\arecords\x18\a \x03(\v2\x1e.actorinformer.shard.v1.RecordR\arecords\"\\\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\x128\n" +
+	"\arecords\x18\a \x03(\v2\x1e.actorinformer.shard.v1.RecordR\arecordsJ\x04\b\x06\x10\a\"\\\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x10\n" +
 	"\x03gen\x18\x03 \x01(\x04R\x03gen\x12\x12\n" +
-	"\x04next\x18\x04 \x01(\tR\x04next\"\xa3\x01\n" +
-	"\aHandoff\x12\x14\n" +
-	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\x12\x12\n" +
-	"\x04from\x18\x05 \x01(\tR\x04from\x12\x1a\n" +
-	"\bposition\x18\b \x01(\x03R\bpositionJ\x04\b\x04\x10\x05J\x04\b\x06\x10\aJ\x04\b\a\x10\bJ\x04\b\t\x10\n" +
-	"J\x04\b\n" +
-	"\x10\vJ\x04\b\v\x10\f\"\x8d\x01\n" +
+	"\x04next\x18\x04 \x01(\tR\x04next\"\x8d\x01\n" +
 	"\x0fSnapshotRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
@@ -902,7 +805,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_shard_proto_goTypes = []any{
 	(*Hello)(nil),           // 0: actorinformer.shard.v1.Hello
 	(*Probe)(nil),           // 1: actorinformer.shard.v1.Probe
@@ -910,18 +813,16 @@ var file_shard_proto_goTypes = []any{
 	(*Acquire)(nil),         // 3: actorinformer.shard.v1.Acquire
 	(*Released)(nil),        // 4: actorinformer.shard.v1.Released
 	(*Record)(nil),          // 5: actorinformer.shard.v1.Record
-	(*Handoff)(nil),         // 6: actorinformer.shard.v1.Handoff
-	(*SnapshotRequest)(nil), // 7: actorinformer.shard.v1.SnapshotRequest
-	(*SnapshotChunk)(nil),   // 8: actorinformer.shard.v1.SnapshotChunk
+	(*SnapshotRequest)(nil), // 6: actorinformer.shard.v1.SnapshotRequest
+	(*SnapshotChunk)(nil),   // 7: actorinformer.shard.v1.SnapshotChunk
 }
 var file_shard_proto_depIdxs = []int32{
-	6, // 0: actorinformer.shard.v1.Released.handoffs:type_name -> actorinformer.shard.v1.Handoff
-	5, // 1: actorinformer.shard.v1.Released.records:type_name -> actorinformer.shard.v1.Record
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 0: actorinformer.shard.v1.Released.records:type_name -> actorinformer.shard.v1.Record
+	1, // [1:1] is the sub-list for method output_type
+	1, // [1:1] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -935,7 +836,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
