@@ -855,14 +855,6 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-func joinUints(xs []uint64) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.FormatUint(x, 10)
-	}
-	return strings.Join(s, ",")
-}
-
 func joinMembers(ms []handover.MemberID) string {
 	if len(ms) == 0 {
 		return "-"
