@@ -31,7 +31,7 @@ import (
 // goroutine as the I/O actor would, and reads the reports the range
 // goroutines send the actor. The group has one range; its informer lists
 // ns/a at version 10 and its watch sends nothing unless the test does
-// (watches), so it does not catch up with a handoff of a later version.
+// (watches), so it does not catch up with a record of a later version.
 // The member's lease is in a fake clientset.
 type effectRig struct {
 	t       *testing.T
@@ -223,7 +223,7 @@ func (p plainHandler) OnUpdate(ctx context.Context, o, n any)           { p.l.On
 func (p plainHandler) OnDelete(ctx context.Context, obj any)            { p.l.OnDelete(ctx, obj) }
 
 // A fence, or the member's stop, while a range's activation waits for
-// its informer to catch up with the handoff: the activation gives up.
+// its informer to catch up with the record's version: the activation gives up.
 // Before, the fence ended the incarnation (its lease released), then the
 // activation went on with the dropped range: OnAcquire with no OnRelease
 // after it, the range published as delivered again, and the handoff's
@@ -357,7 +357,7 @@ func TestFenceWaitsForTombstoneCalls(t *testing.T) {
 	}
 }
 
-// An activation whose range's informer has not reached the handoff's
+// An activation whose range's informer has not reached the record's
 // version when the catch-up timeout passes keeps waiting: it delivers
 // nothing until the informer has caught up. Before, it delivered "from
 // where it is" once the timeout passed: OnDelete tombstones for the

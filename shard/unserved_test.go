@@ -15,7 +15,7 @@ import (
 )
 
 // A range handed over make-before-break goes undelivered only from the
-// old deliverer's handoff to the new one's delivery, not while the new one
+// old deliverer's release to the new one's delivery, not while the new one
 // lists it: the new owner's unserved time is below its acquisition's
 // duration.
 func TestMembersHandoffUnservedTime(t *testing.T) {
@@ -24,7 +24,7 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 		src.create(fmt.Sprintf("o%d", i))
 	}
 	// The default lease timings: a member fenced on a loaded machine
-	// would take its ranges again without a handoff.
+	// would take its ranges again without a release.
 	g := newGroup(t, src, shard.WithRanges(8), defaultLeaseTimings())
 	defer g.stopAll()
 	g.join()
@@ -37,7 +37,7 @@ func TestMembersHandoffUnservedTime(t *testing.T) {
 			continue
 		}
 		if h.From == "" {
-			t.Errorf("range %v came to m2 without a handoff", h.Range)
+			t.Errorf("range %v came to m2 from no deliverer", h.Range)
 			continue
 		}
 		handed++

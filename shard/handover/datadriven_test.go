@@ -27,7 +27,7 @@ import (
 // incarnation that was ever started and what it does (the ranges whose
 // handlers it can call now, or that it gave up, left, was fenced, stopped
 // or is paused), its lease on the API server, and the activations since
-// the last block (from, to, with or without a handoff, and the ranges). -handover.rewrite writes what the
+// the last block (from, to, from its final position or not, and the ranges). -handover.rewrite writes what the
 // runs print into the files, for a change that means to change it.
 var rewrite = flag.Bool("handover.rewrite", false, "rewrite testdata/scenarios and testdata/core with what the runs print")
 

@@ -1578,8 +1578,8 @@ func TestRandomHide(t *testing.T) {
 }
 
 // TestRandomGentle runs seeds with joins and graceful leaves only (no
-// fault that loses state) and checks that every handover carries the
-// previous deliverer's handoff.
+// fault that loses state) and checks that every handover resumes from the
+// previous deliverer's final position.
 func TestRandomGentle(t *testing.T) {
 	randomSeeds(t, func(seed int) *world { return runSeedMode(t, seed, *simSteps, true) }, func(w *world) string {
 		// Every line, quiescence's too: the check runs at its end.
