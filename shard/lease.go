@@ -47,11 +47,6 @@ const (
 	// AnnotationReleased marks a released lease; its value is the member
 	// that released it (the holder, or its revoker).
 	AnnotationReleased = "actorinformer.io/shard-released-by"
-	// tombstoneTTL: tombstones older than that (since their creation, or
-	// their release) are deleted. A member asks for ranges only once its
-	// lease exists, so a tombstone only has to outlive a create request in
-	// flight, and a released lease the time its peers take to see it.
-	tombstoneTTL = 10 * time.Minute
 )
 
 var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -291,19 +286,13 @@ func (l *leases) release(ctx context.Context) error {
 	return err
 }
 
-// removeOldTombstones deletes the group's tombstones and released leases
-// older than tombstoneTTL (since their release, for a released one).
-func (l *leases) removeOldTombstones(ctx context.Context, stones []*coordinationv1.Lease) {
-	for _, s := range stones {
-		at := s.CreationTimestamp.Time
-		if s.Spec.RenewTime != nil && s.Spec.RenewTime.After(at) {
-			at = s.Spec.RenewTime.Time
-		}
-		if time.Since(at) > tombstoneTTL {
-			v := s.ResourceVersion
-			_ = l.client.Leases(l.namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
-		}
-	}
+// deleteStale deletes lease name, a tombstone or a released lease the core
+// saw unchanged long enough, if it is still at version. Its outcome shows
+// in the lease watch.
+func (l *leases) deleteStale(ctx context.Context, name, version string) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	_ = l.client.Leases(l.namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
 }
 
 func holder(l *coordinationv1.Lease) string {

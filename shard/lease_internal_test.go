@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -113,7 +114,7 @@ func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 		objs = append(objs, &list.Items[i])
 	}
 	addrs := map[handover.MemberID]string{}
-	snap, stones := leasesOf(objs, addrs)
+	snap := leasesOf(objs, addrs)
 	if len(snap.Leases) != 1 || snap.Leases[0].Holder != "b#2" || snap.Leases[0].Version != b.version || addrs["b#2"] != "addr-b#2" {
 		t.Errorf("live leases %+v (addresses %v), want b#2's at %s", snap.Leases, addrs, b.version)
 	}
@@ -121,7 +122,18 @@ func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 	if !slices.Equal(snap.Released, []handover.MemberID{"a#1", "d#4", "e#5"}) {
 		t.Errorf("released %v, want a#1, d#4 and e#5", snap.Released)
 	}
-	if len(stones) != 4 {
-		t.Errorf("%d tombstones and released leases, want 4", len(stones))
+	if len(snap.Stale) != 4 {
+		t.Errorf("%d tombstones and released leases, want 4", len(snap.Stale))
+	}
+	// The core deletes one it saw unchanged long enough: only at the
+	// version it saw.
+	stale := snap.Stale[0]
+	b.deleteStale(ctx, stale.Name, "1")
+	if _, err := cs.CoordinationV1().Leases("default").Get(ctx, stale.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("a delete at another version removed %s: %v", stale.Name, err)
+	}
+	b.deleteStale(ctx, stale.Name, stale.Version)
+	if _, err := cs.CoordinationV1().Leases("default").Get(ctx, stale.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s after its delete: %v, want not found", stale.Name, err)
 	}
 }

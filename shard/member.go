@@ -701,6 +701,8 @@ func (io *memberIO) leaseEffect(body any) {
 			}
 			inc.c.ActorSystem.Root.Send(inc.ioPID, &claimed{finals: finals, in: &handover.RecordsClaimed{Now: s.now(), Results: res}})
 		})
+	case *handover.DeleteLease:
+		io.run(nil, func() { inc.leases.deleteStale(inc.ctx, e.Name, e.Version) })
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
@@ -807,12 +809,11 @@ func (io *memberIO) watchLeases(label, name string, poke func()) *actors.SharedI
 	return inf
 }
 
-// leasesOf reads the group's leases: the live ones and the released ones
-// for the core, the tombstones and released ones to delete once old, and
+// leasesOf reads the group's leases for the core: the live ones, the
+// released ones, and every one with no holder (to delete once old), and
 // the live ones' addresses into addrs.
-func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases, []*coordinationv1.Lease) {
+func leasesOf(objs []any, addrs map[handover.MemberID]string) *handover.Leases {
 	snap := &handover.Leases{}
-	var stones []*coordinationv1.Lease
 	for _, obj := range objs {
 		l := obj.(*coordinationv1.Lease)
 		h := holder(l)
@@ -820,7 +821,7 @@ func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases,
 			if m := l.Annotations[AnnotationMember]; m != "" && l.Annotations[AnnotationReleased] != "" {
 				snap.Released = append(snap.Released, handover.MemberID(m))
 			}
-			stones = append(stones, l)
+			snap.Stale = append(snap.Stale, handover.StaleLease{Name: l.Name, Version: l.ResourceVersion})
 			continue
 		}
 		id := handover.MemberID(h)
@@ -830,7 +831,7 @@ func leasesOf(objs []any, addrs map[handover.MemberID]string) (*handover.Leases,
 			addrs[id] = a
 		}
 	}
-	return snap, stones
+	return snap
 }
 
 // memberLeases keeps the member leases of the group labelled group: a
@@ -855,7 +856,7 @@ func (io *memberIO) snapshotLeases() {
 		return // the last sync's change pokes again
 	}
 	objs := memberLeases(io.leaseInf.GetStore().List(), groupLabel(inc.s.group))
-	snap, stones := leasesOf(objs, io.leaseAddrs)
+	snap := leasesOf(objs, io.leaseAddrs)
 	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
 		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)
 	}
@@ -870,9 +871,6 @@ func (io *memberIO) snapshotLeases() {
 	snap.Now = inc.s.now()
 	inc.copies.leases(snap)
 	io.toCore(snap)
-	if len(stones) > 0 {
-		io.run(nil, func() { inc.leases.removeOldTombstones(inc.ctx, stones) })
-	}
 }
 
 // noteFreed notes when each range's record was first seen with no

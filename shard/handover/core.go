@@ -110,6 +110,11 @@ type Config struct {
 	// delivers waits for its watch's first event (RangeLive) before it is
 	// asked for (default 3).
 	LiveTicks int
+	// StaleAge: a lease with no holder (a tombstone, a released lease) is
+	// deleted once this member has seen it unchanged that long (default
+	// 10 minutes). A tombstone only has to outlive a create in flight, a
+	// released lease the time its peers take to see it.
+	StaleAge time.Duration
 	// The lease's timing, as client-go's leader election: the holder
 	// writes every RetryPeriod and stops calling handlers RenewDeadline
 	// after the start of its last successful write; the others revoke a
@@ -152,6 +157,9 @@ type Core struct {
 	ranges  []rangeInfo
 	lease   ownLease
 	leases  map[MemberID]*peerLease
+	// stale: the leases with no holder, by name: the version seen, since
+	// when, and whether their delete was sent.
+	stale map[string]*staleLease
 
 	leaving bool
 	leftAt  int
@@ -200,11 +208,15 @@ func NewCore(cfg Config) *Core {
 	if cfg.LiveTicks <= 0 {
 		cfg.LiveTicks = 3
 	}
+	if cfg.StaleAge <= 0 {
+		cfg.StaleAge = 10 * time.Minute
+	}
 	c := &Core{
 		cfg:      cfg,
 		index:    map[MemberID]uint64{},
 		ranges:   make([]rangeInfo, cfg.Ranges),
 		leases:   map[MemberID]*peerLease{},
+		stale:    map[string]*staleLease{},
 		released: map[releaseKey]*Released{},
 	}
 	for r := range c.ranges {
@@ -357,6 +369,7 @@ func (c *Core) tick(m *Tick) {
 	c.drainTimeUp()
 	c.recordAgain()
 	c.checkAbsentLeases()
+	c.deleteStale()
 	if c.ticks%c.cfg.HelloTicks == 0 {
 		c.broadcastHello()
 	}

@@ -25,7 +25,7 @@ import (
 // their nodes. Durations are Go's (600ms, 1.2s). Lists are comma-separated.
 // A word a command does not take is an error.
 //
-//	new self=ID ranges=N [discovery=N] [heal=N]
+//	new self=ID ranges=N [discovery=N] [heal=N] [stale=D]
 //	                            a new core (testConfig: discovery 1, the
 //	                            simulator's lease timings)
 //	topology ID...              Topology of the members' nodes
@@ -48,6 +48,7 @@ import (
 //	renewed seq=N start=D [now=D] token=N
 //	renewfailed seq=N [start=D] [lost]
 //	leases [now=D] ID=VERSION... [released=ID,..] [other=ID,..] [record=REC]...
+//	       [stale=NAME:VERSION]...
 //	                            other: those holders run another protocol
 //	checked member=ID [found] [version=V] [released] [failed]
 //	revoked member=ID version=V [ok]
@@ -149,7 +150,7 @@ func runCoreFile(t *testing.T, file string) {
 // commandKeys are the words each command takes (topology and leases take
 // member ids, tick its times).
 var commandKeys = map[string]string{
-	"new":         "self ranges discovery heal",
+	"new":         "self ranges discovery heal stale",
 	"hello":       "from reply state active view joined knowsyou heardyou ranges",
 	"acquire":     "from epoch ranges",
 	"released":    "from epoch ranges record",
@@ -301,8 +302,10 @@ func (d *coreDriver) input(cmd string, words []string, a *args) (handover.Input,
 				d.now = m.Now
 			case "released":
 				m.Released = a.members("released")
-			case "other":
-			case "record":
+			case "other", "record":
+			case "stale":
+				name, version, _ := strings.Cut(kv[1], ":")
+				m.Stale = append(m.Stale, handover.StaleLease{Name: name, Version: version})
 			default:
 				m.Leases = append(m.Leases, handover.LeaseRecord{Holder: handover.MemberID(kv[0]), Version: kv[1],
 					Other: slices.Contains(a.members("other"), handover.MemberID(kv[0]))})
@@ -369,6 +372,9 @@ func (d *coreDriver) newCore(a *args) error {
 	}
 	if _, ok := a.get("heal"); ok {
 		d.cfg.HealTicks = a.int("heal")
+	}
+	if _, ok := a.get("stale"); ok {
+		d.cfg.StaleAge = a.dur("stale")
 	}
 	if err := d.cfg.Validate(); err != nil {
 		return err
@@ -620,6 +626,8 @@ func (d *coreDriver) msgString(body any) string {
 		return "check member=" + string(m.Member)
 	case *handover.RevokeLease:
 		return fmt.Sprintf("revoke member=%s version=%s", m.Member, m.Version)
+	case *handover.DeleteLease:
+		return fmt.Sprintf("delete name=%s version=%s", m.Name, m.Version)
 	case *handover.ClaimRecords:
 		var w []string
 		for _, cl := range m.Claims {

@@ -202,6 +202,45 @@ func (c *Core) leaseSnapshot(m *Leases) {
 	for _, rs := range m.Records {
 		c.learnRecord(rs)
 	}
+	c.seeStale(m.Stale)
+}
+
+// staleLease is a lease with no holder as this member has seen it, and
+// when its delete was last sent (sent).
+type staleLease struct {
+	version        string
+	seenAt, sentAt time.Duration
+	sent           bool
+}
+
+// seeStale takes the leases with no holder of a snapshot: a new one, or
+// one whose version changed, counts from now; one gone is forgotten.
+func (c *Core) seeStale(stale []StaleLease) {
+	in := make(map[string]bool, len(stale))
+	for _, sl := range stale {
+		in[sl.Name] = true
+		if st := c.stale[sl.Name]; st == nil || st.version != sl.Version {
+			c.stale[sl.Name] = &staleLease{version: sl.Version, seenAt: c.now}
+		}
+	}
+	for name := range c.stale {
+		if !in[name] {
+			delete(c.stale, name)
+		}
+	}
+}
+
+// deleteStale deletes the leases with no holder seen unchanged for
+// StaleAge; a delete that did not land (the lease is still shown) is sent
+// again StaleAge later.
+func (c *Core) deleteStale() {
+	for _, name := range sortedKeys(c.stale) {
+		st := c.stale[name]
+		if c.now-st.seenAt >= c.cfg.StaleAge && (!st.sent || c.now-st.sentAt >= c.cfg.StaleAge) {
+			st.sent, st.sentAt = true, c.now
+			c.out.Send(ToLease, &DeleteLease{Name: name, Version: st.version})
+		}
+	}
 }
 
 // goneNow: p's lease is deleted, as first seen now (unless known void).

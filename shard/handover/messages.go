@@ -225,6 +225,15 @@ type Leases struct {
 	// Records are the group's range records, as the shell's watch of them
 	// has them (a range left out has none).
 	Records []RecordState
+	// Stale are the group's leases with no holder (tombstones, released
+	// leases), by name and resourceVersion: each is deleted once this
+	// member has seen it unchanged for Config.StaleAge (DeleteLease).
+	Stale []StaleLease
+}
+
+// StaleLease is a lease with no holder: its name and resourceVersion.
+type StaleLease struct {
+	Name, Version string
 }
 
 // LeaseRecord is one member's lease: its holder and resourceVersion.
@@ -427,6 +436,13 @@ type RecordClaim struct {
 	Range int
 	Epoch uint64
 	Gen   uint64
+}
+
+// DeleteLease deletes the lease Name if it is still at Version (a delete
+// refused if the lease changed). Nothing answers: the next snapshot shows
+// the outcome.
+type DeleteLease struct {
+	Name, Version string
 }
 
 // RevokeLease releases Member's lease if it is still at Version (a write

@@ -129,6 +129,30 @@ var mutants = []mutant{
 		to:   "case *unrecorded:\n\t\t\tif true {",
 	},
 	{
+		name: "a lease with no holder is deleted at once",
+		file: "fence.go",
+		from: "if c.now-st.seenAt >= c.cfg.StaleAge && (",
+		to:   "if c.now-st.seenAt >= 0 && (",
+	},
+	{
+		name: "a lease with no holder that changed is deleted on its first sight's age",
+		file: "fence.go",
+		from: "st == nil || st.version != sl.Version {",
+		to:   "st == nil {",
+	},
+	{
+		name: "a delete of a lease with no holder is sent once only",
+		file: "fence.go",
+		from: "(!st.sent || c.now-st.sentAt >= c.cfg.StaleAge)",
+		to:   "(!st.sent)",
+	},
+	{
+		name: "a lease with no holder gone from the snapshot is still deleted",
+		file: "fence.go",
+		from: "if !in[name] {",
+		to:   "if false {",
+	},
+	{
 		name: "a leaver waits until its leave's time is up",
 		file: "core.go",
 		from: "(c.leaving || c.failed != \"\") && c.allIdle() {",

@@ -498,7 +498,7 @@ func (w *world) leaseEffect(m *simMember, body any) {
 		if e.Until > 0 {
 			m.claimed = e.Until
 		}
-	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease, *handover.ClaimRecords:
+	case *handover.RenewLease, *handover.CheckLease, *handover.RevokeLease, *handover.ClaimRecords, *handover.DeleteLease:
 		w.api = append(w.api, apiOp{member: m, body: e, start: w.clock(m.node)})
 	default:
 		w.failf("%s: unknown lease effect %T", m.id, body)
@@ -546,6 +546,12 @@ func (w *world) apply(op apiOp, answer bool) {
 		if !answer {
 			reply = &handover.LeaseChecked{Member: e.Member, Failed: true}
 		}
+	case *handover.DeleteLease:
+		// Lease names are member ids here; nothing answers.
+		if l := w.leases[handover.MemberID(e.Name)]; l != nil && l.holder == "" && strconv.FormatInt(l.version, 10) == e.Version {
+			delete(w.leases, handover.MemberID(e.Name))
+		}
+		return
 	case *handover.RevokeLease:
 		l := w.leases[e.Member]
 		ok := l != nil && l.holder != "" && strconv.FormatInt(l.version, 10) == e.Version
@@ -756,7 +762,8 @@ func (w *world) exec(line string) {
 					if l.released {
 						snap.Released = append(snap.Released, id)
 					}
-					continue // a tombstone: the shell leaves them out
+					snap.Stale = append(snap.Stale, handover.StaleLease{Name: string(id), Version: strconv.FormatInt(l.version, 10)})
+					continue
 				}
 				snap.Leases = append(snap.Leases, handover.LeaseRecord{Holder: id, Version: strconv.FormatInt(w.leases[id].version, 10)})
 			}
