@@ -19,7 +19,7 @@ func wrapForRange(t *testing.T, h any, ri *rangeInformer) actors.ContextEventHan
 	s.validUntil.Store(int64(time.Hour))
 	reg := &registration{s: s, h: h}
 	wrapped, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {
-		return newRangeHandler(reg, ri, inner)
+		return newRangeHandler(reg, &kindRange{ri: ri, k: s}, inner)
 	})
 	if err != nil {
 		t.Fatal(err)

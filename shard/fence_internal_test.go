@@ -72,7 +72,7 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	shardtest.InstallLeases(cs)
 	s := &Informer{group: "g", lw: lw, example: &corev1.ConfigMap{}, o: o, log: log,
 		filter: &filter{field: o.field, log: log}, regs: map[*registration]struct{}{}, indexers: cache.Indexers{},
-		released: map[string]time.Time{}, live: map[*rangeInformer]struct{}{}, stoppedCh: make(chan struct{}), clock0: time.Now()}
+		released: map[string]time.Time{}, live: map[*kindRange]struct{}{}, stoppedCh: make(chan struct{}), clock0: time.Now()}
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)

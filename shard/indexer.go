@@ -30,15 +30,19 @@ func (v indexerView) Bookmark(string)                     {}
 func (v indexerView) AddIndexers(ix cache.Indexers) error { return v.s.AddIndexers(ix) }
 
 // Len is the number of objects in the delivered ranges.
-func (v indexerView) Len() int { return totalLen(v.stores()) }
+func (v indexerView) Len() int { return v.totalLen(v.stores()) }
 
-// cache is a range's cache: the store its informer's indexer actor writes.
-func (ri *rangeInformer) cache() *indexer.Store { return ri.inf.GetIndexer().(*indexer.Store) }
+// cache is a range's cache of a kind: the store its informer's indexer
+// actor writes.
+func (kr *kindRange) cache() *indexer.Store { return kr.inf.GetIndexer().(*indexer.Store) }
 
-func totalLen(ris []*rangeInformer) int {
+// of is the view's kind's informer of range ri.
+func (v indexerView) of(ri *rangeInformer) cache.Indexer { return ri.of(v.s).inf.GetIndexer() }
+
+func (v indexerView) totalLen(ris []*rangeInformer) int {
 	n := 0
 	for _, ri := range ris {
-		n += cacheLen(ri.inf.GetIndexer())
+		n += cacheLen(v.of(ri))
 	}
 	return n
 }
@@ -47,18 +51,18 @@ func totalLen(ris []*rangeInformer) int {
 // allocated once: a lister's List reads the whole cache.
 func (v indexerView) List() []any {
 	ris := v.stores()
-	out := make([]any, 0, totalLen(ris))
+	out := make([]any, 0, v.totalLen(ris))
 	for _, ri := range ris {
-		out = ri.cache().AppendList(out)
+		out = ri.of(v.s).cache().AppendList(out)
 	}
 	return out
 }
 
 func (v indexerView) ListKeys() []string {
 	ris := v.stores()
-	out := make([]string, 0, totalLen(ris))
+	out := make([]string, 0, v.totalLen(ris))
 	for _, ri := range ris {
-		out = ri.cache().AppendKeys(out)
+		out = ri.of(v.s).cache().AppendKeys(out)
 	}
 	return out
 }
@@ -75,7 +79,7 @@ func (v indexerView) Get(obj any) (any, bool, error) {
 
 func (v indexerView) GetByKey(key string) (any, bool, error) {
 	for _, ri := range v.stores() {
-		if item, ok, err := ri.inf.GetIndexer().GetByKey(key); ok || err != nil {
+		if item, ok, err := v.of(ri).GetByKey(key); ok || err != nil {
 			return item, ok, err
 		}
 	}
@@ -85,7 +89,7 @@ func (v indexerView) GetByKey(key string) (any, bool, error) {
 func (v indexerView) Index(name string, obj any) ([]any, error) {
 	var out []any
 	for _, ri := range v.stores() {
-		items, err := ri.inf.GetIndexer().Index(name, obj)
+		items, err := v.of(ri).Index(name, obj)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +101,7 @@ func (v indexerView) Index(name string, obj any) ([]any, error) {
 func (v indexerView) IndexKeys(name, value string) ([]string, error) {
 	var out []string
 	for _, ri := range v.stores() {
-		keys, err := ri.inf.GetIndexer().IndexKeys(name, value)
+		keys, err := v.of(ri).IndexKeys(name, value)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +117,7 @@ func (v indexerView) ListIndexFuncValues(name string) []string {
 	seen := map[string]struct{}{}
 	var out []string
 	for _, ri := range v.stores() {
-		for _, val := range ri.inf.GetIndexer().ListIndexFuncValues(name) {
+		for _, val := range v.of(ri).ListIndexFuncValues(name) {
 			if _, dup := seen[val]; !dup {
 				seen[val] = struct{}{}
 				out = append(out, val)
@@ -126,7 +130,7 @@ func (v indexerView) ListIndexFuncValues(name string) []string {
 func (v indexerView) ByIndex(name, value string) ([]any, error) {
 	var out []any
 	for _, ri := range v.stores() {
-		items, err := ri.inf.GetIndexer().ByIndex(name, value)
+		items, err := v.of(ri).ByIndex(name, value)
 		if err != nil {
 			return nil, err
 		}

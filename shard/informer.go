@@ -47,10 +47,13 @@ type Informer struct {
 	group   string
 	lw      cache.ListerWatcher
 	example runtime.Object
-	o       options
-	log     *slog.Logger
-	filter  *filter
-	tel     *shardTelemetry
+	// kind is this informer's index in its ranges' kinds (0: a group
+	// carries one kind).
+	kind   int
+	o      options
+	log    *slog.Logger
+	filter *filter
+	tel    *shardTelemetry
 	// clock0 starts the member's monotonic clock: the protocol's and the
 	// handler calls' gate's.
 	clock0 time.Time
@@ -93,7 +96,7 @@ type Informer struct {
 	released          map[string]time.Time // keys of released ranges
 	handovers         []Handover           // the last maxHandovers
 	retired           actors.Stats         // counters of the range informers that stopped
-	live              map[*rangeInformer]struct{}
+	live              map[*kindRange]struct{}
 	inc               *incarnation // the running one
 	key               string       // in the process's registry of groups
 
@@ -162,7 +165,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		regs:      map[*registration]struct{}{},
 		indexers:  cache.Indexers{},
 		released:  map[string]time.Time{},
-		live:      map[*rangeInformer]struct{}{},
+		live:      map[*kindRange]struct{}{},
 		stoppedCh: make(chan struct{}),
 		clock0:    time.Now(),
 		name:      memberName(name),
@@ -600,7 +603,7 @@ func (s *Informer) Stopped() <-chan struct{} { return s.stoppedCh }
 func (s *Informer) LastSyncResourceVersion() string {
 	low := ""
 	for _, ri := range *s.delivered.Load() {
-		rv := ri.inf.LastSyncResourceVersion()
+		rv := ri.of(s).inf.LastSyncResourceVersion()
 		if rv == "" {
 			return ""
 		}
@@ -658,8 +661,8 @@ func (s *Informer) AddIndexers(ix cache.Indexers) error {
 			return fmt.Errorf("shard: indexer %q already exists", name)
 		}
 	}
-	for ri := range s.live {
-		if err := ri.inf.AddIndexers(ix); err != nil {
+	for kr := range s.live {
+		if err := kr.inf.AddIndexers(ix); err != nil {
 			return err
 		}
 	}
@@ -732,7 +735,7 @@ func (s *Informer) Epoch(obj any) (uint64, bool) {
 // WithReleasedKeyTTL.
 func (s *Informer) Released(key string) bool {
 	for _, ri := range *s.delivered.Load() {
-		if _, ok, _ := ri.inf.GetIndexer().GetByKey(key); ok {
+		if _, ok, _ := ri.of(s).inf.GetIndexer().GetByKey(key); ok {
 			return false
 		}
 	}

@@ -959,7 +959,7 @@ func (io *memberIO) stop() {
 	io.inc.s.publish(nil)
 	for _, ri := range all {
 		<-ri.switches.wait()
-		io.inc.s.detachAll(ri)
+		detachAll(ri)
 		ri.cancel()
 		<-ri.done
 	}

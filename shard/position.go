@@ -98,15 +98,16 @@ func (s *Informer) positions() map[int]position {
 		if !ri.activated.Load() || !ri.delivering.Load() {
 			continue
 		}
-		fwd, obj := ri.lw.versions()
+		kr := ri.of(s)
+		fwd, obj := kr.lw.versions()
 		switch {
-		case s.given(ri, obj):
-			ri.position.Store(max(ri.position.Load(), fwd))
-		case ri.sampled.forwarded > 0 && s.given(ri, ri.sampled.object):
-			ri.position.Store(max(ri.position.Load(), ri.sampled.forwarded))
+		case s.given(kr, obj):
+			kr.position.Store(max(kr.position.Load(), fwd))
+		case kr.sampled.forwarded > 0 && s.given(kr, kr.sampled.object):
+			kr.position.Store(max(kr.position.Load(), kr.sampled.forwarded))
 		}
-		ri.sampled.forwarded, ri.sampled.object = fwd, obj
-		if v := ri.position.Load(); v > 0 {
+		kr.sampled.forwarded, kr.sampled.object = fwd, obj
+		if v := kr.position.Load(); v > 0 {
 			ps[ri.r.Index] = position{token: ri.token, version: v}
 		}
 	}

@@ -237,9 +237,10 @@ func TestRangeRecordsARelistsDeletes(t *testing.T) {
 func TestPositionsAdvanceBehindASteadyStream(t *testing.T) {
 	s := &Informer{}
 	lw := testRangeLW(nil)
-	ri := &rangeInformer{r: Range{Index: 3, Count: 4}, token: 7, lw: lw, attached: map[*registration]*attachment{}}
+	ri := &rangeInformer{r: Range{Index: 3, Count: 4}, token: 7}
+	ri.kinds = []*kindRange{{ri: ri, k: s, lw: lw, attached: map[*registration]*attachment{}}}
 	h := &rangeHandler{}
-	ri.attached[&registration{}] = &attachment{h: h}
+	ri.kinds[0].attached[&registration{}] = &attachment{h: h}
 	ri.activated.Store(true)
 	ri.delivering.Store(true)
 	s.storeDelivered([]*rangeInformer{ri})

@@ -20,18 +20,18 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// rangeInformer is the informer of one range on this member: started when
-// the member becomes the range's owner, given the handlers once the range
-// is claimed, drained and stopped when the member releases it. The I/O
-// actor starts and ends each effect on it; the waiting happens on the
-// range's lane (memberIO.run), which reports back to the actor.
+// rangeInformer is one range on this member: started when the member
+// becomes the range's owner, given the handlers once the range is claimed,
+// drained and stopped when the member releases it. It has an informer per
+// kind (kinds: today one, the group's Informer's). The I/O actor starts
+// and ends each effect on it; the waiting happens on the range's lane
+// (memberIO.run), which reports back to the actor.
 type rangeInformer struct {
 	r       Range
 	epoch   uint64
-	inf     *actors.SharedIndexInformer
-	lw      *rangeLW
+	kinds   []*kindRange
 	cancel  context.CancelFunc
-	done    chan struct{} // closed when its Run has returned
+	done    chan struct{} // closed when every kind's Run has returned
 	started time.Time
 	span    trace.Span // the acquire span, until activation
 
@@ -73,6 +73,22 @@ type rangeInformer struct {
 	// activation, release, stop), which calls its handlers: the lease is
 	// released only once it has ended. Used on the I/O actor.
 	switches lane
+	// ctx is its informers'.
+	ctx context.Context
+	// activated: the activation has ended.
+	activated atomic.Bool
+	// running: the kinds whose informer's Run has not returned; live: the
+	// kinds whose watch has sent something.
+	running, live atomic.Int32
+}
+
+// kindRange is a range's informer of one kind (k's).
+type kindRange struct {
+	ri   *rangeInformer
+	k    *Informer
+	inf  *actors.SharedIndexInformer
+	lw   *rangeLW
+	done chan struct{} // closed when its Run has returned
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
 	// retired: its Run has returned and its counters are in
@@ -84,25 +100,25 @@ type rangeInformer struct {
 	// no deliverer to copy from, and at its activation;
 	// resume is its replay's outcome, set before the range is reported
 	// synced, or by the activation; finals are the last states of the
-	// objects its activation gave tombstones for (see position.go). ctx
-	// is its informer's.
+	// objects its activation gave tombstones for (see position.go).
 	resumeFrom position
 	resume     *resumed
 	// listed is the informer's list version when it synced: its intake
 	// recorded every delete after it (rangeLW.record).
 	listed atomic.Int64
 	finals map[string]any
-	ctx    context.Context
-	// activated: the activation has ended; position is the newest
-	// position written for the range (Informer.positions).
-	activated atomic.Bool
-	position  atomic.Int64
+	// position is the newest position written for the range
+	// (Informer.positions).
+	position atomic.Int64
 	// sampled is what the range's informer had been handed at the last
 	// position written (Informer.positions, under finalMu): once every
 	// handler has been given its newest object, its forwarded version is
 	// a position, whatever came since.
 	sampled struct{ forwarded, object int64 }
 }
+
+// of is the range's informer of kind s.
+func (ri *rangeInformer) of(s *Informer) *kindRange { return ri.kinds[s.kind] }
 
 // drop stops the range's deliveries from any goroutine, a switch under
 // way included: no handler call starts from now on (the gate), no
@@ -217,12 +233,15 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 		io.inc.log.Error("activating a range without its claim's record; it resumes from the leases' positions (a bug of ours, or a test's activation)", "range", e.Range, "token", e.Token)
 		rec = claimedFinal{}
 	}
-	if from := io.positions[e.Range]; from.newer(ri.resumeFrom) {
+	// The record's and the leases' positions are of the member's kind.
+	kr := ri.of(io.inc.s)
+	if from := io.positions[e.Range]; from.newer(kr.resumeFrom) {
 		// A lost deliverer's last renewal, or a leaver's release.
-		ri.resumeFrom, ri.resume = from, nil
+		kr.resumeFrom, kr.resume = from, nil
 	}
-	target := io.fromRecord(ri, rec.rec)
-	io.run(&ri.switches, func() { io.activate(ri, target) })
+	targets := make([]int64, len(ri.kinds))
+	targets[io.inc.s.kind] = io.fromRecord(kr, rec.rec)
+	io.run(&ri.switches, func() { io.activate(ri, targets) })
 }
 
 // left ends a graceful leave: the lease is released, then the incarnation
@@ -257,7 +276,7 @@ func (io *memberIO) dropAll(end ending) {
 	switched := make([]<-chan struct{}, 0, len(io.ranges))
 	for _, ri := range io.ranges {
 		if ri.activated.Load() {
-			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.position.Load()})
+			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.of(s).position.Load()})
 		}
 		ri.drop()
 		all = append(all, ri)
@@ -268,7 +287,7 @@ func (io *memberIO) dropAll(end ending) {
 	io.run(nil, func() {
 		for i, ri := range all {
 			<-switched[i]
-			s.detachAll(ri)
+			detachAll(ri)
 			ri.cancel()
 			<-ri.done
 		}
@@ -320,16 +339,35 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	inc := io.inc
 	s := inc.s
 	r := Range{Index: e.Range, Count: s.o.ranges}
-	opts := append(append([]actors.Option(nil), s.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
-	opts = append(opts, s.rangeTelemetry(r, e.Epoch)...)
-	lw := newRangeLW(s.lw, r, s.filter)
-	var ri *rangeInformer // set below, before its informer runs
-	lw.onLive = func() { io.report(ri, &handover.RangeLive{Range: e.Range, Epoch: e.Epoch}) }
 	warm := e.From != "" && !s.o.noWarm
 	if !warm && !s.o.noWarm {
 		p, ok := io.positions[e.Range]
 		inc.log.Info("range informer starts cold: no member delivers the range as this member knows", "range", r.String(), "epoch", e.Epoch, "known", e.Cold,
 			"position", p.version, "positionKnown", ok)
+	}
+	ctx, cancel := context.WithCancel(inc.ctx)
+	ri := &rangeInformer{r: r, epoch: e.Epoch, cancel: cancel, done: make(chan struct{}), started: time.Now(),
+		droppedCh: make(chan struct{}), drainUp: make(chan struct{}), ctx: ctx}
+	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
+	for _, k := range []*Informer{s} { // a group carries one kind
+		ri.kinds = append(ri.kinds, io.startKind(ri, k, e, warm))
+	}
+	ri.running.Store(int32(len(ri.kinds)))
+	io.ranges[e.Range] = ri
+	io.runRange(ri)
+}
+
+// startKind makes range ri's informer of kind k: a copy of the previous
+// deliverer's cache when warm, else a list.
+func (io *memberIO) startKind(ri *rangeInformer, k *Informer, e *handover.StartRange, warm bool) *kindRange {
+	inc := io.inc
+	opts := append(append([]actors.Option(nil), k.o.actorOpts...), actors.WithActorSystem(inc.c.ActorSystem))
+	opts = append(opts, k.rangeTelemetry(ri.r, e.Epoch)...)
+	lw := newRangeLW(k.lw, ri.r, k.filter)
+	lw.onLive = func() {
+		if ri.live.Add(1) == int32(len(ri.kinds)) {
+			io.report(ri, &handover.RangeLive{Range: e.Range, Epoch: e.Epoch})
+		}
 	}
 	if warm {
 		io.seedFrom(lw, e)
@@ -337,58 +375,63 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 		// stream would not take it).
 		opts = append(opts, actors.WithWatchList(false))
 	}
-	s.mu.Lock()
-	inf := actors.NewSharedIndexInformer(lw, s.example, s.o.resync, cloneIndexers(s.indexers), opts...)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	inf := actors.NewSharedIndexInformer(lw, k.example, k.o.resync, cloneIndexers(k.indexers), opts...)
 	switch {
 	case warm:
-		_ = inf.SetTransform(lw.transform(s.transform))
-	case s.transform != nil:
-		_ = inf.SetTransform(s.transform)
+		_ = inf.SetTransform(lw.transform(k.transform))
+	case k.transform != nil:
+		_ = inf.SetTransform(k.transform)
 	}
-	if s.watchErrorHandler != nil {
-		_ = inf.SetWatchErrorHandlerWithContext(s.watchErrorHandler)
+	if k.watchErrorHandler != nil {
+		_ = inf.SetWatchErrorHandlerWithContext(k.watchErrorHandler)
 	}
-	ctx, cancel := context.WithCancel(inc.ctx)
-	ri = &rangeInformer{r: r, epoch: e.Epoch, inf: inf, lw: lw, cancel: cancel, done: make(chan struct{}), started: time.Now(),
-		attached: map[*registration]*attachment{}, droppedCh: make(chan struct{}), drainUp: make(chan struct{})}
-	ri.ctx = ctx
+	kr := &kindRange{ri: ri, k: k, inf: inf, lw: lw, done: make(chan struct{}), attached: map[*registration]*attachment{}}
 	// Until its activation, the range records the deletes its intake
 	// takes: an activation gives tombstones for those after its position.
 	lw.record()
-	if p, ok := io.positions[e.Range]; ok && e.From == "" {
-		ri.resumeFrom = p
+	if p, ok := io.positions[e.Range]; ok && e.From == "" && k == inc.s {
+		kr.resumeFrom = p
 	}
-	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
-	s.live[ri] = struct{}{}
-	s.mu.Unlock()
-	io.ranges[e.Range] = ri
-	io.runRange(ri)
+	k.live[kr] = struct{}{}
+	return kr
 }
 
-// runRange runs a started range's informer, and on its lane waits for it
-// to sync, then tells the core, and whether its watch has sent something
-// yet (the watch's first event reports RangeLive too: the core decides
-// when to ask for the range).
+// runRange runs a started range's informers, and on its lane waits for
+// them to sync, then tells the core, and whether their watches have sent
+// something yet (their first events report RangeLive too: the core
+// decides when to ask for the range).
 func (io *memberIO) runRange(ri *rangeInformer) {
-	inf := ri.inf
-	io.run(nil, func() {
-		defer close(ri.done)
-		inf.RunWithContext(ri.ctx)
-		io.inc.s.retire(ri)
-	})
+	for _, kr := range ri.kinds {
+		io.run(nil, func() {
+			defer func() {
+				close(kr.done)
+				if ri.running.Add(-1) == 0 {
+					close(ri.done)
+				}
+			}()
+			kr.inf.RunWithContext(ri.ctx)
+			kr.k.retire(kr)
+		})
+	}
 	io.run(&ri.switches, func() {
-		select {
-		case <-inf.HasSyncedChecker().Done():
-		case <-ri.done:
-			return
+		live := true
+		for _, kr := range ri.kinds {
+			select {
+			case <-kr.inf.HasSyncedChecker().Done():
+			case <-kr.done:
+				return
+			}
+			if v, err := strconv.ParseInt(kr.inf.LastSyncResourceVersion(), 10, 64); err == nil {
+				kr.listed.Store(v)
+			}
+			if kr.resumeFrom.version > 0 {
+				io.replay(ri.ctx, kr)
+			}
+			live = live && kr.lw.isLive()
 		}
-		if v, err := strconv.ParseInt(inf.LastSyncResourceVersion(), 10, 64); err == nil {
-			ri.listed.Store(v)
-		}
-		if ri.resumeFrom.version > 0 {
-			io.replay(ri.ctx, ri)
-		}
-		io.report(ri, &handover.RangeSynced{Range: ri.r.Index, Epoch: ri.epoch, Live: ri.lw.isLive()})
+		io.report(ri, &handover.RangeSynced{Range: ri.r.Index, Epoch: ri.epoch, Live: live})
 	})
 }
 
@@ -422,20 +465,23 @@ func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	return out
 }
 
-// appliedVersion is the resourceVersion a range's cache has applied.
-func appliedVersion(ri *rangeInformer) int64 {
-	if a, ok := ri.inf.GetIndexer().(interface{ AppliedResourceVersion() string }); ok {
+// appliedVersion is the resourceVersion a kind's cache of a range has
+// applied.
+func appliedVersion(kr *kindRange) int64 {
+	if a, ok := kr.inf.GetIndexer().(interface{ AppliedResourceVersion() string }); ok {
 		n, _ := strconv.ParseInt(a.AppliedResourceVersion(), 10, 64)
 		return n
 	}
 	return 0
 }
 
-// waitFor waits until cond holds, the range informer stops, the range is
-// dropped, the core ends its drain (drainUp) or timeout passes (0: none);
-// it reports whether cond held. It looks again as the range's cache moves
-// (indexer.Store.Changed) and as its handlers progress (ri.progress).
-func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
+// waitFor waits until cond holds, the kind's informer of the range stops,
+// the range is dropped, the core ends its drain (drainUp) or timeout passes
+// (0: none); it reports whether cond held. It looks again as the kind's
+// cache moves (indexer.Store.Changed) and as the range's handlers progress
+// (ri.progress).
+func waitFor(kr *kindRange, timeout time.Duration, cond func() bool) bool {
+	ri := kr.ri
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -443,14 +489,14 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 		expired = t.C
 	}
 	for {
-		applied, given := cacheChanged(ri), ri.progress.Wait()
+		applied, given := cacheChanged(kr), ri.progress.Wait()
 		if cond() {
 			return true
 		}
 		select {
 		case <-applied:
 		case <-given:
-		case <-ri.done:
+		case <-kr.done:
 			return false
 		case <-ri.droppedCh:
 			return false
@@ -462,53 +508,70 @@ func waitFor(ri *rangeInformer, timeout time.Duration, cond func() bool) bool {
 	}
 }
 
-// cacheChanged returns a channel closed once the range's cache next moves
-// (nil, which never closes, for a cache that cannot say).
-func cacheChanged(ri *rangeInformer) <-chan struct{} {
-	if c, ok := ri.inf.GetIndexer().(interface{ Changed() <-chan struct{} }); ok {
+// cacheChanged returns a channel closed once the kind's cache of the range
+// next moves (nil, which never closes, for a cache that cannot say).
+func cacheChanged(kr *kindRange) <-chan struct{} {
+	if c, ok := kr.inf.GetIndexer().(interface{ Changed() <-chan struct{} }); ok {
 		return c.Changed()
 	}
 	return nil
 }
 
-// activate gives a claimed range to the handlers, continuing from the
-// range's newest position (resumeFrom): once the range's informer has
-// reached the previous delivery's newest version, its intake is paused while the handlers
-// get OnDelete for the objects deleted since the position that it no
-// longer has, then the cache; then changes flow again.
-func (io *memberIO) activate(ri *rangeInformer, target int64) {
+// activate gives a claimed range to the handlers, each kind continuing
+// from its newest position (resumeFrom): once each kind's informer has
+// reached the previous delivery's newest version of it (targets, by
+// kind), the kinds' intakes are paused while the handlers hear OnAcquire,
+// then get OnDelete for the objects deleted since the position that the
+// caches no longer have, then the caches; then changes flow again.
+func (io *memberIO) activate(ri *rangeInformer, targets []int64) {
 	s := io.inc.s
 	ri.switching.Lock()
 	defer ri.switching.Unlock()
 	if ri.ended {
 		return
 	}
-	var missing []handover.ObjectRef
+	missing := make([][]handover.ObjectRef, len(ri.kinds))
 	begun := time.Now()
-	caught := target <= 0 || io.reach(ri, target)
-	if caught && ri.resumeFrom.version > 0 {
-		missing, caught = io.deletedSincePosition(ri)
+	caught := true
+	for i, kr := range ri.kinds {
+		caught = caught && (targets[i] <= 0 || io.reach(kr, targets[i]))
+		if caught && kr.resumeFrom.version > 0 {
+			missing[i], caught = io.deletedSincePosition(kr)
+		}
 	}
 	caughtUp := time.Since(begun)
 	if !caught || !ri.startDelivering() {
 		// A fence, or the member's stop, dropped the range meanwhile (its
 		// lease is being released, another member may own the range), or
-		// its informer stopped before it caught up.
-		ri.lw.resume()
+		// an informer stopped before it caught up.
+		resumeAll(ri)
 		s.tel.abortHandover(ri.span)
 		io.inc.log.Info("the range was dropped during its activation; not delivering it", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
 		return
 	}
 	s.publishAdd(ri)
-	s.mu.Lock()
-	regs := make([]*registration, 0, len(s.regs))
-	for reg := range s.regs {
-		regs = append(regs, reg)
+	regs := make([][]*registration, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		k := kr.k
+		k.mu.Lock()
+		for reg := range k.regs {
+			regs[i] = append(regs[i], reg)
+		}
+		k.reclaimed(kr.inf.GetIndexer())
+		k.mu.Unlock()
 	}
-	s.reclaimed(ri.inf.GetIndexer())
-	s.mu.Unlock()
-	for _, reg := range regs {
-		s.attach(reg, ri, missing)
+	// Every handler of every kind hears OnAcquire before any kind's first
+	// call.
+	acquired := make([][]bool, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		for _, reg := range regs[i] {
+			acquired[i] = append(acquired[i], kr.k.acquire(reg, ri))
+		}
+	}
+	for i, kr := range ri.kinds {
+		for j, reg := range regs[i] {
+			kr.k.attach(reg, kr, missing[i], acquired[i][j])
+		}
 	}
 	// A handler's listener takes its initial list when its subscription
 	// reaches the range's indexer, after attach returns: the intake stays
@@ -517,14 +580,28 @@ func (io *memberIO) activate(ri *rangeInformer, target int64) {
 	// lists (a delete landing there would reach neither). Only a drop, a
 	// stop or the end of a release's drain ends the wait sooner: the range
 	// is then being released or dropped, and is not reported activated.
-	subscribed := s.waitSubscribed(ri)
-	ri.lw.resume()
+	subscribed := true
+	for _, kr := range ri.kinds {
+		subscribed = subscribed && kr.k.waitSubscribed(kr)
+	}
+	resumeAll(ri)
 	if !subscribed {
 		s.tel.abortHandover(ri.span)
 		io.inc.log.Info("the range was dropped or released during its activation", "range", ri.r.String(), "epoch", ri.epoch, "token", ri.token)
 		return
 	}
-	io.acquired(ri, len(missing), caughtUp)
+	gone := 0
+	for _, m := range missing {
+		gone += len(m)
+	}
+	io.acquired(ri, gone, caughtUp)
+}
+
+// resumeAll resumes the intake of every kind of the range.
+func resumeAll(ri *rangeInformer) {
+	for _, kr := range ri.kinds {
+		kr.lw.resume()
+	}
 }
 
 // acquired records, counts and logs a range's activation, and reports it.
@@ -536,57 +613,62 @@ func (io *memberIO) acquired(ri *rangeInformer, gone int, caughtUp time.Duration
 		Duration: took, Unserved: unserved, Claim: claim, CatchUp: caughtUp, Kind: "acquire", Deleted: gone})
 	s.tel.endHandover(ri.span, "acquire", string(ri.from), took)
 	s.tel.recordUnserved(unserved)
+	objects := 0
+	for _, kr := range ri.kinds {
+		objects += cacheLen(kr.inf.GetIndexer())
+		kr.lw.takeDeleted() // what its intake recorded for a resume
+	}
 	io.inc.log.Info("acquired range", "range", ri.r.String(), "from", string(ri.from), "epoch", ri.epoch, "token", ri.token,
-		"took", took, "unserved", unserved, "objects", cacheLen(ri.inf.GetIndexer()), "gone", gone,
+		"took", took, "unserved", unserved, "objects", objects, "gone", gone,
 		"claim", claim, "catch_up", caughtUp)
-	ri.lw.takeDeleted() // what its intake recorded for a resume
 	ri.activated.Store(true)
 	io.report(ri, nil)
 }
 
-// deletedSincePosition returns the objects of the range deleted since the
-// position it resumes from, which the previous deliverer's handlers may
-// have had, with the range's intake paused (the caller resumes it), once
-// the cache has applied what the intake took. It is false if the range
-// was dropped, released or stopped first.
-func (io *memberIO) deletedSincePosition(ri *rangeInformer) ([]handover.ObjectRef, bool) {
-	if ri.resume == nil {
-		io.replay(ri.ctx, ri)
+// deletedSincePosition returns the objects of a kind of the range deleted
+// since the position it resumes from, which the previous deliverer's
+// handlers may have had, with the kind's intake paused (the caller resumes
+// it), once the cache has applied what the intake took. It is false if the
+// range was dropped, released or stopped first.
+func (io *memberIO) deletedSincePosition(kr *kindRange) ([]handover.ObjectRef, bool) {
+	if kr.resume == nil {
+		io.replay(kr.ri.ctx, kr)
 	}
-	if ri.resume == nil {
+	if kr.resume == nil {
 		return nil, false // stopped meanwhile
 	}
-	ri.lw.pause()
-	fwd, _ := ri.lw.versions()
-	if !waitFor(ri, 0, func() bool { return appliedVersion(ri) >= fwd }) {
+	kr.lw.pause()
+	fwd, _ := kr.lw.versions()
+	if !waitFor(kr, 0, func() bool { return appliedVersion(kr) >= fwd }) {
 		return nil, false
 	}
-	ri.finals = map[string]any{}
-	return missingSince(ri.resume, ri.lw.takeDeleted(), ri.resumeFrom.version, ri.inf.GetIndexer(), ri.finals), true
+	kr.finals = map[string]any{}
+	return missingSince(kr.resume, kr.lw.takeDeleted(), kr.resumeFrom.version, kr.inf.GetIndexer(), kr.finals), true
 }
 
-// replay finds the objects of a range that were deleted between the
-// position it resumes from and its list.
-func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
+// replay finds the objects of a kind of a range that were deleted between
+// the position it resumes from and its list.
+func (io *memberIO) replay(ctx context.Context, kr *kindRange) {
 	s := io.inc.s
-	from := ri.resumeFrom
+	ri := kr.ri
+	from := kr.resumeFrom
 	var deleted map[string]runtime.Object
 	var took time.Duration
 	var err error
-	to := ri.listed.Load()
+	to := kr.listed.Load()
 	complete := to > 0
 	if !complete {
 		err = errors.New("the range's informer has no list version")
 	} else if to > from.version {
 		// At or before the position, the list has nothing to replay.
 		begun := time.Now()
-		deleted, complete, err = replay(ctx, ri.lw, from.version, to)
+		deleted, complete, err = replay(ctx, kr.lw, from.version, to)
 		took = time.Since(begun)
 		if ctx.Err() != nil {
 			return // stopped meanwhile
 		}
 	}
-	ri.resume = &resumed{deleted: deleted}
+	kr.resume = &resumed{deleted: deleted}
 	s.warm.resumes.Add(1)
 	if !complete {
 		s.warm.resumeGaps.Add(1)
@@ -598,57 +680,59 @@ func (io *memberIO) replay(ctx context.Context, ri *rangeInformer) {
 		"token", from.token, "list", to, "deleted", len(deleted), "took", took)
 }
 
-// fromRecord resumes the range from its record's final position rec (as
-// its claim found it) if that is the newest known (from the member whose
-// release wrote it), and returns the newest object version the record
-// says its delivery's handlers were given (0 for none).
-func (io *memberIO) fromRecord(ri *rangeInformer, rec rangeRecord) int64 {
+// fromRecord resumes a kind of the range from its record's final position
+// rec (as its claim found it) if that is the newest known (from the member
+// whose release wrote it), and returns the newest object version the
+// record says its delivery's handlers were given (0 for none).
+func (io *memberIO) fromRecord(kr *kindRange, rec rangeRecord) int64 {
 	if rec.token == 0 {
 		return 0
 	}
 	p := rec.pos()
-	if p.version > 0 && p.newer(ri.resumeFrom) {
-		ri.resumeFrom, ri.resume = p, nil
+	if p.version > 0 && p.newer(kr.resumeFrom) {
+		kr.resumeFrom, kr.resume = p, nil
 	}
-	if p.version > 0 && !ri.resumeFrom.newer(p) {
-		ri.from = rec.by
+	if p.version > 0 && !kr.resumeFrom.newer(p) {
+		kr.ri.from = rec.by
 	}
 	return rec.version
 }
 
-// reach waits until the range's informer has reached version target, the
-// newest object version the previous deliverer's handlers were given, so
-// that no object's version goes back. It waits as long as that takes,
-// with a warning each catch-up timeout. It is false if the range was
-// dropped or its informer stopped first: nothing may be delivered then.
-func (io *memberIO) reach(ri *rangeInformer, target int64) bool {
+// reach waits until a kind's informer of the range has reached version
+// target, the newest object version the previous deliverer's handlers were
+// given, so that no object's version goes back. It waits as long as that
+// takes, with a warning each catch-up timeout. It is false if the range
+// was dropped or the informer stopped first: nothing may be delivered
+// then.
+func (io *memberIO) reach(kr *kindRange, target int64) bool {
 	begun := time.Now()
-	for !waitFor(ri, io.inc.s.o.catchUp, func() bool { return appliedVersion(ri) >= target }) {
-		if ri.stopped() {
+	for !waitFor(kr, io.inc.s.o.catchUp, func() bool { return appliedVersion(kr) >= target }) {
+		if kr.stopped() {
 			return false
 		}
 		io.inc.log.Warn("the range's informer has not reached the previous deliverer's version; still waiting, its handlers get nothing of the range until then",
-			"range", ri.r.String(), "version", target, "applied", appliedVersion(ri), "waited", time.Since(begun))
+			"range", kr.ri.r.String(), "version", target, "applied", appliedVersion(kr), "waited", time.Since(begun))
 	}
 	return true
 }
 
-// stopped reports whether the range was dropped or its informer stopped.
-func (ri *rangeInformer) stopped() bool {
+// stopped reports whether the range was dropped or the kind's informer
+// stopped.
+func (kr *kindRange) stopped() bool {
 	select {
-	case <-ri.done:
+	case <-kr.done:
 		return true
-	case <-ri.droppedCh:
+	case <-kr.ri.droppedCh:
 		return true
 	default:
 		return false
 	}
 }
 
-// deactivate releases a range, draining: its intake is paused, its
-// handlers get what its informer had taken, then no further call; they
-// hear OnRelease, the range's record takes the final position, the core
-// hears RangeStopped, and the informer stops.
+// deactivate releases a range, draining: its kinds' intakes are paused,
+// its handlers get what the informers had taken, then no further call;
+// they hear OnRelease, the range's record takes the final position, the
+// core hears RangeStopped, and the informers stop.
 func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	s := io.inc.s
 	ri.switching.Lock()
@@ -656,23 +740,31 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	ri.ended = true
 	start := time.Now()
 	span := s.tel.startHandover(io.inc.ctx, SpanRelease, ri.r, ri.epoch)
-	ri.lw.pause()
-	fwd, obj := ri.lw.versions()
+	fwds, objs := make([]int64, len(ri.kinds)), make([]int64, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		kr.lw.pause()
+		fwds[i], objs[i] = kr.lw.versions()
+	}
 	// Until the core ends the drain (DrainTimeUp, DefaultDrainTimeout after
-	// the DeactivateRange).
-	drained := waitFor(ri, 0, func() bool { return appliedVersion(ri) >= fwd && s.given(ri, obj) })
+	// the DeactivateRange). Each kind's condition stays true once it holds.
+	drained := true
+	for i, kr := range ri.kinds {
+		drained = drained && waitFor(kr, 0, func() bool { return appliedVersion(kr) >= fwds[i] && kr.k.given(kr, objs[i]) })
+	}
 	if !drained && ri.delivering.Load() {
 		io.inc.log.Warn("the range's handlers were not given everything before its release; the next owner may miss deletes",
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)
 	}
 	ri.stopDelivering()
 	s.publishNow(io)
-	final := ri.position.Load()
+	// The record's and the leases' positions are of the member's kind.
+	kr := ri.of(s)
+	final, obj := kr.position.Load(), objs[s.kind]
 	if drained && ri.activated.Load() {
-		final = max(final, fwd)
+		final = max(final, fwds[s.kind])
 	}
 	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
-	s.detachAll(ri)
+	detachAll(ri)
 	// The range's record takes the final position, and no holder, before
 	// the core hears of the release, so before any member can: whoever
 	// takes the range next finds it there. Until that write lands, no
@@ -683,12 +775,16 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 		pending = &pendingRelease{rec: rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, to: to}
 		stopped.Record, stopped.Unrecorded = io.writeRelease(ri.r.Index, pending)
 	}
-	keys := ri.inf.GetIndexer().ListKeys()
-	s.rememberReleased(keys)
+	objects := 0
+	for _, kr := range ri.kinds {
+		keys := kr.inf.GetIndexer().ListKeys()
+		kr.k.rememberReleased(keys)
+		objects += len(keys)
+	}
 	took := time.Since(start)
 	s.recordHandover(Handover{Range: ri.r, From: string(io.inc.id), To: string(to), Epoch: ri.epoch, Token: ri.token, Start: start, Duration: took, Kind: "release"})
 	s.tel.endHandover(span, "release", string(to), took)
-	io.inc.log.Info("released range", "range", ri.r.String(), "to", string(to), "epoch", ri.epoch, "took", took, "objects", len(keys), "drained", drained)
+	io.inc.log.Info("released range", "range", ri.r.String(), "to", string(to), "epoch", ri.epoch, "took", took, "objects", objects, "drained", drained)
 	// The core hears of the release now, and the range's informer stops meanwhile:
 	// its intake is paused and no handler is attached, so nothing of it
 	// reaches a handler any more; waiting for its Run to return first
@@ -742,29 +838,40 @@ func (s *Informer) publishNow(io *memberIO) {
 	s.storeDelivered(*s.delivered.Load())
 }
 
-// detachAll removes every handler from a range: no call starts after it
-// returns, and the calls in flight have ended; the ownership handlers hear
-// OnRelease.
-func (s *Informer) detachAll(ri *rangeInformer) {
+// detachAll removes every handler of every kind from a range: no call
+// starts after it returns, and the calls in flight have ended; then the
+// ownership handlers hear OnRelease, after every kind's last call.
+func detachAll(ri *rangeInformer) {
 	ri.stopDelivering()
-	s.mu.Lock()
+	var waits []*registration
+	for _, kr := range ri.kinds {
+		waits = append(waits, kr.detach()...)
+	}
+	for _, reg := range waits {
+		reg.released(ri.r)
+	}
+}
+
+// detach removes every handler from a kind's informer of the range, and
+// returns them once their calls in flight have ended.
+func (kr *kindRange) detach() []*registration {
+	k := kr.k
+	k.mu.Lock()
 	var waits []*registration
 	var chans []<-chan struct{}
-	for reg, a := range ri.attached {
-		_ = ri.inf.RemoveEventHandler(a.rreg)
+	for reg, a := range kr.attached {
+		_ = kr.inf.RemoveEventHandler(a.rreg)
 		if sc, ok := a.rreg.(actors.Registration); ok {
 			chans = append(chans, sc.ShutdownChan())
 		}
 		waits = append(waits, reg)
 	}
-	clear(ri.attached)
-	s.mu.Unlock()
+	clear(kr.attached)
+	k.mu.Unlock()
 	for _, ch := range chans {
 		<-ch
 	}
-	for _, reg := range waits {
-		reg.released(ri.r)
-	}
+	return waits
 }
 
 func (s *Informer) recordHandover(h Handover) {
@@ -783,9 +890,9 @@ func (s *Informer) recordHandover(h Handover) {
 // previous deliverer's handlers had.
 //
 // A range that resumed from a position knows the object's last state
-// (ri.finals): the tombstone carries it.
-func (s *Informer) tombstoneIn(ri *rangeInformer, o handover.ObjectRef) cache.DeletedFinalStateUnknown {
-	if obj, ok := ri.finals[o.Key]; ok && obj != nil {
+// (kr.finals): the tombstone carries it.
+func (s *Informer) tombstoneIn(kr *kindRange, o handover.ObjectRef) cache.DeletedFinalStateUnknown {
+	if obj, ok := kr.finals[o.Key]; ok && obj != nil {
 		if s.transform != nil {
 			if t, err := s.transform(obj); err == nil {
 				obj = t

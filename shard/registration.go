@@ -143,38 +143,53 @@ func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEvent
 	s.regs[reg] = struct{}{}
 	s.mu.Unlock()
 	for _, ri := range *s.delivered.Load() {
-		s.attach(reg, ri, nil)
+		kr := ri.of(s)
+		acquired := s.acquire(reg, ri)
+		s.attach(reg, kr, nil, acquired)
 	}
 	return reg, nil
 }
 
-// attach gives a delivered range to reg: OnAcquire first, then OnDelete for
-// each object of gone (deleted since the range's position), then
-// the range informer's handler. The user's callbacks run without
-// Informer.mu held, so that a handler may call the informer.
-func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.ObjectRef) {
-	if reg.removed.Load() || !ri.delivering.Load() {
+// acquire tells reg, if it is an ownership handler that has not heard it
+// yet, that it has the delivered range ri (OnAcquire), and reports whether
+// it told it now. A range's handlers hear it before their first call of
+// any kind's; the user's callbacks run without Informer.mu held, so that a
+// handler may call the informer.
+func (s *Informer) acquire(reg *registration, ri *rangeInformer) bool {
+	if reg.removed.Load() || !ri.delivering.Load() || reg.own == nil {
+		return false
+	}
+	acquired := false
+	reg.call(func() {
+		if !reg.acquired[ri.r.Index] {
+			reg.acquired[ri.r.Index] = true
+			acquired = true
+			reg.own.OnAcquire(ri.r, ri.token)
+		}
+	})
+	return acquired
+}
+
+// attach gives a delivered range's kind to reg: OnDelete for each object
+// of gone (deleted since the range's position), then the kind's informer's
+// handler. acquired: reg heard OnAcquire for it just now (acquire), and
+// hears OnRelease here if the range stopped being delivered meanwhile.
+func (s *Informer) attach(reg *registration, kr *kindRange, gone []handover.ObjectRef, acquired bool) {
+	if reg.removed.Load() || !kr.ri.delivering.Load() {
+		if acquired {
+			reg.released(kr.ri.r)
+		}
 		return
 	}
 	s.mu.Lock()
-	_, done := ri.attached[reg]
+	_, done := kr.attached[reg]
 	s.mu.Unlock()
 	if done {
 		return
 	}
-	acquired := false // OnAcquire called here
-	if reg.own != nil {
-		reg.call(func() {
-			if !reg.acquired[ri.r.Index] {
-				reg.acquired[ri.r.Index] = true
-				acquired = true
-				reg.own.OnAcquire(ri.r, ri.token)
-			}
-		})
-	}
 	var rh *rangeHandler
 	wrapped, err := actors.WrapHandler(reg.h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {
-		rh = newRangeHandler(reg, ri, inner)
+		rh = newRangeHandler(reg, kr, inner)
 		return rh
 	})
 	if err != nil {
@@ -182,42 +197,43 @@ func (s *Informer) attach(reg *registration, ri *rangeInformer, gone []handover.
 		return
 	}
 	rh.tombstones(gone)
-	if !s.listen(reg, ri, wrapped, rh) && acquired {
+	if !s.listen(reg, kr, wrapped, rh) && acquired {
 		// The range stopped being delivered meanwhile (a fence): no
 		// detach will know of this handler, which heard OnAcquire.
-		reg.released(ri.r)
+		reg.released(kr.ri.r)
 	}
 }
 
-// listen adds reg's handler on ri, wrapped, to the range's informer, if
-// the range is still delivered and reg not removed; it reports whether
-// the handler is attached (by it, or already).
-func (s *Informer) listen(reg *registration, ri *rangeInformer, wrapped actors.ContextEventHandler, rh *rangeHandler) bool {
+// listen adds reg's handler on kr, wrapped, to the kind's informer of the
+// range, if the range is still delivered and reg not removed; it reports
+// whether the handler is attached (by it, or already).
+func (s *Informer) listen(reg *registration, kr *kindRange, wrapped actors.ContextEventHandler, rh *rangeHandler) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !ri.delivering.Load() || reg.removed.Load() {
+	if !kr.ri.delivering.Load() || reg.removed.Load() {
 		return false
 	}
-	if _, done := ri.attached[reg]; done {
+	if _, done := kr.attached[reg]; done {
 		return true
 	}
-	rreg, err := ri.inf.AddContextEventHandlerWithOptions(wrapped, reg.options)
+	rreg, err := kr.inf.AddContextEventHandlerWithOptions(wrapped, reg.options)
 	if err != nil {
-		s.log.Error("cannot add a handler to a range's informer", "range", ri.r.String(), "err", err)
+		s.log.Error("cannot add a handler to a range's informer", "range", kr.ri.r.String(), "err", err)
 		return false
 	}
-	ri.attached[reg] = &attachment{rreg: rreg, h: rh}
+	kr.attached[reg] = &attachment{rreg: rreg, h: rh}
 	return true
 }
 
-// waitSubscribed waits until every handler attached to ri has its
-// listener subscribed to the range's cache, the range informer stops, the
-// range is dropped or the core ends a release's drain (DrainTimeUp); it
-// reports whether they all were.
-func (s *Informer) waitSubscribed(ri *rangeInformer) bool {
+// waitSubscribed waits until every handler attached to kr has its
+// listener subscribed to the kind's cache of the range, the range's
+// informers stop, the range is dropped or the core ends a release's drain
+// (DrainTimeUp); it reports whether they all were.
+func (s *Informer) waitSubscribed(kr *kindRange) bool {
+	ri := kr.ri
 	s.mu.Lock()
 	var subs []<-chan struct{}
-	for _, a := range ri.attached {
+	for _, a := range kr.attached {
 		if r, ok := a.rreg.(interface{ SubscribedChan() <-chan struct{} }); ok {
 			subs = append(subs, r.SubscribedChan())
 		}
@@ -226,7 +242,7 @@ func (s *Informer) waitSubscribed(ri *rangeInformer) bool {
 	for _, sub := range subs {
 		select {
 		case <-sub:
-		case <-ri.done:
+		case <-kr.done:
 			return false
 		case <-ri.droppedCh:
 			return false
@@ -237,12 +253,12 @@ func (s *Informer) waitSubscribed(ri *rangeInformer) bool {
 	return true
 }
 
-// given reports whether every handler attached to ri has been called with
+// given reports whether every handler attached to kr has been called with
 // the version obj or a newer one.
-func (s *Informer) given(ri *rangeInformer, obj int64) bool {
+func (s *Informer) given(kr *kindRange, obj int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, a := range ri.attached {
+	for _, a := range kr.attached {
 		if a.h.seen.Load() < obj {
 			return false
 		}
@@ -295,14 +311,14 @@ func (s *Informer) RemoveEventHandler(handle cache.ResourceEventHandlerRegistrat
 	delete(s.regs, reg)
 	reg.removed.Store(true)
 	var waits []<-chan struct{}
-	for ri := range s.live {
-		if a, ok := ri.attached[reg]; ok {
-			_ = ri.inf.RemoveEventHandler(a.rreg)
+	for kr := range s.live {
+		if a, ok := kr.attached[reg]; ok {
+			_ = kr.inf.RemoveEventHandler(a.rreg)
 			if sc, ok := a.rreg.(actors.Registration); ok {
 				waits = append(waits, sc.ShutdownChan())
 			}
-			delete(ri.attached, reg)
-			ri.progress.Fire() // a drain waiting for it looks again
+			delete(kr.attached, reg)
+			kr.ri.progress.Fire() // a drain waiting for it looks again
 		}
 	}
 	s.mu.Unlock()
@@ -331,7 +347,7 @@ func (reg *registration) HasSynced() bool {
 	reg.s.mu.Lock()
 	defer reg.s.mu.Unlock()
 	for _, ri := range *reg.s.delivered.Load() {
-		a, ok := ri.attached[reg]
+		a, ok := ri.of(reg.s).attached[reg]
 		if !ok || !a.rreg.HasSynced() {
 			return false
 		}
@@ -354,6 +370,7 @@ func (reg *registration) HasSyncedChecker() cache.DoneChecker {
 type rangeHandler struct {
 	reg   *registration
 	ri    *rangeInformer
+	kr    *kindRange // the kind's informer of ri it is on
 	inner actors.ContextEventHandler
 	seen  atomic.Int64
 	// claim is the range's Claim for the calls' contexts, boxed once; nil
@@ -362,10 +379,12 @@ type rangeHandler struct {
 	claim any
 }
 
-// newRangeHandler returns the handler that calls inner for range ri. The
-// range's token is set before it is given to any handler (activate).
-func newRangeHandler(reg *registration, ri *rangeInformer, inner actors.ContextEventHandler) *rangeHandler {
-	h := &rangeHandler{reg: reg, ri: ri, inner: inner}
+// newRangeHandler returns the handler that calls inner for a kind's
+// informer of a range, kr. The range's token is set before it is given to
+// any handler (activate).
+func newRangeHandler(reg *registration, kr *kindRange, inner actors.ContextEventHandler) *rangeHandler {
+	ri := kr.ri
+	h := &rangeHandler{reg: reg, ri: ri, kr: kr, inner: inner}
 	// A handler written as a cache.ResourceEventHandler stands behind
 	// actors' adapter, which drops the context: unwrapped, it is no
 	// ContextEventHandler.
@@ -443,7 +462,7 @@ func (h *rangeHandler) tombstones(gone []handover.ObjectRef) {
 	}
 	ctx := context.WithValue(context.Background(), claimKey{}, Claim{Range: h.ri.r, Epoch: h.ri.token})
 	for _, o := range gone {
-		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneIn(h.ri, o)) }, "")
+		h.call(ctx, func(ctx context.Context) { h.inner.OnDelete(ctx, h.reg.s.tombstoneIn(h.kr, o)) }, "")
 	}
 }
 

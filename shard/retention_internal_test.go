@@ -98,7 +98,8 @@ func TestAbandonedSnapshotLetsObjectsGo(t *testing.T) {
 		t.Fatal("not synced")
 	}
 
-	ri := &rangeInformer{inf: inf}
+	ri := &rangeInformer{}
+	ri.kinds = []*kindRange{{ri: ri, inf: inf}}
 	ri.delivering.Store(true)
 	io := &memberIO{inc: &incarnation{s: &Informer{filter: &filter{}}}, ranges: map[int]*rangeInformer{0: ri},
 		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}}

@@ -20,14 +20,14 @@ func (s *Informer) Stats() actors.Stats {
 	st := s.retired
 	st.QueueBacklog, st.CacheSize, st.Handlers = 0, 0, nil
 	backlog := map[string]int64{}
-	for ri := range s.live {
-		if ri.retired {
+	for kr := range s.live {
+		if kr.retired {
 			continue
 		}
-		rs := ri.inf.Stats()
+		rs := kr.inf.Stats()
 		st.AddCounters(rs)
 		st.QueueBacklog += rs.QueueBacklog
-		if ri.delivering.Load() {
+		if kr.ri.delivering.Load() {
 			st.CacheSize += rs.CacheSize
 		}
 		for _, h := range rs.Handlers {
@@ -49,11 +49,11 @@ func (s *Informer) Stats() actors.Stats {
 
 // retire adds the counters of a range informer whose Run has returned to
 // the member's.
-func (s *Informer) retire(ri *rangeInformer) {
-	rs := ri.inf.Stats()
+func (s *Informer) retire(kr *kindRange) {
+	rs := kr.inf.Stats()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retired.AddCounters(rs)
-	ri.retired = true
-	delete(s.live, ri)
+	kr.retired = true
+	delete(s.live, kr)
 }

@@ -131,9 +131,9 @@ func (s *Informer) Status() Status {
 	}
 	counts := map[int]int{}
 	s.mu.Lock()
-	for ri := range s.live {
-		if !ri.retired {
-			counts[ri.r.Index] = cacheLen(ri.inf.GetIndexer())
+	for kr := range s.live {
+		if !kr.retired {
+			counts[kr.ri.r.Index] = cacheLen(kr.inf.GetIndexer())
 		}
 	}
 	st.Handovers = slices.Clone(s.handovers)

@@ -111,7 +111,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		act := *s.delivered.Load()
 		o.ObserveInt64(owned, int64(len(act)), metric.WithAttributes(base...))
 		for _, ri := range act {
-			o.ObserveInt64(objects, int64(cacheLen(ri.inf.GetIndexer())), metric.WithAttributes(append(base[:len(base):len(base)], AttrRange.Int(ri.r.Index))...))
+			o.ObserveInt64(objects, int64(cacheLen(ri.of(s).inf.GetIndexer())), metric.WithAttributes(append(base[:len(base):len(base)], AttrRange.Int(ri.r.Index))...))
 		}
 		o.ObserveInt64(mode, 1, metric.WithAttributes(append(base[:len(base):len(base)], AttrFilterMode.String(s.filter.Mode().String()))...))
 		o.ObserveInt64(dropped, s.filter.dropped.Load(), metric.WithAttributes(base...))

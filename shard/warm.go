@@ -174,7 +174,12 @@ func (io *memberIO) takeSnapshot(m *shardpb.SnapshotRequest, k snapshotKey, now 
 	// A range it delivers, or one whose informer has synced (it is
 	// taking the range, or giving it away): either cache is the
 	// range's at one resourceVersion.
-	if ri == nil || !ri.delivering.Load() && !ri.inf.HasSynced() {
+	// A group carries one kind: the member's.
+	var kr *kindRange
+	if ri != nil {
+		kr = ri.of(io.inc.s)
+	}
+	if ri == nil || !ri.delivering.Load() && !kr.inf.HasSynced() {
 		if to, ok := io.movedTo[int(m.Range)]; ok && string(to) != m.From {
 			// Released since the asker named this member: the member it
 			// went to has a synced copy.
@@ -183,7 +188,7 @@ func (io *memberIO) takeSnapshot(m *shardpb.SnapshotRequest, k snapshotKey, now 
 		}
 		return fail("this member has no synced copy of the range")
 	}
-	st, ok := ri.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })
+	st, ok := kr.inf.GetIndexer().(interface{ Snapshot() ([]any, string) })
 	if !ok {
 		return fail("the range's cache cannot be copied")
 	}
