@@ -530,15 +530,8 @@ func (io *memberIO) activate(ri *rangeInformer, targets []int64) {
 	if ri.ended {
 		return
 	}
-	missing := make([][]handover.ObjectRef, len(ri.kinds))
 	begun := time.Now()
-	caught := true
-	for i, kr := range ri.kinds {
-		caught = caught && (targets[i] <= 0 || io.reach(kr, targets[i]))
-		if caught && kr.resumeFrom.version > 0 {
-			missing[i], caught = io.deletedSincePosition(kr)
-		}
-	}
+	missing, caught := io.catchUp(ri, targets)
 	caughtUp := time.Since(begun)
 	if !caught || !ri.startDelivering() {
 		// A fence, or the member's stop, dropped the range meanwhile (its
@@ -550,29 +543,7 @@ func (io *memberIO) activate(ri *rangeInformer, targets []int64) {
 		return
 	}
 	s.publishAdd(ri)
-	regs := make([][]*registration, len(ri.kinds))
-	for i, kr := range ri.kinds {
-		k := kr.k
-		k.mu.Lock()
-		for reg := range k.regs {
-			regs[i] = append(regs[i], reg)
-		}
-		k.reclaimed(kr.inf.GetIndexer())
-		k.mu.Unlock()
-	}
-	// Every handler of every kind hears OnAcquire before any kind's first
-	// call.
-	acquired := make([][]bool, len(ri.kinds))
-	for i, kr := range ri.kinds {
-		for _, reg := range regs[i] {
-			acquired[i] = append(acquired[i], kr.k.acquire(reg, ri))
-		}
-	}
-	for i, kr := range ri.kinds {
-		for j, reg := range regs[i] {
-			kr.k.attach(reg, kr, missing[i], acquired[i][j])
-		}
-	}
+	handTo(ri, missing)
 	// A handler's listener takes its initial list when its subscription
 	// reaches the range's indexer, after attach returns: the intake stays
 	// paused until every one has, so that no change lands between the cache
@@ -595,6 +566,53 @@ func (io *memberIO) activate(ri *rangeInformer, targets []int64) {
 		gone += len(m)
 	}
 	io.acquired(ri, gone, caughtUp)
+}
+
+// catchUp waits until each kind's informer of the range has reached its
+// target, then, for a kind that resumes from a position, pauses its intake
+// and returns the objects deleted since (by kind); it is false if the
+// range was dropped or an informer stopped first.
+func (io *memberIO) catchUp(ri *rangeInformer, targets []int64) ([][]handover.ObjectRef, bool) {
+	missing := make([][]handover.ObjectRef, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		if targets[i] > 0 && !io.reach(kr, targets[i]) {
+			return nil, false
+		}
+		if kr.resumeFrom.version > 0 {
+			var ok bool
+			if missing[i], ok = io.deletedSincePosition(kr); !ok {
+				return nil, false
+			}
+		}
+	}
+	return missing, true
+}
+
+// handTo gives a range that delivers now to every handler of every kind:
+// each hears OnAcquire before any kind's first call, then gets its kind's
+// missing objects' OnDelete, then its informer's handler.
+func handTo(ri *rangeInformer, missing [][]handover.ObjectRef) {
+	regs := make([][]*registration, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		k := kr.k
+		k.mu.Lock()
+		for reg := range k.regs {
+			regs[i] = append(regs[i], reg)
+		}
+		k.reclaimed(kr.inf.GetIndexer())
+		k.mu.Unlock()
+	}
+	acquired := make([][]bool, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		for _, reg := range regs[i] {
+			acquired[i] = append(acquired[i], kr.k.acquire(reg, ri))
+		}
+	}
+	for i, kr := range ri.kinds {
+		for j, reg := range regs[i] {
+			kr.k.attach(reg, kr, missing[i], acquired[i][j])
+		}
+	}
 }
 
 // resumeAll resumes the intake of every kind of the range.
