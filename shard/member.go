@@ -949,20 +949,7 @@ func (io *memberIO) stop() {
 	if io.stopTick != nil {
 		close(io.stopTick)
 	}
-	io.inc.s.validUntil.Store(0)
-	var all []*rangeInformer
-	for _, ri := range io.ranges {
-		ri.drop()
-		all = append(all, ri)
-	}
-	clear(io.ranges)
-	io.inc.s.publish(nil)
-	for _, ri := range all {
-		<-ri.switches.wait()
-		detachAll(ri)
-		ri.cancel()
-		<-ri.done
-	}
+	io.dropRanges()()
 	io.inc.cancel()
 	io.work.Wait()
 }

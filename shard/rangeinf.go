@@ -271,31 +271,44 @@ func (io *memberIO) dropAll(end ending) {
 	io.ended = true
 	inc := io.inc
 	s := inc.s
-	s.validUntil.Store(0)
-	all := make([]*rangeInformer, 0, len(io.ranges))
-	switched := make([]<-chan struct{}, 0, len(io.ranges))
 	for _, ri := range io.ranges {
 		if ri.activated.Load() {
 			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.of(s).position.Load()})
 		}
+	}
+	endRanges := io.dropRanges()
+	io.run(nil, func() {
+		endRanges()
+		if err := inc.leases.release(inc.ctx); err != nil {
+			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
+		}
+		inc.finish(end)
+	})
+}
+
+// dropRanges drops every range on the actor: no handler call starts from
+// now on, and none is published. The function it returns ends them, on
+// the actor or off it: once each range's switch under way has ended, its
+// handlers are detached and its informers stopped.
+func (io *memberIO) dropRanges() (end func()) {
+	io.inc.s.validUntil.Store(0)
+	all := make([]*rangeInformer, 0, len(io.ranges))
+	switched := make([]<-chan struct{}, 0, len(io.ranges))
+	for _, ri := range io.ranges {
 		ri.drop()
 		all = append(all, ri)
 		switched = append(switched, ri.switches.wait())
 	}
 	clear(io.ranges)
-	s.publish(nil)
-	io.run(nil, func() {
+	io.inc.s.publish(nil)
+	return func() {
 		for i, ri := range all {
 			<-switched[i]
 			detachAll(ri)
 			ri.cancel()
 			<-ri.done
 		}
-		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-		}
-		inc.finish(end)
-	})
+	}
 }
 
 // report hands a range effect's outcome to the actor.
