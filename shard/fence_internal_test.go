@@ -407,13 +407,17 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		leases map[int]position
-		record *rangeRecord // the range's record
+		record *rangeRecord      // the range's record
+		heldBy handover.MemberID // a later deliverer's claim of it
 		want   []string
+		from   string // the previous deliverer the activation reports
 	}{
-		{name: "the record's position", record: &rangeRecord{token: 6, position: 12, version: 14},
-			want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
-		{name: "a later deliverer's position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14},
-			leases: map[int]position{0: {token: 8, version: 14}}, want: []string{"acquire", "add ns/a@10"}},
+		{name: "the record's position", record: &rangeRecord{token: 6, position: 12, version: 14, by: "node-b#1"},
+			want: []string{"acquire", "delete ns/c", "add ns/a@10"}, from: "node-b#1"},
+		{name: "a later deliverer's position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14, by: "node-b#1"},
+			heldBy: "node-c#1", leases: map[int]position{0: {token: 8, version: 14}}, want: []string{"acquire", "add ns/a@10"}, from: "node-c#1"},
+		{name: "a later deliverer's claim, no position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14, by: "node-b#1"},
+			heldBy: "node-c#1", want: []string{"acquire", "delete ns/c", "add ns/a@10"}, from: "node-c#1"},
 		{name: "an older position in the leases", record: &rangeRecord{token: 6, position: 12, version: 14},
 			leases: map[int]position{0: {token: 5, version: 11}}, want: []string{"acquire", "delete ns/c", "add ns/a@10"}},
 		{name: "no record, an older position in the leases", leases: map[int]position{0: {token: 5, version: 11}},
@@ -439,9 +443,16 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				if tc.record != nil {
 					writeFinal(t, rig.inc.leases, 0, *tc.record)
 				}
+				gen := recordGen(tc.record)
+				if tc.heldBy != "" {
+					if res, _, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0, Gen: gen}}, tc.heldBy); err != nil || !res[0].OK {
+						t.Fatalf("%s's claim: %+v, %v", tc.heldBy, res, err)
+					}
+					gen++
+				}
 				// The claim finds the record's final position, which the
 				// activation under its token resumes from.
-				res, finals, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0, Epoch: 1, Gen: recordGen(tc.record)}}, rig.inc.id)
+				res, finals, err := rig.inc.leases.claimRecords(context.Background(), []handover.RecordClaim{{Range: 0, Epoch: 1, Gen: gen}}, rig.inc.id)
 				if err != nil || !res[0].OK {
 					t.Fatalf("claim: %+v, %v", res, err)
 				}
@@ -453,6 +464,12 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				synctest.Wait() // the handlers' initial lists
 				if got := h.get(); !slices.Equal(got, tc.want) {
 					t.Errorf("calls: %s; want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
+				}
+				rig.s.mu.Lock()
+				hs := slices.Clone(rig.s.handovers)
+				rig.s.mu.Unlock()
+				if len(hs) != 1 || hs[0].From != tc.from {
+					t.Errorf("handovers %+v; want one acquire from %q", hs, tc.from)
 				}
 				rig.stop()
 				time.Sleep(time.Minute) // the actor system's dead-letter throttle

@@ -328,7 +328,7 @@ type (
 	// claimed: a claim's outcome, for the core, and the final positions
 	// of the ranges it wrote.
 	claimed struct {
-		finals map[int]rangeRecord
+		finals map[int]claimedFinal
 		in     *handover.RecordsClaimed
 	}
 )
@@ -375,10 +375,12 @@ type memberIO struct {
 	unrecorded map[int]*pendingRelease
 }
 
-// claimedFinal is a range's final position as a claim found it.
+// claimedFinal is a range's final position as a claim found it, and the
+// holder the claim replaced ("" when the record was released).
 type claimedFinal struct {
-	token uint64
-	rec   rangeRecord
+	token    uint64
+	rec      rangeRecord
+	replaced handover.MemberID
 }
 
 // claimed keeps a claim's final positions, then hands the core the claim's
@@ -395,7 +397,8 @@ func (io *memberIO) keepFinals(m *claimed) {
 	}
 	for _, res := range m.in.Results {
 		if f, ok := m.finals[res.Range]; ok && res.OK {
-			io.finals[res.Range] = claimedFinal{token: res.Token, rec: f}
+			f.token = res.Token
+			io.finals[res.Range] = f
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"reflect"
@@ -239,6 +240,9 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 		// A lost deliverer's last renewal, or a leaver's release.
 		kr.resumeFrom, kr.resume = from, nil
 	}
+	// The previous deliverer: the holder this claim replaced, else the
+	// member whose release wrote the record.
+	ri.from = cmp.Or(rec.replaced, rec.rec.by)
 	targets := make([]int64, len(ri.kinds))
 	targets[io.inc.s.kind] = io.fromRecord(kr, rec.rec)
 	io.run(&ri.switches, func() { io.activate(ri, targets) })
@@ -712,19 +716,15 @@ func (io *memberIO) replay(ctx context.Context, kr *kindRange) {
 }
 
 // fromRecord resumes a kind of the range from its record's final position
-// rec (as its claim found it) if that is the newest known (from the member
-// whose release wrote it), and returns the newest object version the
-// record says its delivery's handlers were given (0 for none).
+// rec (as its claim found it) if that is the newest known, and returns the
+// newest object version the record says its delivery's handlers were
+// given (0 for none).
 func (io *memberIO) fromRecord(kr *kindRange, rec rangeRecord) int64 {
 	if rec.token == 0 {
 		return 0
 	}
-	p := rec.pos()
-	if p.version > 0 && p.newer(kr.resumeFrom) {
+	if p := rec.pos(); p.version > 0 && p.newer(kr.resumeFrom) {
 		kr.resumeFrom, kr.resume = p, nil
-	}
-	if p.version > 0 && !kr.resumeFrom.newer(p) {
-		kr.ri.from = rec.by
 	}
 	return rec.version
 }

@@ -137,12 +137,14 @@ const recordTries = 8
 // claim gets a result: written (OK, with the write's resourceVersion as its
 // token, and finals has the range's final position, which only the release
 // of the delivery the claim begins can change), refused (the record as it
-// is), or failed (err: the write may or may not have landed).
-func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim, self handover.MemberID) (res []handover.ClaimResult, finals map[int]rangeRecord, err error) {
+// is), or failed (err: the write may or may not have landed). A written
+// claim's final also names the holder the claim replaced (a takeover: the
+// range's last deliverer, if it began delivering).
+func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim, self handover.MemberID) (res []handover.ClaimResult, finals map[int]claimedFinal, err error) {
 	res = make([]handover.ClaimResult, len(claims))
 	rv, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
 		wrote := false
-		finals = map[int]rangeRecord{}
+		finals = map[int]claimedFinal{}
 		for i, cl := range claims {
 			e, err := entryOf(cur, cl.Range)
 			if err != nil {
@@ -150,10 +152,14 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 			}
 			res[i] = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
 			if e.gen == cl.Gen {
+				f := claimedFinal{rec: e.final}
+				if e.holder != self {
+					f.replaced = e.holder
+				}
 				e.gen, e.holder, wrote = e.gen+1, self, true
 				cur.Annotations[rangeKey(cl.Range)] = e.encode()
 				res[i].OK = true
-				finals[cl.Range] = e.final
+				finals[cl.Range] = f
 			}
 			res[i].Record = handover.RecordState{Range: cl.Range, Holder: e.holder, Gen: e.gen, Next: e.next}
 		}

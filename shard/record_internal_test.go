@@ -46,6 +46,12 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	if err != nil || res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "a#1", Gen: 1}) || !res[1].OK || res[1].Token <= first {
 		t.Fatalf("claims on a changed record: %+v, %v; want 3 refused (a#1 at 1), 5 written above %d", res, err, first)
 	}
+	// a takes range 5 over from b (at the generation b's claim wrote): the
+	// claim names b#1 as the holder it replaced, b's last delivery.
+	res, finals, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 5, Gen: 1}}, "a#1")
+	if err != nil || !res[0].OK || finals[5] != (claimedFinal{replaced: "b#1"}) {
+		t.Fatalf("a takeover's claim: %+v, %+v, %v; want written, replacing b#1", res, finals, err)
+	}
 	// b's release of range 3, which a holds, writes nothing.
 	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, "b#1", ""); err != nil || rec != nil {
 		t.Fatalf("a release by a member the record does not name: %+v, %v", rec, err)
@@ -61,11 +67,11 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	// b claims at generation 2: written, the final position and the
 	// release's next kept, and the final position is the claim's to
 	// resume from.
-	res, finals, err := b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}, {Range: 6, Gen: 4}}, "b#1")
+	res, finals, err = b.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}, {Range: 6, Gen: 4}}, "b#1")
 	if err != nil || !res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}) || res[1].OK {
 		t.Fatalf("claim after the release: %+v, %v", res, err)
 	}
-	if len(finals) != 1 || finals[3] != want {
+	if len(finals) != 1 || finals[3] != (claimedFinal{rec: want}) {
 		t.Fatalf("the claim's final positions: %+v, want range 3's %+v alone", finals, want)
 	}
 	if got, _, _ := a.readRecord(ctx, 3); got != want {
@@ -79,7 +85,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 		t.Fatalf("labels %v: want %s=g and no %s", l.Labels, LabelRecordOf, LabelGroup)
 	}
 	states, bad := recordStates(l, 8)
-	if len(bad) > 0 || !slices.Equal(states, []handover.RecordState{{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}, {Range: 4, Holder: "a#1", Gen: 1}, {Range: 5, Holder: "b#1", Gen: 1}}) {
+	if len(bad) > 0 || !slices.Equal(states, []handover.RecordState{{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}, {Range: 4, Holder: "a#1", Gen: 1}, {Range: 5, Holder: "a#1", Gen: 2}}) {
 		t.Fatalf("record states %+v (%v)", states, bad)
 	}
 	if recordsName("g") == recordsName("h") {
@@ -358,7 +364,7 @@ func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
 	}
 	cs.ClearActions()
 	res, finals, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "a#1")
-	if err != nil || !res[0].OK || finals[3] != final {
+	if err != nil || !res[0].OK || finals[3] != (claimedFinal{rec: final}) {
 		t.Fatalf("a claim the copy would refuse: %+v, %+v, %v; want written, with b's final position", res, finals, err)
 	}
 	if got := verbs(); !slices.Equal(got, []string{"get", "update"}) {

@@ -8,9 +8,10 @@ import (
 // Handover is one range moving to or from this member.
 type Handover struct {
 	Range Range
-	// From and To are member ids; "" is no member (a range first served,
-	// one taken from a member that was lost, or released with nobody to
-	// hand it to).
+	// From and To are member ids. An acquire's From is the holder its
+	// claim replaced (a lost member's, for a takeover), else the member
+	// whose release it resumes from; "" is no member (a range first
+	// served, or released with nobody to hand it to).
 	From, To string
 	// Epoch is the attempt's number (the new owner's); Token the range's
 	// fencing token under the new owner (acquire) or the old (release).
