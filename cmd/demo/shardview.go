@@ -168,15 +168,15 @@ func (f *fleet) timeline(start time.Time) []handoverJSON {
 			Start: h.Start.UTC().Format(time.RFC3339Nano), AtS: h.Start.Sub(start).Seconds(),
 			TookMs: ms(h.Duration), at: h.Start,
 		}
-		var prev stint
-		if j.From == "" {
-			// No member answered that it delivered the range: the previous
-			// owner was killed, or had released it to an earlier attempt
-			// of this one and gone. The owner log knows who it was.
-			var ok bool
-			if prev, ok = f.owners.before(h.Range.Index, delivered, a.m.name); ok {
-				j.From = prev.member
-			}
+		// The owner log knows who delivered the range last, and until
+		// when: the member the new owner names (the holder its claim
+		// replaced, or the releaser of the record), or, when it names
+		// none, whoever it was.
+		prev, ok := f.owners.before(h.Range.Index, delivered, a.m.name)
+		if ok && j.From == "" {
+			j.From = prev.member
+		} else if ok && prev.member != j.From {
+			prev = stint{}
 		}
 		// The previous owner's release of the range: the latest that ended
 		// within releaseSlack before this attempt began, and before the new
