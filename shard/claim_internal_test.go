@@ -15,7 +15,7 @@ import (
 // wrapForRange wraps h for range ri as attach does.
 func wrapForRange(t *testing.T, h any, ri *rangeInformer) actors.ContextEventHandler {
 	t.Helper()
-	s := &Informer{clock0: time.Now()}
+	s := &Informer{shared: &shared{clock0: time.Now()}}
 	s.validUntil.Store(int64(time.Hour))
 	reg := &registration{s: s, h: h}
 	wrapped, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler {

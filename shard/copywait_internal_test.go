@@ -27,11 +27,11 @@ func silentSource(t *testing.T) (*incarnation, func(from handover.MemberID) chan
 	}), actorName("g")); err != nil {
 		t.Fatal(err)
 	}
-	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
+	inc := &incarnation{s: &Informer{shared: &shared{group: "g"}, example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
 	return inc, func(from handover.MemberID) chan error {
 		out := make(chan error, 1)
 		go func() {
-			_, err := inc.fetchSnapshot(context.Background(), from, sys.Address(), 0, 1)
+			_, err := inc.fetchSnapshot(context.Background(), inc.s, from, sys.Address(), 0, 1)
 			out <- err
 		}()
 		<-asked
@@ -90,10 +90,10 @@ func TestRedirectedCopyEndsWithItsNewSource(t *testing.T) {
 	}), actorName("g")); err != nil {
 		t.Fatal(err)
 	}
-	inc := &incarnation{s: &Informer{group: "g", example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
+	inc := &incarnation{s: &Informer{shared: &shared{group: "g"}, example: &corev1.ConfigMap{}}, c: &cluster.Cluster{ActorSystem: sys}, id: "self"}
 	out := make(chan error, 1)
 	go func() {
-		_, err := inc.fetchSnapshot(context.Background(), "first", sys.Address(), 0, 1)
+		_, err := inc.fetchSnapshot(context.Background(), inc.s, "first", sys.Address(), 0, 1)
 		out <- err
 	}()
 	<-asked

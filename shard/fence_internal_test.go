@@ -70,9 +70,8 @@ func newEffectRig(t *testing.T, catchUp time.Duration) *effectRig {
 	o.actorOpts = []actors.Option{actors.WithWatchList(false)} // the fake watch cannot stream a list
 	cs := fake.NewClientset()
 	shardtest.InstallLeases(cs)
-	s := &Informer{group: "g", lw: lw, example: &corev1.ConfigMap{}, o: o, log: log,
-		filter: &filter{field: o.field, log: log}, regs: map[*registration]struct{}{}, indexers: cache.Indexers{},
-		released: map[string]time.Time{}, live: map[*kindRange]struct{}{}, stoppedCh: make(chan struct{}), clock0: time.Now()}
+	sh := &shared{group: "g", o: o, log: log, stoppedCh: make(chan struct{}), clock0: time.Now()}
+	s := sh.newKind(lw, &corev1.ConfigMap{}, "")
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
@@ -439,7 +438,7 @@ func TestActivationResumesFromTheNewestPosition(t *testing.T) {
 				w.Add(cmAt("c", "uc", "13"))
 				w.Delete(cmAt("c", "uc", "14"))
 				synctest.Wait()
-				rig.io.positions = tc.leases
+				rig.io.positions = kindPositions{"": tc.leases}
 				if tc.record != nil {
 					writeFinal(t, rig.inc.leases, 0, *tc.record)
 				}

@@ -13,7 +13,7 @@ import (
 // registration's lock passes it again once it has the lock: a claim that
 // lapsed meanwhile (the process paused while the other call ran) stops it.
 func TestGateCheckedAgainUnderTheLock(t *testing.T) {
-	s := &Informer{clock0: time.Now()}
+	s := &Informer{shared: &shared{clock0: time.Now()}}
 	s.validUntil.Store(int64(time.Hour))
 	reg := &registration{s: s}
 	riA, riB := &rangeInformer{r: Range{Index: 0}}, &rangeInformer{r: Range{Index: 1}}

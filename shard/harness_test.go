@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -41,15 +42,22 @@ type member struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	view   *view
+	// second and secondView are its informer of the group's second kind
+	// (group.second), and its handler.
+	second     *shard.Informer
+	secondView *view
 }
 
 type group struct {
 	t     testing.TB
 	agent *test.InMemAgent
 	src   *memServer
-	rec   *recorder
-	opts  []shard.Option
-	name  string
+	// second, when set, is the source of a second kind, "secrets" (of
+	// ConfigMap objects), that every member adds (AddKind).
+	second *memServer
+	rec    *recorder
+	opts   []shard.Option
+	name   string
 	// transform, when set, is every member's.
 	transform cache.TransformFunc
 	mu        sync.Mutex
@@ -101,6 +109,17 @@ func (g *group) joinMany(n int, extra ...shard.Option) []*member {
 		m.view = g.rec.handler(m.name, inf)
 		if _, err := inf.AddEventHandler(m.view); err != nil {
 			g.t.Fatal(err)
+		}
+		if g.second != nil {
+			sec, err := inf.AddKind(schema.GroupResource{Resource: "secrets"}, g.second, &corev1.ConfigMap{})
+			if err != nil {
+				g.t.Fatalf("AddKind: %v", err)
+			}
+			m.second, m.secondView = sec, g.rec.handler(m.name, sec)
+			m.secondView.kind = "secrets:"
+			if _, err := sec.AddEventHandler(m.secondView); err != nil {
+				g.t.Fatal(err)
+			}
 		}
 		out = append(out, m)
 	}
@@ -204,14 +223,43 @@ func (g *group) settled() string {
 		if d := diff(storeSnapshot(m.inf.GetIndexer()), m.view.snapshot()); d != "" {
 			return m.name + "'s handler view differs from its cache: " + d
 		}
+		if m.second == nil {
+			continue
+		}
+		for _, obj := range m.second.GetIndexer().List() {
+			cm := obj.(*corev1.ConfigMap)
+			k := "secrets:" + cm.Namespace + "/" + cm.Name
+			if _, dup := union[k]; dup {
+				return k + " cached twice"
+			}
+			union[k] = cm.ResourceVersion
+		}
+		if d := diff(prefixed("secrets:", storeSnapshot(m.second.GetIndexer())), m.secondView.snapshot()); d != "" {
+			return m.name + "'s handler view of the second kind differs from its cache: " + d
+		}
 	}
 	if len(ms) > 0 && len(delivered) != rangesOf(ms[0].inf) {
 		return fmt.Sprintf("%d ranges delivered of %d", len(delivered), rangesOf(ms[0].inf))
 	}
-	if d := diff(g.src.snapshot(), union); d != "" {
+	server := g.src.snapshot()
+	if g.second != nil {
+		for k, v := range prefixed("secrets:", g.second.snapshot()) {
+			server[k] = v
+		}
+	}
+	if d := diff(server, union); d != "" {
 		return "the members' caches differ from the server: " + d
 	}
 	return ""
+}
+
+// prefixed is m with each key prefixed.
+func prefixed(prefix string, m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[prefix+k] = v
+	}
+	return out
 }
 
 func rangesOf(inf *shard.Informer) int {
@@ -290,6 +338,7 @@ type call struct {
 type view struct {
 	rec     *recorder
 	member  string
+	kind    string // prefixes its keys: "" for New's kind
 	inf     *shard.Informer
 	mu      sync.Mutex
 	objs    map[string]string
@@ -307,7 +356,7 @@ func (v *view) record(op string, obj any, apply func(key, rv string)) {
 		obj = d.Obj
 	}
 	cm := obj.(*corev1.ConfigMap)
-	key := cm.Namespace + "/" + cm.Name
+	key := v.kind + cm.Namespace + "/" + cm.Name
 	r, _ := v.inf.RangeOf(cm)
 	v.mu.Lock()
 	apply(key, cm.ResourceVersion)
@@ -362,6 +411,14 @@ func (v *view) OnRelease(r shard.Range) {
 			delete(v.rangeOf, k)
 		}
 	}
+}
+
+// holds reports whether the member's handler holds key.
+func (v *view) holds(key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.objs[key]
+	return ok
 }
 
 func (v *view) snapshot() map[string]string {

@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -43,17 +44,41 @@ var _ cache.SharedIndexInformer = (*Informer)(nil)
 // All methods may be called by multiple goroutines simultaneously. A
 // handler's calls never overlap, whatever range they come from.
 type Informer struct {
-	// Set by New, then read-only.
-	group   string
+	// shared is what the group's kinds share: the member, its ranges and
+	// their deliveries (one shared per group on a member).
+	*shared
+	// Set by New or AddKind, then read-only.
 	lw      cache.ListerWatcher
 	example runtime.Object
-	// kind is this informer's index in its ranges' kinds (0: a group
-	// carries one kind).
-	kind   int
-	o      options
-	log    *slog.Logger
-	filter *filter
-	tel    *shardTelemetry
+	// kind is this informer's index in the group's kinds and its ranges'
+	// (0: New's); kindKey names it among the members ("" for New's).
+	kind    int
+	kindKey string
+	filter  *filter
+	// finals: the final positions of the ranges this member released, of
+	// this kind (guarded by finalMu), which its lease keeps carrying: a
+	// range whose record lacks its release (its write failed) resumes from
+	// there.
+	finals map[int]position
+
+	// Guarded by mu.
+	regs              map[*registration]struct{}
+	regSeq            int
+	transform         cache.TransformFunc
+	watchErrorHandler cache.WatchErrorHandlerWithContext
+	indexers          cache.Indexers
+	released          map[string]time.Time // keys of released ranges
+	retired           actors.Stats         // counters of the range informers that stopped
+	live              map[*kindRange]struct{}
+}
+
+// shared is a group's member, which every kind of the group on it shares.
+type shared struct {
+	// Set by New, then read-only.
+	group string
+	o     options
+	log   *slog.Logger
+	tel   *shardTelemetry
 	// clock0 starts the member's monotonic clock: the protocol's and the
 	// handler calls' gate's.
 	clock0 time.Time
@@ -78,27 +103,18 @@ type Informer struct {
 	failed    atomic.Pointer[string]
 	rejoins   atomic.Int64
 	warm      warmStats
-	// finals: the final positions of the ranges this member released
-	// (guarded by finalMu), which its lease keeps carrying: a range whose
-	// record lacks its release (its write failed) resumes from there.
-	finalMu   sync.Mutex
-	finals    map[int]position
+	finalMu   sync.Mutex // guards every kind's finals
 	stoppedCh chan struct{}
 	signals   donesignal.Set
 
-	mu                sync.Mutex
-	started, stopped  bool
-	regs              map[*registration]struct{}
-	regSeq            int
-	transform         cache.TransformFunc
-	watchErrorHandler cache.WatchErrorHandlerWithContext
-	indexers          cache.Indexers
-	released          map[string]time.Time // keys of released ranges
-	handovers         []Handover           // the last maxHandovers
-	retired           actors.Stats         // counters of the range informers that stopped
-	live              map[*kindRange]struct{}
-	inc               *incarnation // the running one
-	key               string       // in the process's registry of groups
+	mu               sync.Mutex
+	started, stopped bool
+	// kinds are the group's informers on this member, by kind index
+	// (guarded by mu until Run, then read-only).
+	kinds     []*Informer
+	handovers []Handover   // the last maxHandovers
+	inc       *incarnation // the running one
+	key       string       // in the process's registry of groups
 
 	// peerRanges are the ranges the peers said they deliver (Undelivered).
 	peerRanges peerRanges
@@ -151,29 +167,23 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		log = telemetry.KlogLogger() // keeps With's group and member
 	}
 	log = log.With("group", group)
-	conflict := probe(c, group, o)
 	name := ""
 	if o.name != nil {
 		name = *o.name
 	} else if h, err := os.Hostname(); err == nil {
 		name = h
 	}
-	s := &Informer{
-		group: group, lw: lw, example: exampleObject, o: o, log: log, key: key, first: c,
-		filter:    &filter{field: o.field, log: log},
+	sh := &shared{
+		group: group, o: o, log: log, key: key, first: c,
 		causes:    &causes{},
-		regs:      map[*registration]struct{}{},
-		indexers:  cache.Indexers{},
-		released:  map[string]time.Time{},
-		live:      map[*kindRange]struct{}{},
 		stoppedCh: make(chan struct{}),
 		clock0:    time.Now(),
 		name:      memberName(name),
 	}
+	s := sh.newKind(lw, exampleObject, "")
 	for k, v := range o.indexers {
 		s.indexers[k] = v
 	}
-	s.filter.causes = s.causes
 	s.current.Store(c)
 	if node, ok := findSelfNode(c); ok {
 		// Known now when the provider lists the member as it starts (not
@@ -182,13 +192,86 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		s.firstID = id
 		s.self.Store(&id)
 	}
-	if conflict != "" {
+	if conflict := sh.probe(c); conflict != "" {
 		s.waitFor(conflict)
 	}
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
 	s.delivered.Store(&empty)
 	return s, nil
+}
+
+// newKind adds an informer of a kind to the group's, as the next kind.
+func (sh *shared) newKind(lw cache.ListerWatcher, example runtime.Object, key string) *Informer {
+	s := &Informer{shared: sh, lw: lw, example: example, kind: len(sh.kinds), kindKey: key,
+		filter:   &filter{field: sh.o.field, log: sh.log, causes: sh.causes},
+		regs:     map[*registration]struct{}{},
+		indexers: cache.Indexers{},
+		released: map[string]time.Time{},
+		live:     map[*kindRange]struct{}{},
+	}
+	sh.kinds = append(sh.kinds, s)
+	return s
+}
+
+// MaxKinds bounds the kinds of a group (AddKind): each range of each kind
+// has an informer with a watch of its own.
+const MaxKinds = 8
+
+// AddKind adds to the group the informer of another kind: objects of
+// exampleObject's type that lw lists and watches, placed in the group's
+// ranges by namespace. The member that delivers a range delivers every
+// kind of it: a move stops delivering all of them before the new owner's
+// first call, and each kind resumes from its own position. Handlers,
+// listers and HasSynced work per kind; Run of any of the group's
+// informers runs the whole group (the others' Run return at once, as a
+// second Run does). resource names the kind among the group's members,
+// which must all add the same kinds (a member whose kinds differ waits,
+// as for other settings). Call it before Run. A group hashed by uid
+// carries one kind: an owner and what it owns share a namespace, not a
+// uid.
+func (s *Informer) AddKind(resource schema.GroupResource, lw cache.ListerWatcher, exampleObject runtime.Object) (*Informer, error) {
+	key := resource.String()
+	switch {
+	case lw == nil:
+		return nil, errors.New("shard: AddKind: nil ListerWatcher")
+	case s.o.field != Namespace:
+		return nil, fmt.Errorf("shard: AddKind(%s): the group hashes by %s; only a group hashed by namespace carries several kinds (an owner and what it owns share a namespace)", key, s.o.field)
+	case resource.Resource == "" || strings.ContainsAny(key, " ,;=:/+"):
+		return nil, fmt.Errorf("shard: AddKind: resource %q; want a resource name and group, such as configmaps or replicasets.apps", key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.started:
+		return nil, fmt.Errorf("shard: AddKind(%s): the group has started", key)
+	case len(s.kinds) >= MaxKinds:
+		return nil, fmt.Errorf("shard: AddKind(%s): a group carries at most %d kinds", key, MaxKinds)
+	}
+	for _, k := range s.kinds[1:] {
+		if k.kindKey == key {
+			return nil, fmt.Errorf("shard: AddKind(%s): the group has that kind", key)
+		}
+	}
+	k := s.newKind(lw, exampleObject, key)
+	for name, f := range s.o.indexers {
+		k.indexers[name] = f
+	}
+	return k, nil
+}
+
+// Kind returns the key of the informer's kind in its group: AddKind's
+// resource, or "" for New's.
+func (s *Informer) Kind() string { return s.kindKey }
+
+// kindOf is the group's informer of kind key (nil for none).
+func (sh *shared) kindOf(key string) *Informer {
+	for _, k := range sh.kinds {
+		if k.kindKey == key {
+			return k
+		}
+	}
+	return nil
 }
 
 // validate refuses a group New could not run.
@@ -262,14 +345,30 @@ func (s *Informer) callable() bool { return int64(s.now()) < s.validUntil.Load()
 // versions refuse each other.
 const protocolVersion = 3
 
+// hashSetting is the hash field, and the kinds after New's: what a
+// member's hello names as its hash field.
+func (sh *shared) hashSetting() string {
+	if len(sh.kinds) < 2 {
+		return string(sh.o.field)
+	}
+	keys := make([]string, 0, len(sh.kinds)-1)
+	for _, k := range sh.kinds[1:] {
+		keys = append(keys, k.kindKey)
+	}
+	return string(sh.o.field) + "+kinds=" + strings.Join(keys, ",")
+}
+
 // settings is what members of a group must agree on, as the core compares
 // it.
-func (o options) settings() string { return fmt.Sprintf("%s;protocol=%d", o.field, protocolVersion) }
+func (sh *shared) settings() string {
+	return fmt.Sprintf("%s;protocol=%d", sh.hashSetting(), protocolVersion)
+}
 
 // probe asks the members of c that run group for their settings, and
 // returns how the first that differs from this member's differs ("" if
 // none does).
-func probe(c *cluster.Cluster, group string, o options) string {
+func (sh *shared) probe(c *cluster.Cluster) string {
+	group, o, field := sh.group, sh.o, sh.hashSetting()
 	timeout := c.Config.RequestTimeoutTime
 	if timeout <= 0 || timeout > 2*time.Second {
 		timeout = 2 * time.Second
@@ -296,9 +395,9 @@ func probe(c *cluster.Cluster, group string, o options) string {
 	}
 	slices.SortFunc(answers, func(a, b answer) int { return strings.Compare(a.member, b.member) })
 	for _, a := range answers {
-		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != string(o.field) || a.hello.Protocol != protocolVersion {
+		if int(a.hello.Ranges) != o.ranges || a.hello.HashField != field || a.hello.Protocol != protocolVersion {
 			return fmt.Sprintf("member %s has %d ranges hashed on %s (protocol %d), this one %d on %s (protocol %d)",
-				a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, o.field, protocolVersion)
+				a.member, a.hello.Ranges, a.hello.HashField, a.hello.Protocol, o.ranges, field, protocolVersion)
 		}
 	}
 	return ""
@@ -327,7 +426,7 @@ func (s *Informer) waitForSettings(ctx context.Context, c *cluster.Cluster) bool
 			s.giveUp("the cluster member was shut down while the informer waited to join its group")
 			return false
 		}
-		if reason := probe(c, s.group, s.o); reason != "" {
+		if reason := s.probe(c); reason != "" {
 			s.waitFor(reason)
 			continue
 		}
@@ -395,7 +494,21 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	}
 	s.started = true
 	s.mu.Unlock()
+	s.kinds[0].run(ctx)
+}
+
+// run runs the group, on New's informer.
+func (s *Informer) run(ctx context.Context) {
 	defer s.finishStop()
+	if len(s.kinds) > 1 {
+		// The settings name the kinds, known now: New's probe knew none
+		// after its own.
+		if conflict := s.probe(s.first); conflict != "" {
+			s.waitFor(conflict)
+		} else {
+			s.waiting.Store(nil)
+		}
+	}
 	s.checkAccess(ctx)
 	if why := s.checkScope(ctx); why != "" {
 		s.giveUp(why)

@@ -106,9 +106,9 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	inc.ctx, inc.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.self.Store(&id)
 	inc.leases = newLeases(s.o.leases, s.o.namespace, s.group, id, c.ActorSystem.Address(), s.o.leaseDur, s.o.renewDL)
-	inc.leases.rec.positions = func() string { return encodePositions(s.positions()) }
+	inc.leases.rec.positions = s.positionsAnnotation
 	inc.core = handover.NewCore(handover.Config{
-		Self: id, Ranges: s.o.ranges, HashField: s.o.settings(), JoinedAt: time.Now().UnixNano(),
+		Self: id, Ranges: s.o.ranges, HashField: s.settings(), JoinedAt: time.Now().UnixNano(),
 		DiscoveryTicks: 5, HelloTicks: 5, LeaveTicks: max(1, int(s.o.leaveTimeout/s.o.tick)), MaxMoves: s.o.moves(),
 		HealTicks: max(15, int(s.o.leaseDur/s.o.tick)), DrainTicks: max(1, int(s.o.drainTimeout/s.o.tick)),
 		LiveTicks:     int((liveWait + s.o.tick - 1) / s.o.tick),
@@ -116,7 +116,7 @@ func (s *Informer) startIncarnation(ctx context.Context, c *cluster.Cluster) (*i
 	})
 	sys := c.ActorSystem
 	io := &memberIO{inc: inc, ranges: map[int]*rangeInformer{}, addrs: map[handover.NodeID]string{}, leaseAddrs: map[handover.MemberID]string{},
-		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}, positions: map[int]position{}, unrecorded: map[int]*pendingRelease{}}
+		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}, positions: kindPositions{}, unrecorded: map[int]*pendingRelease{}}
 	ioPID, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return io }), actorName(s.group))
 	if err != nil {
 		return nil, err
@@ -364,9 +364,10 @@ type memberIO struct {
 	// starts there.
 	freedAt map[int]time.Time
 	recGen  map[int]uint64
-	// positions: per range, the newest delivered position the group's
-	// leases showed (position.go), for a takeover without a release.
-	positions map[int]position
+	// positions: per kind and range, the newest delivered position the
+	// group's leases showed (position.go), for a takeover without a
+	// release.
+	positions kindPositions
 	// finals: per range, the final position in its record that this
 	// member's last claim of it found, under the claim's token.
 	finals map[int]claimedFinal
@@ -375,12 +376,23 @@ type memberIO struct {
 	unrecorded map[int]*pendingRelease
 }
 
-// claimedFinal is a range's final position as a claim found it, and the
-// holder the claim replaced ("" when the record was released).
+// claimedFinal is a range's final position as a claim found it (kinds:
+// the other kinds' parts), and the holder the claim replaced ("" when the
+// record was released).
 type claimedFinal struct {
 	token    uint64
 	rec      rangeRecord
+	kinds    kindFinals
 	replaced handover.MemberID
+}
+
+// of is kind k's part of the final position.
+func (f claimedFinal) of(k *Informer) rangeRecord {
+	if k.kindKey == "" {
+		return f.rec
+	}
+	p := f.kinds[k.kindKey]
+	return rangeRecord{token: f.rec.token, position: p.Position, version: p.Version, by: f.rec.by}
 }
 
 // claimed keeps a claim's final positions, then hands the core the claim's
@@ -447,7 +459,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 		}
 	case *shardpb.Probe:
 		if m.Group == s.group {
-			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(inc.id), Ranges: int32(s.o.ranges), HashField: string(s.o.field), Protocol: protocolVersion, Reply: true})
+			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(inc.id), Ranges: int32(s.o.ranges), HashField: s.hashSetting(), Protocol: protocolVersion, Reply: true})
 		}
 	case *shardpb.SnapshotRequest:
 		if io.fromWire(m.Group, m.To) {

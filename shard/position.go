@@ -30,7 +30,9 @@ import (
 // gets a second OnDelete, at the same resourceVersion.
 
 // AnnotationPositions, on a member's lease, are its ranges' positions:
-// "index=token:version", comma-separated, by index.
+// "index=token:version", comma-separated, by index; a group of several
+// kinds adds those of the kinds after New's, "kind/index=token:version"
+// (the kind's key, AddKind).
 const AnnotationPositions = "actorinformer.io/shard-positions"
 
 // position is a range's delivered position under a token.
@@ -45,39 +47,86 @@ func (p position) newer(q position) bool {
 	return p.token > q.token || p.token == q.token && p.version > q.version
 }
 
-func encodePositions(ps map[int]position) string {
-	idx := make([]int, 0, len(ps))
-	for i := range ps {
-		idx = append(idx, i)
+// kindPositions are positions per kind (by its key; "" for New's) and
+// range.
+type kindPositions map[string]map[int]position
+
+// merge keeps, per kind and range, the newer of its and p.
+func (kp kindPositions) merge(kind string, r int, p position) {
+	if !p.newer(kp[kind][r]) {
+		return
 	}
-	sort.Ints(idx)
+	if kp[kind] == nil {
+		kp[kind] = map[int]position{}
+	}
+	kp[kind][r] = p
+}
+
+// encode is kp as an AnnotationPositions.
+func (kp kindPositions) encode() string {
+	keys := make([]string, 0, len(kp))
+	for k := range kp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	var b strings.Builder
-	for n, i := range idx {
-		if n > 0 {
-			b.WriteByte(',')
+	for _, k := range keys {
+		idx := make([]int, 0, len(kp[k]))
+		for i := range kp[k] {
+			idx = append(idx, i)
 		}
-		fmt.Fprintf(&b, "%d=%d:%d", i, ps[i].token, ps[i].version)
+		sort.Ints(idx)
+		for _, i := range idx {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			if k != "" {
+				b.WriteString(k)
+				b.WriteByte('/')
+			}
+			fmt.Fprintf(&b, "%d=%d:%d", i, kp[k][i].token, kp[k][i].version)
+		}
 	}
 	return b.String()
 }
 
-func decodePositions(s string) (map[int]position, error) {
-	out := map[int]position{}
+// decodeKindPositions decodes an AnnotationPositions.
+func decodeKindPositions(s string) (kindPositions, error) {
+	out := kindPositions{}
 	if s == "" {
 		return out, nil
 	}
 	for _, f := range strings.Split(s, ",") {
-		idx, rest, ok1 := strings.Cut(f, "=")
+		key, idx, ok0 := strings.Cut(f, "/")
+		if !ok0 {
+			key, idx = "", f
+		}
+		idx, rest, ok1 := strings.Cut(idx, "=")
 		tok, ver, ok2 := strings.Cut(rest, ":")
 		i, err1 := strconv.Atoi(idx)
 		t, err2 := strconv.ParseUint(tok, 10, 64)
 		v, err3 := strconv.ParseInt(ver, 10, 64)
-		if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil || i < 0 || v <= 0 {
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || err3 != nil || i < 0 || v <= 0 || ok0 && key == "" {
 			return nil, fmt.Errorf("shard: malformed position %q in %s", f, AnnotationPositions)
 		}
-		out[i] = position{token: t, version: v}
+		if out[key] == nil {
+			out[key] = map[int]position{}
+		}
+		out[key][i] = position{token: t, version: v}
 	}
 	return out, nil
+}
+
+// positionsAnnotation is the AnnotationPositions of this member's next
+// lease write: every kind's positions.
+func (sh *shared) positionsAnnotation() string {
+	kp := kindPositions{}
+	for _, k := range sh.kinds {
+		if ps := k.positions(); len(ps) > 0 {
+			kp[k.kindKey] = ps
+		}
+	}
+	return kp.encode()
 }
 
 // positions are this member's delivered ranges' positions, for its next
@@ -130,27 +179,27 @@ func (s *Informer) releasedAt(r int, p position) {
 	}
 }
 
-// mergePositions is the newest position of each range of two
+// mergePositions is the newest position of each kind's range of two
 // annotations (a malformed one counts as none).
 func mergePositions(a, b string) string {
-	ps, err := decodePositions(a)
+	kp, err := decodeKindPositions(a)
 	if err != nil {
-		ps = map[int]position{}
+		kp = kindPositions{}
 	}
-	if more, err := decodePositions(b); err == nil {
-		for i, p := range more {
-			if p.newer(ps[i]) {
-				ps[i] = p
+	if more, err := decodeKindPositions(b); err == nil {
+		for k, ps := range more {
+			for i, p := range ps {
+				kp.merge(k, i, p)
 			}
 		}
 	}
-	return encodePositions(ps)
+	return kp.encode()
 }
 
 // learnPositions merges the positions the group's leases carry into
-// known: per range, the newest delivery's. A lease that is deleted later
-// leaves its positions known.
-func learnPositions(known map[int]position, objs []any, ranges int) (malformed []string) {
+// known: per kind and range, the newest delivery's. A lease that is
+// deleted later leaves its positions known.
+func learnPositions(known kindPositions, objs []any, ranges int) (malformed []string) {
 	for _, obj := range objs {
 		l, ok := obj.(interface{ GetAnnotations() map[string]string })
 		if !ok {
@@ -160,14 +209,16 @@ func learnPositions(known map[int]position, objs []any, ranges int) (malformed [
 		if a == "" {
 			continue
 		}
-		ps, err := decodePositions(a)
+		kp, err := decodeKindPositions(a)
 		if err != nil {
 			malformed = append(malformed, err.Error())
 			continue
 		}
-		for i, p := range ps {
-			if i < ranges && p.newer(known[i]) {
-				known[i] = p
+		for k, ps := range kp {
+			for i, p := range ps {
+				if i < ranges {
+					known.merge(k, i, p)
+				}
 			}
 		}
 	}

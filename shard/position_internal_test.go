@@ -45,15 +45,18 @@ func leaseWith(positions string) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationPositions: positions}}}
 }
 
-// Per range, the newest delivery's position wins (the highest token, then
-// the highest version), whichever lease says it, and what was learned
-// stays when a lease goes.
+// Per kind and range, the newest delivery's position wins (the highest
+// token, then the highest version), whichever lease says it, and what was
+// learned stays when a lease goes. New's kind's entries have no kind; the
+// others' name theirs.
 func TestLearnPositionsKeepsTheNewestDelivery(t *testing.T) {
-	known := map[int]position{}
-	bad := learnPositions(known, []any{leaseWith("0=10:100,1=10:100"), leaseWith("0=12:90,1=10:120,2=5:50"), leaseWith("nonsense"), leaseWith("9=1:1")}, 4)
-	if len(bad) != 1 {
-		t.Fatalf("malformed: %v, want the one", bad)
+	kp := kindPositions{}
+	bad := learnPositions(kp, []any{leaseWith("0=10:100,1=10:100,secrets/1=10:95"), leaseWith("0=12:90,1=10:120,2=5:50,secrets/1=9:200"),
+		leaseWith("nonsense"), leaseWith("9=1:1"), leaseWith("/1=1:1")}, 4)
+	if len(bad) != 2 {
+		t.Fatalf("malformed: %v, want the two", bad)
 	}
+	known := kp[""]
 	want := map[int]position{0: {12, 90}, 1: {10, 120}, 2: {5, 50}}
 	if len(known) != len(want) {
 		t.Fatalf("known %v, want %v (a range out of the group's count ignored)", known, want)
@@ -63,9 +66,15 @@ func TestLearnPositionsKeepsTheNewestDelivery(t *testing.T) {
 			t.Errorf("range %d: %v, want %v", i, known[i], p)
 		}
 	}
-	learnPositions(known, []any{leaseWith("0=11:500")}, 4)
+	if len(kp) != 2 || len(kp["secrets"]) != 1 || kp["secrets"][1] != (position{10, 95}) {
+		t.Errorf("the secrets' positions: %v, want range 1's 10:95 alone", kp["secrets"])
+	}
+	learnPositions(kp, []any{leaseWith("0=11:500")}, 4)
 	if known[0] != (position{12, 90}) {
 		t.Errorf("an older delivery replaced a newer one: %v", known[0])
+	}
+	if got := kp.encode(); got != "0=12:90,1=10:120,2=5:50,secrets/1=10:95" {
+		t.Errorf("encoded: %s", got)
 	}
 }
 
@@ -235,7 +244,7 @@ func TestRangeRecordsARelistsDeletes(t *testing.T) {
 // lease write once its handlers have been given that, even though more
 // has come since (a steady stream keeps them a few events behind).
 func TestPositionsAdvanceBehindASteadyStream(t *testing.T) {
-	s := &Informer{}
+	s := &Informer{shared: &shared{}}
 	lw := testRangeLW(nil)
 	ri := &rangeInformer{r: Range{Index: 3, Count: 4}, token: 7}
 	ri.kinds = []*kindRange{{ri: ri, k: s, lw: lw, attached: map[*registration]*attachment{}}}
@@ -348,4 +357,19 @@ func TestMergePositions(t *testing.T) {
 	if got := mergePositions("garbage", "1=11:500"); got != "1=11:500" {
 		t.Fatalf("merged with a malformed one: %q", got)
 	}
+}
+
+// encodePositions and decodePositions are New's kind's positions as an
+// annotation, and back.
+func encodePositions(ps map[int]position) string { return kindPositions{"": ps}.encode() }
+
+func decodePositions(s string) (map[int]position, error) {
+	kp, err := decodeKindPositions(s)
+	if err != nil {
+		return nil, err
+	}
+	if kp[""] == nil {
+		return map[int]position{}, nil
+	}
+	return kp[""], nil
 }

@@ -17,7 +17,7 @@ func TestPublishStatusOnChange(t *testing.T) {
 	self := handover.NewMemberID("node-a", "1")
 	core := handover.NewCore(handover.Config{Self: self, Ranges: 16, HashField: "uid", DiscoveryTicks: 2, HelloTicks: 2,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second})
-	inc := &incarnation{s: &Informer{}, core: core}
+	inc := &incarnation{s: &Informer{shared: &shared{}}, core: core}
 	check := func(when string) *handover.Status {
 		t.Helper()
 		inc.publishStatus()

@@ -79,25 +79,34 @@ func Hash(s string) uint64 {
 
 // checkScope refuses to hash a cluster-scoped kind by namespace: its
 // objects have none, so every one would fall in one range, on one member.
-// It lists one object; a list that fails or finds none checks nothing.
+// It lists one object of each kind; a list that fails or finds none checks
+// nothing.
 func (s *Informer) checkScope(ctx context.Context) string {
 	if s.o.field != Namespace {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.renewDL)
 	defer cancel()
-	list, err := listWith(ctx, s.lw, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return ""
-	}
-	why := ""
-	_ = meta.EachListItem(list, func(it runtime.Object) error {
-		if m, err := meta.Accessor(it); err == nil && m.GetNamespace() == "" {
-			why = fmt.Sprintf("hashing by namespace, but the informer's objects have none (%q: a cluster-scoped kind), so every one would fall in one range; hash them by uid (WithHashField(UID))", m.GetName())
+	for _, k := range s.kinds {
+		list, err := listWith(ctx, k.lw, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			continue
 		}
-		return nil
-	})
-	return why
+		why := ""
+		_ = meta.EachListItem(list, func(it runtime.Object) error {
+			if m, err := meta.Accessor(it); err == nil && m.GetNamespace() == "" {
+				why = fmt.Sprintf("hashing by namespace, but the informer's objects have none (%q: a cluster-scoped kind), so every one would fall in one range; hash them by uid (WithHashField(UID))", m.GetName())
+				if k.kindKey != "" {
+					why = fmt.Sprintf("hashing by namespace, but the objects of kind %s have none (%q: a cluster-scoped kind), so every one would fall in one range; a group hashed by namespace carries only namespaced kinds", k.kindKey, m.GetName())
+				}
+			}
+			return nil
+		})
+		if why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // fieldValue is obj's value of field; a tombstone stands for its object.

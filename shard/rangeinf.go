@@ -234,17 +234,19 @@ func (io *memberIO) activateRange(e *handover.ActivateRange) {
 		io.inc.log.Error("activating a range without its claim's record; it resumes from the leases' positions (a bug of ours, or a test's activation)", "range", e.Range, "token", e.Token)
 		rec = claimedFinal{}
 	}
-	// The record's and the leases' positions are of the member's kind.
-	kr := ri.of(io.inc.s)
-	if from := io.positions[e.Range]; from.newer(kr.resumeFrom) {
-		// A lost deliverer's last renewal, or a leaver's release.
-		kr.resumeFrom, kr.resume = from, nil
+	// Each kind resumes from its own position: the record's part of it,
+	// or the leases'.
+	targets := make([]int64, len(ri.kinds))
+	for i, kr := range ri.kinds {
+		if from := io.positions[kr.k.kindKey][e.Range]; from.newer(kr.resumeFrom) {
+			// A lost deliverer's last renewal, or a leaver's release.
+			kr.resumeFrom, kr.resume = from, nil
+		}
+		targets[i] = io.fromRecord(kr, rec.of(kr.k))
 	}
 	// The previous deliverer: the holder this claim replaced, else the
 	// member whose release wrote the record.
 	ri.from = cmp.Or(rec.replaced, rec.rec.by)
-	targets := make([]int64, len(ri.kinds))
-	targets[io.inc.s.kind] = io.fromRecord(kr, rec.rec)
 	io.run(&ri.switches, func() { io.activate(ri, targets) })
 }
 
@@ -274,10 +276,11 @@ func (io *memberIO) dropAll(end ending) {
 	}
 	io.ended = true
 	inc := io.inc
-	s := inc.s
 	for _, ri := range io.ranges {
 		if ri.activated.Load() {
-			s.releasedAt(ri.r.Index, position{token: ri.token, version: ri.of(s).position.Load()})
+			for _, kr := range ri.kinds {
+				kr.k.releasedAt(ri.r.Index, position{token: ri.token, version: kr.position.Load()})
+			}
 		}
 	}
 	endRanges := io.dropRanges()
@@ -358,7 +361,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	r := Range{Index: e.Range, Count: s.o.ranges}
 	warm := e.From != "" && !s.o.noWarm
 	if !warm && !s.o.noWarm {
-		p, ok := io.positions[e.Range]
+		p, ok := io.positions[""][e.Range]
 		inc.log.Info("range informer starts cold: no member delivers the range as this member knows", "range", r.String(), "epoch", e.Epoch, "known", e.Cold,
 			"position", p.version, "positionKnown", ok)
 	}
@@ -366,7 +369,7 @@ func (io *memberIO) startRange(e *handover.StartRange) {
 	ri := &rangeInformer{r: r, epoch: e.Epoch, cancel: cancel, done: make(chan struct{}), started: time.Now(),
 		droppedCh: make(chan struct{}), drainUp: make(chan struct{}), ctx: ctx}
 	ri.span = s.tel.startHandover(ctx, SpanAcquire, r, e.Epoch)
-	for _, k := range []*Informer{s} { // a group carries one kind
+	for _, k := range s.kinds {
 		ri.kinds = append(ri.kinds, io.startKind(ri, k, e, warm))
 	}
 	ri.running.Store(int32(len(ri.kinds)))
@@ -387,7 +390,7 @@ func (io *memberIO) startKind(ri *rangeInformer, k *Informer, e *handover.StartR
 		}
 	}
 	if warm {
-		io.seedFrom(lw, e)
+		io.seedFrom(lw, k, e)
 		// The copy is a list: the informer lists then watches (a WatchList
 		// stream would not take it).
 		opts = append(opts, actors.WithWatchList(false))
@@ -408,7 +411,7 @@ func (io *memberIO) startKind(ri *rangeInformer, k *Informer, e *handover.StartR
 	// Until its activation, the range records the deletes its intake
 	// takes: an activation gives tombstones for those after its position.
 	lw.record()
-	if p, ok := io.positions[e.Range]; ok && e.From == "" && k == inc.s {
+	if p, ok := io.positions[k.kindKey][e.Range]; ok && e.From == "" {
 		kr.resumeFrom = p
 	}
 	k.live[kr] = struct{}{}
@@ -454,15 +457,15 @@ func (io *memberIO) runRange(ri *rangeInformer) {
 
 // seedFrom makes lw's first list a copy of the range's cache at e.From
 // (a warm start).
-func (io *memberIO) seedFrom(lw *rangeLW, e *handover.StartRange) {
+func (io *memberIO) seedFrom(lw *rangeLW, k *Informer, e *handover.StartRange) {
 	inc := io.inc
 	r := lw.rng
 	from, addr := e.From, io.address(e.From)
 	lw.seed = func(ctx context.Context) (copied, error) {
-		cp, err := inc.fetchSnapshot(ctx, from, addr, r.Index, e.Epoch)
+		cp, err := inc.fetchSnapshot(ctx, k, from, addr, r.Index, e.Epoch)
 		if err == nil {
 			inc.s.warm.starts.Add(1)
-			inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
+			inc.log.Info("range informer started from the previous deliverer's copy, without a list", "range", r.String(), "kind", k.kindKey, "from", string(from), "objects", len(cp.objs), "resourceVersion", cp.rv)
 		}
 		return cp, err
 	}
@@ -788,13 +791,25 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	ri.stopDelivering()
 	s.publishNow(io)
-	// The record's and the leases' positions are of the member's kind.
-	kr := ri.of(s)
-	final, obj := kr.position.Load(), objs[s.kind]
-	if drained && ri.activated.Load() {
-		final = max(final, fwds[s.kind])
+	// Each kind's final position: the record's part of it, and the
+	// lease's.
+	var rec rangeRecord
+	var kinds kindFinals
+	for i, kr := range ri.kinds {
+		final, obj := kr.position.Load(), max(objs[i], 0)
+		if drained && ri.activated.Load() {
+			final = max(final, fwds[i])
+		}
+		kr.k.releasedAt(ri.r.Index, position{token: ri.token, version: final})
+		if kr.k.kindKey == "" {
+			rec = rangeRecord{token: ri.token, position: final, version: obj, by: io.inc.id}
+		} else {
+			if kinds == nil {
+				kinds = kindFinals{}
+			}
+			kinds[kr.k.kindKey] = kindFinal{Position: final, Version: obj}
+		}
 	}
-	s.releasedAt(ri.r.Index, position{token: ri.token, version: final})
 	detachAll(ri)
 	// The range's record takes the final position, and no holder, before
 	// the core hears of the release, so before any member can: whoever
@@ -803,7 +818,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	stopped := &handover.RangeStopped{Range: ri.r.Index, Epoch: ri.epoch}
 	var pending *pendingRelease
 	if ri.activated.Load() {
-		pending = &pendingRelease{rec: rangeRecord{token: ri.token, position: final, version: max(obj, 0), by: io.inc.id}, to: to}
+		pending = &pendingRelease{rec: rec, kinds: kinds, to: to}
 		stopped.Record, stopped.Unrecorded = io.writeRelease(ri.r.Index, pending)
 	}
 	objects := 0
@@ -828,15 +843,16 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 // pendingRelease is a release's record write: the final position, and the
 // member it was for.
 type pendingRelease struct {
-	rec rangeRecord
-	to  handover.MemberID
+	rec   rangeRecord
+	kinds kindFinals
+	to    handover.MemberID
 }
 
 // writeRelease writes range r's record at its release p, off the actor: the
 // record written (nil when it names another member or none), and whether
 // the write failed.
 func (io *memberIO) writeRelease(r int, p *pendingRelease) (*handover.RecordState, bool) {
-	rec, err := io.inc.leases.releaseRecord(io.inc.ctx, r, p.rec, io.inc.id, p.to)
+	rec, err := io.inc.leases.releaseRecord(io.inc.ctx, r, p.rec, p.kinds, io.inc.id, p.to)
 	if err != nil {
 		io.inc.s.warm.recordFailures.Add(1)
 		io.inc.log.Warn("cannot write the range's record at its release; no member takes the range from this one until it is written (tried again each tick)",

@@ -21,7 +21,7 @@ func TestReclaimedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &Informer{released: map[string]time.Time{}}
+	s := &Informer{shared: &shared{}, released: map[string]time.Time{}}
 	if a := testing.AllocsPerRun(10, func() { s.reclaimed(ix) }); a != 0 {
 		t.Errorf("with no released key, reclaimed allocated %v times, want 0", a)
 	}

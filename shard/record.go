@@ -54,15 +54,27 @@ type rangeRecord struct {
 	by       handover.MemberID
 }
 
+// kindFinal is a kind's part of a range's final position, for the kinds
+// after New's (whose part is rangeRecord's own): what the delivery's
+// handlers of that kind had been given.
+type kindFinal struct {
+	Position int64 `json:"p"`
+	Version  int64 `json:"v,omitempty"`
+}
+
+// kindFinals are the kinds' parts, by kind key.
+type kindFinals map[string]kindFinal
+
 // pos is the record's position.
 func (r rangeRecord) pos() position { return position{token: r.token, version: r.position} }
 
 // recordEntry is one range's record; next is the member its last release
-// was for.
+// was for; kinds the other kinds' parts of its final position.
 type recordEntry struct {
 	gen          uint64
 	holder, next handover.MemberID
 	final        rangeRecord
+	kinds        kindFinals
 }
 
 // entryJSON is a record's annotation.
@@ -74,11 +86,13 @@ type entryJSON struct {
 	Token    uint64 `json:"token,omitempty"`
 	Position int64  `json:"position,omitempty"`
 	Version  int64  `json:"version,omitempty"`
+	// Kinds: a group of several kinds's (AddKind).
+	Kinds kindFinals `json:"kinds,omitempty"`
 }
 
 func (e recordEntry) encode() string {
 	b, _ := json.Marshal(entryJSON{Gen: e.gen, Holder: string(e.holder), Next: string(e.next), By: string(e.final.by),
-		Token: e.final.token, Position: e.final.position, Version: e.final.version})
+		Token: e.final.token, Position: e.final.position, Version: e.final.version, Kinds: e.kinds})
 	return string(b)
 }
 
@@ -87,8 +101,13 @@ func decodeEntry(s string) (recordEntry, error) {
 	if err := json.Unmarshal([]byte(s), &j); err != nil || j.Gen == 0 || j.Position < 0 || j.Version < 0 {
 		return recordEntry{}, fmt.Errorf("shard: malformed range record %q", s)
 	}
+	for _, k := range j.Kinds {
+		if k.Position < 0 || k.Version < 0 {
+			return recordEntry{}, fmt.Errorf("shard: malformed range record %q", s)
+		}
+	}
 	return recordEntry{gen: j.Gen, holder: handover.MemberID(j.Holder), next: handover.MemberID(j.Next),
-		final: rangeRecord{token: j.Token, position: j.Position, version: j.Version, by: handover.MemberID(j.By)}}, nil
+		final: rangeRecord{token: j.Token, position: j.Position, version: j.Version, by: handover.MemberID(j.By)}, kinds: j.Kinds}, nil
 }
 
 // recordsName is the name of group's records object.
@@ -152,7 +171,7 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 			}
 			res[i] = handover.ClaimResult{Range: cl.Range, Epoch: cl.Epoch}
 			if e.gen == cl.Gen {
-				f := claimedFinal{rec: e.final}
+				f := claimedFinal{rec: e.final, kinds: e.kinds}
 				if e.holder != self {
 					f.replaced = e.holder
 				}
@@ -180,10 +199,10 @@ func (l *leases) claimRecords(ctx context.Context, claims []handover.RecordClaim
 }
 
 // releaseRecord writes range index's record at a release by member self
-// for member next ("" for none): no holder, and final as its final
-// position, if the record still names self (nil, nil when it does not:
-// the range was taken over).
-func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord, self, next handover.MemberID) (*handover.RecordState, error) {
+// for member next ("" for none): no holder, and final (with the other
+// kinds' parts, kinds) as its final position, if the record still names
+// self (nil, nil when it does not: the range was taken over).
+func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord, kinds kindFinals, self, next handover.MemberID) (*handover.RecordState, error) {
 	var out *handover.RecordState
 	_, err := l.casRecords(ctx, func(cur *coordinationv1.Lease) (bool, error) {
 		e, err := entryOf(cur, index)
@@ -191,7 +210,7 @@ func (l *leases) releaseRecord(ctx context.Context, index int, final rangeRecord
 			out = nil
 			return false, err
 		}
-		e.gen, e.holder, e.next, e.final = e.gen+1, "", next, final
+		e.gen, e.holder, e.next, e.final, e.kinds = e.gen+1, "", next, final, kinds
 		cur.Annotations[rangeKey(index)] = e.encode()
 		out = &handover.RecordState{Range: index, Gen: e.gen, Next: next}
 		return true, nil

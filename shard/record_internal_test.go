@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -49,15 +50,15 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	// a takes range 5 over from b (at the generation b's claim wrote): the
 	// claim names b#1 as the holder it replaced, b's last delivery.
 	res, finals, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 5, Gen: 1}}, "a#1")
-	if err != nil || !res[0].OK || finals[5] != (claimedFinal{replaced: "b#1"}) {
+	if err != nil || !res[0].OK || !reflect.DeepEqual(finals[5], claimedFinal{replaced: "b#1"}) {
 		t.Fatalf("a takeover's claim: %+v, %+v, %v; want written, replacing b#1", res, finals, err)
 	}
 	// b's release of range 3, which a holds, writes nothing.
-	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, "b#1", ""); err != nil || rec != nil {
+	if rec, err := b.releaseRecord(ctx, 3, rangeRecord{token: 1, position: 5}, nil, "b#1", ""); err != nil || rec != nil {
 		t.Fatalf("a release by a member the record does not name: %+v, %v", rec, err)
 	}
 	want := rangeRecord{token: first, position: 100, version: 99}
-	rec, err := a.releaseRecord(ctx, 3, want, "a#1", "b#1")
+	rec, err := a.releaseRecord(ctx, 3, want, nil, "a#1", "b#1")
 	if err != nil || rec == nil || *rec != (handover.RecordState{Range: 3, Gen: 2, Next: "b#1"}) {
 		t.Fatalf("a's release: %+v, %v; want no holder at generation 2, for b#1", rec, err)
 	}
@@ -71,7 +72,7 @@ func TestRangeRecordsClaimAndRelease(t *testing.T) {
 	if err != nil || !res[0].OK || res[0].Record != (handover.RecordState{Range: 3, Holder: "b#1", Gen: 3, Next: "b#1"}) || res[1].OK {
 		t.Fatalf("claim after the release: %+v, %v", res, err)
 	}
-	if len(finals) != 1 || finals[3] != (claimedFinal{rec: want}) {
+	if len(finals) != 1 || !reflect.DeepEqual(finals[3], claimedFinal{rec: want}) {
 		t.Fatalf("the claim's final positions: %+v, want range 3's %+v alone", finals, want)
 	}
 	if got, _, _ := a.readRecord(ctx, 3); got != want {
@@ -141,20 +142,54 @@ func TestRangeRecordCompareAndSwap(t *testing.T) {
 	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "leases"}, recordsName("g"), errors.New("no"))
 	})
-	if _, err := b.releaseRecord(ctx, 0, rangeRecord{token: 40, position: 400}, "b#1", ""); !apierrors.IsForbidden(err) {
+	if _, err := b.releaseRecord(ctx, 0, rangeRecord{token: 40, position: 400}, nil, "b#1", ""); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
 	if _, _, err := b.readRecord(ctx, 0); !apierrors.IsForbidden(err) {
 		t.Fatalf("a forbidden read gave %v, want the error", err)
 	}
-	for _, bad := range []string{"", "1:2", "{", `{"gen":0}`, `{"gen":1,"position":-1}`, `{"gen":"x"}`} {
+	for _, bad := range []string{"", "1:2", "{", `{"gen":0}`, `{"gen":1,"position":-1}`, `{"gen":"x"}`, `{"gen":1,"kinds":{"secrets":{"p":-1}}}`} {
 		if _, err := decodeEntry(bad); err == nil {
 			t.Errorf("decodeEntry(%q) took it", bad)
 		}
 	}
-	e := recordEntry{gen: 4, holder: "node:1#x", next: "c#z", final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}}
-	if got, err := decodeEntry(e.encode()); err != nil || got != e {
-		t.Errorf("%+v encoded and decoded: %+v, %v", e, got, err)
+}
+
+// A record's bytes: a one-kind group's are as they were before groups
+// had kinds (members of earlier versions read them); the kinds after
+// New's add their parts under "kinds".
+func TestRangeRecordBytes(t *testing.T) {
+	for _, tc := range []struct {
+		e    recordEntry
+		want string
+	}{{
+		e:    recordEntry{gen: 4, holder: "node:1#x", next: "c#z", final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}},
+		want: `{"gen":4,"holder":"node:1#x","next":"c#z","by":"b:2#y","token":5,"position":6,"version":7}`,
+	}, {
+		e: recordEntry{gen: 4, final: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"},
+			kinds: kindFinals{"secrets": {Position: 8, Version: 9}, "replicasets.apps": {Position: 3}}},
+		want: `{"gen":4,"by":"b:2#y","token":5,"position":6,"version":7,"kinds":{"replicasets.apps":{"p":3},"secrets":{"p":8,"v":9}}}`,
+	}} {
+		if got := tc.e.encode(); got != tc.want {
+			t.Errorf("encoded %s, want %s", got, tc.want)
+		}
+		if got, err := decodeEntry(tc.want); err != nil || !reflect.DeepEqual(got, tc.e) {
+			t.Errorf("%s decoded: %+v, %v; want %+v", tc.want, got, err, tc.e)
+		}
+	}
+	// A claim finds every kind's part; a kind the record lacks (a kind
+	// added since) resumes from nothing.
+	f := claimedFinal{rec: rangeRecord{token: 5, position: 6, version: 7, by: "b:2#y"}, kinds: kindFinals{"secrets": {Position: 8, Version: 9}}}
+	sh := &shared{}
+	cms, secrets, pods := sh.newKind(nil, nil, ""), sh.newKind(nil, nil, "secrets"), sh.newKind(nil, nil, "pods")
+	if got := f.of(cms); got != f.rec {
+		t.Errorf("New's kind's part: %+v", got)
+	}
+	if got := f.of(secrets); got != (rangeRecord{token: 5, position: 8, version: 9, by: "b:2#y"}) {
+		t.Errorf("the secrets' part: %+v", got)
+	}
+	if got := f.of(pods); got.position != 0 || got.version != 0 {
+		t.Errorf("a kind the record lacks: %+v, want no position", got)
 	}
 }
 
@@ -359,12 +394,12 @@ func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
 		t.Fatal(res, err)
 	}
 	final := rangeRecord{token: 5, position: 50, version: 49, by: "b#1"}
-	if rec, err := b.releaseRecord(ctx, 3, final, "b#1", "a#1"); err != nil || rec == nil {
+	if rec, err := b.releaseRecord(ctx, 3, final, nil, "b#1", "a#1"); err != nil || rec == nil {
 		t.Fatal(rec, err)
 	}
 	cs.ClearActions()
 	res, finals, err := a.claimRecords(ctx, []handover.RecordClaim{{Range: 3, Gen: 2}}, "a#1")
-	if err != nil || !res[0].OK || finals[3] != (claimedFinal{rec: final}) {
+	if err != nil || !res[0].OK || !reflect.DeepEqual(finals[3], claimedFinal{rec: final}) {
 		t.Fatalf("a claim the copy would refuse: %+v, %+v, %v; want written, with b's final position", res, finals, err)
 	}
 	if got := verbs(); !slices.Equal(got, []string{"get", "update"}) {
@@ -372,7 +407,7 @@ func TestRecordWritesStartFromTheWatchedCopy(t *testing.T) {
 	}
 	// a's release of range 3, which its copy does not show it holding:
 	// read, then written.
-	if rec, err := a.releaseRecord(ctx, 3, rangeRecord{token: res[0].Token, position: 60, by: "a#1"}, "a#1", ""); err != nil || rec == nil {
+	if rec, err := a.releaseRecord(ctx, 3, rangeRecord{token: res[0].Token, position: 60, by: "a#1"}, nil, "a#1", ""); err != nil || rec == nil {
 		t.Fatalf("a release the copy would skip: %+v, %v", rec, err)
 	}
 	if got := verbs(); !slices.Equal(got, []string{"get", "update"}) {

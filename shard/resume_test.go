@@ -82,14 +82,6 @@ func TestCrashTakeoverDeliversTheDeletesSinceThePosition(t *testing.T) {
 	}
 }
 
-// holds reports whether the member's handler holds key.
-func (v *view) holds(key string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	_, ok := v.objs[key]
-	return ok
-}
-
 // Every member stopped at once: nobody is left to take a handoff, so no
 // leaver waits out its leave timeout (30 s) for one; the ranges' final
 // positions stay on the leases, from which the next owners resume.

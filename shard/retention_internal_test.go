@@ -36,7 +36,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // The keys of a released range are forgotten once WithReleasedKeyTTL has
 // passed, also when no other range is released after it.
 func TestReleasedKeysForgottenAfterTTL(t *testing.T) {
-	s := &Informer{released: map[string]time.Time{}, o: options{releasedTTL: 20 * time.Millisecond}}
+	s := &Informer{shared: &shared{o: options{releasedTTL: 20 * time.Millisecond}}, released: map[string]time.Time{}}
 	s.rememberReleased([]string{"ns/a", "ns/b"})
 	s.mu.Lock()
 	n := len(s.released)
@@ -101,7 +101,7 @@ func TestAbandonedSnapshotLetsObjectsGo(t *testing.T) {
 	ri := &rangeInformer{}
 	ri.kinds = []*kindRange{{ri: ri, inf: inf}}
 	ri.delivering.Store(true)
-	io := &memberIO{inc: &incarnation{s: &Informer{filter: &filter{}}}, ranges: map[int]*rangeInformer{0: ri},
+	io := &memberIO{inc: &incarnation{s: (&shared{}).newKind(nil, nil, "")}, ranges: map[int]*rangeInformer{0: ri},
 		snapshots: map[snapshotKey]*snapshot{}, movedTo: map[int]handover.MemberID{}}
 	rc := &respondCtx{}
 	io.serveSnapshot(rc, &shardpb.SnapshotRequest{From: "asker", Range: 0, Epoch: 1, Chunk: 0})

@@ -32,6 +32,9 @@ type memServer struct {
 
 	filter          bool
 	rejectSelectors bool
+	// spaces is how many namespaces its objects are spread over (3 when
+	// 0).
+	spaces int
 	// watchList: it streams lists (WatchList: initial events, then the
 	// initial-events-end bookmark), as kube-apiserver does.
 	watchList bool
@@ -92,7 +95,11 @@ func (s *memServer) createWithUID(name string, uid types.UID) {
 }
 
 func (s *memServer) createLocked(name string, uid types.UID) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns" + strconv.Itoa(s.uid%3), Name: name, UID: uid}, Data: map[string]string{"v": "0"}}
+	spaces := s.spaces
+	if spaces == 0 {
+		spaces = 3
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns" + strconv.Itoa(s.uid%spaces), Name: name, UID: uid}, Data: map[string]string{"v": "0"}}
 	s.objs[cm.Namespace+"/"+name] = cm
 	s.change(watch.Added, cm)
 }

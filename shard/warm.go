@@ -110,6 +110,7 @@ type snapshotKey struct {
 	asker string
 	rng   int
 	epoch uint64
+	kind  string
 }
 
 // serveSnapshot answers a SnapshotRequest: on the I/O actor, from the
@@ -118,7 +119,7 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 	fail := func(why string) {
 		ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: why})
 	}
-	k := snapshotKey{m.From, int(m.Range), m.Epoch}
+	k := snapshotKey{m.From, int(m.Range), m.Epoch, m.Kind}
 	now := time.Now()
 	for key, sn := range io.snapshots {
 		if now.Sub(sn.at) > snapshotTTL {
@@ -146,7 +147,7 @@ func (io *memberIO) serveSnapshot(ctx actor.Context, m *shardpb.SnapshotRequest)
 	to := min(from+snapshotChunk, len(objs))
 	out := &shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, ResourceVersion: sn.rv, Last: to == len(objs),
 		Total: int32(len(objs)), Objects: make([][]byte, 0, to-from)}
-	if mode := io.inc.s.filter.Mode(); mode != FilterPending {
+	if mode := io.inc.s.kindOf(m.Kind).filter.Mode(); mode != FilterPending {
 		out.FilterMode = mode.String()
 	}
 	for _, obj := range objs[from:to] {
@@ -174,10 +175,13 @@ func (io *memberIO) takeSnapshot(m *shardpb.SnapshotRequest, k snapshotKey, now 
 	// A range it delivers, or one whose informer has synced (it is
 	// taking the range, or giving it away): either cache is the
 	// range's at one resourceVersion.
-	// A group carries one kind: the member's.
+	kind := io.inc.s.kindOf(m.Kind)
+	if kind == nil {
+		return fail("this member's group has no kind " + m.Kind)
+	}
 	var kr *kindRange
 	if ri != nil {
-		kr = ri.of(io.inc.s)
+		kr = ri.of(kind)
 	}
 	if ri == nil || !ri.delivering.Load() && !kr.inf.HasSynced() {
 		if to, ok := io.movedTo[int(m.Range)]; ok && string(to) != m.From {
@@ -217,11 +221,11 @@ type copied struct {
 	mode string
 }
 
-// fetchSnapshot asks member from for a copy of range r's cache, chunk by
-// chunk, and decodes it into new objects of the example's type. It gives
-// up once the member it asks loses its lease (copyWaits.leases).
-func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
-	s := inc.s
+// fetchSnapshot asks member from for a copy of range r's cache of kind s,
+// chunk by chunk, and decodes it into new objects of the kind's example's
+// type. It gives up once the member it asks loses its lease
+// (copyWaits.leases).
+func (inc *incarnation) fetchSnapshot(ctx context.Context, s *Informer, from handover.MemberID, addr string, r int, epoch uint64) (copied, error) {
 	if addr == "" {
 		return copied{}, errors.New("the member's address is unknown")
 	}
@@ -238,7 +242,7 @@ func (inc *incarnation) fetchSnapshot(ctx context.Context, from handover.MemberI
 			return copied{}, context.Cause(ctx)
 		}
 		c, err := inc.requestChunk(ctx, pid, &shardpb.SnapshotRequest{Group: s.group, From: string(inc.id), To: string(from),
-			Range: int32(r), Epoch: epoch, Chunk: chunk})
+			Range: int32(r), Epoch: epoch, Chunk: chunk, Kind: s.kindKey})
 		if err != nil {
 			return copied{}, err
 		}

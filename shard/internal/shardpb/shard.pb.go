@@ -518,7 +518,8 @@ func (x *Record) GetNext() string {
 
 // SnapshotRequest asks the member that delivers a range for chunk `chunk`
 // of a copy of its cache of the range (a warm start of the asker's
-// informer, without a list). Chunk 0 takes the copy.
+// informer, without a list). Chunk 0 takes the copy. kind is the key of
+// the group's kind ("" for the first).
 type SnapshotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -527,6 +528,7 @@ type SnapshotRequest struct {
 	Range         int32                  `protobuf:"varint,4,opt,name=range,proto3" json:"range,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Chunk         int32                  `protobuf:"varint,6,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Kind          string                 `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +603,13 @@ func (x *SnapshotRequest) GetChunk() int32 {
 		return x.Chunk
 	}
 	return 0
+}
+
+func (x *SnapshotRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // SnapshotChunk answers a SnapshotRequest: objects (JSON) of the copy, the
@@ -771,14 +780,15 @@ const file_shard_proto_rawDesc = "" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\tR\x06holder\x12\x10\n" +
 	"\x03gen\x18\x03 \x01(\x04R\x03gen\x12\x12\n" +
-	"\x04next\x18\x04 \x01(\tR\x04next\"\x8d\x01\n" +
+	"\x04next\x18\x04 \x01(\tR\x04next\"\xa1\x01\n" +
 	"\x0fSnapshotRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
 	"\x05range\x18\x04 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\"\xa6\x02\n" +
+	"\x05chunk\x18\x06 \x01(\x05R\x05chunk\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\"\xa6\x02\n" +
 	"\rSnapshotChunk\x12\x14\n" +
 	"\x05range\x18\x01 \x01(\x05R\x05range\x12\x14\n" +
 	"\x05chunk\x18\x02 \x01(\x05R\x05chunk\x12\x18\n" +
