@@ -113,7 +113,7 @@ trap 'kill -KILL -- -$background_pid 2>/dev/null || kill $background_pid 2>/dev/
 # with the soak of leaves and joins during a burst of deletes. So does
 # TestInitialList10k, whose figures (time to sync, heap) mean nothing
 # under the race detector, which made it 50 s long.
-ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestStartMember|TestInitialList10k|TestShard|TestController|TestRangeCountRollout' ./shard/ ./e2e/ ./examples/sharded-controller/
+ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestKindsMoveTogether|TestAddKind|TestStartMember|TestInitialList10k|TestShard|TestController|TestRangeCountRollout' ./shard/ ./e2e/ ./examples/sharded-controller/
 took "multi-member and member-process tests without -race (beside the nemesis)"
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
@@ -143,9 +143,12 @@ go test -count=1 -timeout 10m -tags actorinformer_notrace \
 	$(go list ./... | grep -v -e /e2e -e /bench -e /internal/testcluster -e /cmd/localcluster -e /examples/ -e /internal/usercheck -e '/shard$' -e '/shard/handover$' -e /cmd/demo)
 took "unit tests without tracing"
 # The controller-runtime module (its own go.mod, so ./... above skips it):
-# vetted in both builds, its tests (a manager on the real cluster) with -race.
+# vetted in both builds, its tests (a manager on the real cluster) with -race,
+# then the sharded controller's (replicas in one process: //go:build !race)
+# without.
 (cd ctrlruntime && go vet ./... && go vet -tags actorinformer_notrace ./... &&
-	go test -race -count=1 -timeout 20m ./...)
+	go test -race -count=1 -timeout 20m ./... &&
+	go test -count=1 -timeout 10m -run TestShardedController .)
 took "ctrlruntime module"
 if [[ -d bench ]]; then
 	# The sharded benchmarks at their smallest: 3 members, 3 s idle.
