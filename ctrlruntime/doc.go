@@ -19,6 +19,14 @@
 // its group, version and resource. [NewInformer] is the simple form for
 // cache.Options.NewInformer: each informer runs its own actor system.
 //
+// # Sharding
+//
+// [Sharded] runs a controller on several replicas without leader election:
+// its NewCache makes the cache's informers of the given kinds one shard
+// group hashed by namespace (package shard), and its Reconciler reconciles
+// only the namespaces of the ranges the replica delivers, holding a range's
+// release until its reconciles there have returned.
+//
 // # Traces into Reconcile
 //
 // A [Tracing] serves one controller: its NewQueue gives the controller
