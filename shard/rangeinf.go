@@ -791,25 +791,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	}
 	ri.stopDelivering()
 	s.publishNow(io)
-	// Each kind's final position: the record's part of it, and the
-	// lease's.
-	var rec rangeRecord
-	var kinds kindFinals
-	for i, kr := range ri.kinds {
-		final, obj := kr.position.Load(), max(objs[i], 0)
-		if drained && ri.activated.Load() {
-			final = max(final, fwds[i])
-		}
-		kr.k.releasedAt(ri.r.Index, position{token: ri.token, version: final})
-		if kr.k.kindKey == "" {
-			rec = rangeRecord{token: ri.token, position: final, version: obj, by: io.inc.id}
-		} else {
-			if kinds == nil {
-				kinds = kindFinals{}
-			}
-			kinds[kr.k.kindKey] = kindFinal{Position: final, Version: obj}
-		}
-	}
+	rec, kinds := io.finalsOf(ri, drained, fwds, objs)
 	detachAll(ri)
 	// The range's record takes the final position, and no holder, before
 	// the core hears of the release, so before any member can: whoever
@@ -838,6 +820,29 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 	// I/O actor's stop waits for it (io.work).
 	ri.cancel()
 	io.inc.c.ActorSystem.Root.Send(io.inc.ioPID, &rangeDone{ri: ri, report: stopped, pending: pending})
+}
+
+// finalsOf is each kind's final position at a release, the record's part
+// of it (New's kind's, the others'), also kept for the lease: what its
+// handlers were last known to have been given, or, once drained, what its
+// informer had been handed (fwds, and objs for the newest object version).
+func (io *memberIO) finalsOf(ri *rangeInformer, drained bool, fwds, objs []int64) (rec rangeRecord, kinds kindFinals) {
+	for i, kr := range ri.kinds {
+		final, obj := kr.position.Load(), max(objs[i], 0)
+		if drained && ri.activated.Load() {
+			final = max(final, fwds[i])
+		}
+		kr.k.releasedAt(ri.r.Index, position{token: ri.token, version: final})
+		if kr.k.kindKey == "" {
+			rec = rangeRecord{token: ri.token, position: final, version: obj, by: io.inc.id}
+			continue
+		}
+		if kinds == nil {
+			kinds = kindFinals{}
+		}
+		kinds[kr.k.kindKey] = kindFinal{Position: final, Version: obj}
+	}
+	return rec, kinds
 }
 
 // pendingRelease is a release's record write: the final position, and the
