@@ -37,6 +37,7 @@ var (
 	nemesisSeed     = flag.Int64("nemesis.seed", 0, "seed of the workload and of the long run's choices (0: the time)")
 	nemesisReport   = flag.String("nemesis.report", "", "a file to write the report to, as JSON")
 	nemesisUpgrade  = flag.String("nemesis.upgrade-from", "", "a git revision: the members start as the member program was there, and a rolling update replaces them with this one's (the only fault unless -nemesis.faults says otherwise)")
+	nemesisKinds    = flag.Int("nemesis.kinds", 1, "1: the members' group carries ConfigMaps of one namespace; 2: hashed by namespace, ConfigMaps and Secrets (AddKind) spread over 3 namespaces per range, checked per kind and for a range's kinds delivered together (kinds-apart)")
 	nemesisRollback = flag.String("nemesis.rollback-to", "", "a git revision: a rolling update replaces this version's members with the member program as it was there (the only fault unless -nemesis.faults says otherwise)")
 )
 
@@ -73,7 +74,10 @@ func kindList() string {
 // long run: random faults, one after the other, in one group, for that
 // long. -nemesis.upgrade-from REV and -nemesis.rollback-to REV run a
 // rolling update between the member program as it was at the git
-// revision REV and this one's, in either direction.
+// revision REV and this one's, in either direction. -nemesis.kinds 2 runs
+// each group hashed by namespace with two kinds, ConfigMaps and Secrets,
+// over 48 namespaces, and checks also that a range's kinds are delivered
+// by one member at a time (nemesis.VKindsApart).
 func TestNemesis(t *testing.T) {
 	if !*nemesisOn && os.Getenv(nemesisEnv) == "" {
 		t.Skip("opt-in: go test ./e2e -run TestNemesis -nemesis (or " + nemesisEnv + "=1); hack/test.sh runs it")
@@ -131,9 +135,15 @@ func TestNemesis(t *testing.T) {
 		}
 	}
 	o := nemesis.Options{Bin: bin, UpgradeBin: upgradeBin, CrossVersion: crossVersion, MemberArgs: strings.Fields(*nemesisArgs), Members: *nemesisMembers, Ranges: *nemesisRanges, TTL: *nemesisTTL,
-		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, HandlerDelay: *nemesisDelay, Seed: seed}
-	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, handler calls of %v, member args %q",
-		seed, kinds, o.Members, o.TTL, o.Hold, o.HandlerDelay, o.MemberArgs)
+		Hold: *nemesisHold, Recover: *nemesisRecover, Rate: *nemesisRate, HandlerDelay: *nemesisDelay, Seed: seed, Kinds: *nemesisKinds}
+	if o.Kinds != 1 && o.Kinds != 2 {
+		t.Fatalf("-nemesis.kinds %d: 1 or 2", o.Kinds)
+	}
+	if o.Kinds > 1 && upgradeBin != "" {
+		t.Fatal("-nemesis.kinds 2 runs this version's members alone: not with -nemesis.upgrade-from or -nemesis.rollback-to")
+	}
+	t.Logf("nemesis: seed %d, faults %v, %d members, TTL %v, hold %v, handler calls of %v, %d kinds, member args %q",
+		seed, kinds, o.Members, o.TTL, o.Hold, o.HandlerDelay, o.Kinds, o.MemberArgs)
 	c := startCluster(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true", WatchCache: true})
 
 	var results []*nemesis.Result
@@ -237,7 +247,7 @@ func report(t *testing.T, res *nemesis.Result, r *nemesis.Run) {
 	}
 	if n := res.Count(""); n > 0 {
 		var kinds []string
-		for _, k := range []string{nemesis.VOverlap, nemesis.VInterleave, nemesis.VRVBack, nemesis.VMissedDelete, nemesis.VDeleteOfLive, nemesis.VTokenBack, nemesis.VNotServing, nemesis.VBystanderFenced, nemesis.VEndState, nemesis.VNoCalls} {
+		for _, k := range []string{nemesis.VOverlap, nemesis.VInterleave, nemesis.VKindsApart, nemesis.VRVBack, nemesis.VMissedDelete, nemesis.VDeleteOfLive, nemesis.VTokenBack, nemesis.VNotServing, nemesis.VBystanderFenced, nemesis.VEndState, nemesis.VNoCalls} {
 			if c := res.Count(k); c > 0 {
 				kinds = append(kinds, fmt.Sprintf("%d %s", c, k))
 			}

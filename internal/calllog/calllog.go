@@ -1,7 +1,7 @@
 // Package calllog is the handler-call log of internal/shardmember, which the
 // real-cluster tests of package shard read: one text line per handler call,
 //
-//	START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN
+//	START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN [KIND]
 //
 // START_NS and END_NS are the call's start and end on CLOCK_REALTIME (Unix
 // nanoseconds: comparable between processes of one machine), RANGE the
@@ -9,7 +9,10 @@
 // namespace/name, UID and RV the object's (the last known state's for a
 // tombstone), MEMBER the member id of the process when the call ran and
 // TOKEN the range's fencing token (0 while the member has none). The
-// ownership calls (acquire, release) have "-" for KEY, UID and RV.
+// ownership calls (acquire, release) have "-" for KEY, UID and RV. KIND,
+// written only for a kind a group added with shard's AddKind (its
+// resource, such as "secrets"), tells that kind's handler calls from
+// those of the group's first kind, whose lines end at TOKEN.
 //
 // [Writer] writes into a shared memory mapping of the file: a record costs
 // a copy, with no system call, and the kernel keeps every record already
@@ -72,8 +75,13 @@ type Record struct {
 	RV         string
 	Member     string
 	Token      uint64
+	// Kind is the kind of the handler's informer: "" for the group's
+	// first kind (shard.New's), AddKind's resource for another.
+	Kind string
 }
 
+// fields is the number of a line's fields; a line of a kind other than
+// the group's first has one more (KIND).
 const fields = 9
 
 func field(s string) string {
@@ -104,6 +112,10 @@ func (r Record) Append(b []byte) []byte {
 	b = append(b, field(r.Member)...)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, r.Token, 10)
+	if r.Kind != "" {
+		b = append(b, ' ')
+		b = append(b, r.Kind...)
+	}
 	return append(b, '\n')
 }
 
@@ -119,8 +131,8 @@ func unfield(s string) string {
 // Parse reads one line (without its newline).
 func Parse(line string) (Record, error) {
 	f := strings.Fields(line)
-	if len(f) != fields {
-		return Record{}, fmt.Errorf("calllog: %d fields, want %d: %q", len(f), fields, line)
+	if len(f) != fields && len(f) != fields+1 {
+		return Record{}, fmt.Errorf("calllog: %d fields, want %d or %d: %q", len(f), fields, fields+1, line)
 	}
 	var (
 		r   Record
@@ -142,6 +154,9 @@ func Parse(line string) (Record, error) {
 	r.Key, r.UID, r.RV, r.Member = unfield(f[4]), unfield(f[5]), unfield(f[6]), unfield(f[7])
 	if r.Token, err = strconv.ParseUint(f[8], 10, 64); err != nil {
 		return Record{}, fmt.Errorf("calllog: token: %w", err)
+	}
+	if len(f) > fields {
+		r.Kind = f[fields]
 	}
 	if r.End < r.Start {
 		return Record{}, fmt.Errorf("calllog: ends before it starts: %q", line)

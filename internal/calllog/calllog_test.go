@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -109,5 +110,28 @@ func TestTornAndBadLines(t *testing.T) {
 		if _, _, err := parseAll([]byte(good + bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// A record of a group's added kind carries its kind as a tenth field; a
+// record of the first kind keeps nine, as before kinds.
+func TestKindField(t *testing.T) {
+	first := rec(1)
+	if n := len(strings.Fields(first.String())); n != fields {
+		t.Errorf("first kind's line has %d fields, want %d: %q", n, fields, first)
+	}
+	other := rec(2)
+	other.Kind = "secrets"
+	line := other.String()
+	if !strings.HasSuffix(line, " 2 secrets") {
+		t.Errorf("added kind's line %q, want it to end with its token and kind", line)
+	}
+	for _, r := range []Record{first, other} {
+		if got, err := Parse(r.String()); err != nil || got != r {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v", r, got, err, r)
+		}
+	}
+	if _, err := Parse(line + " extra"); err == nil {
+		t.Errorf("11 fields: no error")
 	}
 }

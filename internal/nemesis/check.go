@@ -217,6 +217,13 @@ const (
 	// VBystanderFenced: a member a fault did not aim at was fenced while
 	// it lasted, where the fault must cost only its target (BadAddress).
 	VBystanderFenced = "bystander-fenced"
+	// VKindsApart: a range's kinds were not delivered together (a group
+	// of several kinds): a member's call on an object of one kind overlaps
+	// another member's call of another kind on the range, or follows it
+	// with no OnAcquire of the range's first kind in between, or a member
+	// calls a handler of an added kind on a range whose first kind it did
+	// not deliver then.
+	VKindsApart = "kinds-apart"
 )
 
 // Exemption kinds.
@@ -269,13 +276,16 @@ type FaultReport struct {
 
 // Result is the checker's verdict.
 type Result struct {
-	Calls      int // object calls checked
-	Torn       int
-	Switches   int // times a range's deliverer changed
-	Violations []Violation
-	Exemptions []Violation
-	Gaps       []Gap
-	Faults     []FaultReport
+	Calls int // object calls checked
+	// CallsByKind counts them by kind (Record.Kind) when there are
+	// several.
+	CallsByKind map[string]int `json:",omitempty"`
+	Torn        int
+	Switches    int // times a range's deliverer changed, counted per kind
+	Violations  []Violation
+	Exemptions  []Violation
+	Gaps        []Gap
+	Faults      []FaultReport
 	// None are the violations and exemptions before any fault.
 	None FaultReport
 	// Begin is Input.Begin.
@@ -305,6 +315,44 @@ func countKind(vs []Violation, k string) int {
 type call struct {
 	calllog.Record
 	proc int
+}
+
+// key is the call's object by the checker's key (ObjectKey).
+func (c call) key() string { return ObjectKey(c.Kind, c.Key) }
+
+// rangeKind is one kind's part of a range.
+type rangeKind struct {
+	kind  string
+	index int
+}
+
+func (rk rangeKind) String() string {
+	if rk.kind == "" {
+		return fmt.Sprintf("range %d", rk.index)
+	}
+	return fmt.Sprintf("range %d (%s)", rk.index, rk.kind)
+}
+
+func sortedRangeKinds[V any](m map[rangeKind]V) []rangeKind {
+	out := make([]rangeKind, 0, len(m))
+	for rk := range m {
+		out = append(out, rk)
+	}
+	slices.SortFunc(out, func(a, b rangeKind) int {
+		if c := strings.Compare(a.kind, b.kind); c != 0 {
+			return c
+		}
+		return a.index - b.index
+	})
+	return out
+}
+
+// kindSuffix names a kind other than the first after an ownership call.
+func kindSuffix(kind string) string {
+	if kind == "" {
+		return ""
+	}
+	return "(" + kind + ")"
 }
 
 // Check checks a run.
@@ -340,16 +388,23 @@ func Check(in Input) *Result {
 	delivery := deliveryIntervals(in)
 	res.Gaps = gaps(in, delivery, attribute)
 
-	// Calls about objects, per range and per key, in the order they began.
-	byRange := map[int][]call{}
+	// Calls about objects, per kind's range and per key, in the order
+	// they began.
+	byRange := map[rangeKind][]call{}
 	byKey := map[string][]call{}
+	kinds := map[string]int{}
 	for _, c := range calls {
 		if !c.Op.Object() {
 			continue
 		}
 		res.Calls++
-		byRange[c.Range] = append(byRange[c.Range], c)
-		byKey[c.Key] = append(byKey[c.Key], c)
+		kinds[c.Kind]++
+		rk := rangeKind{c.Kind, c.Range}
+		byRange[rk] = append(byRange[rk], c)
+		byKey[c.key()] = append(byKey[c.key()], c)
+	}
+	if len(kinds) > 1 {
+		res.CallsByKind = kinds
 	}
 	if res.Calls == 0 {
 		violate(VNoCalls, in.End, "no handler call about an object was logged")
@@ -364,20 +419,21 @@ func Check(in Input) *Result {
 	}
 	name := func(c call) string { return in.Procs[c.proc].Name }
 
-	// Exclusive: no two members' calls on a range overlap, and a member
-	// calls after another only once it has acquired the range since the
-	// other's last call (the old owner's last call ends before the new
-	// owner's first begins).
-	acquired := map[int]map[int][]int64{} // range → process → OnAcquire times
+	// Exclusive, per kind: no two members' calls on a range overlap, and
+	// a member calls after another only once it has acquired the range
+	// since the other's last call (the old owner's last call ends before
+	// the new owner's first begins).
+	acquired := map[rangeKind]map[int][]int64{} // range → process → OnAcquire times
 	for _, c := range calls {
 		if c.Op == calllog.OpAcquire {
-			if acquired[c.Range] == nil {
-				acquired[c.Range] = map[int][]int64{}
+			rk := rangeKind{c.Kind, c.Range}
+			if acquired[rk] == nil {
+				acquired[rk] = map[int][]int64{}
 			}
-			acquired[c.Range][c.proc] = append(acquired[c.Range][c.proc], c.Start)
+			acquired[rk][c.proc] = append(acquired[rk][c.proc], c.Start)
 		}
 	}
-	acquiredBetween := func(rg, proc int, from, to int64) bool {
+	acquiredBetween := func(rg rangeKind, proc int, from, to int64) bool {
 		for _, at := range acquired[rg][proc] {
 			if at >= from && at <= to {
 				return true
@@ -385,7 +441,7 @@ func Check(in Input) *Result {
 		}
 		return false
 	}
-	for _, rg := range sortedKeys(byRange) {
+	for _, rg := range sortedRangeKinds(byRange) {
 		cs := byRange[rg]
 		order(cs)
 		var last call
@@ -395,14 +451,14 @@ func Check(in Input) *Result {
 				fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
 				switch {
 				case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
-					exempt(EFrozenCall, c.Start, attribute(c.Start), "range %d: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
-						rg, name(last), last.Op, last.Key, fmtInterval(fz), name(c), c.Op, c.Key)
+					exempt(EFrozenCall, c.Start, attribute(c.Start), "%s: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
+						rg, name(last), last.Op, last.key(), fmtInterval(fz), name(c), c.Op, c.key())
 				case c.Start < last.End:
-					violate(VOverlap, c.Start, "range %d: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.Key,
-						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.Key, fmtInterval(Interval{c.Start, c.End}))
+					violate(VOverlap, c.Start, "%s: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.key(),
+						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
 				case !acquiredBetween(rg, c.proc, last.End, c.Start):
-					violate(VInterleave, c.Start, "range %d: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire in between", rg,
-						name(c), c.Op, c.Key, fmtTime(c.Start), name(last), last.Op, last.Key, fmtTime(last.Start))
+					violate(VInterleave, c.Start, "%s: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire in between", rg,
+						name(c), c.Op, c.key(), fmtTime(c.Start), name(last), last.Op, last.key(), fmtTime(last.Start))
 				}
 			}
 			if i == 0 || c.End > last.End || c.proc != last.proc {
@@ -423,9 +479,12 @@ func Check(in Input) *Result {
 				j++
 			}
 			if c.Token < top.Token {
-				violate(VTokenBack, c.Start, "range %d: %s's %s %s with token %d after %s's with token %d", rg, name(c), c.Op, c.Key, c.Token, name(top), top.Token)
+				violate(VTokenBack, c.Start, "%s: %s's %s %s with token %d after %s's with token %d", rg, name(c), c.Op, c.key(), c.Token, name(top), top.Token)
 			}
 		}
+	}
+	if len(kinds) > 1 {
+		res.checkKindsApart(in, calls, acquired, violate, exempt, attribute)
 	}
 
 	// Per key, resourceVersions never go back.
@@ -449,7 +508,7 @@ func Check(in Input) *Result {
 				if c.proc == top.proc {
 					across = "in one member"
 				}
-				violate(VRVBack, c.Start, "%s: %s's %s at %s after %s's %s at %s (%s)", key, name(c), c.Op, c.RV, name(top), top.Op, top.RV, across)
+				violate(VRVBack, c.Start, "%s: %s's %s at %s after %s's %s at %s (%s, range %d)", key, name(c), c.Op, c.RV, name(top), top.Op, top.RV, across, c.Range)
 				continue
 			}
 			top = c
@@ -474,7 +533,7 @@ func Check(in Input) *Result {
 			continue
 		}
 		if s, ok := seen[c.UID]; !ok || c.Start < s.first {
-			seen[c.UID] = seenUID{c.Key, c.Range, c.Start}
+			seen[c.UID] = seenUID{c.key(), c.Range, c.Start}
 		}
 	}
 	live := map[string]string{}
@@ -484,7 +543,7 @@ func Check(in Input) *Result {
 	for _, c := range calls {
 		if c.Op.Deletion() && c.UID != "" {
 			if _, ok := live[c.UID]; ok {
-				violate(VDeleteOfLive, c.Start, "%s's %s of %s (uid %s), which still exists", name(c), c.Op, c.Key, c.UID)
+				violate(VDeleteOfLive, c.Start, "%s's %s of %s (uid %s), which still exists", name(c), c.Op, c.key(), c.UID)
 			}
 		}
 	}
@@ -512,7 +571,11 @@ func Check(in Input) *Result {
 		var hist []string
 		for _, c := range calls {
 			if c.UID == uid || (c.Key == "" && c.Range == s.rng && (c.Op == calllog.OpAcquire || c.Op == calllog.OpRelease)) {
-				hist = append(hist, fmt.Sprintf("%s %s %s %s rv %s", fmtTime(c.Start), in.Procs[c.proc].Name, c.Op, c.Key, c.RV))
+				what := c.key()
+				if c.Key == "" {
+					what = kindSuffix(c.Kind)
+				}
+				hist = append(hist, fmt.Sprintf("%s %s %s %s rv %s", fmtTime(c.Start), in.Procs[c.proc].Name, c.Op, what, c.RV))
 			}
 		}
 		if len(hist) > 12 {
@@ -691,8 +754,14 @@ func mapDiff(want, got map[string]string) string {
 
 // deliveryIntervals returns, per range and process, when the process
 // delivered the range: from OnAcquire (or its first call on the range) to
-// OnRelease, its exit or the end, without the times it was frozen.
-func deliveryIntervals(in Input) map[int]map[int][]Interval {
+// OnRelease, its exit or the end, without the times it was frozen; by the
+// calls of the group's first kind.
+func deliveryIntervals(in Input) map[int]map[int][]Interval { return spans(in, true) }
+
+// spans returns, per range and process, when the process delivered the
+// range's first kind, as deliveryIntervals says; the times it was frozen
+// left out if unfrozen.
+func spans(in Input, unfrozen bool) map[int]map[int][]Interval {
 	out := map[int]map[int][]Interval{}
 	for pi, p := range in.Procs {
 		end := in.End
@@ -706,11 +775,18 @@ func deliveryIntervals(in Input) map[int]map[int][]Interval {
 			if out[rg] == nil {
 				out[rg] = map[int][]Interval{}
 			}
+			if !unfrozen {
+				out[rg][pi] = append(out[rg][pi], Interval{s, e})
+				return
+			}
 			for _, iv := range subtract(Interval{s, e}, p.Frozen) {
 				out[rg][pi] = append(out[rg][pi], iv)
 			}
 		}
 		for _, c := range cs {
+			if c.Kind != "" {
+				continue
+			}
 			s, isOpen := open[c.Range]
 			switch {
 			case c.Op == calllog.OpRelease:
@@ -921,4 +997,76 @@ func fmtTime(ns int64) string { return time.Unix(0, ns).Format("15:04:05.000") }
 
 func fmtInterval(iv Interval) string {
 	return fmtTime(iv.Start) + "+" + time.Duration(iv.End-iv.Start).Round(time.Microsecond).String()
+}
+
+// checkKindsApart checks that a range's kinds are delivered together
+// (VKindsApart): on a range, no member's call of one kind overlaps
+// another member's call of another kind, nor follows it without an
+// OnAcquire of the range's first kind in between; and each call of an
+// added kind is made by a member while it delivers the range's first kind
+// (from its OnAcquire to its OnRelease, its exit or the end). Calls of one
+// kind are checked apart (VOverlap, VInterleave).
+func (res *Result) checkKindsApart(in Input, calls []call, acquired map[rangeKind]map[int][]int64,
+	violate func(kind string, at int64, format string, args ...any), exempt func(kind string, at int64, fault int, format string, args ...any), attribute func(int64) int) {
+	name := func(c call) string { return in.Procs[c.proc].Name }
+	byRange := map[int][]call{}
+	for _, c := range calls {
+		if c.Op.Object() {
+			byRange[c.Range] = append(byRange[c.Range], c)
+		}
+	}
+	acquiredBetween := func(rg, proc int, from, to int64) bool {
+		for _, at := range acquired[rangeKind{"", rg}][proc] {
+			if at >= from && at <= to {
+				return true
+			}
+		}
+		return false
+	}
+	for _, rg := range sortedKeys(byRange) {
+		cs := byRange[rg]
+		sort.SliceStable(cs, func(i, j int) bool {
+			if cs[i].Start != cs[j].Start {
+				return cs[i].Start < cs[j].Start
+			}
+			return cs[i].End < cs[j].End
+		})
+		var last call
+		for i, c := range cs {
+			if i > 0 && last.proc != c.proc && last.Kind != c.Kind {
+				fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
+				switch {
+				case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
+					exempt(EFrozenCall, c.Start, attribute(c.Start), "range %d: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
+						rg, name(last), last.Op, last.key(), fmtInterval(fz), name(c), c.Op, c.key())
+				case c.Start < last.End:
+					violate(VKindsApart, c.Start, "range %d: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.key(),
+						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
+				case !acquiredBetween(rg, c.proc, last.End, c.Start):
+					violate(VKindsApart, c.Start, "range %d: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire of the range in between", rg,
+						name(c), c.Op, c.key(), fmtTime(c.Start), name(last), last.Op, last.key(), fmtTime(last.Start))
+				}
+			}
+			if i == 0 || c.End > last.End || c.proc != last.proc {
+				last = c
+			}
+		}
+	}
+	first := spans(in, false)
+	for _, c := range calls {
+		if !c.Op.Object() || c.Kind == "" {
+			continue
+		}
+		inside := false
+		for _, iv := range first[c.Range][c.proc] {
+			if iv.Start <= c.Start && c.End <= iv.End {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			violate(VKindsApart, c.Start, "range %d: %s's %s %s [%s], while it did not deliver the range's first kind",
+				c.Range, name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
+		}
+	}
 }

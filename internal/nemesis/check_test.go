@@ -7,6 +7,7 @@ import (
 
 	"github.com/actorinformer/actorinformer/internal/calllog"
 	"github.com/actorinformer/actorinformer/internal/shardproc"
+	"github.com/actorinformer/actorinformer/shard"
 )
 
 const ms = int64(time.Millisecond)
@@ -355,5 +356,133 @@ func TestSubtract(t *testing.T) {
 	want := []Interval{{0, 10}, {20, 50}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("subtract: %v, want %v", got, want)
+	}
+}
+
+func kindRec(r calllog.Record, kind string) calllog.Record {
+	r.Kind = kind
+	return r
+}
+
+// twoKinds is a run of a group of two kinds (ConfigMaps, the first, and
+// Secrets): a delivers range 0 of both, hands it over to b at 20 ms, b
+// ends it with the server's objects of both kinds.
+func twoKinds() Input {
+	sec := func(r calllog.Record) calllog.Record { return kindRec(r, OwnedKind) }
+	return Input{
+		Ranges: 1,
+		Procs: []Proc{
+			{Name: "a", Calls: []calllog.Record{
+				own(1, 0, calllog.OpAcquire), sec(own(1, 0, calllog.OpAcquire)),
+				rec(2, 3, 0, calllog.OpInitial, "ns/x", "ux", "5"),
+				sec(rec(2, 4, 0, calllog.OpInitial, "ns/s", "us", "6")),
+				rec(10, 11, 0, calllog.OpUpdate, "ns/x", "ux", "7"),
+				sec(rec(12, 13, 0, calllog.OpUpdate, "ns/s", "us", "8")),
+				own(20, 0, calllog.OpRelease), sec(own(20, 0, calllog.OpRelease)),
+			}},
+			{Name: "b", Calls: []calllog.Record{
+				own(21, 0, calllog.OpAcquire), sec(own(21, 0, calllog.OpAcquire)),
+				rec(22, 23, 0, calllog.OpInitial, "ns/x", "ux", "7"),
+				sec(rec(22, 24, 0, calllog.OpInitial, "ns/s", "us", "8")),
+				sec(rec(30, 31, 0, calllog.OpUpdate, "ns/s", "us", "9")),
+			}},
+		},
+		Faults: []Fault{{Kind: Leave, Target: "a", Start: 15 * ms, End: 15 * ms}},
+		Server: map[string]Object{"ns/x": {UID: "ux", RV: "7"}, "secrets:ns/s": {UID: "us", RV: "9"}},
+		Final: []Final{{Name: "b", State: shardproc.State{Member: "B", Synced: true, View: []string{"B"}, Ranges: []int{0},
+			Cache: map[string]string{"ns/x": "7", "secrets:ns/s": "9"}, Handler: map[string]string{"ns/x": "7", "secrets:ns/s": "9"}}}},
+		Begin: 2 * ms,
+		End:   40 * ms,
+	}
+}
+
+// TestCheckKindsApart: a range's two kinds handed over together pass; the
+// kinds of a range delivered by two members at once, or an added kind's
+// calls going on after its member released the range's first kind, are
+// kinds-apart violations, which the checks of each kind alone miss.
+func TestCheckKindsApart(t *testing.T) {
+	res := Check(twoKinds())
+	if len(res.Violations) != 0 || len(res.Exemptions) != 0 {
+		t.Fatalf("handed over together: violations %v, exemptions %v; want none\n%s", res.Violations, res.Exemptions, res.Table())
+	}
+	if res.Calls != 7 || res.CallsByKind[""] != 3 || res.CallsByKind[OwnedKind] != 4 {
+		t.Errorf("%d calls, by kind %v; want 7: 3 of the first kind, 4 of the added", res.Calls, res.CallsByKind)
+	}
+	if Check(clean()).CallsByKind != nil {
+		t.Errorf("one kind: calls by kind %v, want none", Check(clean()).CallsByKind)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		change func(in *Input)
+		want   int // kinds-apart violations
+	}{
+		// a delivers the ConfigMaps of range 0 until 20 ms, while b
+		// delivers its Secrets from 1 ms: the Secrets' calls [2,4] and
+		// [12,13] overlap or interleave a's ConfigMap calls (3), and are
+		// made while b did not deliver the first kind (2).
+		{"delivered apart", func(in *Input) {
+			a := &in.Procs[0]
+			a.Calls = []calllog.Record{a.Calls[0], a.Calls[2], a.Calls[4], a.Calls[6]}
+			b := &in.Procs[1]
+			b.Calls = []calllog.Record{
+				kindRec(own(1, 0, calllog.OpAcquire), OwnedKind),
+				kindRec(rec(2, 4, 0, calllog.OpInitial, "ns/s", "us", "6"), OwnedKind),
+				kindRec(rec(12, 13, 0, calllog.OpUpdate, "ns/s", "us", "8"), OwnedKind),
+				b.Calls[0], b.Calls[2], b.Calls[4],
+			}
+		}, 5},
+		// a releases the ConfigMaps at 20 ms but its Secrets' handler is
+		// called at 25 ms, after b's first ConfigMap call and before its
+		// next; b calls no Secret's handler, so only the kinds together
+		// see it (a's call after b's, b's after a's, with no OnAcquire;
+		// a's call outside its delivery).
+		{"an added kind's call after the release", func(in *Input) {
+			a := &in.Procs[0]
+			a.Calls = append(a.Calls[:6:6], own(20, 0, calllog.OpRelease),
+				kindRec(rec(25, 26, 0, calllog.OpUpdate, "ns/s", "us", "8"), OwnedKind),
+				kindRec(own(27, 0, calllog.OpRelease), OwnedKind))
+			b := &in.Procs[1]
+			b.Calls = []calllog.Record{b.Calls[0], b.Calls[1], b.Calls[2], rec(28, 29, 0, calllog.OpUpdate, "ns/x", "ux", "8")}
+			in.Server = map[string]Object{"ns/x": {UID: "ux", RV: "8"}, "secrets:ns/s": {UID: "us", RV: "8"}}
+			st := &in.Final[0].State
+			st.Cache = map[string]string{"ns/x": "8", "secrets:ns/s": "8"}
+			st.Handler = st.Cache
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := twoKinds()
+			tc.change(&in)
+			res := Check(in)
+			if n := res.Count(VKindsApart); n != tc.want || n != res.Count("") {
+				t.Errorf("%d kinds-apart violations of %d; want %d and no other:\n%s", n, res.Count(""), tc.want, res.Examples(10))
+			}
+			if fr := res.Faults[0]; fr.Violations[VKindsApart] != tc.want-res.None.Violations[VKindsApart] {
+				t.Errorf("the fault's kinds-apart count %d, before it %d; want %d in all", fr.Violations[VKindsApart], res.None.Violations[VKindsApart], tc.want)
+			}
+		})
+	}
+}
+
+// Each range gets its namespaces, each named once.
+func TestSpreadNamespaces(t *testing.T) {
+	names := SpreadNamespaces("nemesis-1-pause", 16, NamespacesPerRange)
+	count := map[int]int{}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Fatalf("%s twice", n)
+		}
+		seen[n] = true
+		for rg := range 16 {
+			if (shard.Range{Index: rg, Count: 16}).Contains(shard.Hash(n)) {
+				count[rg]++
+			}
+		}
+	}
+	for rg := range 16 {
+		if count[rg] != NamespacesPerRange {
+			t.Errorf("range %d: %d namespaces, want %d", rg, count[rg], NamespacesPerRange)
+		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // violationKinds and exemptionKinds are the report's columns.
 var (
-	violationKinds = []string{VOverlap, VInterleave, VRVBack, VMissedDelete, VDeleteOfLive, VTokenBack, VNotServing, VBystanderFenced, VEndState, VNoCalls}
+	violationKinds = []string{VOverlap, VInterleave, VKindsApart, VRVBack, VMissedDelete, VDeleteOfLive, VTokenBack, VNotServing, VBystanderFenced, VEndState, VNoCalls}
 	exemptionKinds = []string{EResumeGap, EFrozenCall}
 )
 
@@ -58,8 +58,20 @@ func (res *Result) Table() string {
 		row(fmt.Sprint(i+1), string(f.Kind), f.Target, dur(time.Duration(f.Start-begin)), dur(time.Duration(f.End-f.Start)), takeover, moved, fr, serving, fmt.Sprint(fr.Deletes))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(&b, "%d handler calls, %d deliverer switches, %d records torn by kills; %d violations, %d exemptions\n",
-		res.Calls, res.Switches, res.Torn, len(res.Violations), len(res.Exemptions))
+	byKind := ""
+	if len(res.CallsByKind) > 0 {
+		var parts []string
+		for _, k := range sortedKeys(res.CallsByKind) {
+			name := k
+			if k == "" {
+				name = "first kind"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s", res.CallsByKind[k], name))
+		}
+		byKind = " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintf(&b, "%d handler calls%s, %d deliverer switches, %d records torn by kills; %d violations, %d exemptions\n",
+		res.Calls, byKind, res.Switches, res.Torn, len(res.Violations), len(res.Exemptions))
 	if len(res.Fences) > 0 {
 		fmt.Fprintf(&b, "fences, from the members' logs: %s\n", fenceSummary(res.Fences))
 	}

@@ -76,7 +76,17 @@ type Options struct {
 	HandlerDelay time.Duration
 	// Seed seeds the workload and the choices of a long run.
 	Seed int64
+	// Kinds is 1 (ConfigMaps in the group's namespace) or 2: the group,
+	// hashed by namespace, carries ConfigMaps and Secrets (OwnedKind,
+	// AddKind's), which the workload spreads over NamespacesPerRange
+	// namespaces per range; the checker checks each kind, and that a
+	// range's kinds are delivered together (VKindsApart).
+	Kinds int
 }
+
+// NamespacesPerRange is how many namespaces of a two-kind run fall in
+// each range.
+const NamespacesPerRange = 3
 
 func (o *Options) defaults() {
 	if o.Members <= 0 {
@@ -106,6 +116,9 @@ func (o *Options) defaults() {
 	if o.Recover <= 0 {
 		o.Recover = 30 * time.Second
 	}
+	if o.Kinds <= 0 {
+		o.Kinds = 1
+	}
 }
 
 // Member is one member process of a run.
@@ -125,15 +138,17 @@ type Member struct {
 
 // Run is one nemesis run: a group of members in a namespace of their own.
 type Run struct {
-	t    testing.TB
-	c    *testcluster.Cluster
-	cs   kubernetes.Interface
-	o    Options
-	ns   string
-	pfx  string
-	net  *Net
-	wl   *workload
-	logf func(format string, args ...any)
+	t  testing.TB
+	c  *testcluster.Cluster
+	cs kubernetes.Interface
+	o  Options
+	ns string
+	// namespaces hold a two-kind run's objects (nil for one kind: ns).
+	namespaces []string
+	pfx        string
+	net        *Net
+	wl         *workload
+	logf       func(format string, args ...any)
 
 	mu      sync.Mutex
 	members []*Member
@@ -147,27 +162,58 @@ type Run struct {
 	written bool    // writes since the last settle check
 }
 
-// NewRun creates namespace ns with o.Objects ConfigMaps; members join with
-// Join.
+// NewRun creates namespace ns with o.Objects ConfigMaps (with two kinds,
+// also the namespaces of the objects, ConfigMaps and Secrets spread over
+// them); members join with Join.
 func NewRun(t testing.TB, c *testcluster.Cluster, ns string, o Options) *Run {
 	t.Helper()
 	o.defaults()
+	if o.Kinds > 2 {
+		t.Fatalf("nemesis: %d kinds; want 1 or 2", o.Kinds)
+	}
 	cs, err := kubernetes.NewForConfig(c.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Run{t: t, c: c, cs: cs, o: o, ns: ns, pfx: fmt.Sprintf("/actorinformer-nemesis/%s-%d", ns, time.Now().UnixNano()),
 		net: NewNet(), logf: t.Logf}
-	r.wl = newWorkload(cs, ns, o.Rate, o.Objects, o.Seed)
+	if o.Kinds > 1 {
+		r.namespaces = SpreadNamespaces(ns, o.Ranges, NamespacesPerRange)
+	}
+	r.wl = newWorkload(cs, ns, r.namespaces, o.Kinds, o.Rate, o.Objects, o.Seed)
 	t.Cleanup(r.close)
 	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range append([]string{ns}, r.namespaces...) {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := r.wl.populate(ctx, o.Objects); err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// SpreadNamespaces names perRange namespaces in each of ranges ranges
+// (hashed as shard hashes by namespace): ns-0, ns-1, ..., skipping those
+// whose range has enough.
+func SpreadNamespaces(ns string, ranges, perRange int) []string {
+	count := make([]int, ranges)
+	var out []string
+	for i := 0; len(out) < ranges*perRange; i++ {
+		name := fmt.Sprintf("%s-%d", ns, i)
+		h := shard.Hash(name)
+		for rg := range ranges {
+			if (shard.Range{Index: rg, Count: ranges}).Contains(h) {
+				if count[rg] < perRange {
+					count[rg]++
+					out = append(out, name)
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (r *Run) close() {
@@ -231,10 +277,20 @@ func (r *Run) joinAs(bin string, deaf bool) *Member {
 		}
 		// The leases live in the group's namespace: the groups of a short
 		// run share an API server, and each must see only its own.
-		args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", r.ns, "-lease-namespace", r.ns, "-mode", "sharded",
+		// With two kinds, the members watch every namespace, the group's
+		// objects by their label.
+		objNS := r.ns
+		if r.o.Kinds > 1 {
+			objNS = ""
+		}
+		args := []string{"-host", "https://" + m.api.Addr(), "-token", r.c.AdminToken(), "-namespace", objNS, "-lease-namespace", r.ns, "-mode", "sharded",
 			"-etcd", "http://" + m.etcd.Addr(), "-etcd-prefix", r.pfx, "-etcd-ttl", r.o.TTL.String(),
 			"-ranges", strconv.Itoa(r.o.Ranges), "-remote-port", strconv.Itoa(port), "-advertise", m.link.Addr(),
 			"-dial-source", m.src, "-handler-delay", r.o.HandlerDelay.String()}
+		if r.o.Kinds > 1 {
+			// Secrets beside the ConfigMaps, hashed by namespace.
+			args = append(args, "-selector", GroupLabel+"="+r.ns, "-owned", OwnedKind)
+		}
 		p, log := shardproc.TryStart(r.t, bin, name, append(args, r.o.MemberArgs...)...)
 		if p != nil {
 			m.proc = p
@@ -622,16 +678,31 @@ func (r *Run) poll() string {
 	return waiting
 }
 
+// serverObjects lists the group's objects on the server, by the
+// checker's keys (ObjectKey).
 func (r *Run) serverObjects() (map[string]Object, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := r.cs.CoreV1().ConfigMaps(r.ns).List(ctx, metav1.ListOptions{})
+	ns, opts := r.ns, metav1.ListOptions{}
+	if r.o.Kinds > 1 {
+		ns, opts.LabelSelector = "", GroupLabel+"="+r.ns
+	}
+	list, err := r.cs.CoreV1().ConfigMaps(ns).List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]Object, len(list.Items))
 	for _, cm := range list.Items {
 		out[cm.Namespace+"/"+cm.Name] = Object{UID: string(cm.UID), RV: cm.ResourceVersion}
+	}
+	if r.o.Kinds > 1 {
+		secrets, err := r.cs.CoreV1().Secrets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range secrets.Items {
+			out[ObjectKey(OwnedKind, s.Namespace+"/"+s.Name)] = Object{UID: string(s.UID), RV: s.ResourceVersion}
+		}
 	}
 	return out, nil
 }

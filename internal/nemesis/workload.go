@@ -18,17 +18,24 @@ import (
 // workload creates, updates and deletes ConfigMaps of one namespace at a
 // steady rate, and records every delete (by UID, with a UID
 // precondition). Created names are never reused, so a key is one object.
+// With two kinds it spreads ConfigMaps and Secrets, half and half, over
+// namespaces (each of its objects labelled GroupLabel=ns, so that the
+// group's members list only its own).
 type workload struct {
 	cs      kubernetes.Interface
 	ns      string
 	rate    int // writes per second, all workers together
 	workers int
 	target  int // the population it steers towards
+	// namespaces the objects go to (ns alone for one kind); kinds, 1 or 2
+	// (Secrets beside the ConfigMaps).
+	namespaces []string
+	kinds      int
 
 	mu      sync.Mutex
-	live    []string // names
-	uids    map[string]types.UID
-	index   map[string]int // name → index in live
+	live    []objRef
+	uids    map[objRef]types.UID
+	index   map[objRef]int // → index in live
 	deletes []Delete
 	seq     int
 	rnd     *rand.Rand
@@ -44,9 +51,37 @@ type workload struct {
 
 const workers = 4
 
-func newWorkload(cs kubernetes.Interface, ns string, rate, target int, seed int64) *workload {
-	return &workload{cs: cs, ns: ns, rate: max(rate, 1), workers: workers, target: target,
-		uids: map[string]types.UID{}, index: map[string]int{}, rnd: rand.New(rand.NewSource(seed))}
+// GroupLabel labels a two-kind run's objects with their group's
+// namespace (the members' -selector).
+const GroupLabel = "nemesis-group"
+
+// OwnedKind is the second kind of a two-kind run (AddKind's resource,
+// the call log's KIND).
+const OwnedKind = "secrets"
+
+// objRef is one object of the workload: its kind ("" for a ConfigMap,
+// OwnedKind for a Secret), namespace and name.
+type objRef struct{ kind, ns, name string }
+
+// key is the object's key for the checker (ObjectKey).
+func (o objRef) key() string { return ObjectKey(o.kind, o.ns+"/"+o.name) }
+
+// ObjectKey is the checker's key of an object of kind: namespace/name for
+// the group's first kind (""), kind:namespace/name for another, as the
+// member's state page gives them.
+func ObjectKey(kind, key string) string {
+	if kind == "" {
+		return key
+	}
+	return kind + ":" + key
+}
+
+func newWorkload(cs kubernetes.Interface, ns string, namespaces []string, kinds, rate, target int, seed int64) *workload {
+	if len(namespaces) == 0 {
+		namespaces = []string{ns}
+	}
+	return &workload{cs: cs, ns: ns, namespaces: namespaces, kinds: max(kinds, 1), rate: max(rate, 1), workers: workers, target: target,
+		uids: map[objRef]types.UID{}, index: map[objRef]int{}, rnd: rand.New(rand.NewSource(seed))}
 }
 
 // populate creates n objects.
@@ -59,34 +94,34 @@ func (w *workload) populate(ctx context.Context, n int) error {
 	return nil
 }
 
-func (w *workload) addLive(name string, uid types.UID) {
+func (w *workload) addLive(o objRef, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.index[name] = len(w.live)
-	w.live = append(w.live, name)
-	w.uids[name] = uid
+	w.index[o] = len(w.live)
+	w.live = append(w.live, o)
+	w.uids[o] = uid
 }
 
-// take removes a random live name (for a delete), or picks one (for an
+// take removes a random live object (for a delete), or picks one (for an
 // update).
-func (w *workload) pick(remove bool) (string, types.UID, bool) {
+func (w *workload) pick(remove bool) (objRef, types.UID, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.live) == 0 {
-		return "", "", false
+		return objRef{}, "", false
 	}
 	i := w.rnd.Intn(len(w.live))
-	name := w.live[i]
-	uid := w.uids[name]
+	o := w.live[i]
+	uid := w.uids[o]
 	if remove {
 		last := w.live[len(w.live)-1]
 		w.live[i] = last
 		w.index[last] = i
 		w.live = w.live[:len(w.live)-1]
-		delete(w.index, name)
-		delete(w.uids, name)
+		delete(w.index, o)
+		delete(w.uids, o)
 	}
-	return name, uid, true
+	return o, uid, true
 }
 
 func (w *workload) population() int {
@@ -98,33 +133,73 @@ func (w *workload) population() int {
 func (w *workload) create(ctx context.Context) error {
 	w.mu.Lock()
 	w.seq++
-	name := fmt.Sprintf("o%d", w.seq)
-	w.mu.Unlock()
-	cm, err := w.cs.CoreV1().ConfigMaps(w.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
-	if err != nil {
-		return err
+	o := objRef{ns: w.ns, name: fmt.Sprintf("o%d", w.seq)}
+	// One kind in one namespace draws nothing: its runs stay as they were.
+	if len(w.namespaces) > 1 {
+		o.ns = w.namespaces[w.rnd.Intn(len(w.namespaces))]
 	}
-	w.addLive(name, cm.UID)
+	if w.kinds > 1 && w.rnd.Intn(2) == 1 {
+		o.kind = OwnedKind
+	}
+	w.mu.Unlock()
+	meta := w.meta(o, "")
+	var uid types.UID
+	if o.kind == OwnedKind {
+		s, err := w.cs.CoreV1().Secrets(o.ns).Create(ctx, &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{"n": []byte("0")}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		uid = s.UID
+	} else {
+		cm, err := w.cs.CoreV1().ConfigMaps(o.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		uid = cm.UID
+	}
+	w.addLive(o, uid)
 	return nil
 }
 
+// meta is o's metadata for a write: its name, its UID when known, and in
+// a run of several namespaces the group's label.
+func (w *workload) meta(o objRef, uid types.UID) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: o.name, UID: uid}
+	if len(w.namespaces) > 1 || w.kinds > 1 {
+		m.Labels = map[string]string{GroupLabel: w.ns}
+	}
+	return m
+}
+
 func (w *workload) update(ctx context.Context, n int) error {
-	name, uid, ok := w.pick(false)
+	o, uid, ok := w.pick(false)
 	if !ok {
 		return nil
 	}
-	_, err := w.cs.CoreV1().ConfigMaps(w.ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid}, Data: map[string]string{"n": strconv.Itoa(n)}}, metav1.UpdateOptions{})
+	meta := w.meta(o, uid)
+	var err error
+	if o.kind == OwnedKind {
+		_, err = w.cs.CoreV1().Secrets(o.ns).Update(ctx, &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{"n": []byte(strconv.Itoa(n))}}, metav1.UpdateOptions{})
+	} else {
+		_, err = w.cs.CoreV1().ConfigMaps(o.ns).Update(ctx, &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"n": strconv.Itoa(n)}}, metav1.UpdateOptions{})
+	}
 	return err
 }
 
 func (w *workload) delete(ctx context.Context) error {
-	name, uid, ok := w.pick(true)
+	o, uid, ok := w.pick(true)
 	if !ok {
 		return nil
 	}
 	start := time.Now().UnixNano()
-	err := w.cs.CoreV1().ConfigMaps(w.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	d := Delete{Key: w.ns + "/" + name, UID: string(uid), Start: start, End: time.Now().UnixNano(), OK: err == nil}
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	var err error
+	if o.kind == OwnedKind {
+		err = w.cs.CoreV1().Secrets(o.ns).Delete(ctx, o.name, opts)
+	} else {
+		err = w.cs.CoreV1().ConfigMaps(o.ns).Delete(ctx, o.name, opts)
+	}
+	d := Delete{Key: o.key(), UID: string(uid), Start: start, End: time.Now().UnixNano(), OK: err == nil}
 	w.mu.Lock()
 	w.deletes = append(w.deletes, d)
 	w.mu.Unlock()

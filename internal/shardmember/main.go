@@ -17,7 +17,10 @@
 // written; with ?objects=1 also its cache and its handler's view
 // (key → resource version). In sharded mode, every handler
 // call is appended to -calls once it has returned, in internal/calllog's
-// format: "START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN".
+// format: "START_NS END_NS RANGE OP KEY UID RV MEMBER TOKEN [KIND]". With
+// -owned secrets the group, hashed by namespace, carries Secrets beside
+// the -resource kind (shard's AddKind): their calls are logged with KIND
+// "secrets", and their keys in the state page read secrets:namespace/name.
 //
 // For fault tests, the member's protoactor remote can listen on a chosen
 // port (-remote-port) and advertise another address (-advertise: a proxy in
@@ -58,6 +61,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -93,6 +97,8 @@ var (
 	gossip       = flag.Duration("gossip-interval", 0, "sharded mode: protoactor's gossip interval, with a heartbeat expiration of 10 intervals (0: shard.ClusterOptions' settings)")
 	leaseProto   = flag.Bool("lease-protobuf", false, "sharded mode: the lease client speaks protobuf rather than JSON")
 	tick         = flag.Duration("tick", 0, "sharded mode: the protocol's clock (shard.WithTickInterval; 0: its default)")
+	owned        = flag.String("owned", "", "sharded mode: a second kind the group carries, \"secrets\" (\"\": none); the group is then hashed by namespace, and the second kind's keys in the state page read secrets:namespace/name")
+	selector     = flag.String("selector", "", "a label selector for the lists and watches of every kind")
 
 	clusterShutdown = flag.String("cluster-shutdown", "provider-first", "sharded mode, once the informer left: graceful (cluster.Shutdown(true)), provider-first (the provider's Shutdown, then cluster.Shutdown(false)) or fast (cluster.Shutdown(false) alone)")
 
@@ -236,6 +242,9 @@ func run() error {
 		return err
 	}
 	lw, example := listWatch(client)
+	if *owned != "" && (*mode != "sharded" || *owned != "secrets") {
+		return fmt.Errorf("-owned %q: only secrets, in sharded mode", *owned)
+	}
 	if *mode == "client" {
 		lw = &modFilter{inner: lw, index: *index, total: *total}
 	}
@@ -248,6 +257,11 @@ func run() error {
 		klog.InfoS("leaving the group")
 	})
 	start := time.Now()
+	// ownedView is the second kind's handler (-owned), nil without one.
+	var (
+		ownedView *view
+		ownedInf  *shard.Informer
+	)
 	view := newView()
 	informerOpts := []actors.Option{actors.WithWatchList(*watchList)}
 
@@ -296,12 +310,23 @@ func run() error {
 		if *tick > 0 {
 			opts = append(opts, shard.WithTickInterval(*tick))
 		}
+		if *owned != "" {
+			opts = append(opts, shard.WithHashField(shard.Namespace))
+		}
 		sharded, err = shard.New(c, *group, lw, example, opts...)
 		if err != nil {
 			return err
 		}
 		view.inf = sharded
 		inf = sharded
+		if *owned != "" {
+			olw, oexample := secretsListWatch(client)
+			if ownedInf, err = sharded.AddKind(schema.GroupResource{Resource: *owned}, olw, oexample); err != nil {
+				return err
+			}
+			ownedView = newView()
+			ownedView.inf, ownedView.kind = ownedInf, *owned
+		}
 		if *calls != "" {
 			w, err := calllog.Create(*calls)
 			if err != nil {
@@ -309,6 +334,9 @@ func run() error {
 			}
 			defer w.Close()
 			view.calls = w
+			if ownedView != nil {
+				ownedView.calls = w
+			}
 		}
 	case "unsharded", "client":
 		inf = actors.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}, informerOpts...)
@@ -318,6 +346,15 @@ func run() error {
 	if _, err := inf.AddEventHandler(view); err != nil {
 		return err
 	}
+	if ownedInf != nil {
+		if _, err := ownedInf.AddEventHandler(ownedView); err != nil {
+			return err
+		}
+	}
+	synced := inf.HasSynced
+	if ownedInf != nil {
+		synced = func() bool { return inf.HasSynced() && ownedInf.HasSynced() }
+	}
 
 	var (
 		mu       sync.Mutex
@@ -325,7 +362,7 @@ func run() error {
 		heap     uint64
 	)
 	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		if !cache.WaitForCacheSync(ctx.Done(), synced) {
 			return
 		}
 		runtime.GC()
@@ -343,7 +380,7 @@ func run() error {
 		if r.URL.Query().Get("stopprofile") == "1" {
 			stopProfile()
 		}
-		st := state{Mode: *mode, Synced: inf.HasSynced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: cachedLen(inf.GetStore()),
+		st := state{Mode: *mode, Synced: synced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: cachedLen(inf.GetStore()),
 			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
 		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes = gcStats()
 		mu.Lock()
@@ -374,6 +411,17 @@ func run() error {
 				st.Cache[m.GetNamespace()+"/"+m.GetName()] = m.GetResourceVersion()
 			}
 			st.Handler, st.HandlerErrors = view.snapshot()
+			if ownedInf != nil {
+				for _, obj := range ownedInf.GetStore().List() {
+					m, _ := meta.Accessor(obj)
+					st.Cache[ownedView.key(m)] = m.GetResourceVersion()
+				}
+				h, errs := ownedView.snapshot()
+				for k, rv := range h {
+					st.Handler[k] = rv
+				}
+				st.HandlerErrors = append(st.HandlerErrors, errs...)
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)
@@ -416,19 +464,44 @@ func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Objec
 	if *resource == "pods" {
 		pods := client.CoreV1().Pods(ns)
 		return &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) { return pods.List(ctx, o) },
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+				return pods.List(ctx, selected(o))
+			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return pods.Watch(ctx, o)
+				return pods.Watch(ctx, selected(o))
 			},
 		}, &corev1.Pod{}
 	}
 	cms := client.CoreV1().ConfigMaps(ns)
 	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) { return cms.List(ctx, o) },
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+			return cms.List(ctx, selected(o))
+		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cms.Watch(ctx, o)
+			return cms.Watch(ctx, selected(o))
 		},
 	}, &corev1.ConfigMap{}
+}
+
+// secretsListWatch lists and watches the Secrets of -namespace (-owned).
+func secretsListWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Object) {
+	secrets := client.CoreV1().Secrets(*namespace)
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
+			return secrets.List(ctx, selected(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return secrets.Watch(ctx, selected(o))
+		},
+	}, &corev1.Secret{}
+}
+
+// selected adds -selector to a list's or a watch's options.
+func selected(o metav1.ListOptions) metav1.ListOptions {
+	if *selector != "" {
+		o.LabelSelector = *selector
+	}
+	return o
 }
 
 // countingTransport counts the bytes of the responses' bodies in n; when
@@ -602,7 +675,11 @@ func (f *modFilter) Watch(o metav1.ListOptions) (watch.Interface, error) {
 // view is the handler: what it was given, key → resource version; in
 // sharded mode, every call is also logged (internal/calllog).
 type view struct {
-	inf   *shard.Informer
+	inf *shard.Informer
+	// kind is the informer's kind in the group: "" for the first,
+	// AddKind's resource for another; its calls are logged with it, and
+	// its keys read kind:namespace/name.
+	kind  string
 	calls *calllog.Writer
 	mu    sync.Mutex
 	objs  map[string]string
@@ -636,6 +713,7 @@ func (v *view) call(op calllog.Op, obj any, f func(key, rv string)) {
 		return
 	}
 	key := m.GetNamespace() + "/" + m.GetName()
+	vkey := v.key(m)
 	r := -1
 	if v.inf != nil {
 		if rg, err := v.inf.RangeOf(obj); err == nil {
@@ -647,12 +725,22 @@ func (v *view) call(op calllog.Op, obj any, f func(key, rv string)) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	f(key, m.GetResourceVersion())
-	v.rng[key] = r
+	f(vkey, m.GetResourceVersion())
+	v.rng[vkey] = r
 	if v.calls != nil {
 		_ = v.calls.Write(calllog.Record{Start: start, End: time.Now().UnixNano(), Range: r, Op: op, Key: key,
-			UID: string(m.GetUID()), RV: m.GetResourceVersion(), Member: v.member(), Token: v.token(r)})
+			UID: string(m.GetUID()), RV: m.GetResourceVersion(), Member: v.member(), Token: v.token(r), Kind: v.kind})
 	}
+}
+
+// key is the object's key in the view and the state page: namespace/name,
+// prefixed with "kind:" for a kind other than the group's first.
+func (v *view) key(m metav1.Object) string {
+	key := m.GetNamespace() + "/" + m.GetName()
+	if v.kind != "" {
+		key = v.kind + ":" + key
+	}
+	return key
 }
 
 func (v *view) OnAdd(obj any, initial bool) {
@@ -700,7 +788,7 @@ func (v *view) ownership(op calllog.Op, r shard.Range, f func()) {
 	f()
 	if v.calls != nil {
 		_ = v.calls.Write(calllog.Record{Start: start, End: time.Now().UnixNano(), Range: r.Index, Op: op,
-			Member: v.member(), Token: v.token(r.Index)})
+			Member: v.member(), Token: v.token(r.Index), Kind: v.kind})
 	}
 }
 
