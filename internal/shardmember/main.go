@@ -41,6 +41,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path"
 	"runtime"
 	"runtime/metrics"
 	rpprof "runtime/pprof"
@@ -76,7 +77,7 @@ import (
 var (
 	host         = flag.String("host", "", "API server URL")
 	token        = flag.String("token", "", "bearer token")
-	resource     = flag.String("resource", "configmaps", "configmaps or pods")
+	resource     = flag.String("resource", "configmaps", "configmaps, pods or secrets")
 	namespace    = flag.String("namespace", "", "namespace (\"\": all)")
 	mode         = flag.String("mode", "sharded", "sharded, unsharded or client")
 	index        = flag.Int("shard", 0, "client mode: this informer's shard")
@@ -173,6 +174,9 @@ type state struct {
 	// (reads and lists), watch, create, update, delete.
 	LeaseRequests map[string]int64 `json:"leaseRequests,omitempty"`
 	ListRequests  int64            `json:"listRequests"`
+	// ResourceBytes are Bytes by the resource the requests named (the
+	// URL path's last element: configmaps, pods, secrets).
+	ResourceBytes map[string]int64 `json:"resourceBytes,omitempty"`
 	ListBytes     int64            `json:"listBytes"`
 	WatchBytes    int64            `json:"watchBytes"`
 	WarmStarts    int64            `json:"warmStarts,omitempty"`
@@ -204,6 +208,7 @@ func run() error {
 	// apart, so that the objects' bytes compare with an unsharded
 	// informer's.
 	var received, leaseBytes atomic.Int64
+	var byResource resourceBytes
 	// The objects' requests apart: lists (their count and bytes) and
 	// watches (their bytes).
 	var lists, listBytes, watchBytes atomic.Int64
@@ -224,7 +229,7 @@ func run() error {
 		cfg.QPS = -1
 	}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return countingTransport{rt: rt, n: &received, lists: &lists, listBytes: &listBytes, watchBytes: &watchBytes}
+		return countingTransport{rt: rt, n: &received, lists: &lists, listBytes: &listBytes, watchBytes: &watchBytes, byResource: &byResource}
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -381,7 +386,8 @@ func run() error {
 			stopProfile()
 		}
 		st := state{Mode: *mode, Synced: synced(), Bytes: received.Load(), LeaseBytes: leaseBytes.Load(), CPUSeconds: cpuSeconds(), Objects: cachedLen(inf.GetStore()),
-			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot()}
+			ListRequests: lists.Load(), ListBytes: listBytes.Load(), WatchBytes: watchBytes.Load(), LeaseRequests: leaseCalls.snapshot(),
+			ResourceBytes: byResource.snapshot()}
 		st.GCCPUSeconds, st.GCIdleSeconds, st.GCCycles, st.AllocBytes = gcStats()
 		mu.Lock()
 		st.SyncedAfterMS, st.HeapAfterSync = syncedAt.Milliseconds(), heap
@@ -461,6 +467,9 @@ func run() error {
 
 func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Object) {
 	ns := *namespace
+	if *resource == "secrets" {
+		return secretsListWatch(client)
+	}
 	if *resource == "pods" {
 		pods := client.CoreV1().Pods(ns)
 		return &cache.ListWatch{
@@ -512,6 +521,36 @@ type countingTransport struct {
 	n                            *atomic.Int64
 	lists, listBytes, watchBytes *atomic.Int64
 	requests                     *requestCounts
+	byResource                   *resourceBytes
+}
+
+// resourceBytes counts bytes by the resource a request named.
+type resourceBytes struct {
+	mu sync.Mutex
+	n  map[string]*atomic.Int64
+}
+
+func (b *resourceBytes) counter(r *http.Request) *atomic.Int64 {
+	res := path.Base(r.URL.Path)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == nil {
+		b.n = map[string]*atomic.Int64{}
+	}
+	if b.n[res] == nil {
+		b.n[res] = &atomic.Int64{}
+	}
+	return b.n[res]
+}
+
+func (b *resourceBytes) snapshot() map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int64{}
+	for k, n := range b.n {
+		out[k] = n.Load()
+	}
+	return out
 }
 
 // requestCounts counts requests by kind.
@@ -553,16 +592,20 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			klog.V(1).InfoS("list request", "query", r.URL.RawQuery)
 		}
 	}
+	var res *atomic.Int64
+	if t.byResource != nil {
+		res = t.byResource.counter(r)
+	}
 	resp, err := t.rt.RoundTrip(r)
 	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{resp.Body, t.n, kind}
+		resp.Body = &countingBody{resp.Body, t.n, kind, res}
 	}
 	return resp, err
 }
 
 type countingBody struct {
 	io.ReadCloser
-	n, kind *atomic.Int64
+	n, kind, res *atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -570,6 +613,9 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	b.n.Add(int64(n))
 	if b.kind != nil {
 		b.kind.Add(int64(n))
+	}
+	if b.res != nil {
+		b.res.Add(int64(n))
 	}
 	return n, err
 }

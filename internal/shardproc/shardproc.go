@@ -153,6 +153,8 @@ type State struct {
 	ListRequests  int64  `json:"listRequests"`
 	ListBytes     int64  `json:"listBytes"`
 	WatchBytes    int64  `json:"watchBytes"`
+	// ResourceBytes are Bytes by the resource the requests named.
+	ResourceBytes map[string]int64 `json:"resourceBytes"`
 	// LeaseRequests counts the lease client's requests by kind: get,
 	// watch, create, update, delete.
 	LeaseRequests map[string]int64  `json:"leaseRequests,omitempty"`
