@@ -38,7 +38,7 @@ import (
 //	err = ctrl.NewControllerManagedBy(mgr).For(&Owner{}).Owns(&Owned{}).Complete(sharded.Reconciler(r))
 //
 // c is the replica's protoactor cluster member, started. The members of
-// the group must give the same kinds in the same order. The cache's
+// the group must give the same kinds, the same first. The cache's
 // informers of other kinds (read by the client, or watched by other
 // controllers) are not sharded: every replica caches all of their objects.
 //

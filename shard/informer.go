@@ -226,10 +226,11 @@ const MaxKinds = 8
 // listers and HasSynced work per kind; Run of any of the group's
 // informers runs the whole group (the others' Run return at once, as a
 // second Run does). resource names the kind among the group's members,
-// which must all add the same kinds (a member whose kinds differ waits,
-// as for other settings). Call it before Run. A group hashed by uid
-// carries one kind: an owner and what it owns share a namespace, not a
-// uid.
+// which must all have the same first kind (New's, which the members cannot
+// compare) and add the same others, in any order (a member whose added
+// kinds differ waits, as for other settings). Call it before Run. A group
+// hashed by uid carries one kind: an owner and what it owns share a
+// namespace, not a uid.
 func (s *Informer) AddKind(resource schema.GroupResource, lw cache.ListerWatcher, exampleObject runtime.Object) (*Informer, error) {
 	key := resource.String()
 	switch {
@@ -355,6 +356,7 @@ func (sh *shared) hashSetting() string {
 	for _, k := range sh.kinds[1:] {
 		keys = append(keys, k.kindKey)
 	}
+	slices.Sort(keys) // in any order: the kinds' data go by their keys
 	return string(sh.o.field) + "+kinds=" + strings.Join(keys, ",")
 }
 
