@@ -59,6 +59,7 @@ func TestShardKindsTypedAndDynamic(t *testing.T) {
 
 	type member struct {
 		c            *cluster.Cluster
+		prov         *test.Provider
 		cms, widgets *shard.Informer
 		widgetLW     *recordingLW
 		cancel       context.CancelFunc
@@ -67,11 +68,11 @@ func TestShardKindsTypedAndDynamic(t *testing.T) {
 	agent := test.NewInMemAgent()
 	start := func() *member {
 		t.Helper()
+		prov := test.NewTestProvider(agent, test.WithTestProviderServiceTTL(time.Second), test.WithTestProviderRefreshTTL(200*time.Millisecond))
 		pc := cluster.New(actors.NewActorSystem(actors.SystemLogger(slog.New(slog.DiscardHandler))), cluster.Configure("kinds-test",
-			test.NewTestProvider(agent, test.WithTestProviderServiceTTL(time.Second), test.WithTestProviderRefreshTTL(200*time.Millisecond)),
-			disthash.New(), remote.Configure("127.0.0.1", 0, shard.RemoteOption())))
+			prov, disthash.New(), remote.Configure("127.0.0.1", 0, shard.RemoteOption())))
 		pc.StartMember()
-		m := &member{c: pc, done: make(chan struct{}), widgetLW: &recordingLW{inner: listWatch(dyn.Resource(widgetGVR))}}
+		m := &member{c: pc, prov: prov, done: make(chan struct{}), widgetLW: &recordingLW{inner: listWatch(dyn.Resource(widgetGVR))}}
 		m.cms, err = shard.New(pc, "kinds", listWatch(cs.CoreV1().ConfigMaps("")), &corev1.ConfigMap{}, shard.WithRanges(8),
 			shard.WithHashField(shard.Namespace), shard.WithLeases(cs.CoordinationV1(), "default"),
 			shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler))))
@@ -86,10 +87,14 @@ func TestShardKindsTypedAndDynamic(t *testing.T) {
 		go func() { defer close(m.done); m.widgets.RunWithContext(rctx) }() // Run of any kind runs the group
 		return m
 	}
+	// stop stops a member's group, then its cluster member gracefully:
+	// a remote stopped at once keeps the others' gRPC connections to it
+	// reconnecting, goroutines the next tests' leak checks would find.
 	stop := func(m *member) {
 		m.cancel()
 		<-m.done
-		m.c.Shutdown(false)
+		_ = m.prov.Shutdown(true)
+		m.c.Shutdown(true)
 	}
 	// together is "" once every namespace's two objects are cached by one
 	// member, and every object once.

@@ -32,8 +32,8 @@ type memServer struct {
 
 	filter          bool
 	rejectSelectors bool
-	// spaces is how many namespaces its objects are spread over (3 when
-	// 0).
+	// spaces is how many namespaces its objects are spread over (ns0,
+	// ns1 and ns2 when 0).
 	spaces int
 	// watchList: it streams lists (WatchList: initial events, then the
 	// initial-events-end bookmark), as kube-apiserver does.
@@ -95,11 +95,14 @@ func (s *memServer) createWithUID(name string, uid types.UID) {
 }
 
 func (s *memServer) createLocked(name string, uid types.UID) {
-	spaces := s.spaces
-	if spaces == 0 {
-		spaces = 3
+	ns := "ns" + strconv.Itoa(s.uid%3)
+	if s.spaces > 0 {
+		// The number before the end: the hash's top bits hardly depend
+		// on a name's last characters, so ns0, ns1... would fall in few
+		// ranges.
+		ns = fmt.Sprintf("team-%d-ns", s.uid%s.spaces)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns" + strconv.Itoa(s.uid%spaces), Name: name, UID: uid}, Data: map[string]string{"v": "0"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid}, Data: map[string]string{"v": "0"}}
 	s.objs[cm.Namespace+"/"+name] = cm
 	s.change(watch.Added, cm)
 }
