@@ -174,22 +174,7 @@ func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 		return err
 	}, b)
 	b.Logf("%d updates in %v", updates, time.Since(start).Round(time.Millisecond))
-	// Let the streams drain: every process's byte count stays put for 1s.
-	var last []int64
-	wait(b, 2*time.Minute, "the streams drained", func() string {
-		cur := make([]int64, len(all))
-		for i, p := range all {
-			st, _ := p.State(false)
-			cur[i] = st.Bytes
-		}
-		same := slices.Equal(cur, last)
-		last = cur
-		if !same {
-			time.Sleep(time.Second)
-			return "bytes still growing"
-		}
-		return ""
-	})
+	drainStreams(b, all)
 
 	type row struct {
 		name                       string
@@ -260,6 +245,26 @@ func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 }
 
 // covered is "" when the members together serve each range exactly once.
+// drainStreams lets the streams drain: every process's byte count stays put for
+// a second.
+func drainStreams(b testing.TB, all []*shardproc.Proc) {
+	var last []int64
+	wait(b, 2*time.Minute, "the streams drained", func() string {
+		cur := make([]int64, len(all))
+		for i, p := range all {
+			st, _ := p.State(false)
+			cur[i] = st.Bytes
+		}
+		same := slices.Equal(cur, last)
+		last = cur
+		if !same {
+			time.Sleep(time.Second)
+			return "bytes still growing"
+		}
+		return ""
+	})
+}
+
 func covered(ms []*shardproc.Proc, ranges int) string {
 	seen := map[int]string{}
 	for _, p := range ms {

@@ -124,21 +124,7 @@ func runKindsBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 		return err
 	}, b)
 	b.Logf("%d updates of each kind in %v", updates, time.Since(start).Round(time.Millisecond))
-	var last []int64
-	wait(b, 2*time.Minute, "the streams drained", func() string {
-		cur := make([]int64, len(all))
-		for i, p := range all {
-			st, _ := p.State(false)
-			cur[i] = st.Bytes
-		}
-		same := slices.Equal(cur, last)
-		last = cur
-		if !same {
-			time.Sleep(time.Second)
-			return "bytes still growing"
-		}
-		return ""
-	})
+	drainStreams(b, all)
 	total := kindBytes(b, a, cc)
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%d objects of each kind in %d namespaces, %d updates of each, %d members, %d ranges\n\n", objects, len(namespaces), updates, n, ranges)
