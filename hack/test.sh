@@ -156,7 +156,9 @@ took "unit tests without tracing"
 	go test -count=1 -timeout 10m -run TestShardedController .)
 took "ctrlruntime module"
 # The sharded controller example's module: vetted in both builds, its
-# manifests' test with -race (the process tests ran without it, above).
+# manifests' test and TestOneProcessDiff (its 10 lines of difference from
+# a one-process controller, in docs/integration.md) with -race (the
+# process tests ran without it, above).
 (cd examples/sharded-controller && go vet ./... && go vet -tags actorinformer_notrace ./... &&
 	go test -race -count=1 -timeout 10m ./...)
 took "examples/sharded-controller module"
