@@ -9,12 +9,13 @@
 // leader election.
 //
 // Its difference from the same controller in one process with leader
-// election is 10 lines of run (docs/integration.md, "A sharded
-// controller", shows them), beside member.go, the cluster member and
-// its shard group, which the one-process controller does not have.
+// election is 10 lines of main.go (docs/integration.md, "A sharded
+// controller", shows them; TestOneProcessDiff checks them), beside
+// member.go, the cluster member and its shard group, which the
+// one-process controller does not have.
 //
 // -probe-address serves the manager's /healthz and /readyz (package
-// shard's checks: see run), -metrics-address its /metrics
+// shard's checks: see sharded.ready in member.go), -metrics-address its /metrics
 // (controller-runtime's metrics, the member's and the workqueue's:
 // deploy/hpa.yaml scales the Deployment on the queue's oldest key's age)
 // and the member's Status as JSON (/status). SIGTERM stops the manager:
