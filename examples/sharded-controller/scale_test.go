@@ -22,6 +22,7 @@ import (
 var (
 	scaleReplicas = flag.String("scale.replicas", "", "TestScale: the replica counts to measure, comma-separated (e.g. 1,2,3,6); empty: the test skips")
 	scaleBundles  = flag.Int("scale.bundles", 20000, "TestScale: Bundles (each with its ConfigMap), in namespaces of 100")
+	scaleWait     = flag.Duration("scale.wait", 20*time.Minute, "TestScale: how long N replicas may take to reconcile every Bundle")
 )
 
 // TestScale measures the example with N replicas (local processes, the
@@ -32,7 +33,7 @@ var (
 // in use (go_memstats_heap_inuse_bytes) from its /metrics then. A
 // measurement, not run by hack/test.sh:
 //
-//	go test -run TestScale -v -timeout 60m . -args -scale.replicas 1,2,3,6
+//	go test -run TestScale -v -timeout 30m . -args -scale.replicas 1,2,3,6 -scale.wait 5m
 func TestScale(t *testing.T) {
 	if *scaleReplicas == "" {
 		t.Skip("a measurement: -scale.replicas 1,2,3,6 runs it")
@@ -79,7 +80,7 @@ func TestScale(t *testing.T) {
 		for i := range n {
 			rs = append(rs, p.startLocal(fmt.Sprintf("scale-%d-%d", n, i), "127.0.0.1", "--ranges=24", "--workers=8"))
 		}
-		p.eventually(20*time.Minute, fmt.Sprintf("%d replicas: every Bundle reconciled", n), func() string { return p.reconciledBy(rs...) })
+		p.eventually(*scaleWait, fmt.Sprintf("%d replicas: every Bundle reconciled", n), func() string { return p.reconciledBy(rs...) })
 		took := time.Since(started)
 		var cpu, heap []float64
 		for _, r := range rs {
