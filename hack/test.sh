@@ -121,12 +121,19 @@ trap 'kill -KILL -- -$background_pid 2>/dev/null || kill $background_pid 2>/dev/
 # gRPC goroutines read it). And those whose code under test runs only in
 # other processes, built without -race (e2e's TestShard* with member
 # processes, examples/sharded-controller's controller in pods and as
-# processes): under -race the detector would check only their harness.
+# processes: its own module, run after them): under -race the detector
+# would check only their harness.
 # Their files say //go:build !race; they run here in the normal build,
 # with the soak of leaves and joins during a burst of deletes. So does
 # TestInitialList10k, whose figures (time to sync, heap) mean nothing
 # under the race detector, which made it 50 s long.
-ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestKindsMoveTogether|TestAddKind|TestStartMember|TestInitialList10k|TestShard|TestController|TestRangeCountRollout' ./shard/ ./e2e/ ./examples/sharded-controller/
+ACTORINFORMER_HANDOVER_SOAK=1 go test -count=1 -timeout 20m -run 'TestMembers|TestMemberWith|TestServerFilteredLoad|TestLeavingMember|TestJoinStartsWarm|TestWarmStart|TestRollingUpdateListsNothing|TestHandoversLoseNoDelete|TestCrashTakeover|TestEveryMemberStoppedAtOnce|TestKindsMoveTogether|TestAddKind|TestStartMember|TestInitialList10k|TestShard' ./shard/ ./e2e/
+# The sharded controller-runtime example (its own module, which requires
+# controller-runtime: ./... above skips it), in pods of the kubelet
+# simulation and as local processes: about 2 minutes, 80 s of them
+# TestOneOwnerAtATimeInPods (reconciles of 500 ms through a kill, a leave,
+# a join and a rolling update).
+(cd examples/sharded-controller && go test -count=1 -timeout 10m -run 'TestController|TestRangeCountRollout|TestOneOwnerAtATime' .)
 took "multi-member and member-process tests without -race (beside the nemesis)"
 # The demo with a sharded group: its data API and its page in Chromium,
 # with tracing compiled in (waterfalls, handover spans).
@@ -163,6 +170,13 @@ took "unit tests without tracing"
 	go test -race -count=1 -timeout 20m ./... &&
 	go test -count=1 -timeout 10m -run TestShardedController .)
 took "ctrlruntime module"
+# The sharded controller example's module: vetted in both builds, its
+# manifests' test and TestOneProcessDiff (its 10 lines of difference from
+# a one-process controller, in docs/integration.md) with -race (the
+# process tests ran without it, above).
+(cd examples/sharded-controller && go vet ./... && go vet -tags actorinformer_notrace ./... &&
+	go test -race -count=1 -timeout 10m ./...)
+took "examples/sharded-controller module"
 if [[ -d bench ]]; then
 	# The sharded benchmarks at their smallest: 3 members, 3 s idle.
 	go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/... -args -bench.shard.members 3 -bench.shard.idle 3s

@@ -1,115 +1,91 @@
-// Command sharded-controller is a small controller sharded over the pods
-// of a Deployment (deploy/): every replica is a member of one shard group,
-// found through protoactor's k8s provider, and caches and reconciles only
-// the ConfigMaps of its namespace whose ranges it owns.
+// Command sharded-controller is a controller-runtime controller sharded
+// over the pods of a Deployment (deploy/) with ctrlruntime.Sharded: for
+// each Bundle (deploy/crd.yaml, example.actorinformer.io/v1alpha1) it
+// makes and updates a ConfigMap of the same name, owned by the Bundle,
+// that carries its spec.data. Every replica is a member of one shard group
+// (found through protoactor's k8s provider), whose ranges split the
+// namespaces: a replica caches the Bundles and ConfigMaps of the
+// namespaces of the ranges it delivers, and reconciles only those. No
+// leader election.
 //
-// Each replica runs the informer of package shard on ConfigMaps, a
-// workqueue fed by its handler, and workers that reconcile the keys
-// (here: log them at klog -v=2) and drop those of ranges that moved to
-// another replica (Released). -probe-address serves the pod's probes,
-// /healthz and /readyz (probeHandler), the member's and the workqueue's
-// metrics in the Prometheus format (/metrics; deploy/hpa.yaml scales the
-// Deployment on the queue's oldest key's age) and its Status as JSON
-// (/status). SIGTERM
-// leaves the group gracefully: the other replicas list and take its ranges
-// before it stops delivering them.
+// Its difference from the same controller in one process with leader
+// election is 10 lines of main.go (docs/integration.md, "A sharded
+// controller", shows them; TestOneProcessDiff checks them), beside
+// member.go, the cluster member and its shard group, which the
+// one-process controller does not have.
+//
+// -probe-address serves the manager's /healthz and /readyz (package
+// shard's checks: see sharded.ready in member.go), -metrics-address its /metrics
+// (controller-runtime's metrics, the member's and the workqueue's:
+// deploy/hpa.yaml scales the Deployment on the queue's oldest key's age)
+// and the member's Status as JSON (/status). SIGTERM stops the manager:
+// the member leaves the group gracefully (the other replicas list and take
+// its ranges before it stops delivering them), after its running
+// reconciles returned.
 //
 // In a pod it needs (deploy/deployment.yaml): its service account's token
 // and namespace (the k8s provider reads them, with the in-cluster
-// configuration), POD_IP (the address the other replicas reach it at:
-// protoactor's remote listens on every interface, so it must be told which
-// address to give its actors), and RBAC: deploy/rbac.yaml.
+// configuration), POD_IP (the address the other replicas reach it at),
+// RBAC (deploy/rbac.yaml) and the CRD.
 //
 // Outside a pod, give it a kubeconfig and an etcd for the members to find
 // each other in (protoactor's etcd provider), and run it once per member:
 //
 //	sharded-controller -kubeconfig ~/.kube/config -provider etcd -etcd http://127.0.0.1:2379 \
-//	  -namespace default -remote-bind 127.0.0.1 -remote-port 0 -probe-address 127.0.0.1:0
+//	  -namespace default -remote-bind 127.0.0.1 -remote-port 0 -probe-address 127.0.0.1:0 -metrics-address 127.0.0.1:0
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/k8s"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/actorinformer/actorinformer/actors"
-	"github.com/actorinformer/actorinformer/shard"
-	"github.com/actorinformer/actorinformer/shard/etcdcheck"
-	aiworkqueue "github.com/actorinformer/actorinformer/workqueue"
+	"github.com/actorinformer/actorinformer/ctrlruntime"
 )
 
-type config struct {
-	kubeconfig   string
-	provider     string
-	etcd         string
-	namespace    string
-	group        string
-	memberName   string
-	ranges       int
-	podIP        string
-	remoteBind   string
-	remotePort   int
-	probeAddress string
-	workers      int
-}
+// queueName names the controller and its workqueue: the label
+// actorinformer_workqueue_name of the queue's metrics (deploy/hpa.yaml).
+const queueName = "bundles"
 
-// restConfig is the kubeconfig's, or in a pod the in-cluster one.
-func (cfg config) restConfig() (*rest.Config, error) {
-	if cfg.kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
-	}
-	return rest.InClusterConfig()
+type config struct {
+	namespace      string
+	probeAddress   string
+	metricsAddress string
+	workers        int
+	reconcileDelay time.Duration
 }
 
 func main() {
 	klog.InitFlags(nil)
 	var cfg config
-	flag.StringVar(&cfg.kubeconfig, "kubeconfig", "", "the API server's kubeconfig (default: the pod's in-cluster configuration)")
-	flag.StringVar(&cfg.provider, "provider", "k8s", "how the members find each other: k8s (protoactor's Kubernetes provider, in pods) or etcd")
-	flag.StringVar(&cfg.etcd, "etcd", "http://127.0.0.1:2379", "with -provider etcd: the etcd the members find each other in")
-	flag.StringVar(&cfg.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the namespace whose ConfigMaps are reconciled (default $POD_NAMESPACE)")
-	flag.StringVar(&cfg.group, "group", "configmaps", "the shard group: every replica of the controller gives the same")
-	flag.StringVar(&cfg.memberName, "member-name", "", "the member's name, in its ids, logs and metrics (default: the host's, in a pod the pod's)")
-	flag.IntVar(&cfg.ranges, "ranges", 24, "ranges the ConfigMaps' UID hash is split into: the same on every replica")
-	flag.StringVar(&cfg.podIP, "pod-ip", os.Getenv("POD_IP"), "the pod's IP, where the other replicas reach this one (default $POD_IP; \"\": -remote-bind's)")
-	flag.StringVar(&cfg.remoteBind, "remote-bind", "0.0.0.0", "the address protoactor's remote listens on")
-	flag.IntVar(&cfg.remotePort, "remote-port", 8090, "the port protoactor's remote listens on")
+	// -kubeconfig is controller-runtime's flag (ctrl.GetConfig): the
+	// API server's kubeconfig, by default $KUBECONFIG, else in a pod the
+	// in-cluster configuration, else ~/.kube/config.
+	flag.StringVar(&cfg.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the namespace of the controller's Leases (default $POD_NAMESPACE); Bundles are reconciled in every namespace")
 	flag.StringVar(&cfg.probeAddress, "probe-address", ":8081", "the address of /healthz and /readyz")
-	flag.IntVar(&cfg.workers, "workers", 2, "workers reconciling keys")
+	flag.StringVar(&cfg.metricsAddress, "metrics-address", ":8080", "the address of /metrics and /status")
+	flag.IntVar(&cfg.workers, "workers", 2, "concurrent reconciles")
+	flag.DurationVar(&cfg.reconcileDelay, "reconcile-delay", 0, "how long each reconcile waits before it writes (a slower reconcile, for tests)")
 	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
@@ -124,235 +100,94 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.namespace == "" {
 		return errors.New("-namespace (or $POD_NAMESPACE) is needed: see deploy/deployment.yaml")
 	}
-	restConfig, err := cfg.restConfig()
+	restConfig, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
-	// Each range has an informer: at a start, one list and one watch
-	// each. client-go's default, 5 requests a second, would hold a
-	// replica's start up by seconds.
-	restConfig.QPS, restConfig.Burst = 50, 100
-	client, err := kubernetes.NewForConfig(restConfig)
+	scheme, err := newScheme()
 	if err != nil {
 		return err
 	}
-	// The leases and range records have a client of their own (its own
-	// rate limiter): no burst of the ranges' lists holds a renewal up.
-	leaseClient, err := kubernetes.NewForConfig(rest.CopyConfig(restConfig))
+	// actorinformer's metrics (the workqueue's oldest key's age, which
+	// deploy/hpa.yaml scales on; the shard member's), in
+	// controller-runtime's registry: the manager's /metrics.
+	exporter, err := otelprom.New(otelprom.WithRegisterer(ctrlmetrics.Registry))
 	if err != nil {
-		return err
-	}
-
-	// The cluster member: protoactor's k8s provider finds the other
-	// replicas by the labels it puts on their pods, the etcd provider by
-	// their keys. A member fenced after the provider dropped it rejoins on
-	// a new one (shard.WithRejoin).
-	newCluster := func(ctx context.Context) (*cluster.Cluster, error) {
-		var provider cluster.ClusterProvider
-		var err error
-		switch cfg.provider {
-		case "k8s":
-			if provider, err = k8s.NewWithConfig(restConfig); err != nil {
-				return nil, err
-			}
-		case "etcd":
-			etcdCfg := clientv3.Config{Endpoints: []string{cfg.etcd}, DialTimeout: 5 * time.Second,
-				DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
-			// The provider waits for ever, silently, for an etcd it
-			// cannot reach.
-			if err := etcdcheck.Check(ctx, etcdCfg); err != nil {
-				return nil, err
-			}
-			if provider, err = etcd.NewWithConfig("/sharded-controller", etcdCfg, etcd.WithKeepAliveTTL(3*time.Second)); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("-provider %q: want k8s or etcd", cfg.provider)
-		}
-		opts := []remote.ConfigOption{remote.WithEndpointWriterQueueSize(4096), remote.WithEndpointManagerQueueSize(4096)}
-		if cfg.podIP != "" {
-			// The address in this member's actor addresses, which the
-			// provider gives the others (the pod's IP).
-			opts = append(opts, remote.WithAdvertisedHost(net.JoinHostPort(cfg.podIP, strconv.Itoa(cfg.remotePort))))
-		}
-		c := cluster.New(actors.NewActorSystem(), cluster.Configure("sharded-controller", provider, disthash.New(),
-			remote.Configure(cfg.remoteBind, cfg.remotePort, append(opts, shard.RemoteOption())...),
-			shard.ClusterOptions()...))
-		if err := shard.StartMember(ctx, c); err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
-	c, err := newCluster(ctx)
-	if err != nil {
-		return err
-	}
-	// The provider first (it takes the member's labels off its pod: the
-	// others stop counting it at once), then the rest, without the 2 s
-	// that cluster.Shutdown(true) waits for grains (a shard member has
-	// none) and its graceful remote stop (which waits for connection
-	// retries to a peer that died). After a rejoin, the cluster member in
-	// use is the one newCluster made last (inf.Cluster()).
-	shutdown := func(c *cluster.Cluster) {
-		_ = c.Config.ClusterProvider.Shutdown(true)
-		c.Shutdown(false)
-	}
-
-	configMaps := client.CoreV1().ConfigMaps(cfg.namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return configMaps.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return configMaps.Watch(ctx, o)
-		},
-	}
-	// The member's metrics, served at /metrics.
-	registry := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
-	if err != nil {
-		shutdown(c)
 		return err
 	}
 	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer func() { _ = meters.Shutdown(context.Background()) }()
-	opts := []shard.Option{shard.WithRanges(cfg.ranges),
-		// Each replica's Lease in its namespace fences it.
-		shard.WithLeases(leaseClient.CoordinationV1(), cfg.namespace),
-		// What of that, and of the ConfigMaps' list and watch, RBAC
-		// refuses: logged, and said by CheckSynced and /status.
-		shard.WithAccessCheck(client.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, cfg.namespace),
-		shard.WithInformerOptions(actors.WithMeterProvider(meters)),
-		shard.WithRejoin(newCluster)}
-	if cfg.memberName != "" {
-		opts = append(opts, shard.WithMemberName(cfg.memberName))
-	}
-	inf, err := shard.New(c, cfg.group, lw, &corev1.ConfigMap{}, opts...)
-	if err != nil {
-		shutdown(c)
-		return err
-	}
-	queue := newQueue(meters)
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	}); err != nil {
-		shutdown(c)
-		return err
-	}
 
-	// With the k8s provider the readiness must not wait for ranges
-	// (probeHandler); with etcd it is the member's: CheckSynced, which says
-	// why it does not deliver.
-	ready := shard.Check(inf.CheckLive)
-	if cfg.provider == "etcd" {
-		ready = inf.CheckSynced
+	// The manager's grace period: more than a graceful leave (30 s at most).
+	grace := 50 * time.Second
+	sharded := newSharded(ctx, cfg, meters) // member.go: the cluster member, made and stopped by the manager's cache
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{NewCache: sharded.NewCache, Metrics: metricsserver.Options{BindAddress: cfg.metricsAddress, ExtraHandlers: sharded.status()},
+		Scheme: scheme, HealthProbeBindAddress: cfg.probeAddress, GracefulShutdownTimeout: &grace})
+	if err != nil {
+		return err
 	}
-	mux := probeHandler(inf, ready)
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(inf.Status())
+	if err := mgr.AddHealthzCheck("shard", sharded.CheckLive); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("shard", sharded.ready); err != nil {
+		return err
+	}
+	r := &reconciler{client: mgr.GetClient(), scheme: scheme, delay: cfg.reconcileDelay}
+	queue := ctrlruntime.NewTracing(nil, meters) // client-go's queue with actorinformer's metrics (no traces)
+	err = ctrl.NewControllerManagedBy(mgr).Named(queueName).For(&Bundle{}).Owns(&corev1.ConfigMap{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.workers, NewQueue: queue.NewQueue}).
+		Complete(sharded.Reconciler(r))
+	if err != nil {
+		return err
+	}
+	klog.InfoS("sharded-controller started")
+	// Until SIGTERM: then the manager stops, and its cache's shard group
+	// leaves gracefully once the reconciles running have returned.
+	return mgr.Start(ctx)
+}
+
+// reconciler makes and updates each Bundle's ConfigMap. It logs each
+// reconcile's start and end (klog -v=2) with the wall clock in
+// nanoseconds: the tests check from them that no two replicas reconcile
+// one Bundle at once.
+type reconciler struct {
+	client client.Client
+	scheme *runtime.Scheme
+	delay  time.Duration
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	key := req.String()
+	klog.V(2).InfoS("reconcile start", "key", key, "at", time.Now().UnixNano())
+	defer func() { klog.V(2).InfoS("reconcile end", "key", key, "at", time.Now().UnixNano()) }()
+	var b Bundle
+	if err := r.client.Get(ctx, req.NamespacedName, &b); err != nil {
+		if ctx.Err() != nil {
+			return ctrl.Result{}, nil // stopping: as below
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err) // deleted: its ConfigMap goes with it (ownerReference)
+	}
+	if r.delay > 0 {
+		time.Sleep(r.delay)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
+	op, err := controllerutil.CreateOrUpdate(ctx, r.client, cm, func() error {
+		cm.Data = b.Spec.Data
+		return controllerutil.SetControllerReference(&b, cm, r.scheme)
 	})
-	probes := &http.Server{Addr: cfg.probeAddress, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", cfg.probeAddress)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// The cache had not seen the ConfigMap's last write yet: again
+		// once it has.
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	if err != nil && ctx.Err() != nil {
+		// The manager stops (this replica leaves): the range's next
+		// owner lists it and reconciles every Bundle of it.
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
-		shutdown(c)
-		return err
+		return ctrl.Result{}, err
 	}
-	go func() { _ = probes.Serve(ln) }()
-	klog.InfoS("sharded-controller started", "namespace", cfg.namespace, "group", cfg.group, "ranges", cfg.ranges,
-		"address", c.ActorSystem.Address(), "probes", ln.Addr().String())
-
-	var wg sync.WaitGroup
-	for range cfg.workers {
-		wg.Go(func() { work(inf, queue, reconciler(inf)) })
-	}
-	inf.RunWithContext(ctx) // until SIGTERM: then it leaves the group gracefully
-	queue.ShutDown()
-	wg.Wait()
-	stopping := time.Now()
-	shutdown(inf.Cluster())
-	klog.InfoS("sharded-controller stopped", "clusterShutdown", time.Since(stopping))
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return probes.Shutdown(shutdownCtx)
-}
-
-// newQueue is client-go's rate-limiting queue, its metrics (depth, and how
-// long its oldest key has waited: what deploy/hpa.yaml scales on) recorded
-// through mp, served at /metrics.
-func newQueue(mp metric.MeterProvider) *aiworkqueue.Traced[string] {
-	return aiworkqueue.NewRateLimitingQueue("configmaps", workqueue.DefaultTypedControllerRateLimiter[string](), nil, mp)
-}
-
-// work takes keys from the queue until it shuts down: those of ranges
-// this replica released are another's now.
-func work(inf *shard.Informer, queue workqueue.TypedRateLimitingInterface[string], reconcile func(string) error) {
-	for {
-		key, shutdown := queue.Get()
-		if shutdown {
-			return
-		}
-		if inf.Released(key) {
-			queue.Forget(key)
-			queue.Done(key)
-			continue
-		}
-		if err := reconcile(key); err != nil {
-			klog.ErrorS(err, "reconcile failed", "key", key)
-			queue.AddRateLimited(key)
-		} else {
-			queue.Forget(key)
-		}
-		queue.Done(key)
-	}
-}
-
-// reconciler is the controller's work on one key: here, it reads the
-// object from this replica's cache and logs what it found.
-func reconciler(inf *shard.Informer) func(string) error {
-	return func(key string) error {
-		obj, exists, err := inf.GetIndexer().GetByKey(key)
-		if err != nil {
-			return err
-		}
-		if !exists {
-			klog.V(2).InfoS("reconciled a deleted ConfigMap", "key", key)
-			return nil
-		}
-		cm := obj.(*corev1.ConfigMap)
-		klog.V(2).InfoS("reconciled", "key", key, "entries", len(cm.Data), "resourceVersion", cm.ResourceVersion)
-		return nil
-	}
-}
-
-// probeHandler serves the pod's probes, with package shard's liveness
-// check in both: it fails once the member gave up on its group (it was
-// dropped and could not rejoin, or its cluster member stopped under it):
-// the kubelet then restarts the container, and the restarted process joins
-// as a new cluster member.
-//
-// The readiness is the same check, not shard's CheckSynced (every owned
-// range delivered): protoactor's k8s provider counts a pod as a member only
-// while all its containers are ready, so a readiness that waited for
-// ranges (which a member gets once it is a member) would never come, and
-// one that failed during a graceful leave would drop the leaving member
-// from the group before it handed its ranges over. For the same reason it
-// passes while the member waits for replicas with another range count to
-// leave (a rollout that changes -ranges): the rollout must go on.
-//
-// Outside a pod, with the etcd provider, no probe decides membership, and
-// ready is CheckSynced.
-func probeHandler(inf *shard.Informer, ready shard.Check) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/healthz", shard.Check(inf.CheckLive))
-	mux.Handle("/readyz", ready)
-	return mux
+	klog.V(2).InfoS("reconciled", "key", key, "operation", op, "bundleVersion", b.ResourceVersion)
+	return ctrl.Result{}, nil
 }

@@ -7,30 +7,44 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/actorinformer/actorinformer/ctrlruntime"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
+
+// controller-runtime's client logs through its global logger: klog's,
+// as the program's.
+func init() { ctrllog.SetLogger(klog.NewKlogr()) }
 
 const (
 	namespace      = "sharded-controller"
 	serviceAccount = "sharded-controller"
 )
 
-// manifests reads deploy/: the namespace first, then the RBAC, the
-// Deployment, its HorizontalPodAutoscaler and the adapter's rule.
+// manifests reads deploy/: the namespace first, then the CRD, the RBAC,
+// the Deployment, its HorizontalPodAutoscaler and the adapter's rule.
 func manifests(t testing.TB) []byte {
 	t.Helper()
 	var all []byte
-	for _, f := range []string{"namespace.yaml", "rbac.yaml", "deployment.yaml", "hpa.yaml", "adapter-rules.yaml"} {
+	for _, f := range []string{"namespace.yaml", "crd.yaml", "rbac.yaml", "deployment.yaml", "hpa.yaml", "adapter-rules.yaml"} {
 		b, err := os.ReadFile(filepath.Join("deploy", f))
 		if err != nil {
 			t.Fatal(err)
@@ -47,14 +61,26 @@ type access struct {
 
 // granted are the calls the controller and protoactor's k8s provider make
 // (read in their code: the provider gets and patches its own pod and
-// watches the cluster's pods; each range's informer lists and watches
-// ConfigMaps), and the Lease verbs of the members' fencing.
+// watches the cluster's pods; each range's informers list and watch
+// Bundles and ConfigMaps, in every namespace; the reconciler creates and
+// updates ConfigMaps, controllerutil.CreateOrUpdate patches none but a
+// patch is what an edit of it would do), the Lease verbs of the members'
+// fencing, and the owner's finalizers that a blockOwnerDeletion
+// ownerReference needs where OwnerReferencesPermissionEnforcement admits.
 var granted = []access{
 	{"get", "", "pods", namespace},
 	{"watch", "", "pods", namespace},
 	{"patch", "", "pods", namespace},
-	{"list", "", "configmaps", namespace},
-	{"watch", "", "configmaps", namespace},
+	{"list", "example.actorinformer.io", "bundles", ""},
+	{"watch", "example.actorinformer.io", "bundles", ""},
+	{"get", "example.actorinformer.io", "bundles", "team-1-apps"},
+	{"update", "example.actorinformer.io", "bundles/finalizers", "team-1-apps"},
+	{"list", "", "configmaps", ""},
+	{"watch", "", "configmaps", ""},
+	{"get", "", "configmaps", "team-1-apps"},
+	{"create", "", "configmaps", "team-1-apps"},
+	{"update", "", "configmaps", "team-1-apps"},
+	{"patch", "", "configmaps", "team-1-apps"},
 	{"get", "coordination.k8s.io", "leases", namespace},
 	{"list", "coordination.k8s.io", "leases", namespace},
 	{"watch", "coordination.k8s.io", "leases", namespace},
@@ -72,10 +98,12 @@ var denied = []access{
 	{"delete", "", "pods", namespace},
 	{"update", "", "pods", namespace},
 	{"create", "", "pods", namespace},
-	{"get", "", "pods", "default"}, // another namespace
-	{"watch", "", "configmaps", "default"},
-	{"get", "", "configmaps", namespace},
-	{"update", "", "configmaps", namespace},
+	{"get", "", "pods", "default"},              // another namespace
+	{"delete", "", "configmaps", "team-1-apps"}, // the garbage collector deletes them
+	{"create", "example.actorinformer.io", "bundles", "team-1-apps"},
+	{"update", "example.actorinformer.io", "bundles", "team-1-apps"},
+	{"delete", "example.actorinformer.io", "bundles", "team-1-apps"},
+	{"update", "example.actorinformer.io", "bundles/status", "team-1-apps"},
 	{"get", "", "secrets", namespace},
 	{"patch", "coordination.k8s.io", "leases", namespace},
 	{"get", "coordination.k8s.io", "leases", "kube-system"},
@@ -97,8 +125,8 @@ var hpaGranted = []access{
 	{"update", "apps", "deployments/scale", namespace},
 }
 
-// The manifests apply to kube-apiserver v1.37 (server-side apply), and the
-// controller's service account may do exactly what the controller and the
+// The manifests apply to kube-apiserver v1.37 (server-side apply), the
+// CRD is established and serves Bundles, and the controller's service account may do exactly what the controller and the
 // provider need: every granted verb is allowed, the others denied, as
 // SubjectAccessReviews answer. The HorizontalPodAutoscaler scales the
 // Deployment on a metric the adapter's rule serves from the program's
@@ -114,7 +142,8 @@ func TestManifests(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	for _, k := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment", "HorizontalPodAutoscaler", "ConfigMap"} {
+	for _, k := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+		"Deployment", "HorizontalPodAutoscaler", "ConfigMap"} {
 		if !kinds[k] {
 			t.Errorf("no %s among the applied objects", k)
 		}
@@ -139,6 +168,7 @@ func TestManifests(t *testing.T) {
 	if pod.HostNetwork {
 		t.Error("hostNetwork: the provider takes the hostname for the pod's name")
 	}
+	checkCRD(t, c.Config())
 	// Re-applied as a dry run: the server accepts the manifests as they are
 	// (no conflict with what is stored).
 	if _, err := testcluster.Apply(ctx, c.Config(), manifests(t), "sharded-controller-test", true); err != nil {
@@ -249,9 +279,10 @@ func checkHPA(t *testing.T, cs kubernetes.Interface) {
 	}
 	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer func() { _ = meters.Shutdown(ctx) }()
-	queue := newQueue(meters)
+	// The controller's queue, as main makes it.
+	queue := ctrlruntime.NewTracing(nil, meters).NewQueue(queueName, workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer queue.ShutDown()
-	queue.Add("default/a")
+	queue.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "a"}})
 	families, err := registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -279,5 +310,53 @@ func checkHPA(t *testing.T, cs kubernetes.Interface) {
 			names = append(names, f.GetName())
 		}
 		t.Errorf("/metrics has no %s with the labels %v of the HPA's selector; it has %v", series, m.Metric.Selector.MatchLabels, names)
+	}
+}
+
+// bundleClient is a controller-runtime client with the program's scheme,
+// once the API server serves Bundles (the CRD is established).
+func bundleClient(t testing.TB, cfg *rest.Config) client.Client {
+	t.Helper()
+	scheme, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var l BundleList
+		err := c.List(context.Background(), &l, client.Limit(1))
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Bundles not served 30s after the CRD was applied: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkCRD: a Bundle's spec.data is kept by the server (the CRD's schema
+// does not prune it) and read back through the program's Go type.
+func checkCRD(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	ctx := context.Background()
+	c := bundleClient(t, cfg)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-1-apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := &Bundle{ObjectMeta: metav1.ObjectMeta{Namespace: "team-1-apps", Name: "b"}, Spec: BundleSpec{Data: map[string]string{"k": "v"}}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var got Bundle
+	if err := c.Get(ctx, client.ObjectKeyFromObject(b), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Data["k"] != "v" || len(got.Spec.Data) != 1 || got.UID == "" {
+		t.Errorf("the Bundle read back: %+v, want spec.data {k: v}", got)
 	}
 }
