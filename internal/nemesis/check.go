@@ -409,14 +409,6 @@ func Check(in Input) *Result {
 	if res.Calls == 0 {
 		violate(VNoCalls, in.End, "no handler call about an object was logged")
 	}
-	order := func(cs []call) {
-		sort.SliceStable(cs, func(i, j int) bool {
-			if cs[i].Start != cs[j].Start {
-				return cs[i].Start < cs[j].Start
-			}
-			return cs[i].End < cs[j].End
-		})
-	}
 	name := func(c call) string { return in.Procs[c.proc].Name }
 
 	// Exclusive, per kind: no two members' calls on a range overlap, and
@@ -441,30 +433,31 @@ func Check(in Input) *Result {
 		}
 		return false
 	}
+	// handOver judges call c on range rg, made after another member's
+	// call last: exempt when last was frozen mid-call and c overlaps it or
+	// came with no OnAcquire since last began; else overlap when they
+	// overlap, or interleave with no OnAcquire of rg since last ended.
+	handOver := func(rg rangeKind, last, c call, overlap, interleave string) {
+		fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
+		switch {
+		case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
+			exempt(EFrozenCall, c.Start, attribute(c.Start), "%s: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
+				rg, name(last), last.Op, last.key(), fmtInterval(fz), name(c), c.Op, c.key())
+		case c.Start < last.End:
+			violate(overlap, c.Start, "%s: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.key(),
+				fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
+		case !acquiredBetween(rg, c.proc, last.End, c.Start):
+			violate(interleave, c.Start, "%s: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire of the range in between", rg,
+				name(c), c.Op, c.key(), fmtTime(c.Start), name(last), last.Op, last.key(), fmtTime(last.Start))
+		}
+	}
 	for _, rg := range sortedRangeKinds(byRange) {
 		cs := byRange[rg]
-		order(cs)
-		var last call
-		for i, c := range cs {
-			if i > 0 && last.proc != c.proc {
-				res.Switches++
-				fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
-				switch {
-				case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
-					exempt(EFrozenCall, c.Start, attribute(c.Start), "%s: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
-						rg, name(last), last.Op, last.key(), fmtInterval(fz), name(c), c.Op, c.key())
-				case c.Start < last.End:
-					violate(VOverlap, c.Start, "%s: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.key(),
-						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
-				case !acquiredBetween(rg, c.proc, last.End, c.Start):
-					violate(VInterleave, c.Start, "%s: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire in between", rg,
-						name(c), c.Op, c.key(), fmtTime(c.Start), name(last), last.Op, last.key(), fmtTime(last.Start))
-				}
-			}
-			if i == 0 || c.End > last.End || c.proc != last.proc {
-				last = c
-			}
-		}
+		byStart(cs)
+		switches(cs, func(last, c call) {
+			res.Switches++
+			handOver(rg, last, c, VOverlap, VInterleave)
+		})
 		// Fencing tokens: once a call with token t has ended, no call
 		// that begins later has a lower one.
 		byEnd := slices.Clone(cs)
@@ -484,13 +477,13 @@ func Check(in Input) *Result {
 		}
 	}
 	if len(kinds) > 1 {
-		res.checkKindsApart(in, calls, acquired, violate, exempt, attribute)
+		res.checkKindsApart(in, calls, handOver, violate)
 	}
 
 	// Per key, resourceVersions never go back.
 	for _, key := range sortedKeys(byKey) {
 		cs := byKey[key]
-		order(cs)
+		byStart(cs)
 		var top call
 		have := false
 		for _, c := range cs {
@@ -999,6 +992,31 @@ func fmtInterval(iv Interval) string {
 	return fmtTime(iv.Start) + "+" + time.Duration(iv.End-iv.Start).Round(time.Microsecond).String()
 }
 
+// byStart orders calls by their start, then their end.
+func byStart(cs []call) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Start != cs[j].Start {
+			return cs[i].Start < cs[j].Start
+		}
+		return cs[i].End < cs[j].End
+	})
+}
+
+// switches calls f for each call c of cs (ordered by byStart) made by
+// another member than last, the call before it that ended latest, or its
+// own member's latest.
+func switches(cs []call, f func(last, c call)) {
+	var last call
+	for i, c := range cs {
+		if i > 0 && last.proc != c.proc {
+			f(last, c)
+		}
+		if i == 0 || c.End > last.End || c.proc != last.proc {
+			last = c
+		}
+	}
+}
+
 // checkKindsApart checks that a range's kinds are delivered together
 // (VKindsApart): on a range, no member's call of one kind overlaps
 // another member's call of another kind, nor follows it without an
@@ -1006,8 +1024,8 @@ func fmtInterval(iv Interval) string {
 // added kind is made by a member while it delivers the range's first kind
 // (from its OnAcquire to its OnRelease, its exit or the end). Calls of one
 // kind are checked apart (VOverlap, VInterleave).
-func (res *Result) checkKindsApart(in Input, calls []call, acquired map[rangeKind]map[int][]int64,
-	violate func(kind string, at int64, format string, args ...any), exempt func(kind string, at int64, fault int, format string, args ...any), attribute func(int64) int) {
+func (res *Result) checkKindsApart(in Input, calls []call, handOver func(rg rangeKind, last, c call, overlap, interleave string),
+	violate func(kind string, at int64, format string, args ...any)) {
 	name := func(c call) string { return in.Procs[c.proc].Name }
 	byRange := map[int][]call{}
 	for _, c := range calls {
@@ -1015,42 +1033,14 @@ func (res *Result) checkKindsApart(in Input, calls []call, acquired map[rangeKin
 			byRange[c.Range] = append(byRange[c.Range], c)
 		}
 	}
-	acquiredBetween := func(rg, proc int, from, to int64) bool {
-		for _, at := range acquired[rangeKind{"", rg}][proc] {
-			if at >= from && at <= to {
-				return true
-			}
-		}
-		return false
-	}
 	for _, rg := range sortedKeys(byRange) {
 		cs := byRange[rg]
-		sort.SliceStable(cs, func(i, j int) bool {
-			if cs[i].Start != cs[j].Start {
-				return cs[i].Start < cs[j].Start
+		byStart(cs)
+		switches(cs, func(last, c call) {
+			if last.Kind != c.Kind {
+				handOver(rangeKind{"", rg}, last, c, VKindsApart, VKindsApart)
 			}
-			return cs[i].End < cs[j].End
 		})
-		var last call
-		for i, c := range cs {
-			if i > 0 && last.proc != c.proc && last.Kind != c.Kind {
-				fz, frozen := frozenDuring(in.Procs[last.proc], last.Start, last.End)
-				switch {
-				case frozen && (c.Start < last.End || !acquiredBetween(rg, c.proc, last.Start, c.Start)):
-					exempt(EFrozenCall, c.Start, attribute(c.Start), "range %d: %s's %s %s was frozen mid-call (%s), overlapping %s's %s %s",
-						rg, name(last), last.Op, last.key(), fmtInterval(fz), name(c), c.Op, c.key())
-				case c.Start < last.End:
-					violate(VKindsApart, c.Start, "range %d: %s's %s %s [%s] overlaps %s's %s %s [%s]", rg, name(last), last.Op, last.key(),
-						fmtInterval(Interval{last.Start, last.End}), name(c), c.Op, c.key(), fmtInterval(Interval{c.Start, c.End}))
-				case !acquiredBetween(rg, c.proc, last.End, c.Start):
-					violate(VKindsApart, c.Start, "range %d: %s's %s %s at %s after %s's %s %s at %s, with no OnAcquire of the range in between", rg,
-						name(c), c.Op, c.key(), fmtTime(c.Start), name(last), last.Op, last.key(), fmtTime(last.Start))
-				}
-			}
-			if i == 0 || c.End > last.End || c.proc != last.proc {
-				last = c
-			}
-		}
 	}
 	first := spans(in, false)
 	for _, c := range calls {
