@@ -465,44 +465,33 @@ func run() error {
 	return nil
 }
 
+// listWatch lists and watches the -resource objects of -namespace.
 func listWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Object) {
-	ns := *namespace
-	if *resource == "secrets" {
+	switch ns := *namespace; *resource {
+	case "pods":
+		return selectedLW(client.CoreV1().Pods(ns)), &corev1.Pod{}
+	case "secrets":
 		return secretsListWatch(client)
+	default:
+		return selectedLW(client.CoreV1().ConfigMaps(ns)), &corev1.ConfigMap{}
 	}
-	if *resource == "pods" {
-		pods := client.CoreV1().Pods(ns)
-		return &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
-				return pods.List(ctx, selected(o))
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return pods.Watch(ctx, selected(o))
-			},
-		}, &corev1.Pod{}
-	}
-	cms := client.CoreV1().ConfigMaps(ns)
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
-			return cms.List(ctx, selected(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cms.Watch(ctx, selected(o))
-		},
-	}, &corev1.ConfigMap{}
 }
 
 // secretsListWatch lists and watches the Secrets of -namespace (-owned).
 func secretsListWatch(client kubernetes.Interface) (cache.ListerWatcher, kruntime.Object) {
-	secrets := client.CoreV1().Secrets(*namespace)
+	return selectedLW(client.CoreV1().Secrets(*namespace)), &corev1.Secret{}
+}
+
+// selectedLW lists and watches a typed client's objects with -selector.
+func selectedLW[L kruntime.Object](c actors.ListWatchable[L]) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
-			return secrets.List(ctx, selected(o))
+			return c.List(ctx, selected(o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return secrets.Watch(ctx, selected(o))
+			return c.Watch(ctx, selected(o))
 		},
-	}, &corev1.Secret{}
+	}
 }
 
 // selected adds -selector to a list's or a watch's options.
