@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/actorinformer/actorinformer/internal/nemesis"
 	"github.com/actorinformer/actorinformer/internal/shardproc"
 	"github.com/actorinformer/actorinformer/internal/testcluster"
-	"github.com/actorinformer/actorinformer/shard"
 )
 
 // BenchmarkShardedKinds compares, on a real kube-apiserver with the
@@ -47,7 +47,7 @@ func BenchmarkShardedKinds(b *testing.B) {
 	}
 	ctx := context.Background()
 	const ranges = 16
-	namespaces := spreadNamespaces("kinds", ranges, 3)
+	namespaces := nemesis.SpreadNamespaces("kinds", ranges, 3)
 	for _, ns := range namespaces {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -159,25 +159,6 @@ func kindBytes(b testing.TB, a, members []*shardproc.Proc) (out [2][2]float64) {
 		}
 		out[1][0] += float64(st.ResourceBytes["configmaps"])
 		out[1][1] += float64(st.ResourceBytes["secrets"])
-	}
-	return out
-}
-
-// spreadNamespaces names perRange namespaces in each of ranges ranges (as
-// shard hashes by namespace): prefix-0-ns, prefix-1-ns, ..., skipping those
-// whose range has enough.
-func spreadNamespaces(prefix string, ranges, perRange int) []string {
-	count := make([]int, ranges)
-	var out []string
-	for i := 0; len(out) < ranges*perRange; i++ {
-		name := fmt.Sprintf("%s-%d-ns", prefix, i)
-		h := shard.Hash(name)
-		for r := range ranges {
-			if (shard.Range{Index: r, Count: ranges}).Contains(h) && count[r] < perRange {
-				count[r]++
-				out = append(out, name)
-			}
-		}
 	}
 	return out
 }

@@ -63,14 +63,7 @@ func TestCrashTakeoverDeliversTheDeletesSinceThePosition(t *testing.T) {
 	if resumes == 0 {
 		t.Errorf("no range resumed from a position")
 	}
-	g.rec.mu.Lock()
-	calls := slices.Clone(g.rec.calls)
-	g.rec.mu.Unlock()
-	slices.SortFunc(calls, func(a, b call) int { return int(a.end - b.end) })
-	last := map[string]call{}
-	for _, c := range calls {
-		last[c.key] = c
-	}
+	last := lastCalls(g)
 	server := src.snapshot()
 	for _, k := range owned[:20] {
 		if _, live := server[k]; live {
