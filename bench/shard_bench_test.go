@@ -133,7 +133,7 @@ func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 	}
 	member := func(name string) *shardproc.Proc {
 		return shardproc.Start(b, bin, name, append(common, "-mode", "sharded", "-etcd", c.EtcdURL(), "-etcd-prefix", prefix,
-			"-etcd-ttl", "2s", "-ranges", strconv.Itoa(ranges))...)
+			"-etcd-ttl", "2s", "-ranges", strconv.Itoa(ranges), "-group", fmt.Sprintf("members-%d", run))...)
 	}
 	// The members start together, as a deployment's replicas do.
 	cc = make([]*shardproc.Proc, n)

@@ -90,7 +90,8 @@ func runKindsBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 		go func() {
 			defer wg.Done()
 			cc[i] = shardproc.Start(b, bin, fmt.Sprintf("c%d", i), append(common, "-mode", "sharded", "-resource", "configmaps", "-owned", "secrets",
-				"-etcd", c.EtcdURL(), "-etcd-prefix", prefix, "-etcd-ttl", "2s", "-ranges", strconv.Itoa(ranges))...)
+				"-etcd", c.EtcdURL(), "-etcd-prefix", prefix, "-etcd-ttl", "2s", "-ranges", strconv.Itoa(ranges),
+				"-group", fmt.Sprintf("kinds-%d", run))...)
 		}()
 	}
 	wg.Wait()

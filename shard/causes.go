@@ -67,7 +67,8 @@ type access struct {
 // SelfSubjectAccessReviews through client, that it may do what it needs:
 // get, list, watch, create, update and delete leases in WithLeases'
 // namespace, and list and watch resource (the informer's, e.g.
-// {Resource: "configmaps"}) in namespace ("" for all). Each request it
+// {Resource: "configmaps"}) and every kind AddKind added in namespace
+// ("" for all). Each request it
 // may not make is logged as a warning, and named by CheckSynced's error
 // and Status().Causes as long as the member runs: the member still runs,
 // and delivers what it can once the permission is granted. The review
@@ -92,8 +93,14 @@ func (s *Informer) checkAccess(ctx context.Context) {
 	for _, v := range []string{"get", "list", "watch", "create", "update", "delete"} {
 		reqs = append(reqs, request{v, s.o.namespace, lease.GroupResource()})
 	}
-	for _, v := range []string{"list", "watch"} {
-		reqs = append(reqs, request{v, a.namespace, a.resource})
+	kinds := []schema.GroupResource{a.resource}
+	for _, k := range s.kinds[1:] {
+		kinds = append(kinds, schema.ParseGroupResource(k.kindKey))
+	}
+	for _, gr := range kinds {
+		for _, v := range []string{"list", "watch"} {
+			reqs = append(reqs, request{v, a.namespace, gr})
+		}
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.o.renewDL)

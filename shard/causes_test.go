@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -204,4 +205,36 @@ func TestAccessCheckNamesTheKindAndFailedReviews(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The access check reviews the list and watch of the kinds AddKind added
+// too.
+func TestAccessCheckNamesAnAddedKind(t *testing.T) {
+	src := newMemServer()
+	src.create("o1")
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		review.Status.Allowed = review.Spec.ResourceAttributes.Resource != "secrets"
+		return true, review, nil
+	})
+	r := newMember(t, test.NewInMemAgent(), src, shard.WithHashField(shard.Namespace), shard.WithLeases(cs.CoordinationV1(), "default"),
+		shard.WithAccessCheck(cs.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, "team-a"))
+	if _, err := r.inf.AddKind(schema.GroupResource{Resource: "secrets"}, newMemServer(), &corev1.Secret{}); err != nil {
+		t.Fatal(err)
+	}
+	r.run()
+	eventually(t, 30*time.Second, "Status().Causes naming the added kind", func() string {
+		causes := strings.Join(r.inf.Status().Causes, "\n")
+		for _, w := range []string{"not allowed to list secrets in namespace team-a", "not allowed to watch secrets in namespace team-a"} {
+			if !strings.Contains(causes, w) {
+				return fmt.Sprintf("Status().Causes:\n%s\nwant %q", causes, w)
+			}
+		}
+		if strings.Contains(causes, "configmaps") {
+			return "Status().Causes name configmaps, which are allowed:\n" + causes
+		}
+		return ""
+	})
 }

@@ -193,7 +193,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		s.self.Store(&id)
 	}
 	if conflict := sh.probe(c); conflict != "" {
-		s.waitFor(conflict)
+		s.waiting.Store(&conflict) // logged by Run, once the kinds are known
 	}
 	s.tel = newShardTelemetry(s)
 	empty := []*rangeInformer{}
@@ -502,14 +502,15 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 // run runs the group, on New's informer.
 func (s *Informer) run(ctx context.Context) {
 	defer s.finishStop()
+	reason := s.Waiting()
 	if len(s.kinds) > 1 {
 		// The settings name the kinds, known now: New's probe knew none
 		// after its own.
-		if conflict := s.probe(s.first); conflict != "" {
-			s.waitFor(conflict)
-		} else {
-			s.waiting.Store(nil)
-		}
+		reason = s.probe(s.first)
+	}
+	s.waiting.Store(nil)
+	if reason != "" {
+		s.waitFor(reason)
 	}
 	s.checkAccess(ctx)
 	if why := s.checkScope(ctx); why != "" {

@@ -100,7 +100,7 @@ func WithInformerOptions(opts ...actors.Option) Option {
 }
 
 // WithTickInterval sets the protocol's clock (default 200ms): a starting
-// member waits at most 4 ticks for the others' answers, heartbeats go every
+// member waits at most 5 ticks for the others' answers, heartbeats go every
 // 5 ticks, unanswered asks are repeated every tick. A settled member with
 // nothing moving gets its ticks in batches, those of a second (of a lease
 // retry period, if shorter) at once: it counts the same ticks and wakes up

@@ -101,7 +101,12 @@ func build(t *testing.T) string {
 // (the number before the end: the namespace hash's top bits hardly depend
 // on a name's last characters, docs/sharding.md).
 func startPods(t *testing.T, namespaces, perNamespace int) *pods {
-	c := testcluster.Start(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"})
+	return startPodsOn(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true"}, namespaces, perNamespace)
+}
+
+// startPodsOn is startPods on a test cluster started with opts.
+func startPodsOn(t *testing.T, opts testcluster.Options, namespaces, perNamespace int) *pods {
+	c := testcluster.Start(t, opts)
 	ctx := context.Background()
 	if _, err := testcluster.Apply(ctx, c.Config(), manifests(t), "sharded-controller-test", false); err != nil {
 		t.Fatal(err)

@@ -199,7 +199,8 @@ func newMember(ctx context.Context, cfg config, restConfig *rest.Config, meters 
 	opts := []shard.Option{shard.WithRanges(*member.ranges),
 		// Each replica's Lease in its namespace fences it.
 		shard.WithLeases(leaseClient.CoordinationV1(), cfg.namespace),
-		// What of that, and of the Bundles' list and watch, RBAC refuses:
+		// What of that, and of the Bundles' and ConfigMaps' list and
+		// watch, RBAC refuses:
 		// logged, and said by CheckSynced and /status.
 		shard.WithAccessCheck(client.AuthorizationV1(), accessChecked, ""),
 		shard.WithInformerOptions(actors.WithMeterProvider(meters)),
@@ -220,8 +221,9 @@ func shutdown(c *cluster.Cluster) {
 	c.Shutdown(false)
 }
 
-// accessChecked is what shard.WithAccessCheck reviews besides the
-// leases: list and watch of Bundles in every namespace.
+// accessChecked is the first kind shard.WithAccessCheck reviews besides
+// the leases: list and watch of Bundles in every namespace (and of the
+// kinds the group added, ConfigMaps).
 var accessChecked = schema.GroupResource{Group: GroupVersion.Group, Resource: "bundles"}
 
 // clients are the member's API clients: one for the access check, one of

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/actorinformer/actorinformer/internal/testcluster"
 )
 
 var (
@@ -39,7 +41,10 @@ func TestScale(t *testing.T) {
 		t.Skip("a measurement: -scale.replicas 1,2,3,6 runs it")
 	}
 	ns := (*scaleBundles + 99) / 100
-	p := startPods(t, 0, 0)
+	// The API server's watch cache on, as in a cluster: without it (the
+	// other tests' setting) a WatchList stream never ends its initial
+	// events, and each range informer lists only after its 10 s wait.
+	p := startPodsOn(t, testcluster.Options{FeatureGates: "ShardedListAndWatch=true", WatchCache: true}, 0, 0)
 	ctx := context.Background()
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)

@@ -215,14 +215,16 @@ func (c *Core) hello(m *Hello) {
 	}
 	ms := &c.members
 	p := ms.peer(m.From)
+	// wasHeard: every Hello this member sent it so far said HeardYou false.
+	wasHeard := c.hears(m.From)
 	p.heard = true
 	p.joinedAt = m.JoinedAt
 	p.heardAt = c.ticks
-	delete(ms.waiting, m.From.Node())
 	if cur, ok := ms.current[m.From.Node()]; !ok || cur == m.From || ms.peers[cur] == nil || ms.peers[cur].joinedAt <= m.JoinedAt {
 		ms.current[m.From.Node()] = m.From
 	}
 	if c.rejectSettings(m, p) {
+		delete(ms.waiting, m.From.Node())
 		return
 	}
 	p.ok = true
@@ -230,6 +232,12 @@ func (c *Core) hello(m *Hello) {
 	p.active = m.Active
 	p.view = m.View
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
+	if !unreachable(p) {
+		// Discovery waits for an answer that puts the node in the view:
+		// a member that starts with this one says Hello before it heard
+		// this member, and its next Hello says it does.
+		delete(ms.waiting, m.From.Node())
+	}
 	if slices.Contains(m.View, c.cfg.Self) || m.State != Joined {
 		p.excludedAt = -1
 	} else if p.excludedAt < 0 {
@@ -238,7 +246,9 @@ func (c *Core) hello(m *Hello) {
 	if m.State == Gone {
 		c.forget(m.From)
 	}
-	if !m.Reply && ms.started {
+	if ms.started && (!m.Reply || !wasHeard) {
+		// An answer; or, once this member hears a peer it did not, a
+		// Hello that tells it so (as an answer, which is not answered).
 		c.sendHello(m.From, true)
 	}
 }

@@ -39,6 +39,18 @@ type mutant struct {
 
 var mutants = []mutant{
 	{
+		name: "discovery stops waiting for a node whose Hello does not hear this member",
+		file: "membership.go",
+		from: "\tif !unreachable(p) {\n\t\t// Discovery waits",
+		to:   "\tif true {\n\t\t// Discovery waits",
+	},
+	{
+		name: "a member that begins to hear a peer does not tell it",
+		file: "membership.go",
+		from: "(!m.Reply || !wasHeard)",
+		to:   "(!m.Reply && wasHeard == wasHeard)",
+	},
+	{
 		name: "a release's drain is ended a tick late",
 		file: "ranges.go",
 		from: "c.ticks-d.at >= c.cfg.DrainTicks",
