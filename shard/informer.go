@@ -265,6 +265,14 @@ func (s *Informer) AddKind(resource schema.GroupResource, lw cache.ListerWatcher
 // resource, or "" for New's.
 func (s *Informer) Kind() string { return s.kindKey }
 
+// allKinds are the group's informers, New's first (a copy: AddKind may
+// add one meanwhile, before Run).
+func (sh *shared) allKinds() []*Informer {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return slices.Clone(sh.kinds)
+}
+
 // kindOf is the group's informer of kind key (nil for none).
 func (sh *shared) kindOf(key string) *Informer {
 	for _, k := range sh.kinds {

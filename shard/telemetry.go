@@ -34,6 +34,10 @@ const (
 	AttrMemberName = attribute.Key("actorinformer.shard.member.name")
 	// AttrRange is the range's index.
 	AttrRange = attribute.Key("actorinformer.shard.range.index")
+	// AttrKind is the key of a kind AddKind added to the group (its
+	// resource, such as secrets); New's kind has none, so its series are
+	// those of a one-kind group.
+	AttrKind = attribute.Key("actorinformer.shard.kind")
 	// AttrEpoch is the epoch of the handover that gave the member the range.
 	AttrEpoch = attribute.Key("actorinformer.shard.epoch")
 	// AttrPeer is the other member of a handover span: where the range came
@@ -110,8 +114,12 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 		base := s.baseAttrs()
 		act := *s.delivered.Load()
 		o.ObserveInt64(owned, int64(len(act)), metric.WithAttributes(base...))
+		kinds := s.allKinds()
 		for _, ri := range act {
-			o.ObserveInt64(objects, int64(cacheLen(ri.of(s).inf.GetIndexer())), metric.WithAttributes(append(base[:len(base):len(base)], AttrRange.Int(ri.r.Index))...))
+			for _, k := range kinds {
+				attrs := append(k.kindAttrs(base), AttrRange.Int(ri.r.Index))
+				o.ObserveInt64(objects, int64(cacheLen(ri.of(k).inf.GetIndexer())), metric.WithAttributes(attrs...))
+			}
 		}
 		o.ObserveInt64(mode, 1, metric.WithAttributes(append(base[:len(base):len(base)], AttrFilterMode.String(s.filter.Mode().String()))...))
 		o.ObserveInt64(dropped, s.filter.dropped.Load(), metric.WithAttributes(base...))
@@ -123,6 +131,15 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	return t
 }
 
+// kindAttrs are attrs (a fresh slice), and the kind's for an added kind.
+func (s *Informer) kindAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+	out := attrs[:len(attrs):len(attrs)]
+	if s.kindKey != "" {
+		out = append(out, AttrKind.String(s.kindKey))
+	}
+	return out
+}
+
 // rangeTelemetry are a range informer's name and attributes: its spans
 // carry the group, member name and id, range and epoch; its counters and
 // histograms the group and member name only, so that a released range or
@@ -132,7 +149,7 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 func (s *Informer) rangeTelemetry(r Range, epoch uint64) []actors.Option {
 	return []actors.Option{
 		actors.WithName("shard." + s.group),
-		actors.WithAttributes(s.baseAttrs()...),
+		actors.WithAttributes(s.kindAttrs(s.baseAttrs())...),
 		actors.WithSpanAttributes(AttrMember.String(string(s.member())), AttrRange.Int(r.Index), AttrEpoch.Int64(int64(epoch))),
 		actors.WithGaugeAttributes(AttrRange.Int(r.Index)),
 	}

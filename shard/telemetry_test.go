@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -245,4 +248,91 @@ func TestRangeBacklogMetric(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// An added kind's series carry its key (actorinformer.shard.kind): the
+// objects per range count both kinds' caches, and each kind's backlog is a
+// series of its own, not one hiding the other under the same attributes.
+func TestAddedKindMetrics(t *testing.T) {
+	informertest.NeedsTracing(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	cms, secrets := newMemServer(), newMemServer()
+	cms.spaces, secrets.spaces = 8, 8
+	for i := range 12 {
+		cms.create(fmt.Sprintf("c%d", i))
+	}
+	for i := range 7 {
+		secrets.create(fmt.Sprintf("s%d", i))
+	}
+	hold := make(chan struct{})
+	held := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-hold }}
+	c, prov := startCluster(newGroup(t, nil).agent)
+	opts := append(testLeases(), shard.WithHashField(shard.Namespace), shard.WithRanges(4), shard.WithMemberName("pod-a"),
+		shard.WithInformerOptions(actors.WithMeterProvider(mp), actors.WithLogger(slog.New(slog.DiscardHandler))))
+	inf, err := shard.New(c, "configmaps", cms, &corev1.ConfigMap{}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, err := inf.AddKind(schema.GroupResource{Resource: "secrets"}, secrets, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*shard.Informer{inf, kind} {
+		if _, err := k.AddEventHandler(held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := runUntilStop(t, inf, c, prov)
+	defer stop()
+	released := false
+	defer func() {
+		if !released {
+			close(hold)
+		}
+	}()
+	// byKind sums a gauge's data points of the range informers by kind
+	// ("" for New's).
+	byKind := func(m metricdata.Metrics) map[string]int64 {
+		out := map[string]int64{}
+		if g, ok := m.Data.(metricdata.Gauge[int64]); ok {
+			for _, p := range g.DataPoints {
+				if _, ok := p.Attributes.Value(shard.AttrRange); !ok {
+					continue // the member's lease informer
+				}
+				v, _ := p.Attributes.Value(shard.AttrKind)
+				out[v.AsString()] += p.Value
+			}
+		}
+		return out
+	}
+	ranges := func(src *memServer) int64 {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		seen := map[int]bool{}
+		for _, o := range src.objs {
+			r, err := inf.RangeOf(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[r.Index] = true
+		}
+		return int64(len(seen))
+	}
+	cmRanges, secretRanges := ranges(cms), ranges(secrets)
+	eventually(t, 30*time.Second, "each kind's objects per range and backlog", func() string {
+		m := informertest.CollectMetrics(t, reader)
+		if got := byKind(m["actorinformer.shard.range.objects"]); got[""] != 12 || got["secrets"] != 7 || len(got) != 2 {
+			return fmt.Sprintf("objects by kind %v, want 12 ConfigMaps and 7 secrets", got)
+		}
+		// Each range's first object of each kind is in its handler's call,
+		// which may count.
+		got := byKind(m[telemetry.MetricListenerBacklog])
+		if got[""] < 12-cmRanges || got[""] > 12 || got["secrets"] < 7-secretRanges || got["secrets"] > 7 || len(got) != 2 {
+			return fmt.Sprintf("backlog by kind %v, want %d to 12 ConfigMaps and %d to 7 secrets", got, 12-cmRanges, 7-secretRanges)
+		}
+		return ""
+	})
+	close(hold)
+	released = true
 }
