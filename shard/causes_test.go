@@ -180,15 +180,7 @@ func TestAccessCheckNamesTheKindAndFailedReviews(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newMemServer()
 			src.create("o1")
-			cs := fake.NewClientset()
-			shardtest.InstallLeases(cs)
-			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
-				if err := tc.review(review); err != nil {
-					return true, nil, err
-				}
-				return true, review, nil
-			})
+			cs := reviewingClient(tc.review)
 			r := runMember(t, test.NewInMemAgent(), src, shard.WithLeases(cs.CoordinationV1(), "default"),
 				shard.WithAccessCheck(cs.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, "team-a"))
 			eventually(t, 30*time.Second, "Status().Causes naming the refused requests", func() string {
@@ -212,12 +204,9 @@ func TestAccessCheckNamesTheKindAndFailedReviews(t *testing.T) {
 func TestAccessCheckNamesAnAddedKind(t *testing.T) {
 	src := newMemServer()
 	src.create("o1")
-	cs := fake.NewClientset()
-	shardtest.InstallLeases(cs)
-	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
-		review.Status.Allowed = review.Spec.ResourceAttributes.Resource != "secrets"
-		return true, review, nil
+	cs := reviewingClient(func(r *authorizationv1.SelfSubjectAccessReview) error {
+		r.Status.Allowed = r.Spec.ResourceAttributes.Resource != "secrets"
+		return nil
 	})
 	r := newMember(t, test.NewInMemAgent(), src, shard.WithHashField(shard.Namespace), shard.WithLeases(cs.CoordinationV1(), "default"),
 		shard.WithAccessCheck(cs.AuthorizationV1(), schema.GroupResource{Resource: "configmaps"}, "team-a"))
@@ -237,4 +226,19 @@ func TestAccessCheckNamesAnAddedKind(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// reviewingClient is a fake clientset with leases whose access reviews
+// review answers (its error fails the review).
+func reviewingClient(review func(*authorizationv1.SelfSubjectAccessReview) error) *fake.Clientset {
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		if err := review(r); err != nil {
+			return true, nil, err
+		}
+		return true, r, nil
+	})
+	return cs
 }
