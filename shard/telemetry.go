@@ -131,7 +131,8 @@ func newShardTelemetry(s *Informer) *shardTelemetry {
 	return t
 }
 
-// kindAttrs are attrs (a fresh slice), and the kind's for an added kind.
+// kindAttrs are attrs, capped so that an append copies them, with the
+// kind's key for an added kind.
 func (s *Informer) kindAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
 	out := attrs[:len(attrs):len(attrs)]
 	if s.kindKey != "" {

@@ -215,7 +215,8 @@ func (c *Core) hello(m *Hello) {
 	}
 	ms := &c.members
 	p := ms.peer(m.From)
-	// wasHeard: every Hello this member sent it so far said HeardYou false.
+	// wasHeard: this member heard it lately; if not, the Hellos it sent it
+	// since said HeardYou false.
 	wasHeard := c.hears(m.From)
 	p.heard = true
 	p.joinedAt = m.JoinedAt
