@@ -507,19 +507,24 @@ func (s *Informer) RunWithContext(ctx context.Context) {
 	s.kinds[0].run(ctx)
 }
 
-// run runs the group, on New's informer.
-func (s *Informer) run(ctx context.Context) {
-	defer s.finishStop()
+// settingsAtRun records and logs whether this member waits for members
+// of other settings: New's probe, or, when kinds were added, a probe now,
+// as the settings name the kinds (New's probe knew none after its own).
+func (s *Informer) settingsAtRun() {
 	reason := s.Waiting()
 	if len(s.kinds) > 1 {
-		// The settings name the kinds, known now: New's probe knew none
-		// after its own.
 		reason = s.probe(s.first)
 	}
 	s.waiting.Store(nil)
 	if reason != "" {
 		s.waitFor(reason)
 	}
+}
+
+// run runs the group, on New's informer.
+func (s *Informer) run(ctx context.Context) {
+	defer s.finishStop()
+	s.settingsAtRun()
 	s.checkAccess(ctx)
 	if why := s.checkScope(ctx); why != "" {
 		s.giveUp(why)
