@@ -159,6 +159,20 @@ func attr(kvs []attribute.KeyValue, k attribute.Key) string {
 	return ""
 }
 
+// gaugeBy sums an int64 gauge's data points by the key key gives their
+// attributes, leaving out those it refuses (false).
+func gaugeBy[K comparable](m metricdata.Metrics, key func(attribute.Set) (K, bool)) map[K]int64 {
+	out := map[K]int64{}
+	if g, ok := m.Data.(metricdata.Gauge[int64]); ok {
+		for _, p := range g.DataPoints {
+			if k, ok := key(p.Attributes); ok {
+				out[k] += p.Value
+			}
+		}
+	}
+	return out
+}
+
 func gaugeSum(m metricdata.Metrics) int64 {
 	var n int64
 	switch d := m.Data.(type) {
@@ -200,20 +214,15 @@ func TestRangeBacklogMetric(t *testing.T) {
 	// byRange sums the range informers' data points of a gauge by range,
 	// those without a range under -1.
 	byRange := func(m metricdata.Metrics) map[int64]int64 {
-		out := map[int64]int64{}
-		if g, ok := m.Data.(metricdata.Gauge[int64]); ok {
-			for _, p := range g.DataPoints {
-				if v, _ := p.Attributes.Value(telemetry.AttrInformer); v.AsString() != "shard.configmaps" {
-					continue // the member's lease informer
-				}
-				r := int64(-1)
-				if v, ok := p.Attributes.Value(shard.AttrRange); ok {
-					r = v.AsInt64()
-				}
-				out[r] += p.Value
+		return gaugeBy(m, func(a attribute.Set) (int64, bool) {
+			if v, _ := a.Value(telemetry.AttrInformer); v.AsString() != "shard.configmaps" {
+				return 0, false // the member's lease informer
 			}
-		}
-		return out
+			if v, ok := a.Value(shard.AttrRange); ok {
+				return v.AsInt64(), true
+			}
+			return -1, true
+		})
 	}
 	perRange := map[int64]int64{}
 	src.mu.Lock()
@@ -294,17 +303,13 @@ func TestAddedKindMetrics(t *testing.T) {
 	// byKind sums a gauge's data points of the range informers by kind
 	// ("" for New's).
 	byKind := func(m metricdata.Metrics) map[string]int64 {
-		out := map[string]int64{}
-		if g, ok := m.Data.(metricdata.Gauge[int64]); ok {
-			for _, p := range g.DataPoints {
-				if _, ok := p.Attributes.Value(shard.AttrRange); !ok {
-					continue // the member's lease informer
-				}
-				v, _ := p.Attributes.Value(shard.AttrKind)
-				out[v.AsString()] += p.Value
+		return gaugeBy(m, func(a attribute.Set) (string, bool) {
+			if _, ok := a.Value(shard.AttrRange); !ok {
+				return "", false // the member's lease informer
 			}
-		}
-		return out
+			v, _ := a.Value(shard.AttrKind)
+			return v.AsString(), true
+		})
 	}
 	ranges := func(src *memServer) int64 {
 		src.mu.Lock()
