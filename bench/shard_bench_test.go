@@ -244,7 +244,6 @@ func runShardBench(b *testing.B, c *testcluster.Cluster, cs kubernetes.Interface
 	}
 }
 
-// covered is "" when the members together serve each range exactly once.
 // drainStreams lets the streams drain: every process's byte count stays put for
 // a second.
 func drainStreams(b testing.TB, all []*shardproc.Proc) {
@@ -265,6 +264,7 @@ func drainStreams(b testing.TB, all []*shardproc.Proc) {
 	})
 }
 
+// covered is "" when the members together serve each range exactly once.
 func covered(ms []*shardproc.Proc, ranges int) string {
 	seen := map[int]string{}
 	for _, p := range ms {
