@@ -330,6 +330,20 @@ func TestOneOwnerAtATimeInPods(t *testing.T) {
 
 var reconcileLine = regexp.MustCompile(`"reconcile (start|end)" key="([^"]+)" at=(\d+)`)
 
+// eachReconcile calls f with each reconcile start or end line of the
+// replica's log so far: start or end, the Bundle's key, and the time
+// (Unix ns).
+func (r *replica) eachReconcile(f func(start bool, key string, at int64)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.log {
+		if m := reconcileLine.FindStringSubmatch(l); m != nil {
+			at, _ := strconv.ParseInt(m[3], 10, 64)
+			f(m[1] == "start", m[2], at)
+		}
+	}
+}
+
 type interval struct {
 	replica    string
 	start, end int64
@@ -351,32 +365,28 @@ func overlapsOf(rs ...*replica) overlapCount {
 	o := overlapCount{perReplica: map[string]int{}}
 	byKey := map[string][]interval{}
 	for _, r := range rs {
-		r.mu.Lock()
 		open := map[string]int64{}
-		for _, l := range r.log {
-			m := reconcileLine.FindStringSubmatch(l)
-			if m == nil {
-				continue
+		r.eachReconcile(func(start bool, key string, at int64) {
+			if start {
+				open[key] = at
+				return
 			}
-			at, _ := strconv.ParseInt(m[3], 10, 64)
-			if m[1] == "start" {
-				open[m[2]] = at
-				continue
-			}
-			byKey[m[2]] = append(byKey[m[2]], interval{replica: r.name, start: open[m[2]], end: at})
-			delete(open, m[2])
+			byKey[key] = append(byKey[key], interval{replica: r.name, start: open[key], end: at})
+			delete(open, key)
 			o.reconciles++
 			o.perReplica[r.name]++
-		}
+		})
+		r.mu.Lock()
+		killed := r.killed
+		r.mu.Unlock()
 		for key, start := range open {
-			if r.killed != 0 {
-				byKey[key] = append(byKey[key], interval{replica: r.name, start: start, end: r.killed, cut: true})
+			if killed != 0 {
+				byKey[key] = append(byKey[key], interval{replica: r.name, start: start, end: killed, cut: true})
 				o.cut++
 			} else {
 				o.unended = append(o.unended, fmt.Sprintf("%s of %s, started at %d", key, r.name, start))
 			}
 		}
-		r.mu.Unlock()
 	}
 	for key, ivs := range byKey {
 		sort.Slice(ivs, func(i, j int) bool { return ivs[i].start < ivs[j].start })

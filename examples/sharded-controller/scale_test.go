@@ -111,22 +111,15 @@ func TestScale(t *testing.T) {
 // first one's start and the last one's end (Unix ns).
 func reconcileSpan(rs ...*replica) (count int, first, last int64) {
 	for _, r := range rs {
-		r.mu.Lock()
-		for _, l := range r.log {
-			m := reconcileLine.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			at, _ := strconv.ParseInt(m[3], 10, 64)
-			if m[1] == "start" && (first == 0 || at < first) {
-				first = at
-			}
-			if m[1] == "end" {
+		r.eachReconcile(func(start bool, _ string, at int64) {
+			switch {
+			case !start:
 				count++
 				last = max(last, at)
+			case first == 0 || at < first:
+				first = at
 			}
-		}
-		r.mu.Unlock()
+		})
 	}
 	return count, first, last
 }
