@@ -9,58 +9,12 @@
 // simulator drives many cores, a network, an API server and clocks in one
 // goroutine.
 //
-// The rules:
-//   - Ownership. The hash space is split into B ranges; each is owned by
-//     one member of the group view (the current incarnations on the nodes
-//     of the topology that said Hello with the same settings and are not
-//     leaving), by sticky placement with bounded load (Place): a range
-//     stays with the member that holds it (delivers it, by its Hellos)
-//     while that member is within its share; only the surplus and the
-//     ranges without a holder in the view move, each to the member with
-//     room and the highest rendezvous score for it. Every member with the
-//     same view and the same holders computes the same owners.
-//   - Fencing. Each incarnation holds a coordination.k8s.io Lease that it
-//     writes every RetryPeriod. It calls handlers only while its claim is
-//     valid: until RenewDeadline after the start of its last successful
-//     write, on its own clock (the shell checks before every call). Another
-//     member takes a range from it without its answer only once its lease
-//     is void: released by its holder once it stopped, unchanged for
-//     LeaseDuration on the observer's clock and then released at that
-//     version (a write refused if the holder renewed meanwhile), or gone
-//     (deleted, by anyone) for LeaseDuration. With RenewDeadline below
-//     LeaseDuration and bounded clock rates, the holder has stopped before.
-//     A member that cannot renew in time, or whose lease was revoked, or
-//     that a peer leaves out of its view for HealTicks, is fenced: it stops
-//     at once and rejoins as a new incarnation.
-//   - Records. Each range has a record in the API server naming its holder
-//     (or none), with a generation that each write raises. A member
-//     delivers a range only under a write of the record that named it: a
-//     compare-and-swap of its own (ClaimRecords), on the record at the
-//     generation it knows, whose resourceVersion is the range's fencing
-//     token. It stops calling the range's handlers before the write that
-//     ends its delivery: its release writes the record naming no holder,
-//     with the final position (the shell does, after the drain), and it
-//     answers no ask for the range until that write has landed (tried
-//     again each tick): the record is the only way a release's position
-//     reaches the next owner.
-//   - Make before break. A member that becomes a range's owner starts its
-//     informer, and once it has synced claims the range when the record it
-//     knows names none, itself, a member whose lease is void or that said
-//     Gone, or a member that answered that it does not deliver the range
-//     under that generation (Released.Records). Otherwise it asks the
-//     record's holder (Acquire), which goes on delivering meanwhile. A
-//     holder answers an ask from the range's owner in its view: if it
-//     delivers the range, once it has drained and released it. A member
-//     that does not deliver a range answers any ask for it at once, unless
-//     its own claim of it is in flight: then once it knows the outcome
-//     (its write may have landed, and the records watch show it first). An
-//     undelivered message is never an answer. Since the claim is a
-//     compare-and-swap, of two members that claim one generation one
-//     fails, and learns the record as it is.
-//
-// So no two members call handlers for one range at the same time, whatever
-// the network and the pauses do, as long as clock rates are bounded: see
-// docs/sharding.md.
+// The rules (placement, leases and fencing, range records, make-before-break
+// handovers) and what they promise are in docs/sharding.md, "How it works"
+// and "The promises, and what they rest on"; Place, Config and the messages
+// give the details. In short, no two members call handlers for one range at
+// the same time, whatever the network and the pauses do, as long as clock
+// rates are bounded.
 package handover
 
 import (
