@@ -418,7 +418,7 @@ func (c *Core) coldWhy(r int) string {
 		if !p.heard {
 			continue
 		}
-		fmt.Fprintf(&b, " %s(%s current=%t delivers=%t lease=%t)", id, p.state, ms.isCurrent(id), containsInt(p.active, r), c.holdsLease(id))
+		fmt.Fprintf(&b, " %s(%s current=%t delivers=%t lease=%t)", id, p.state, ms.isCurrent(id), slices.Contains(p.active, r), c.holdsLease(id))
 	}
 	return b.String()
 }
@@ -432,7 +432,7 @@ func (c *Core) coldWhy(r int) string {
 func (c *Core) inTransit(r int) bool {
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
-		if p.heard && p.ok && p.state == Leaving && containsInt(p.active, r) && !c.members.isCurrent(id) &&
+		if p.heard && p.ok && p.state == Leaving && slices.Contains(p.active, r) && !c.members.isCurrent(id) &&
 			c.ticks-p.heardAt < 2*c.cfg.HelloTicks {
 			return true
 		}

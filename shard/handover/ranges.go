@@ -1,5 +1,11 @@
 package handover
 
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
 // rangeInfo is one range on this member: its lifecycle state, and the
 // asks of other members for it.
 type rangeInfo struct {
@@ -543,11 +549,9 @@ func (c *Core) flushReleased() {
 	if len(c.released) == 0 {
 		return
 	}
-	keys := make([]releaseKey, 0, len(c.released))
-	for k := range c.released {
-		keys = append(keys, k)
-	}
-	sortReleaseKeys(keys)
+	keys := slices.SortedFunc(maps.Keys(c.released), func(a, b releaseKey) int {
+		return cmp.Or(cmp.Compare(a.to, b.to), cmp.Compare(a.epoch, b.epoch))
+	})
 	for _, k := range keys {
 		c.out.Send(c.addr(k.to), c.released[k])
 		delete(c.released, k)
