@@ -18,6 +18,7 @@
 package handover
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -141,30 +142,15 @@ type releaseKey struct {
 // NewCore returns the core of member cfg.Self. It does nothing until a
 // Topology that contains its node arrives. cfg must be valid (Validate).
 func NewCore(cfg Config) *Core {
-	if cfg.DiscoveryTicks <= 0 {
-		cfg.DiscoveryTicks = 4
-	}
-	if cfg.HelloTicks <= 0 {
-		cfg.HelloTicks = 4
-	}
-	if cfg.SettleTicks <= 0 {
-		cfg.SettleTicks = 1
-	}
-	if cfg.LeaveTicks == 0 {
-		cfg.LeaveTicks = 60
-	}
-	if cfg.HealTicks <= 0 {
-		cfg.HealTicks = 50
-	}
-	if cfg.DrainTicks == 0 {
-		cfg.DrainTicks = 50
-	}
-	if cfg.LiveTicks <= 0 {
-		cfg.LiveTicks = 3
-	}
-	if cfg.StaleAge <= 0 {
-		cfg.StaleAge = 10 * time.Minute
-	}
+	cfg.DiscoveryTicks = positiveOr(cfg.DiscoveryTicks, 4)
+	cfg.HelloTicks = positiveOr(cfg.HelloTicks, 4)
+	cfg.SettleTicks = positiveOr(cfg.SettleTicks, 1)
+	cfg.HealTicks = positiveOr(cfg.HealTicks, 50)
+	cfg.LiveTicks = positiveOr(cfg.LiveTicks, 3)
+	cfg.StaleAge = positiveOr(cfg.StaleAge, 10*time.Minute)
+	// Only 0 takes the default: < 0 is never.
+	cfg.LeaveTicks = cmp.Or(cfg.LeaveTicks, 60)
+	cfg.DrainTicks = cmp.Or(cfg.DrainTicks, 50)
 	c := &Core{
 		cfg:      cfg,
 		index:    map[MemberID]uint64{},
@@ -178,6 +164,14 @@ func NewCore(cfg Config) *Core {
 	}
 	c.members.init()
 	return c
+}
+
+// positiveOr is v, or d when v is not positive.
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
+	}
+	return d
 }
 
 // Member returns the member that ToMember(id) addresses.
