@@ -246,11 +246,7 @@ func (c *Core) Step(in Input) []stage.Msg {
 	return c.out.Msgs()
 }
 
-func (c *Core) observe(e uint64) {
-	if e > c.clock {
-		c.clock = e
-	}
-}
+func (c *Core) observe(e uint64) { c.clock = max(c.clock, e) }
 
 func (c *Core) nextEpoch() uint64 {
 	c.clock++
@@ -293,9 +289,7 @@ func (c *Core) fenceLeftOut(reason string) {
 }
 
 func (c *Core) tick(m *Tick) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	c.ticks++
 	if !c.members.started || c.done {
 		return

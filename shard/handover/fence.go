@@ -111,9 +111,7 @@ func (c *Core) leaseTick() {
 }
 
 func (c *Core) renewed(m *LeaseRenewed) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	l := &c.lease
 	if m.Seq == l.seq {
 		l.inflight = false
@@ -128,12 +126,8 @@ func (c *Core) renewed(m *LeaseRenewed) {
 		return
 	}
 	l.created = true
-	if m.Token > l.token {
-		l.token = m.Token
-	}
-	if m.Start >= l.lastOK {
-		l.lastOK = m.Start
-	}
+	l.token = max(l.token, m.Token)
+	l.lastOK = max(l.lastOK, m.Start)
 	if until := m.Start + c.cfg.RenewDeadline; until > l.validUntil {
 		l.validUntil = until
 		c.out.Send(ToLease, &SetValidity{Until: until})
@@ -150,9 +144,7 @@ func (c *Core) renewFailed(m *LeaseRenewFailed) {
 }
 
 func (c *Core) leaseSnapshot(m *Leases) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	seen := make(map[MemberID]bool, len(m.Leases))
 	for _, rec := range m.Leases {
 		seen[rec.Holder] = true

@@ -453,9 +453,7 @@ func (c *Core) flushClaims() {
 // member); one refused is decided again at once, one failed from the next
 // tick on.
 func (c *Core) recordsClaimed(m *RecordsClaimed) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	for _, res := range m.Results {
 		if res.Range < 0 || res.Range >= len(c.ranges) {
 			continue
