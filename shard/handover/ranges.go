@@ -68,11 +68,9 @@ type acquiring struct {
 	retryAt int
 }
 
-// claiming: the member's claim of the record at generation gen is being
-// written (ClaimRecords).
-type claiming struct {
-	gen uint64
-}
+// claiming: the member's claim of the record, at the generation it knows,
+// is being written (ClaimRecords).
+type claiming struct{}
 
 // active: the handlers get the range, under token.
 type active struct {
@@ -348,12 +346,12 @@ func (c *Core) pursueClaim(r int, st *acquiring, mine bool) {
 	valid := c.ready() && c.lease.validUntil > c.now
 	switch {
 	case !mine && st.asked != "" && valid && c.mayClaim(r):
-		c.claim(r, st)
+		c.claim(r)
 	case !mine && (st.asked == "" || c.ticks-st.askedAt > staleAskTicks+1 || c.isVoid(st.asked)):
 		c.stopRange(r)
 	case !mine || !valid || c.ticks < st.retryAt:
 	case c.mayClaim(r):
-		c.claim(r, st)
+		c.claim(r)
 	default:
 		if h := c.ranges[r].rec.Holder; st.asked != h {
 			st.asked, st.askedAt = h, c.ticks
@@ -434,9 +432,9 @@ func (c *Core) askAgain() {
 
 // claim writes the range's record naming this member, on the generation
 // it knows (flushClaims sends the step's claims together).
-func (c *Core) claim(r int, st *acquiring) {
+func (c *Core) claim(r int) {
 	ri := &c.ranges[r]
-	ri.state = &claiming{gen: ri.rec.Gen}
+	ri.state = &claiming{}
 	c.claims = append(c.claims, RecordClaim{Range: r, Epoch: ri.epoch, Gen: ri.rec.Gen})
 }
 
