@@ -43,9 +43,6 @@ type Config struct {
 	DiscoveryTicks int
 	// HelloTicks is the heartbeat period, in ticks (default 4).
 	HelloTicks int
-	// SettleTicks is how long the view must stay the same before the
-	// member starts listing the ranges it gained (default 1).
-	SettleTicks int
 	// MaxMoves bounds the ranges taken from a member that stays in the
 	// view, per placement (0: no bound): the others move at later
 	// placements, once these have.
@@ -144,7 +141,6 @@ type releaseKey struct {
 func NewCore(cfg Config) *Core {
 	cfg.DiscoveryTicks = positiveOr(cfg.DiscoveryTicks, 4)
 	cfg.HelloTicks = positiveOr(cfg.HelloTicks, 4)
-	cfg.SettleTicks = positiveOr(cfg.SettleTicks, 1)
 	cfg.HealTicks = positiveOr(cfg.HealTicks, 50)
 	cfg.LiveTicks = positiveOr(cfg.LiveTicks, 3)
 	cfg.StaleAge = positiveOr(cfg.StaleAge, 10*time.Minute)

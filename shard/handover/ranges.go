@@ -35,6 +35,10 @@ type rangeInfo struct {
 // releasing to it would leave the range with nobody ready to deliver it.
 const staleAskTicks = 3
 
+// settleTicks is how long the view must stay the same before the member
+// starts the ranges it gained.
+const settleTicks = 1
+
 // rangeState is one of the range's lifecycle states, each with its own
 // data:
 //
@@ -307,7 +311,7 @@ func (c *Core) stepRange(r int, cutOff bool) {
 }
 
 // startWhenSettled starts an idle range this member owns (mine) once
-// discovery is over and the view has stood for SettleTicks: copied from
+// discovery is over and the view has stood for settleTicks: copied from
 // the member that delivers it, or, when none does, listed once it is not
 // moving to another member and this member may ask.
 func (c *Core) startWhenSettled(r int, mine bool) {
@@ -321,7 +325,7 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 	// ask for it: listed before, it may move on (a member that joins
 	// meanwhile takes it) before this one could deliver it, and its next
 	// owner, with no deliverer to copy it from, lists it again.
-	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
+	if mine && !ms.discovering && c.ticks-ms.viewAt >= settleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
 		ri.state = &syncing{from: from}
 		ri.epoch = c.nextEpoch()
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
