@@ -9,61 +9,16 @@
 // simulator drives many cores, a network, an API server and clocks in one
 // goroutine.
 //
-// The rules:
-//   - Ownership. The hash space is split into B ranges; each is owned by
-//     one member of the group view (the current incarnations on the nodes
-//     of the topology that said Hello with the same settings and are not
-//     leaving), by sticky placement with bounded load (Place): a range
-//     stays with the member that holds it (delivers it, by its Hellos)
-//     while that member is within its share; only the surplus and the
-//     ranges without a holder in the view move, each to the member with
-//     room and the highest rendezvous score for it. Every member with the
-//     same view and the same holders computes the same owners.
-//   - Fencing. Each incarnation holds a coordination.k8s.io Lease that it
-//     writes every RetryPeriod. It calls handlers only while its claim is
-//     valid: until RenewDeadline after the start of its last successful
-//     write, on its own clock (the shell checks before every call). Another
-//     member takes a range from it without its answer only once its lease
-//     is void: released by its holder once it stopped, unchanged for
-//     LeaseDuration on the observer's clock and then released at that
-//     version (a write refused if the holder renewed meanwhile), or gone
-//     (deleted, by anyone) for LeaseDuration. With RenewDeadline below
-//     LeaseDuration and bounded clock rates, the holder has stopped before.
-//     A member that cannot renew in time, or whose lease was revoked, or
-//     that a peer leaves out of its view for HealTicks, is fenced: it stops
-//     at once and rejoins as a new incarnation.
-//   - Records. Each range has a record in the API server naming its holder
-//     (or none), with a generation that each write raises. A member
-//     delivers a range only under a write of the record that named it: a
-//     compare-and-swap of its own (ClaimRecords), on the record at the
-//     generation it knows, whose resourceVersion is the range's fencing
-//     token. It stops calling the range's handlers before the write that
-//     ends its delivery: its release writes the record naming no holder,
-//     with the final position (the shell does, after the drain), and it
-//     answers no ask for the range until that write has landed (tried
-//     again each tick): the record is the only way a release's position
-//     reaches the next owner.
-//   - Make before break. A member that becomes a range's owner starts its
-//     informer, and once it has synced claims the range when the record it
-//     knows names none, itself, a member whose lease is void or that said
-//     Gone, or a member that answered that it does not deliver the range
-//     under that generation (Released.Records). Otherwise it asks the
-//     record's holder (Acquire), which goes on delivering meanwhile. A
-//     holder answers an ask from the range's owner in its view: if it
-//     delivers the range, once it has drained and released it. A member
-//     that does not deliver a range answers any ask for it at once, unless
-//     its own claim of it is in flight: then once it knows the outcome
-//     (its write may have landed, and the records watch show it first). An
-//     undelivered message is never an answer. Since the claim is a
-//     compare-and-swap, of two members that claim one generation one
-//     fails, and learns the record as it is.
-//
-// So no two members call handlers for one range at the same time, whatever
-// the network and the pauses do, as long as clock rates are bounded: see
-// docs/sharding.md.
+// The rules (placement, leases and fencing, range records, make-before-break
+// handovers) and what they promise are in docs/sharding.md, "How it works"
+// and "The promises, and what they rest on"; Place, Config and the messages
+// give the details. In short, no two members call handlers for one range at
+// the same time, whatever the network and the pauses do, as long as clock
+// rates are bounded.
 package handover
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -88,9 +43,6 @@ type Config struct {
 	DiscoveryTicks int
 	// HelloTicks is the heartbeat period, in ticks (default 4).
 	HelloTicks int
-	// SettleTicks is how long the view must stay the same before the
-	// member starts listing the ranges it gained (default 1).
-	SettleTicks int
 	// MaxMoves bounds the ranges taken from a member that stays in the
 	// view, per placement (0: no bound): the others move at later
 	// placements, once these have.
@@ -187,30 +139,14 @@ type releaseKey struct {
 // NewCore returns the core of member cfg.Self. It does nothing until a
 // Topology that contains its node arrives. cfg must be valid (Validate).
 func NewCore(cfg Config) *Core {
-	if cfg.DiscoveryTicks <= 0 {
-		cfg.DiscoveryTicks = 4
-	}
-	if cfg.HelloTicks <= 0 {
-		cfg.HelloTicks = 4
-	}
-	if cfg.SettleTicks <= 0 {
-		cfg.SettleTicks = 1
-	}
-	if cfg.LeaveTicks == 0 {
-		cfg.LeaveTicks = 60
-	}
-	if cfg.HealTicks <= 0 {
-		cfg.HealTicks = 50
-	}
-	if cfg.DrainTicks == 0 {
-		cfg.DrainTicks = 50
-	}
-	if cfg.LiveTicks <= 0 {
-		cfg.LiveTicks = 3
-	}
-	if cfg.StaleAge <= 0 {
-		cfg.StaleAge = 10 * time.Minute
-	}
+	cfg.DiscoveryTicks = positiveOr(cfg.DiscoveryTicks, 4)
+	cfg.HelloTicks = positiveOr(cfg.HelloTicks, 4)
+	cfg.HealTicks = positiveOr(cfg.HealTicks, 50)
+	cfg.LiveTicks = positiveOr(cfg.LiveTicks, 3)
+	cfg.StaleAge = positiveOr(cfg.StaleAge, 10*time.Minute)
+	// Only 0 takes the default: < 0 is never.
+	cfg.LeaveTicks = cmp.Or(cfg.LeaveTicks, 60)
+	cfg.DrainTicks = cmp.Or(cfg.DrainTicks, 50)
 	c := &Core{
 		cfg:      cfg,
 		index:    map[MemberID]uint64{},
@@ -224,6 +160,14 @@ func NewCore(cfg Config) *Core {
 	}
 	c.members.init()
 	return c
+}
+
+// positiveOr is v, or d when v is not positive.
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
+	}
+	return d
 }
 
 // Member returns the member that ToMember(id) addresses.
@@ -298,11 +242,7 @@ func (c *Core) Step(in Input) []stage.Msg {
 	return c.out.Msgs()
 }
 
-func (c *Core) observe(e uint64) {
-	if e > c.clock {
-		c.clock = e
-	}
-}
+func (c *Core) observe(e uint64) { c.clock = max(c.clock, e) }
 
 func (c *Core) nextEpoch() uint64 {
 	c.clock++
@@ -345,9 +285,7 @@ func (c *Core) fenceLeftOut(reason string) {
 }
 
 func (c *Core) tick(m *Tick) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	c.ticks++
 	if !c.members.started || c.done {
 		return

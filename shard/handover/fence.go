@@ -111,9 +111,7 @@ func (c *Core) leaseTick() {
 }
 
 func (c *Core) renewed(m *LeaseRenewed) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	l := &c.lease
 	if m.Seq == l.seq {
 		l.inflight = false
@@ -128,12 +126,8 @@ func (c *Core) renewed(m *LeaseRenewed) {
 		return
 	}
 	l.created = true
-	if m.Token > l.token {
-		l.token = m.Token
-	}
-	if m.Start >= l.lastOK {
-		l.lastOK = m.Start
-	}
+	l.token = max(l.token, m.Token)
+	l.lastOK = max(l.lastOK, m.Start)
 	if until := m.Start + c.cfg.RenewDeadline; until > l.validUntil {
 		l.validUntil = until
 		c.out.Send(ToLease, &SetValidity{Until: until})
@@ -150,9 +144,7 @@ func (c *Core) renewFailed(m *LeaseRenewFailed) {
 }
 
 func (c *Core) leaseSnapshot(m *Leases) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	seen := make(map[MemberID]bool, len(m.Leases))
 	for _, rec := range m.Leases {
 		seen[rec.Holder] = true
@@ -161,16 +153,9 @@ func (c *Core) leaseSnapshot(m *Leases) {
 			c.lease.seen, _ = strconv.ParseUint(rec.Version, 10, 64)
 			continue
 		}
-		p := c.leases[rec.Holder]
-		if p == nil {
-			p = &peerLease{}
-			c.leases[rec.Holder] = p
-		}
+		p := c.leaseOf(rec.Holder)
 		p.inSnapshot, p.other = true, rec.Other
-		if !p.known || p.version != rec.Version {
-			p.known, p.version, p.seenAt = true, rec.Version, c.now
-			p.void, p.revoking, p.gone = false, false, false
-		}
+		c.seeVersion(p, rec.Version)
 	}
 	released := make(map[MemberID]bool, len(m.Released))
 	for _, id := range m.Released {
@@ -178,11 +163,7 @@ func (c *Core) leaseSnapshot(m *Leases) {
 		if id == c.cfg.Self {
 			continue
 		}
-		p := c.leases[id]
-		if p == nil {
-			p = &peerLease{}
-			c.leases[id] = p
-		}
+		p := c.leaseOf(id)
 		p.inSnapshot, p.void = false, true
 	}
 	if c.lease.synced && !seen[c.cfg.Self] && c.members.started {
@@ -243,6 +224,26 @@ func (c *Core) deleteStale() {
 	}
 }
 
+// leaseOf returns id's lease as this member observed it, a new one if it
+// observed none.
+func (c *Core) leaseOf(id MemberID) *peerLease {
+	p := c.leases[id]
+	if p == nil {
+		p = &peerLease{}
+		c.leases[id] = p
+	}
+	return p
+}
+
+// seeVersion: p's lease is at version v as seen now; a version not seen
+// before is live again, and counts from now.
+func (c *Core) seeVersion(p *peerLease, v string) {
+	if !p.known || p.version != v {
+		p.known, p.version, p.seenAt = true, v, c.now
+		p.void, p.revoking, p.gone = false, false, false
+	}
+}
+
 // goneNow: p's lease is deleted, as first seen now (unless known void).
 func (c *Core) goneNow(p *peerLease) {
 	if !p.void && !p.gone {
@@ -251,11 +252,7 @@ func (c *Core) goneNow(p *peerLease) {
 }
 
 func (c *Core) leaseChecked(m *LeaseChecked) {
-	p := c.leases[m.Member]
-	if p == nil {
-		p = &peerLease{}
-		c.leases[m.Member] = p
-	}
+	p := c.leaseOf(m.Member)
 	p.checking = false
 	switch {
 	case m.Failed:
@@ -267,9 +264,8 @@ func (c *Core) leaseChecked(m *LeaseChecked) {
 		// A tombstone holds its lease's name: its holder never writes it
 		// again, but may have had one that someone deleted.
 		c.goneNow(p)
-	case !p.known || p.version != m.Version:
-		p.known, p.version, p.seenAt = true, m.Version, c.now
-		p.void, p.revoking, p.gone = false, false, false
+	default:
+		c.seeVersion(p, m.Version)
 	}
 }
 
@@ -310,15 +306,10 @@ func (c *Core) checkAbsentLeases() {
 		if c.members.isCurrent(id) {
 			continue
 		}
-		p := c.leases[id]
-		if p != nil && (p.known || p.void || p.checking) {
+		if p := c.leases[id]; p != nil && (p.known || p.void || p.checking) {
 			continue
 		}
-		if p == nil {
-			p = &peerLease{}
-			c.leases[id] = p
-		}
-		p.checking = true
+		c.leaseOf(id).checking = true
 		c.out.Send(ToLease, &CheckLease{Member: id})
 	}
 }

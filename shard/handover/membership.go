@@ -78,13 +78,7 @@ func (ms *membership) peer(id MemberID) *peer {
 // topology, with the same settings, and has not said Gone.
 func (ms *membership) isCurrent(id MemberID) bool {
 	p := ms.peers[id]
-	if p == nil || !p.heard || !p.ok || p.state == Gone {
-		return false
-	}
-	if _, in := ms.topo[id.Node()]; !in {
-		return false
-	}
-	return ms.current[id.Node()] == id
+	return p != nil && p.heard && p.ok && p.state != Gone && ms.knows(id) && ms.current[id.Node()] == id
 }
 
 func (c *Core) topology(m *Topology) {
@@ -118,18 +112,11 @@ func (c *Core) topology(m *Topology) {
 // says Hello to every other node of it, and waits for their answers.
 func (c *Core) discover() {
 	ms := &c.members
-	self := c.cfg.Self.Node()
 	ms.discovering = true
 	ms.discoverAt = c.ticks
 	ms.waiting = map[NodeID]struct{}{}
 	ms.waited = false
-	for _, n := range sortedKeys(ms.topo) {
-		if n != self {
-			ms.waiting[n] = struct{}{}
-			ms.waited = true
-			c.sendHello(MemberID(n), false)
-		}
-	}
+	c.greetNewNodes(nil) // every node is new
 }
 
 // greetNewNodes says Hello to the nodes that joined the topology since
@@ -418,7 +405,7 @@ func (c *Core) coldWhy(r int) string {
 		if !p.heard {
 			continue
 		}
-		fmt.Fprintf(&b, " %s(%s current=%t delivers=%t lease=%t)", id, p.state, ms.isCurrent(id), containsInt(p.active, r), c.holdsLease(id))
+		fmt.Fprintf(&b, " %s(%s current=%t delivers=%t lease=%t)", id, p.state, ms.isCurrent(id), slices.Contains(p.active, r), c.holdsLease(id))
 	}
 	return b.String()
 }
@@ -432,7 +419,7 @@ func (c *Core) coldWhy(r int) string {
 func (c *Core) inTransit(r int) bool {
 	for _, id := range sortedKeys(c.members.peers) {
 		p := c.members.peers[id]
-		if p.heard && p.ok && p.state == Leaving && containsInt(p.active, r) && !c.members.isCurrent(id) &&
+		if p.heard && p.ok && p.state == Leaving && slices.Contains(p.active, r) && !c.members.isCurrent(id) &&
 			c.ticks-p.heardAt < 2*c.cfg.HelloTicks {
 			return true
 		}

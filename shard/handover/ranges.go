@@ -1,5 +1,11 @@
 package handover
 
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
 // rangeInfo is one range on this member: its lifecycle state, and the
 // asks of other members for it.
 type rangeInfo struct {
@@ -28,6 +34,10 @@ type rangeInfo struct {
 // given the attempt up (its view moved the range elsewhere) does not, and
 // releasing to it would leave the range with nobody ready to deliver it.
 const staleAskTicks = 3
+
+// settleTicks is how long the view must stay the same before the member
+// starts the ranges it gained.
+const settleTicks = 1
 
 // rangeState is one of the range's lifecycle states, each with its own
 // data:
@@ -62,11 +72,9 @@ type acquiring struct {
 	retryAt int
 }
 
-// claiming: the member's claim of the record at generation gen is being
-// written (ClaimRecords).
-type claiming struct {
-	gen uint64
-}
+// claiming: the member's claim of the record, at the generation it knows,
+// is being written (ClaimRecords).
+type claiming struct{}
 
 // active: the handlers get the range, under token.
 type active struct {
@@ -303,7 +311,7 @@ func (c *Core) stepRange(r int, cutOff bool) {
 }
 
 // startWhenSettled starts an idle range this member owns (mine) once
-// discovery is over and the view has stood for SettleTicks: copied from
+// discovery is over and the view has stood for settleTicks: copied from
 // the member that delivers it, or, when none does, listed once it is not
 // moving to another member and this member may ask.
 func (c *Core) startWhenSettled(r int, mine bool) {
@@ -317,7 +325,7 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 	// ask for it: listed before, it may move on (a member that joins
 	// meanwhile takes it) before this one could deliver it, and its next
 	// owner, with no deliverer to copy it from, lists it again.
-	if mine && !ms.discovering && c.ticks-ms.viewAt >= c.cfg.SettleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
+	if mine && !ms.discovering && c.ticks-ms.viewAt >= settleTicks && (from != "" || !c.inTransit(r) && c.ready()) {
 		ri.state = &syncing{from: from}
 		ri.epoch = c.nextEpoch()
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
@@ -342,12 +350,12 @@ func (c *Core) pursueClaim(r int, st *acquiring, mine bool) {
 	valid := c.ready() && c.lease.validUntil > c.now
 	switch {
 	case !mine && st.asked != "" && valid && c.mayClaim(r):
-		c.claim(r, st)
+		c.claim(r)
 	case !mine && (st.asked == "" || c.ticks-st.askedAt > staleAskTicks+1 || c.isVoid(st.asked)):
 		c.stopRange(r)
 	case !mine || !valid || c.ticks < st.retryAt:
 	case c.mayClaim(r):
-		c.claim(r, st)
+		c.claim(r)
 	default:
 		if h := c.ranges[r].rec.Holder; st.asked != h {
 			st.asked, st.askedAt = h, c.ticks
@@ -428,9 +436,9 @@ func (c *Core) askAgain() {
 
 // claim writes the range's record naming this member, on the generation
 // it knows (flushClaims sends the step's claims together).
-func (c *Core) claim(r int, st *acquiring) {
+func (c *Core) claim(r int) {
 	ri := &c.ranges[r]
-	ri.state = &claiming{gen: ri.rec.Gen}
+	ri.state = &claiming{}
 	c.claims = append(c.claims, RecordClaim{Range: r, Epoch: ri.epoch, Gen: ri.rec.Gen})
 }
 
@@ -447,9 +455,7 @@ func (c *Core) flushClaims() {
 // member); one refused is decided again at once, one failed from the next
 // tick on.
 func (c *Core) recordsClaimed(m *RecordsClaimed) {
-	if m.Now > c.now {
-		c.now = m.Now
-	}
+	c.now = max(c.now, m.Now)
 	for _, res := range m.Results {
 		if res.Range < 0 || res.Range >= len(c.ranges) {
 			continue
@@ -543,11 +549,9 @@ func (c *Core) flushReleased() {
 	if len(c.released) == 0 {
 		return
 	}
-	keys := make([]releaseKey, 0, len(c.released))
-	for k := range c.released {
-		keys = append(keys, k)
-	}
-	sortReleaseKeys(keys)
+	keys := slices.SortedFunc(maps.Keys(c.released), func(a, b releaseKey) int {
+		return cmp.Or(cmp.Compare(a.to, b.to), cmp.Compare(a.epoch, b.epoch))
+	})
 	for _, k := range keys {
 		c.out.Send(c.addr(k.to), c.released[k])
 		delete(c.released, k)
