@@ -65,7 +65,7 @@ func RemoteOption() remote.ConfigOption {
 // can take them too (its lease keep-alive gets an answer every third of
 // the TTL): an idle member then made about a tenth fewer reads.
 //
-//	clientv3.Config{Endpoints: …, DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
+//	clientv3.Config{Endpoints: …, DialOptions: shard.WindowDialOptions(), Logger: etcdcheck.EtcdLogger(nil)}
 func WindowDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow)}
 }
