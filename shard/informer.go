@@ -616,11 +616,10 @@ func (s *Informer) replaceCluster(ctx context.Context, c *cluster.Cluster) (*clu
 	return next, true
 }
 
-// newCluster makes the cluster member a rejoin runs on (WithRejoin),
-// trying again after 1, 2, 4, 8 and 10 s: the provider may be out of reach
-// a while (a member cut from etcd is fenced and rejoins while the cut
-// lasts). Then it gives up, and so does the member. protoactor panics when
-// its provider cannot register a member: that is an error too.
+// newCluster makes the cluster member a rejoin runs on, tried as
+// WithRejoin says: the provider may be out of reach a while (a member cut
+// from etcd is fenced and rejoins while the cut lasts). protoactor panics
+// when its provider cannot register a member: that is an error too.
 func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
 	wait := time.Second
 	for attempt := 1; ; attempt++ {

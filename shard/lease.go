@@ -23,16 +23,13 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// A member incarnation's lease is a coordination.k8s.io/v1 Lease, named
-// after the group and the member, labelled with the group, holding the
-// member's id (HolderIdentity) and address (an annotation), written with
-// client-go's resourcelock.LeaseLock. A tombstone is a Lease of a member's
-// name with no holder: the member can never create its lease. A released
-// lease is one too, marked released (AnnotationReleased): its holder
-// released it once it had stopped calling handlers, or a revoker did at a
-// version that stayed unchanged for the lease duration. The others take it
-// as void at once; a lease deleted (by anyone: kubectl delete lease) only
-// the lease duration later, since its holder may not know yet.
+// A member incarnation's lease (docs/sharding.md, "Leases") is written
+// with client-go's resourcelock.LeaseLock (leaseName) and holds the
+// member's id (HolderIdentity) and address (AnnotationAddress). A Lease of
+// a member's name with no holder is a tombstone, which keeps the member
+// from ever creating its lease, or released (AnnotationReleased): void at
+// once. A deleted lease is void only a lease duration later, since its
+// holder may not know yet.
 const (
 	// LabelGroup labels the leases of a group.
 	LabelGroup = "actorinformer.io/shard-group"

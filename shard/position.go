@@ -17,17 +17,11 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// Positions. Each renewal of a member's lease carries, for every range
-// its handlers get, the range's token and its delivered position: the
-// resourceVersion up to which every handler of the range was given every
-// event of it. A member that takes a range over without a release (its
-// deliverer was lost: a crash, a pause, a cut) resumes from the newest
-// position it read for the range: it replays the range's changes from
-// there, and its handlers get OnDelete(cache.DeletedFinalStateUnknown),
-// with the object's last state, for each object deleted since that its
-// cache no longer has. The position is a lower bound: an object whose
-// delete the lost member's handlers were given after its last renewal
-// gets a second OnDelete, at the same resourceVersion.
+// Positions (docs/sharding.md, "Positions"): a range's delivered position
+// is the resourceVersion up to which every handler of the range was given
+// every event of it; each lease renewal carries it with the range's token.
+// It is a lower bound: a delete given after a lost member's last renewal
+// is given again by the next owner, at the same resourceVersion.
 
 // AnnotationPositions, on a member's lease, are its ranges' positions:
 // "index=token:version", comma-separated, by index; a group of several

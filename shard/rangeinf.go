@@ -936,13 +936,10 @@ func (s *Informer) recordHandover(h Handover) {
 	s.handovers = append(s.handovers, h)
 }
 
-// tombstoneFor is the object an OnDelete for an object deleted since the
-// range's position, which the new owner no longer has, carries: a cache.DeletedFinalStateUnknown whose Obj
-// is an object of the informer's type with the key, UID and version the
-// previous deliverer's handlers had.
-//
-// A range that resumed from a position knows the object's last state
-// (kr.finals): the tombstone carries it.
+// tombstoneIn is what an OnDelete carries for an object deleted since the
+// range's position that the new owner no longer has: its last state, which
+// a range that resumed from a position knows (kr.finals), else
+// tombstoneFor's.
 func (s *Informer) tombstoneIn(kr *kindRange, o handover.ObjectRef) cache.DeletedFinalStateUnknown {
 	if obj, ok := kr.finals[o.Key]; ok && obj != nil {
 		if s.transform != nil {
@@ -955,6 +952,8 @@ func (s *Informer) tombstoneIn(kr *kindRange, o handover.ObjectRef) cache.Delete
 	return s.tombstoneFor(o)
 }
 
+// tombstoneFor's Obj is an object of the informer's type with the key, UID
+// and version the previous deliverer's handlers had.
 func (s *Informer) tombstoneFor(o handover.ObjectRef) cache.DeletedFinalStateUnknown {
 	var obj any
 	if s.example != nil {
