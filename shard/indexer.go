@@ -87,30 +87,11 @@ func (v indexerView) GetByKey(key string) (any, bool, error) {
 }
 
 func (v indexerView) Index(name string, obj any) ([]any, error) {
-	var out []any
-	for _, ri := range v.stores() {
-		items, err := v.of(ri).Index(name, obj)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-	}
-	return v.checkIndex(name, out)
+	return byIndex(v, name, func(c cache.Indexer) ([]any, error) { return c.Index(name, obj) })
 }
 
 func (v indexerView) IndexKeys(name, value string) ([]string, error) {
-	var out []string
-	for _, ri := range v.stores() {
-		keys, err := v.of(ri).IndexKeys(name, value)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
-	}
-	if _, ok := v.GetIndexers()[name]; !ok {
-		return nil, errors.New("Index with name " + name + " does not exist")
-	}
-	return out, nil
+	return byIndex(v, name, func(c cache.Indexer) ([]string, error) { return c.IndexKeys(name, value) })
 }
 
 func (v indexerView) ListIndexFuncValues(name string) []string {
@@ -128,20 +109,21 @@ func (v indexerView) ListIndexFuncValues(name string) []string {
 }
 
 func (v indexerView) ByIndex(name, value string) ([]any, error) {
-	var out []any
+	return byIndex(v, name, func(c cache.Indexer) ([]any, error) { return c.ByIndex(name, value) })
+}
+
+// byIndex joins what read finds in each delivered range's cache with index
+// name, and answers a missing index as client-go's store does, even with
+// no range delivered.
+func byIndex[T any](v indexerView, name string, read func(cache.Indexer) ([]T, error)) ([]T, error) {
+	var out []T
 	for _, ri := range v.stores() {
-		items, err := v.of(ri).ByIndex(name, value)
+		items, err := read(v.of(ri))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, items...)
 	}
-	return v.checkIndex(name, out)
-}
-
-// checkIndex answers a missing index as client-go's store does, even with
-// no range delivered.
-func (v indexerView) checkIndex(name string, out []any) ([]any, error) {
 	if _, ok := v.GetIndexers()[name]; !ok {
 		return nil, errors.New("Index with name " + name + " does not exist")
 	}
