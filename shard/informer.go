@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -181,9 +182,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		name:      memberName(name),
 	}
 	s := sh.newKind(lw, exampleObject, "")
-	for k, v := range o.indexers {
-		s.indexers[k] = v
-	}
+	maps.Copy(s.indexers, o.indexers)
 	s.current.Store(c)
 	if node, ok := findSelfNode(c); ok {
 		// Known now when the provider lists the member as it starts (not
@@ -255,9 +254,7 @@ func (s *Informer) AddKind(resource schema.GroupResource, lw cache.ListerWatcher
 		}
 	}
 	k := s.newKind(lw, exampleObject, key)
-	for name, f := range s.o.indexers {
-		k.indexers[name] = f
-	}
+	maps.Copy(k.indexers, s.o.indexers)
 	return k, nil
 }
 
@@ -794,9 +791,7 @@ func (s *Informer) AddIndexers(ix cache.Indexers) error {
 			return err
 		}
 	}
-	for k, v := range ix {
-		s.indexers[k] = v
-	}
+	maps.Copy(s.indexers, ix)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"regexp"
 	"strconv"
@@ -346,9 +347,7 @@ func (r recordingLeases) Create(ctx context.Context, l *coordinationv1.Lease, op
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	for k, val := range r.v.annotations {
-		l.Annotations[k] = val
-	}
+	maps.Copy(l.Annotations, r.v.annotations)
 	out, err := r.LeaseInterface.Create(ctx, l, opts)
 	if err == nil {
 		r.v.last = out.ResourceVersion

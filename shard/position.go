@@ -3,7 +3,8 @@ package shard
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,19 +59,9 @@ func (kp kindPositions) merge(kind string, r int, p position) {
 
 // encode is kp as an AnnotationPositions.
 func (kp kindPositions) encode() string {
-	keys := make([]string, 0, len(kp))
-	for k := range kp {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
-		idx := make([]int, 0, len(kp[k]))
-		for i := range kp[k] {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		for _, i := range idx {
+	for _, k := range slices.Sorted(maps.Keys(kp)) {
+		for _, i := range slices.Sorted(maps.Keys(kp[k])) {
 			if b.Len() > 0 {
 				b.WriteByte(',')
 			}
@@ -134,9 +125,7 @@ func (s *Informer) positions() map[int]position {
 	ps := map[int]position{}
 	s.finalMu.Lock()
 	defer s.finalMu.Unlock()
-	for i, p := range s.finals {
-		ps[i] = p
-	}
+	maps.Copy(ps, s.finals)
 	for _, ri := range *s.delivered.Load() {
 		if !ri.activated.Load() || !ri.delivering.Load() {
 			continue
@@ -353,19 +342,10 @@ type resumed struct {
 // delete, of unknown version, is not.
 func missingSince(rs *resumed, pre map[string]runtime.Object, after int64, ix cache.Indexer, finals map[string]any) []handover.ObjectRef {
 	all := make(map[string]runtime.Object, len(rs.deleted)+len(pre))
-	for k, o := range rs.deleted {
-		all[k] = o
-	}
-	for k, o := range pre {
-		all[k] = o
-	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	maps.Copy(all, rs.deleted)
+	maps.Copy(all, pre)
 	var out []handover.ObjectRef
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		if _, ok, _ := ix.GetByKey(k); ok {
 			continue
 		}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -348,11 +350,7 @@ func (io *memberIO) rangeDone(m *rangeDone) {
 
 // publish publishes the ranges whose handlers have them.
 func (io *memberIO) publish() {
-	var act []*rangeInformer
-	for _, ri := range io.ranges {
-		act = append(act, ri)
-	}
-	io.inc.s.publish(act)
+	io.inc.s.publish(slices.Collect(maps.Values(io.ranges)))
 }
 
 func (io *memberIO) startRange(e *handover.StartRange) {
@@ -477,11 +475,10 @@ func (io *memberIO) seedFrom(lw *rangeLW, k *Informer, e *handover.StartRange) {
 // ticks: handover's Config.LiveTicks, rounded up).
 const liveWait = 500 * time.Millisecond
 
+// cloneIndexers copies ix into a new map (never nil).
 func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	out := make(cache.Indexers, len(ix))
-	for k, v := range ix {
-		out[k] = v
-	}
+	maps.Copy(out, ix)
 	return out
 }
 
@@ -616,9 +613,7 @@ func handTo(ri *rangeInformer, missing [][]handover.ObjectRef) {
 	for i, kr := range ri.kinds {
 		k := kr.k
 		k.mu.Lock()
-		for reg := range k.regs {
-			regs[i] = append(regs[i], reg)
-		}
+		regs[i] = slices.Collect(maps.Keys(k.regs))
 		k.reclaimed(kr.inf.GetIndexer())
 		k.mu.Unlock()
 	}
