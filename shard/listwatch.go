@@ -279,12 +279,14 @@ func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
 	return opts
 }
 
-// rejected reports whether err is the server refusing the shard selector.
+// rejected reports whether err is the server refusing the shard selector,
+// and records it (rejects): the range informers send none from now on.
 func (lw *rangeLW) rejected(err error) bool {
-	if err == nil || lw.f.reject.Load() {
+	if err == nil || lw.f.reject.Load() || !apierrors.IsBadRequest(err) || !strings.Contains(strings.ToLower(err.Error()), "shardselector") {
 		return false
 	}
-	return apierrors.IsBadRequest(err) && strings.Contains(strings.ToLower(err.Error()), "shardselector")
+	lw.f.rejects("the API server rejects shardSelector: " + err.Error())
+	return true
 }
 
 func (lw *rangeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
@@ -299,10 +301,9 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	if err := ctx.Err(); err != nil {
 		return nil, err // the range's informer stopped: no list
 	}
-	list, err := listWith(ctx, lw.inner, lw.options(opts))
+	list, err := cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		list, err = listWith(ctx, lw.inner, lw.options(opts))
+		list, err = cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(opts))
 	}
 	lw.f.noteRequest(ctx, err)
 	if err != nil {
@@ -513,12 +514,9 @@ func (lw *rangeLW) probe(ctx context.Context) {
 		return
 	}
 	ctx = quietOnCancel(ctx)
-	list, err := listWith(ctx, lw.inner, lw.options(metav1.ListOptions{Limit: 1}))
-	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		return
-	}
+	list, err := cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(metav1.ListOptions{Limit: 1}))
 	if err != nil {
+		lw.rejected(err) // recorded if it is a refusal of the selector
 		return
 	}
 	items, err := meta.ExtractList(list)
@@ -542,10 +540,9 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	if lw.f.Mode() == FilterPending && (opts.SendInitialEvents != nil && *opts.SendInitialEvents || lw.warmStarted()) {
 		lw.probe(ctx)
 	}
-	w, err := watchWith(ctx, lw.inner, lw.options(opts))
+	w, err := cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		w, err = watchWith(ctx, lw.inner, lw.options(opts))
+		w, err = cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(opts))
 	}
 	lw.f.noteRequest(ctx, err)
 	if err != nil {
@@ -728,20 +725,6 @@ func (s quietSink) WithCallDepth(depth int) logr.LogSink {
 		return quietSink{LogSink: cd.WithCallDepth(depth), ctx: s.ctx}
 	}
 	return s
-}
-
-func listWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (runtime.Object, error) {
-	if c, ok := lw.(cache.ListerWithContext); ok {
-		return c.ListWithContext(ctx, opts)
-	}
-	return lw.List(opts)
-}
-
-func watchWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (watch.Interface, error) {
-	if c, ok := lw.(cache.WatcherWithContext); ok {
-		return c.WatchWithContext(ctx, opts)
-	}
-	return lw.Watch(opts)
 }
 
 // warmStarted reports whether the range's informer started from a copy.

@@ -284,7 +284,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 	defer cancel()
 	timeout := replayTimeout
 	begun := time.Now()
-	w, err := watchWith(ctx, lw.inner, lw.options(metav1.ListOptions{
+	w, err := cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(metav1.ListOptions{
 		ResourceVersion: strconv.FormatInt(*at, 10), AllowWatchBookmarks: true, TimeoutSeconds: &timeout}))
 	if err != nil {
 		return false, false, err
