@@ -710,14 +710,7 @@ func (s *Informer) HasSyncedChecker() cache.DoneChecker {
 }
 
 // IsStopped reports whether Run has returned.
-func (s *Informer) IsStopped() bool {
-	select {
-	case <-s.stoppedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Informer) IsStopped() bool { return closed(s.stoppedCh) }
 
 // Stopped is closed once Run has returned.
 func (s *Informer) Stopped() <-chan struct{} { return s.stoppedCh }

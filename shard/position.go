@@ -312,7 +312,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			}
 			noteDelete(deleted, nil, e)
 		}
-		if n, perr := strconv.ParseInt(objectRV(e.Object), 10, 64); perr == nil && n > *at {
+		if n, perr := strconv.ParseInt(versionOf(e.Object), 10, 64); perr == nil && n > *at {
 			*at, progressed = n, true
 		}
 		if *at >= to {

@@ -747,16 +747,7 @@ func (io *memberIO) reach(kr *kindRange, target int64) bool {
 
 // stopped reports whether the range was dropped or the kind's informer
 // stopped.
-func (kr *kindRange) stopped() bool {
-	select {
-	case <-kr.done:
-		return true
-	case <-kr.ri.droppedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (kr *kindRange) stopped() bool { return closed(kr.done) || closed(kr.ri.droppedCh) }
 
 // deactivate releases a range, draining: its kinds' intakes are paused,
 // its handlers get what the informers had taken, then no further call;
