@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math"
 	"regexp"
@@ -49,15 +48,8 @@ const (
 
 var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
 
-func hash16(s string) string {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// groupLabel is the group's label value: its name, which New checks is
-// a label value, so that an operator selects a group's leases by it.
-func groupLabel(group string) string { return group }
+// hash16 is s's Hash in 16 hex digits, for object names.
+func hash16(s string) string { return fmt.Sprintf("%016x", Hash(s)) }
 
 // groupPart is group as the part of an object name: lower case, DNS-safe,
 // at most 30 characters (the names add a hash of the whole).
@@ -84,7 +76,6 @@ type leases struct {
 	namespace string
 	group     string
 	self      handover.MemberID
-	address   string
 	duration  time.Duration
 	timeout   time.Duration // of each request: the renew deadline
 	lock      *resourcelock.LeaseLock
@@ -100,12 +91,12 @@ type leases struct {
 func newLeases(client coordinationv1client.LeasesGetter, namespace, group string, self handover.MemberID, address string, duration, timeout time.Duration) *leases {
 	rec := &versionRecorder{inner: client, annotations: map[string]string{AnnotationMember: string(self), AnnotationAddress: address,
 		AnnotationProtocol: strconv.Itoa(protocolVersion)}}
-	l := &leases{client: client, namespace: namespace, group: group, self: self, address: address, duration: duration, timeout: timeout, rec: rec}
+	l := &leases{client: client, namespace: namespace, group: group, self: self, duration: duration, timeout: timeout, rec: rec}
 	l.lock = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: leaseName(group, self), Namespace: namespace},
 		Client:     rec,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: string(self)},
-		Labels:     map[string]string{LabelGroup: groupLabel(group)},
+		Labels:     map[string]string{LabelGroup: group},
 	}
 	return l
 }
@@ -191,7 +182,7 @@ func (l *leases) check(ctx context.Context, m handover.MemberID) (found, release
 			return false, false, "", err
 		}
 		stone := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
-			Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+			Labels:      map[string]string{LabelGroup: l.group},
 			Annotations: map[string]string{AnnotationMember: string(m), "actorinformer.io/shard-tombstone-by": string(l.self)}}}
 		_, err = api.Create(ctx, stone, metav1.CreateOptions{})
 		if err == nil {
@@ -268,7 +259,7 @@ func (l *leases) release(ctx context.Context) error {
 		return err
 	}
 	rel := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(l.group, l.self), Namespace: l.namespace,
-		Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+		Labels:      map[string]string{LabelGroup: l.group},
 		Annotations: map[string]string{AnnotationMember: string(l.self), AnnotationReleased: string(l.self)}}}
 	if l.rec.positions != nil {
 		if p := l.rec.positions(); p != "" {

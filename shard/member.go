@@ -800,7 +800,7 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 func (io *memberIO) watchLeases(label, name string, poke func()) *actors.SharedIndexInformer {
 	inc := io.inc
 	s := inc.s
-	sel := labels.SelectorFromSet(labels.Set{label: groupLabel(s.group)}).String()
+	sel := labels.SelectorFromSet(labels.Set{label: s.group}).String()
 	api := s.o.leases.Leases(s.o.namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
@@ -870,7 +870,7 @@ func (io *memberIO) snapshotLeases() {
 	if !io.leaseInf.HasSynced() || !io.recordInf.HasSynced() {
 		return // the last sync's change pokes again
 	}
-	objs := memberLeases(io.leaseInf.GetStore().List(), groupLabel(inc.s.group))
+	objs := memberLeases(io.leaseInf.GetStore().List(), inc.s.group)
 	snap := leasesOf(objs, io.leaseAddrs)
 	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
 		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)

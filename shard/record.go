@@ -231,7 +231,7 @@ func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lea
 		create := apierrors.IsNotFound(err)
 		if create {
 			cur, err = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
-				Labels: map[string]string{LabelRecordOf: groupLabel(l.group)}}}, nil
+				Labels: map[string]string{LabelRecordOf: l.group}}}, nil
 		}
 		var done *coordinationv1.Lease
 		if err == nil {
