@@ -693,17 +693,13 @@ func (io *memberIO) leaseEffect(body any) {
 			case err == errLost:
 				return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start, Lost: true}
 			}
-			if inc.ctx.Err() == nil {
-				inc.log.Warn("the lease write failed", "err", err)
-			}
+			inc.warn(err, "the lease write failed")
 			return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start}
 		})
 	case *handover.CheckLease:
 		io.request(func() handover.Input {
 			found, released, version, err := inc.leases.check(inc.ctx, e.Member)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot read a member's lease", "of", string(e.Member), "err", err)
-			}
+			inc.warn(err, "cannot read a member's lease", "of", string(e.Member))
 			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
 		})
 	case *handover.ClaimRecords:
@@ -711,9 +707,7 @@ func (io *memberIO) leaseEffect(body any) {
 		// positions the write found for the ranges' activations.
 		io.run(nil, func() {
 			res, finals, err := inc.leases.claimRecords(inc.ctx, e.Claims, inc.id)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot write the claimed ranges' records", "claims", len(e.Claims), "err", err)
-			}
+			inc.warn(err, "cannot write the claimed ranges' records", "claims", len(e.Claims))
 			inc.c.ActorSystem.Root.Send(inc.ioPID, &claimed{finals: finals, in: &handover.RecordsClaimed{Now: s.now(), Results: res}})
 		})
 	case *handover.DeleteLease:
@@ -721,14 +715,20 @@ func (io *memberIO) leaseEffect(body any) {
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot revoke a member's lease", "of", string(e.Member), "err", err)
-			}
+			inc.warn(err, "cannot revoke a member's lease", "of", string(e.Member))
 			if ok {
 				inc.log.Info("revoked the lease of a member that stopped renewing it", "of", string(e.Member), "version", e.Version)
 			}
 			return &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok}
 		})
+	}
+}
+
+// warn logs a request's error (args, then err), unless the incarnation is
+// ending: that cancels its requests.
+func (inc *incarnation) warn(err error, msg string, args ...any) {
+	if err != nil && inc.ctx.Err() == nil {
+		inc.log.Warn(msg, append(args, "err", err)...)
 	}
 }
 
