@@ -260,12 +260,7 @@ func (io *memberIO) left(e *handover.Left) {
 		inc.log.Info("the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records")
 	}
 	end := ending{settings: io.settings}
-	io.run(nil, func() {
-		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-		}
-		inc.finish(end)
-	})
+	io.run(nil, func() { inc.releaseAndFinish(end) })
 }
 
 // dropAll ends the incarnation at once: no handler call starts from now
@@ -286,13 +281,16 @@ func (io *memberIO) dropAll(end ending) {
 		}
 	}
 	endRanges := io.dropRanges()
-	io.run(nil, func() {
-		endRanges()
-		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-		}
-		inc.finish(end)
-	})
+	io.run(nil, func() { endRanges(); inc.releaseAndFinish(end) })
+}
+
+// releaseAndFinish, off the actor, releases the lease, then ends the
+// incarnation.
+func (inc *incarnation) releaseAndFinish(end ending) {
+	if err := inc.leases.release(inc.ctx); err != nil {
+		inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
+	}
+	inc.finish(end)
 }
 
 // dropRanges drops every range on the actor: no handler call starts from
