@@ -48,21 +48,15 @@ func (v indexerView) totalLen(ris []*rangeInformer) int {
 }
 
 // List and ListKeys read each delivered range's cache into one slice,
-// allocated once: a lister's List reads the whole cache.
-func (v indexerView) List() []any {
-	ris := v.stores()
-	out := make([]any, 0, v.totalLen(ris))
-	for _, ri := range ris {
-		out = ri.of(v.s).cache().AppendList(out)
-	}
-	return out
-}
+// allocated once (appendAll): a lister's List reads the whole cache.
+func (v indexerView) List() []any        { return appendAll(v, (*indexer.Store).AppendList) }
+func (v indexerView) ListKeys() []string { return appendAll(v, (*indexer.Store).AppendKeys) }
 
-func (v indexerView) ListKeys() []string {
+func appendAll[T any](v indexerView, add func(*indexer.Store, []T) []T) []T {
 	ris := v.stores()
-	out := make([]string, 0, v.totalLen(ris))
+	out := make([]T, 0, v.totalLen(ris))
 	for _, ri := range ris {
-		out = ri.of(v.s).cache().AppendKeys(out)
+		out = add(ri.of(v.s).cache(), out)
 	}
 	return out
 }
