@@ -339,23 +339,19 @@ func (r recordingLeases) Create(ctx context.Context, l *coordinationv1.Lease, op
 		l.Annotations = map[string]string{}
 	}
 	maps.Copy(l.Annotations, r.v.annotations)
-	out, err := r.LeaseInterface.Create(ctx, l, opts)
-	if err == nil {
-		r.v.last = out.ResourceVersion
-	}
-	return out, err
+	return r.keep(r.LeaseInterface.Create(ctx, l, opts))
 }
 
 func (r recordingLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Update(ctx, r.v.withPositions(l), opts)
-	if err == nil {
-		r.v.last = out.ResourceVersion
-	}
-	return out, err
+	return r.keep(r.LeaseInterface.Update(ctx, r.v.withPositions(l), opts))
 }
 
 func (r recordingLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Get(ctx, name, opts)
+	return r.keep(r.LeaseInterface.Get(ctx, name, opts))
+}
+
+// keep keeps the resourceVersion of a request's answer, if it succeeded.
+func (r recordingLeases) keep(out *coordinationv1.Lease, err error) (*coordinationv1.Lease, error) {
 	if err == nil {
 		r.v.last = out.ResourceVersion
 	}
