@@ -774,7 +774,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)
 	}
 	ri.stopDelivering()
-	s.publishNow(io)
+	s.publishNow()
 	rec, kinds := io.finalsOf(ri, drained, fwds, objs)
 	detachAll(ri)
 	// The range's record takes the final position, and no holder, before
@@ -868,7 +868,7 @@ func (io *memberIO) recordAgain(e *handover.ReleaseRecord) {
 
 // publishNow republishes the delivered ranges from any goroutine: a range
 // that stopped being delivered goes from the public methods at once.
-func (s *Informer) publishNow(io *memberIO) {
+func (s *Informer) publishNow() {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	s.storeDelivered(*s.delivered.Load())
