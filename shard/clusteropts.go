@@ -17,13 +17,12 @@ const DefaultGossipInterval = 2 * time.Second
 //	cluster.Configure(name, provider, lookup, remoteConfig, shard.ClusterOptions()...)
 //
 // A group learns its members from the cluster's provider and fences them
-// with leases; it uses none of protoactor's gossip. The gossip still runs:
-// each member sends its state to the others every GossipInterval (300 ms
-// by default: about half of an idle member's CPU time) and blocks a member
-// whose heartbeat it has not heard for HeartbeatExpiration (20 s). These
-// options gossip every DefaultGossipInterval (2 s), ten intervals within
-// the expiration, which they leave as it is. A cluster that also hosts
-// grains that rely on gossiped state (its topology consensus) may keep
+// with leases; it uses none of protoactor's gossip, which still sends each
+// member's state to the others every GossipInterval (300 ms by default:
+// about half of an idle member's CPU time) and blocks a member not heard
+// for HeartbeatExpiration (20 s, left as it is). These options gossip every
+// DefaultGossipInterval, ten intervals within the expiration. A cluster
+// whose grains rely on gossiped state (its topology consensus) may keep
 // protoactor's interval.
 //
 // cluster.Shutdown(false) does not stop the gossip loop: it ends at its next
@@ -47,12 +46,11 @@ const RemoteWindow = 1 << 20
 // By default gRPC estimates each connection's bandwidth-delay product: for
 // data it receives it sends a ping, which its peer answers. A group sends
 // a few small messages a second (heartbeats, gossip), so each one costs a
-// ping and its answer too: twice the writes and wake-ups. This option sets
-// fixed flow-control windows of RemoteWindow (1 MiB), which turns the
-// estimation off; that is room for several of a warm handover's chunks.
-// It adds to the dial and server options given before it:
-// remote.WithDialOptions and remote.WithServerOptions replace those lists,
-// so give them first.
+// ping and its answer too: twice the writes and wake-ups. Fixed windows of
+// RemoteWindow turn the estimation off, with room for several of a warm
+// handover's chunks. The option adds to the dial and server options given
+// before it (remote.WithDialOptions and remote.WithServerOptions replace
+// those lists, so give them first).
 func RemoteOption() remote.ConfigOption {
 	return func(c *remote.Config) {
 		c.DialOptions = append(c.DialOptions, WindowDialOptions()...)
@@ -65,7 +63,7 @@ func RemoteOption() remote.ConfigOption {
 // can take them too (its lease keep-alive gets an answer every third of
 // the TTL): an idle member then made about a tenth fewer reads.
 //
-//	clientv3.Config{Endpoints: …, DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
+//	clientv3.Config{Endpoints: …, DialOptions: shard.WindowDialOptions(), Logger: etcdcheck.EtcdLogger(nil)}
 func WindowDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithInitialWindowSize(RemoteWindow), grpc.WithInitialConnWindowSize(RemoteWindow)}
 }

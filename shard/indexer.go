@@ -48,21 +48,15 @@ func (v indexerView) totalLen(ris []*rangeInformer) int {
 }
 
 // List and ListKeys read each delivered range's cache into one slice,
-// allocated once: a lister's List reads the whole cache.
-func (v indexerView) List() []any {
-	ris := v.stores()
-	out := make([]any, 0, v.totalLen(ris))
-	for _, ri := range ris {
-		out = ri.of(v.s).cache().AppendList(out)
-	}
-	return out
-}
+// allocated once (appendAll): a lister's List reads the whole cache.
+func (v indexerView) List() []any        { return appendAll(v, (*indexer.Store).AppendList) }
+func (v indexerView) ListKeys() []string { return appendAll(v, (*indexer.Store).AppendKeys) }
 
-func (v indexerView) ListKeys() []string {
+func appendAll[T any](v indexerView, add func(*indexer.Store, []T) []T) []T {
 	ris := v.stores()
-	out := make([]string, 0, v.totalLen(ris))
+	out := make([]T, 0, v.totalLen(ris))
 	for _, ri := range ris {
-		out = ri.of(v.s).cache().AppendKeys(out)
+		out = add(ri.of(v.s).cache(), out)
 	}
 	return out
 }
@@ -87,30 +81,11 @@ func (v indexerView) GetByKey(key string) (any, bool, error) {
 }
 
 func (v indexerView) Index(name string, obj any) ([]any, error) {
-	var out []any
-	for _, ri := range v.stores() {
-		items, err := v.of(ri).Index(name, obj)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-	}
-	return v.checkIndex(name, out)
+	return byIndex(v, name, func(c cache.Indexer) ([]any, error) { return c.Index(name, obj) })
 }
 
 func (v indexerView) IndexKeys(name, value string) ([]string, error) {
-	var out []string
-	for _, ri := range v.stores() {
-		keys, err := v.of(ri).IndexKeys(name, value)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
-	}
-	if _, ok := v.GetIndexers()[name]; !ok {
-		return nil, errors.New("Index with name " + name + " does not exist")
-	}
-	return out, nil
+	return byIndex(v, name, func(c cache.Indexer) ([]string, error) { return c.IndexKeys(name, value) })
 }
 
 func (v indexerView) ListIndexFuncValues(name string) []string {
@@ -128,20 +103,21 @@ func (v indexerView) ListIndexFuncValues(name string) []string {
 }
 
 func (v indexerView) ByIndex(name, value string) ([]any, error) {
-	var out []any
+	return byIndex(v, name, func(c cache.Indexer) ([]any, error) { return c.ByIndex(name, value) })
+}
+
+// byIndex joins what read finds in each delivered range's cache with index
+// name, and answers a missing index as client-go's store does, even with
+// no range delivered.
+func byIndex[T any](v indexerView, name string, read func(cache.Indexer) ([]T, error)) ([]T, error) {
+	var out []T
 	for _, ri := range v.stores() {
-		items, err := v.of(ri).ByIndex(name, value)
+		items, err := read(v.of(ri))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, items...)
 	}
-	return v.checkIndex(name, out)
-}
-
-// checkIndex answers a missing index as client-go's store does, even with
-// no range delivered.
-func (v indexerView) checkIndex(name string, out []any) ([]any, error) {
 	if _, ok := v.GetIndexers()[name]; !ok {
 		return nil, errors.New("Index with name " + name + " does not exist")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -181,9 +182,7 @@ func New(c *cluster.Cluster, group string, lw cache.ListerWatcher, exampleObject
 		name:      memberName(name),
 	}
 	s := sh.newKind(lw, exampleObject, "")
-	for k, v := range o.indexers {
-		s.indexers[k] = v
-	}
+	maps.Copy(s.indexers, o.indexers)
 	s.current.Store(c)
 	if node, ok := findSelfNode(c); ok {
 		// Known now when the provider lists the member as it starts (not
@@ -255,9 +254,7 @@ func (s *Informer) AddKind(resource schema.GroupResource, lw cache.ListerWatcher
 		}
 	}
 	k := s.newKind(lw, exampleObject, key)
-	for name, f := range s.o.indexers {
-		k.indexers[name] = f
-	}
+	maps.Copy(k.indexers, s.o.indexers)
 	return k, nil
 }
 
@@ -456,12 +453,7 @@ func (s *Informer) giveUp(reason string) {
 // Waiting returns why this member stays out of its group for now: its
 // settings differ from those of members in the group ("" if they do not).
 // It joins once those members have left.
-func (s *Informer) Waiting() string {
-	if p := s.waiting.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
+func (s *Informer) Waiting() string { return loaded(&s.waiting) }
 
 // Group returns the group's name; Member this member's id: its current
 // incarnation's, its node's id in the cluster's topology, '#', then its
@@ -473,11 +465,15 @@ func (s *Informer) Waiting() string {
 func (s *Informer) Group() string  { return s.group }
 func (s *Informer) Member() string { return string(s.member()) }
 
-func (s *Informer) member() handover.MemberID {
-	if p := s.self.Load(); p != nil {
-		return *p
+func (s *Informer) member() handover.MemberID { return loaded(&s.self) }
+
+// loaded is the value p points to, the zero value while it points to none.
+func loaded[T any](p *atomic.Pointer[T]) T {
+	if v := p.Load(); v != nil {
+		return *v
 	}
-	return ""
+	var zero T
+	return zero
 }
 
 // Run joins the group and serves this member's ranges until stopCh is
@@ -616,11 +612,10 @@ func (s *Informer) replaceCluster(ctx context.Context, c *cluster.Cluster) (*clu
 	return next, true
 }
 
-// newCluster makes the cluster member a rejoin runs on (WithRejoin),
-// trying again after 1, 2, 4, 8 and 10 s: the provider may be out of reach
-// a while (a member cut from etcd is fenced and rejoins while the cut
-// lasts). Then it gives up, and so does the member. protoactor panics when
-// its provider cannot register a member: that is an error too.
+// newCluster makes the cluster member a rejoin runs on, tried as
+// WithRejoin says: the provider may be out of reach a while (a member cut
+// from etcd is fenced and rejoins while the cut lasts). protoactor panics
+// when its provider cannot register a member: that is an error too.
 func (s *Informer) newCluster(ctx context.Context) (*cluster.Cluster, error) {
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
@@ -714,14 +709,7 @@ func (s *Informer) HasSyncedChecker() cache.DoneChecker {
 }
 
 // IsStopped reports whether Run has returned.
-func (s *Informer) IsStopped() bool {
-	select {
-	case <-s.stoppedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Informer) IsStopped() bool { return closed(s.stoppedCh) }
 
 // Stopped is closed once Run has returned.
 func (s *Informer) Stopped() <-chan struct{} { return s.stoppedCh }
@@ -747,13 +735,7 @@ func (s *Informer) LastSyncResourceVersion() string {
 
 // SetTransform sets the transform of every range's informer; before Run.
 func (s *Informer) SetTransform(t cache.TransformFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return errors.New("shard: the transform cannot change once the informer has started")
-	}
-	s.transform = t
-	return nil
+	return s.beforeRun("transform", func() { s.transform = t })
 }
 
 // SetWatchErrorHandler sets every range informer's watch error handler;
@@ -764,12 +746,18 @@ func (s *Informer) SetWatchErrorHandler(h cache.WatchErrorHandler) error {
 
 // SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context.
 func (s *Informer) SetWatchErrorHandlerWithContext(h cache.WatchErrorHandlerWithContext) error {
+	return s.beforeRun("watch error handler", func() { s.watchErrorHandler = h })
+}
+
+// beforeRun makes a setting of the range informers (set, under s.mu)
+// unless the group has started.
+func (s *Informer) beforeRun(what string, set func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
-		return errors.New("shard: the watch error handler cannot change once the informer has started")
+		return errors.New("shard: the " + what + " cannot change once the informer has started")
 	}
-	s.watchErrorHandler = h
+	set()
 	return nil
 }
 
@@ -795,9 +783,7 @@ func (s *Informer) AddIndexers(ix cache.Indexers) error {
 			return err
 		}
 	}
-	for k, v := range ix {
-		s.indexers[k] = v
-	}
+	maps.Copy(s.indexers, ix)
 	return nil
 }
 
@@ -974,12 +960,7 @@ func (s *Informer) spanAttrs() []attribute.KeyValue {
 // with a WithRejoin that failed; its cluster member shut down under it; or
 // its actors could not start. Run then returns by itself, and CheckLive
 // fails.
-func (s *Informer) Err() string {
-	if p := s.failed.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
+func (s *Informer) Err() string { return loaded(&s.failed) }
 
 // logLeave logs the start of a graceful leave: the ranges the member
 // delivers then, which its peers take over.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"maps"
 	"math"
 	"regexp"
 	"strconv"
@@ -23,16 +23,13 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// A member incarnation's lease is a coordination.k8s.io/v1 Lease, named
-// after the group and the member, labelled with the group, holding the
-// member's id (HolderIdentity) and address (an annotation), written with
-// client-go's resourcelock.LeaseLock. A tombstone is a Lease of a member's
-// name with no holder: the member can never create its lease. A released
-// lease is one too, marked released (AnnotationReleased): its holder
-// released it once it had stopped calling handlers, or a revoker did at a
-// version that stayed unchanged for the lease duration. The others take it
-// as void at once; a lease deleted (by anyone: kubectl delete lease) only
-// the lease duration later, since its holder may not know yet.
+// A member incarnation's lease (docs/sharding.md, "Leases") is written
+// with client-go's resourcelock.LeaseLock (leaseName) and holds the
+// member's id (HolderIdentity) and address (AnnotationAddress). A Lease of
+// a member's name with no holder is a tombstone, which keeps the member
+// from ever creating its lease, or released (AnnotationReleased): void at
+// once. A deleted lease is void only a lease duration later, since its
+// holder may not know yet.
 const (
 	// LabelGroup labels the leases of a group.
 	LabelGroup = "actorinformer.io/shard-group"
@@ -51,15 +48,8 @@ const (
 
 var dnsUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
 
-func hash16(s string) string {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// groupLabel is the group's label value: its name, which New checks is
-// a label value, so that an operator selects a group's leases by it.
-func groupLabel(group string) string { return group }
+// hash16 is s's Hash in 16 hex digits, for object names.
+func hash16(s string) string { return fmt.Sprintf("%016x", Hash(s)) }
 
 // groupPart is group as the part of an object name: lower case, DNS-safe,
 // at most 30 characters (the names add a hash of the whole).
@@ -86,7 +76,6 @@ type leases struct {
 	namespace string
 	group     string
 	self      handover.MemberID
-	address   string
 	duration  time.Duration
 	timeout   time.Duration // of each request: the renew deadline
 	lock      *resourcelock.LeaseLock
@@ -102,12 +91,12 @@ type leases struct {
 func newLeases(client coordinationv1client.LeasesGetter, namespace, group string, self handover.MemberID, address string, duration, timeout time.Duration) *leases {
 	rec := &versionRecorder{inner: client, annotations: map[string]string{AnnotationMember: string(self), AnnotationAddress: address,
 		AnnotationProtocol: strconv.Itoa(protocolVersion)}}
-	l := &leases{client: client, namespace: namespace, group: group, self: self, address: address, duration: duration, timeout: timeout, rec: rec}
+	l := &leases{client: client, namespace: namespace, group: group, self: self, duration: duration, timeout: timeout, rec: rec}
 	l.lock = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: leaseName(group, self), Namespace: namespace},
 		Client:     rec,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: string(self)},
-		Labels:     map[string]string{LabelGroup: groupLabel(group)},
+		Labels:     map[string]string{LabelGroup: group},
 	}
 	return l
 }
@@ -193,7 +182,7 @@ func (l *leases) check(ctx context.Context, m handover.MemberID) (found, release
 			return false, false, "", err
 		}
 		stone := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
-			Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+			Labels:      map[string]string{LabelGroup: l.group},
 			Annotations: map[string]string{AnnotationMember: string(m), "actorinformer.io/shard-tombstone-by": string(l.self)}}}
 		_, err = api.Create(ctx, stone, metav1.CreateOptions{})
 		if err == nil {
@@ -270,7 +259,7 @@ func (l *leases) release(ctx context.Context) error {
 		return err
 	}
 	rel := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName(l.group, l.self), Namespace: l.namespace,
-		Labels:      map[string]string{LabelGroup: groupLabel(l.group)},
+		Labels:      map[string]string{LabelGroup: l.group},
 		Annotations: map[string]string{AnnotationMember: string(l.self), AnnotationReleased: string(l.self)}}}
 	if l.rec.positions != nil {
 		if p := l.rec.positions(); p != "" {
@@ -349,26 +338,20 @@ func (r recordingLeases) Create(ctx context.Context, l *coordinationv1.Lease, op
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	for k, val := range r.v.annotations {
-		l.Annotations[k] = val
-	}
-	out, err := r.LeaseInterface.Create(ctx, l, opts)
-	if err == nil {
-		r.v.last = out.ResourceVersion
-	}
-	return out, err
+	maps.Copy(l.Annotations, r.v.annotations)
+	return r.keep(r.LeaseInterface.Create(ctx, l, opts))
 }
 
 func (r recordingLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Update(ctx, r.v.withPositions(l), opts)
-	if err == nil {
-		r.v.last = out.ResourceVersion
-	}
-	return out, err
+	return r.keep(r.LeaseInterface.Update(ctx, r.v.withPositions(l), opts))
 }
 
 func (r recordingLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	out, err := r.LeaseInterface.Get(ctx, name, opts)
+	return r.keep(r.LeaseInterface.Get(ctx, name, opts))
+}
+
+// keep keeps the resourceVersion of a request's answer, if it succeeded.
+func (r recordingLeases) keep(out *coordinationv1.Lease, err error) (*coordinationv1.Lease, error) {
 	if err == nil {
 		r.v.last = out.ResourceVersion
 	}

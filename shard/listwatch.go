@@ -53,26 +53,21 @@ func (m FilterMode) String() string {
 // MarshalText encodes the mode as its name (server, client, pending), so
 // that a Status encodes it as text in JSON.
 func (m FilterMode) MarshalText() ([]byte, error) {
-	switch m {
-	case FilterPending, FilterServer, FilterClient:
-		return []byte(m.String()), nil
+	if m < FilterPending || m > FilterClient {
+		return nil, fmt.Errorf("shard: unknown filter mode %d", int32(m))
 	}
-	return nil, fmt.Errorf("shard: unknown filter mode %d", int32(m))
+	return []byte(m.String()), nil
 }
 
 // UnmarshalText decodes a mode's name.
 func (m *FilterMode) UnmarshalText(b []byte) error {
-	switch string(b) {
-	case "pending":
-		*m = FilterPending
-	case "server":
-		*m = FilterServer
-	case "client":
-		*m = FilterClient
-	default:
-		return fmt.Errorf("shard: unknown filter mode %q; want server, client or pending", b)
+	for mode := FilterPending; mode <= FilterClient; mode++ {
+		if string(b) == mode.String() {
+			*m = mode
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("shard: unknown filter mode %q; want server, client or pending", b)
 }
 
 // filter is what a member's range informers share about filtering: the
@@ -238,13 +233,6 @@ func (lw *rangeLW) note(rv string, isObject bool) {
 	}
 }
 
-func objectRV(obj runtime.Object) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetResourceVersion()
-	}
-	return ""
-}
-
 func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
 	sel := sharding.NewSelector(r.Requirement(f.field))
 	return &rangeLW{inner: inner, rng: r, selector: sel, query: sel.String(), f: f, live: make(chan struct{})}
@@ -253,9 +241,12 @@ func newRangeLW(inner cache.ListerWatcher, r Range, f *filter) *rangeLW {
 // isLive reports whether a watch of the range has handed on an event or a
 // bookmark (the core waits for it before it asks for the range: see
 // handover's synced).
-func (lw *rangeLW) isLive() bool {
+func (lw *rangeLW) isLive() bool { return closed(lw.live) }
+
+// closed reports whether ch is closed (no value is ever sent on it).
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-lw.live:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -279,12 +270,14 @@ func (lw *rangeLW) options(opts metav1.ListOptions) metav1.ListOptions {
 	return opts
 }
 
-// rejected reports whether err is the server refusing the shard selector.
+// rejected reports whether err is the server refusing the shard selector,
+// and records it (rejects): the range informers send none from now on.
 func (lw *rangeLW) rejected(err error) bool {
-	if err == nil || lw.f.reject.Load() {
+	if err == nil || lw.f.reject.Load() || !apierrors.IsBadRequest(err) || !strings.Contains(strings.ToLower(err.Error()), "shardselector") {
 		return false
 	}
-	return apierrors.IsBadRequest(err) && strings.Contains(strings.ToLower(err.Error()), "shardselector")
+	lw.f.rejects("the API server rejects shardSelector: " + err.Error())
+	return true
 }
 
 func (lw *rangeLW) List(opts metav1.ListOptions) (runtime.Object, error) {
@@ -299,10 +292,9 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 	if err := ctx.Err(); err != nil {
 		return nil, err // the range's informer stopped: no list
 	}
-	list, err := listWith(ctx, lw.inner, lw.options(opts))
+	list, err := cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		list, err = listWith(ctx, lw.inner, lw.options(opts))
+		list, err = cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(opts))
 	}
 	lw.f.noteRequest(ctx, err)
 	if err != nil {
@@ -317,7 +309,7 @@ func (lw *rangeLW) ListWithContext(ctx context.Context, opts metav1.ListOptions)
 		return nil, errPaused
 	}
 	_ = meta.EachListItem(list, func(it runtime.Object) error {
-		lw.note(objectRV(it), true)
+		lw.note(versionOf(it), true)
 		return nil
 	})
 	lw.relisted(list)
@@ -437,7 +429,7 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	lw.seeded = make(map[runtime.Object]struct{}, len(kept))
 	for _, o := range kept {
 		lw.seeded[o] = struct{}{}
-		lw.note(objectRV(o), true)
+		lw.note(versionOf(o), true)
 		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil && lw.recording {
 			lw.held[k] = o
 		}
@@ -513,12 +505,9 @@ func (lw *rangeLW) probe(ctx context.Context) {
 		return
 	}
 	ctx = quietOnCancel(ctx)
-	list, err := listWith(ctx, lw.inner, lw.options(metav1.ListOptions{Limit: 1}))
-	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		return
-	}
+	list, err := cache.ToListerWithContext(lw.inner).ListWithContext(ctx, lw.options(metav1.ListOptions{Limit: 1}))
 	if err != nil {
+		lw.rejected(err) // recorded if it is a refusal of the selector
 		return
 	}
 	items, err := meta.ExtractList(list)
@@ -542,10 +531,9 @@ func (lw *rangeLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions
 	if lw.f.Mode() == FilterPending && (opts.SendInitialEvents != nil && *opts.SendInitialEvents || lw.warmStarted()) {
 		lw.probe(ctx)
 	}
-	w, err := watchWith(ctx, lw.inner, lw.options(opts))
+	w, err := cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(opts))
 	if lw.rejected(err) {
-		lw.f.rejects("the API server rejects shardSelector: " + err.Error())
-		w, err = watchWith(ctx, lw.inner, lw.options(opts))
+		w, err = cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(opts))
 	}
 	lw.f.noteRequest(ctx, err)
 	if err != nil {
@@ -618,12 +606,12 @@ func (w *filteredWatch) forward(lw *rangeLW, e watch.Event) bool {
 	if e.Object != nil {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
-			lw.note(objectRV(e.Object), true)
+			lw.note(versionOf(e.Object), true)
 			if lw.recording {
 				noteDelete(lw.deleted, lw.held, e)
 			}
 		case watch.Bookmark:
-			lw.note(objectRV(e.Object), false)
+			lw.note(versionOf(e.Object), false)
 		}
 	}
 	lw.markLive()
@@ -728,20 +716,6 @@ func (s quietSink) WithCallDepth(depth int) logr.LogSink {
 		return quietSink{LogSink: cd.WithCallDepth(depth), ctx: s.ctx}
 	}
 	return s
-}
-
-func listWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (runtime.Object, error) {
-	if c, ok := lw.(cache.ListerWithContext); ok {
-		return c.ListWithContext(ctx, opts)
-	}
-	return lw.List(opts)
-}
-
-func watchWith(ctx context.Context, lw cache.ListerWatcher, opts metav1.ListOptions) (watch.Interface, error) {
-	if c, ok := lw.(cache.WatcherWithContext); ok {
-		return c.WatchWithContext(ctx, opts)
-	}
-	return lw.Watch(opts)
 }
 
 // warmStarted reports whether the range's informer started from a copy.

@@ -462,7 +462,7 @@ func (io *memberIO) Receive(ctx actor.Context) {
 			ctx.Respond(&shardpb.Hello{Group: s.group, From: string(inc.id), Ranges: int32(s.o.ranges), HashField: s.hashSetting(), Protocol: protocolVersion, Reply: true})
 		}
 	case *shardpb.SnapshotRequest:
-		if io.fromWire(m.Group, m.To) {
+		if io.fromWire(m) {
 			io.serveSnapshot(ctx, m)
 		} else if m.Group == s.group {
 			ctx.Respond(&shardpb.SnapshotChunk{Range: m.Range, Chunk: m.Chunk, Error: "no such member here"})
@@ -509,25 +509,20 @@ func (io *memberIO) start(ctx actor.Context) {
 // incarnation, to the core.
 func (io *memberIO) fromPeer(msg any) {
 	s := io.inc.s
+	if w, ok := msg.(addressed); !ok || !io.fromWire(w) {
+		return
+	}
 	switch m := msg.(type) {
 	case *shardpb.Hello:
-		if io.fromWire(m.Group, m.To) {
-			h := helloFromWire(m)
-			s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
-			io.toCore(h)
-		}
+		h := helloFromWire(m)
+		s.peerRanges.note(h.From, h.Active, s.now(), 10*s.o.leaseDur)
+		io.toCore(h)
 	case *shardpb.Reject:
-		if io.fromWire(m.Group, m.To) {
-			io.toCore(&handover.Reject{From: handover.MemberID(m.From), Reason: m.Reason})
-		}
+		io.toCore(&handover.Reject{From: handover.MemberID(m.From), Reason: m.Reason})
 	case *shardpb.Acquire:
-		if io.fromWire(m.Group, m.To) {
-			io.toCore(&handover.Acquire{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)})
-		}
+		io.toCore(&handover.Acquire{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints[int](m.Ranges)})
 	case *shardpb.Released:
-		if io.fromWire(m.Group, m.To) {
-			io.toCore(io.releasedFromWire(m))
-		}
+		io.toCore(io.releasedFromWire(m))
 	}
 }
 
@@ -535,7 +530,7 @@ func (io *memberIO) fromPeer(msg any) {
 // each record it carries was first seen with no holder (a range's unserved
 // time starts there).
 func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
-	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints(m.Ranges)}
+	rel := &handover.Released{From: handover.MemberID(m.From), Epoch: m.Epoch, Ranges: ints[int](m.Ranges)}
 	for _, rs := range m.Records {
 		rel.Records = append(rel.Records, handover.RecordState{Range: int(rs.Range), Holder: handover.MemberID(rs.Holder), Gen: rs.Gen, Next: handover.MemberID(rs.Next)})
 	}
@@ -543,13 +538,18 @@ func (io *memberIO) releasedFromWire(m *shardpb.Released) *handover.Released {
 	return rel
 }
 
+// addressed is a peer's message (its generated getters): its group, and
+// the member it is for.
+type addressed interface {
+	GetGroup() string
+	GetTo() string
+}
+
 // fromWire: a message of this group, for this incarnation (or for its
 // node: the sender did not know the incarnation yet).
-func (io *memberIO) fromWire(group, to string) bool {
-	if group != io.inc.s.group {
-		return false
-	}
-	return to == "" || to == string(io.inc.id) || to == string(io.inc.node)
+func (io *memberIO) fromWire(m addressed) bool {
+	to := m.GetTo()
+	return m.GetGroup() == io.inc.s.group && (to == "" || to == string(io.inc.id) || to == string(io.inc.node))
 }
 
 func (io *memberIO) memberAt(addr string) handover.MemberID {
@@ -613,7 +613,7 @@ func (io *memberIO) perform(ctx actor.Context, e *effect) {
 func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
 	h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
-		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints(m.Active), View: memberIDs(m.View), Reply: m.Reply}
+		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints[int](m.Active), View: ids[handover.MemberID](m.View), Reply: m.Reply}
 	h.KnowsYou, h.HeardYou = m.KnowsYou, m.HeardYou
 	return h
 }
@@ -622,15 +622,15 @@ func toWire(group string, to handover.MemberID, body any) any {
 	switch m := body.(type) {
 	case *handover.Hello:
 		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
-			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: int32s(m.Active), View: strs(m.View), Reply: m.Reply}
+			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: ints[int32](m.Active), View: ids[string](m.View), Reply: m.Reply}
 		out.KnowsYou, out.HeardYou = m.KnowsYou, m.HeardYou
 		return out
 	case *handover.Reject:
 		return &shardpb.Reject{Group: group, To: string(to), From: string(m.From), Reason: m.Reason}
 	case *handover.Acquire:
-		return &shardpb.Acquire{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
+		return &shardpb.Acquire{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: ints[int32](m.Ranges)}
 	case *handover.Released:
-		out := &shardpb.Released{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: int32s(m.Ranges)}
+		out := &shardpb.Released{Group: group, To: string(to), From: string(m.From), Epoch: m.Epoch, Ranges: ints[int32](m.Ranges)}
 		for _, rs := range m.Records {
 			out.Records = append(out.Records, &shardpb.Record{Range: int32(rs.Range), Holder: string(rs.Holder), Gen: rs.Gen, Next: string(rs.Next)})
 		}
@@ -693,17 +693,13 @@ func (io *memberIO) leaseEffect(body any) {
 			case err == errLost:
 				return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start, Lost: true}
 			}
-			if inc.ctx.Err() == nil {
-				inc.log.Warn("the lease write failed", "err", err)
-			}
+			inc.warn(err, "the lease write failed")
 			return &handover.LeaseRenewFailed{Seq: e.Seq, Start: start}
 		})
 	case *handover.CheckLease:
 		io.request(func() handover.Input {
 			found, released, version, err := inc.leases.check(inc.ctx, e.Member)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot read a member's lease", "of", string(e.Member), "err", err)
-			}
+			inc.warn(err, "cannot read a member's lease", "of", string(e.Member))
 			return &handover.LeaseChecked{Member: e.Member, Found: found, Released: released, Version: version, Failed: err != nil}
 		})
 	case *handover.ClaimRecords:
@@ -711,9 +707,7 @@ func (io *memberIO) leaseEffect(body any) {
 		// positions the write found for the ranges' activations.
 		io.run(nil, func() {
 			res, finals, err := inc.leases.claimRecords(inc.ctx, e.Claims, inc.id)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot write the claimed ranges' records", "claims", len(e.Claims), "err", err)
-			}
+			inc.warn(err, "cannot write the claimed ranges' records", "claims", len(e.Claims))
 			inc.c.ActorSystem.Root.Send(inc.ioPID, &claimed{finals: finals, in: &handover.RecordsClaimed{Now: s.now(), Results: res}})
 		})
 	case *handover.DeleteLease:
@@ -721,14 +715,20 @@ func (io *memberIO) leaseEffect(body any) {
 	case *handover.RevokeLease:
 		io.request(func() handover.Input {
 			ok, err := inc.leases.revoke(inc.ctx, e.Member, e.Version)
-			if err != nil && inc.ctx.Err() == nil {
-				inc.log.Warn("cannot revoke a member's lease", "of", string(e.Member), "err", err)
-			}
+			inc.warn(err, "cannot revoke a member's lease", "of", string(e.Member))
 			if ok {
 				inc.log.Info("revoked the lease of a member that stopped renewing it", "of", string(e.Member), "version", e.Version)
 			}
 			return &handover.LeaseRevoked{Member: e.Member, Version: e.Version, OK: ok}
 		})
+	}
+}
+
+// warn logs a request's error (args, then err), unless the incarnation is
+// ending: that cancels its requests.
+func (inc *incarnation) warn(err error, msg string, args ...any) {
+	if err != nil && inc.ctx.Err() == nil {
+		inc.log.Warn(msg, append(args, "err", err)...)
 	}
 }
 
@@ -800,7 +800,7 @@ func (io *memberIO) startLeaseWatch(ctx actor.Context) {
 func (io *memberIO) watchLeases(label, name string, poke func()) *actors.SharedIndexInformer {
 	inc := io.inc
 	s := inc.s
-	sel := labels.SelectorFromSet(labels.Set{label: groupLabel(s.group)}).String()
+	sel := labels.SelectorFromSet(labels.Set{label: s.group}).String()
 	api := s.o.leases.Leases(s.o.namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kruntime.Object, error) {
@@ -870,7 +870,7 @@ func (io *memberIO) snapshotLeases() {
 	if !io.leaseInf.HasSynced() || !io.recordInf.HasSynced() {
 		return // the last sync's change pokes again
 	}
-	objs := memberLeases(io.leaseInf.GetStore().List(), groupLabel(inc.s.group))
+	objs := memberLeases(io.leaseInf.GetStore().List(), inc.s.group)
 	snap := leasesOf(objs, io.leaseAddrs)
 	for _, bad := range learnPositions(io.positions, objs, inc.s.o.ranges) {
 		inc.log.Warn("a lease's positions cannot be read; they are ignored", "err", bad)
@@ -969,34 +969,20 @@ func (io *memberIO) stop() {
 	io.work.Wait()
 }
 
-func ints(v []int32) []int {
-	out := make([]int, len(v))
+// ints converts the wire's range lists to the core's and back; ids its
+// member ids. Both return an empty slice, not nil, for none.
+func ints[To, From ~int | ~int32](v []From) []To {
+	out := make([]To, len(v))
 	for i, x := range v {
-		out[i] = int(x)
+		out[i] = To(x)
 	}
 	return out
 }
 
-func int32s(v []int) []int32 {
-	out := make([]int32, len(v))
+func ids[To, From ~string](v []From) []To {
+	out := make([]To, len(v))
 	for i, x := range v {
-		out[i] = int32(x)
-	}
-	return out
-}
-
-func strs(v []handover.MemberID) []string {
-	out := make([]string, len(v))
-	for i, x := range v {
-		out[i] = string(x)
-	}
-	return out
-}
-
-func memberIDs(v []string) []handover.MemberID {
-	out := make([]handover.MemberID, len(v))
-	for i, x := range v {
-		out[i] = handover.MemberID(x)
+		out[i] = To(x)
 	}
 	return out
 }

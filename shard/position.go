@@ -3,7 +3,8 @@ package shard
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,17 +18,11 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// Positions. Each renewal of a member's lease carries, for every range
-// its handlers get, the range's token and its delivered position: the
-// resourceVersion up to which every handler of the range was given every
-// event of it. A member that takes a range over without a release (its
-// deliverer was lost: a crash, a pause, a cut) resumes from the newest
-// position it read for the range: it replays the range's changes from
-// there, and its handlers get OnDelete(cache.DeletedFinalStateUnknown),
-// with the object's last state, for each object deleted since that its
-// cache no longer has. The position is a lower bound: an object whose
-// delete the lost member's handlers were given after its last renewal
-// gets a second OnDelete, at the same resourceVersion.
+// Positions (docs/sharding.md, "Positions"): a range's delivered position
+// is the resourceVersion up to which every handler of the range was given
+// every event of it; each lease renewal carries it with the range's token.
+// It is a lower bound: a delete given after a lost member's last renewal
+// is given again by the next owner, at the same resourceVersion.
 
 // AnnotationPositions, on a member's lease, are its ranges' positions:
 // "index=token:version", comma-separated, by index; a group of several
@@ -64,19 +59,9 @@ func (kp kindPositions) merge(kind string, r int, p position) {
 
 // encode is kp as an AnnotationPositions.
 func (kp kindPositions) encode() string {
-	keys := make([]string, 0, len(kp))
-	for k := range kp {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
-		idx := make([]int, 0, len(kp[k]))
-		for i := range kp[k] {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		for _, i := range idx {
+	for _, k := range slices.Sorted(maps.Keys(kp)) {
+		for _, i := range slices.Sorted(maps.Keys(kp[k])) {
 			if b.Len() > 0 {
 				b.WriteByte(',')
 			}
@@ -140,9 +125,7 @@ func (s *Informer) positions() map[int]position {
 	ps := map[int]position{}
 	s.finalMu.Lock()
 	defer s.finalMu.Unlock()
-	for i, p := range s.finals {
-		ps[i] = p
-	}
+	maps.Copy(ps, s.finals)
 	for _, ri := range *s.delivered.Load() {
 		if !ri.activated.Load() || !ri.delivering.Load() {
 			continue
@@ -301,7 +284,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 	defer cancel()
 	timeout := replayTimeout
 	begun := time.Now()
-	w, err := watchWith(ctx, lw.inner, lw.options(metav1.ListOptions{
+	w, err := cache.ToWatcherWithContext(lw.inner).WatchWithContext(ctx, lw.options(metav1.ListOptions{
 		ResourceVersion: strconv.FormatInt(*at, 10), AllowWatchBookmarks: true, TimeoutSeconds: &timeout}))
 	if err != nil {
 		return false, false, err
@@ -329,7 +312,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			}
 			noteDelete(deleted, nil, e)
 		}
-		if n, perr := strconv.ParseInt(objectRV(e.Object), 10, 64); perr == nil && n > *at {
+		if n, perr := strconv.ParseInt(versionOf(e.Object), 10, 64); perr == nil && n > *at {
 			*at, progressed = n, true
 		}
 		if *at >= to {
@@ -359,19 +342,10 @@ type resumed struct {
 // delete, of unknown version, is not.
 func missingSince(rs *resumed, pre map[string]runtime.Object, after int64, ix cache.Indexer, finals map[string]any) []handover.ObjectRef {
 	all := make(map[string]runtime.Object, len(rs.deleted)+len(pre))
-	for k, o := range rs.deleted {
-		all[k] = o
-	}
-	for k, o := range pre {
-		all[k] = o
-	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	maps.Copy(all, rs.deleted)
+	maps.Copy(all, pre)
 	var out []handover.ObjectRef
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		if _, ok, _ := ix.GetByKey(k); ok {
 			continue
 		}

@@ -88,7 +88,7 @@ func (s *Informer) checkScope(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, s.o.renewDL)
 	defer cancel()
 	for _, k := range s.kinds {
-		list, err := listWith(ctx, k.lw, metav1.ListOptions{Limit: 1})
+		list, err := cache.ToListerWithContext(k.lw).ListWithContext(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			continue
 		}

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -258,12 +260,7 @@ func (io *memberIO) left(e *handover.Left) {
 		inc.log.Info("the leave's time ran out; the ranges still delivered were released with no member asking, and resume from their records")
 	}
 	end := ending{settings: io.settings}
-	io.run(nil, func() {
-		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-		}
-		inc.finish(end)
-	})
+	io.run(nil, func() { inc.releaseAndFinish(end) })
 }
 
 // dropAll ends the incarnation at once: no handler call starts from now
@@ -284,13 +281,16 @@ func (io *memberIO) dropAll(end ending) {
 		}
 	}
 	endRanges := io.dropRanges()
-	io.run(nil, func() {
-		endRanges()
-		if err := inc.leases.release(inc.ctx); err != nil {
-			inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
-		}
-		inc.finish(end)
-	})
+	io.run(nil, func() { endRanges(); inc.releaseAndFinish(end) })
+}
+
+// releaseAndFinish, off the actor, releases the lease, then ends the
+// incarnation.
+func (inc *incarnation) releaseAndFinish(end ending) {
+	if err := inc.leases.release(inc.ctx); err != nil {
+		inc.log.Warn("cannot release the lease; the others revoke it once it lapses", "err", err)
+	}
+	inc.finish(end)
 }
 
 // dropRanges drops every range on the actor: no handler call starts from
@@ -348,11 +348,7 @@ func (io *memberIO) rangeDone(m *rangeDone) {
 
 // publish publishes the ranges whose handlers have them.
 func (io *memberIO) publish() {
-	var act []*rangeInformer
-	for _, ri := range io.ranges {
-		act = append(act, ri)
-	}
-	io.inc.s.publish(act)
+	io.inc.s.publish(slices.Collect(maps.Values(io.ranges)))
 }
 
 func (io *memberIO) startRange(e *handover.StartRange) {
@@ -477,11 +473,10 @@ func (io *memberIO) seedFrom(lw *rangeLW, k *Informer, e *handover.StartRange) {
 // ticks: handover's Config.LiveTicks, rounded up).
 const liveWait = 500 * time.Millisecond
 
+// cloneIndexers copies ix into a new map (never nil).
 func cloneIndexers(ix cache.Indexers) cache.Indexers {
 	out := make(cache.Indexers, len(ix))
-	for k, v := range ix {
-		out[k] = v
-	}
+	maps.Copy(out, ix)
 	return out
 }
 
@@ -616,9 +611,7 @@ func handTo(ri *rangeInformer, missing [][]handover.ObjectRef) {
 	for i, kr := range ri.kinds {
 		k := kr.k
 		k.mu.Lock()
-		for reg := range k.regs {
-			regs[i] = append(regs[i], reg)
-		}
+		regs[i] = slices.Collect(maps.Keys(k.regs))
 		k.reclaimed(kr.inf.GetIndexer())
 		k.mu.Unlock()
 	}
@@ -752,16 +745,7 @@ func (io *memberIO) reach(kr *kindRange, target int64) bool {
 
 // stopped reports whether the range was dropped or the kind's informer
 // stopped.
-func (kr *kindRange) stopped() bool {
-	select {
-	case <-kr.done:
-		return true
-	case <-kr.ri.droppedCh:
-		return true
-	default:
-		return false
-	}
-}
+func (kr *kindRange) stopped() bool { return closed(kr.done) || closed(kr.ri.droppedCh) }
 
 // deactivate releases a range, draining: its kinds' intakes are paused,
 // its handlers get what the informers had taken, then no further call;
@@ -790,7 +774,7 @@ func (io *memberIO) deactivate(ri *rangeInformer, to handover.MemberID) {
 			"range", ri.r.String(), "timeout", s.o.drainTimeout)
 	}
 	ri.stopDelivering()
-	s.publishNow(io)
+	s.publishNow()
 	rec, kinds := io.finalsOf(ri, drained, fwds, objs)
 	detachAll(ri)
 	// The range's record takes the final position, and no holder, before
@@ -884,7 +868,7 @@ func (io *memberIO) recordAgain(e *handover.ReleaseRecord) {
 
 // publishNow republishes the delivered ranges from any goroutine: a range
 // that stopped being delivered goes from the public methods at once.
-func (s *Informer) publishNow(io *memberIO) {
+func (s *Informer) publishNow() {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	s.storeDelivered(*s.delivered.Load())
@@ -936,13 +920,10 @@ func (s *Informer) recordHandover(h Handover) {
 	s.handovers = append(s.handovers, h)
 }
 
-// tombstoneFor is the object an OnDelete for an object deleted since the
-// range's position, which the new owner no longer has, carries: a cache.DeletedFinalStateUnknown whose Obj
-// is an object of the informer's type with the key, UID and version the
-// previous deliverer's handlers had.
-//
-// A range that resumed from a position knows the object's last state
-// (kr.finals): the tombstone carries it.
+// tombstoneIn is what an OnDelete carries for an object deleted since the
+// range's position that the new owner no longer has: its last state, which
+// a range that resumed from a position knows (kr.finals), else
+// tombstoneFor's.
 func (s *Informer) tombstoneIn(kr *kindRange, o handover.ObjectRef) cache.DeletedFinalStateUnknown {
 	if obj, ok := kr.finals[o.Key]; ok && obj != nil {
 		if s.transform != nil {
@@ -955,6 +936,8 @@ func (s *Informer) tombstoneIn(kr *kindRange, o handover.ObjectRef) cache.Delete
 	return s.tombstoneFor(o)
 }
 
+// tombstoneFor's Obj is an object of the informer's type with the key, UID
+// and version the previous deliverer's handlers had.
 func (s *Informer) tombstoneFor(o handover.ObjectRef) cache.DeletedFinalStateUnknown {
 	var obj any
 	if s.example != nil {

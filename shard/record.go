@@ -14,27 +14,14 @@ import (
 	"github.com/actorinformer/actorinformer/shard/handover"
 )
 
-// Range records. A group's ranges have their records in one
-// coordination.k8s.io/v1 Lease named after the group (recordsName), one
-// annotation per range that was ever delivered: the member incarnation
-// that holds the range ("" for none), the record's generation, which every
-// write raises by one, and the range's final position: the member whose
-// release wrote it, the token of its delivery, the resourceVersion up to
-// which that delivery's handlers were given every event of it, and the
-// newest object version they were given.
-//
-// A member delivers a range only under a write of its record that named
-// it: a claim, a compare-and-swap on the generation the member's core
-// knows (claimRecords), whose resourceVersion is the delivery's fencing
-// token. Its release writes the record naming no holder, with the final
-// position, after its handlers' calls have ended and before it reports the
-// release (releaseRecord), and only while the record still names it. One
-// object serves every range, so that one request claims every range a
-// member claims at once (its start claims them all), and a settled group
-// writes none.
-//
-// The object is labelled apart from the member leases (LabelRecordOf), so
-// that the lease watch and its tombstone collection never see it.
+// Range records (docs/sharding.md, "Range records"): one Lease per group
+// (recordsName), an annotation per range ever delivered (recordEntry). A
+// claim is a compare-and-swap on the generation the core knows
+// (claimRecords); a release writes the record before it reports the
+// release, and only while the record still names this member
+// (releaseRecord). The object is labelled apart from the member leases
+// (LabelRecordOf), so that the lease watch and its tombstone collection
+// never see it.
 const (
 	// LabelRecordOf labels the range records of a group, with the
 	// group's label value.
@@ -244,7 +231,7 @@ func (l *leases) casRecords(ctx context.Context, change func(*coordinationv1.Lea
 		create := apierrors.IsNotFound(err)
 		if create {
 			cur, err = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.namespace,
-				Labels: map[string]string{LabelRecordOf: groupLabel(l.group)}}}, nil
+				Labels: map[string]string{LabelRecordOf: l.group}}}, nil
 		}
 		var done *coordinationv1.Lease
 		if err == nil {

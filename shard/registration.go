@@ -478,6 +478,8 @@ func (reg *registration) end() {
 	reg.mu.Unlock()
 }
 
+// versionOf is the resourceVersion of obj, or of a tombstone's object ("" if
+// it has no metadata).
 func versionOf(obj any) string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj

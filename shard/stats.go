@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/actorinformer/actorinformer/actors"
@@ -34,12 +35,7 @@ func (s *Informer) Stats() actors.Stats {
 			backlog[h.Name] += h.Backlog
 		}
 	}
-	regs := make([]*registration, 0, len(s.regs))
-	for reg := range s.regs {
-		regs = append(regs, reg)
-	}
-	slices.SortFunc(regs, func(a, b *registration) int { return a.seq - b.seq })
-	for _, reg := range regs {
+	for _, reg := range slices.SortedFunc(maps.Keys(s.regs), func(a, b *registration) int { return a.seq - b.seq }) {
 		st.Handlers = append(st.Handlers, actors.HandlerStats{
 			Name: reg.name, Delivered: reg.calls.Load(), Panics: reg.panics.Load(), Backlog: backlog[reg.name],
 		})

@@ -166,7 +166,7 @@ func newMember(ctx context.Context, cfg config, restConfig *rest.Config, meters 
 			}
 		case "etcd":
 			etcdCfg := clientv3.Config{Endpoints: []string{*member.etcd}, DialTimeout: 5 * time.Second,
-				DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}
+				DialOptions: shard.WindowDialOptions(), Logger: etcdcheck.EtcdLogger(nil)}
 			// The provider waits for ever, silently, for an etcd it
 			// cannot reach.
 			if err := etcdcheck.Check(ctx, etcdCfg); err != nil {

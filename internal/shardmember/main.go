@@ -72,6 +72,7 @@ import (
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/internal/calllog"
 	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/shard/etcdcheck"
 )
 
 var (
@@ -282,7 +283,7 @@ func run() error {
 			var err error
 			switch *providerName {
 			case "etcd":
-				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second, DialOptions: shard.WindowDialOptions(), Logger: shard.EtcdLogger(nil)}, etcd.WithKeepAliveTTL(*ttl))
+				provider, err = etcd.NewWithConfig(*prefix, clientv3.Config{Endpoints: []string{*etcdURL}, DialTimeout: 5 * time.Second, DialOptions: shard.WindowDialOptions(), Logger: etcdcheck.EtcdLogger(nil)}, etcd.WithKeepAliveTTL(*ttl))
 			case "k8s":
 				// Its pod's name from the hostname, its namespace and client
 				// configuration from the mounted service account.

@@ -1,9 +1,9 @@
 // Package etcdcheck checks that an etcd answers before protoactor's etcd
 // provider registers a cluster member there: the provider's etcd calls
 // have no deadline, so with no etcd to answer c.StartMember() waits for
-// ever, logs nothing and ignores the process's signals. It is apart from
-// package shard so that a member that does not use etcd does not link its
-// client.
+// ever, logs nothing and ignores the process's signals. EtcdLogger writes
+// the etcd client's log to slog or klog. The package is apart from package
+// shard so that a member that does not use etcd does not link its client.
 package etcdcheck
 
 import (

@@ -1,4 +1,4 @@
-package shard
+package etcdcheck
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // provider, which writes its entries to l (to klog when l is nil, as the
 // informer does), for clientv3.Config's Logger:
 //
-//	clientv3.Config{Endpoints: …, Logger: shard.EtcdLogger(nil)}
+//	clientv3.Config{Endpoints: …, Logger: etcdcheck.EtcdLogger(nil)}
 //
 // Without a Logger the etcd client logs JSON to stderr, past klog and the
 // informer's logger, through a sampler that holds about 450 KB of heap.

@@ -1,4 +1,4 @@
-package shard
+package etcdcheck
 
 import (
 	"context"
@@ -88,7 +88,7 @@ func TestEtcdLogger(t *testing.T) {
 	if r.level != slog.LevelWarn || r.msg != "keep-alive failed" {
 		t.Errorf("level %v, message %q; want WARN, %q", r.level, r.msg, "keep-alive failed")
 	}
-	if r.pc == 0 || !strings.HasSuffix(funcFile(r.pc), "etcdlog_test.go") {
+	if r.pc == 0 || !strings.HasSuffix(funcFile(r.pc), "logger_test.go") {
 		t.Errorf("the record's caller is %q, want this test", funcFile(r.pc))
 	}
 	want := map[string]any{
