@@ -34,23 +34,31 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 // placement (with the holders after the moves) moves them. Every member
 // computes the same owners from the same members and holders, whatever
 // their order.
-func Place(members []MemberID, holders []MemberID, n, maxMoves int) []MemberID {
+//
+// listing[r] (nil: none) says that range r's holder lists it: it has
+// started the range with no member to copy it from and does not deliver
+// it yet. Such a range stays with its holder, over the bound if need be,
+// and its holder keeps it before the ranges it delivers: moved, it would
+// be listed again by its next owner, while a delivered range moves as a
+// copy of its holder's cache.
+func Place(members []MemberID, holders []MemberID, listing []bool, n, maxMoves int) []MemberID {
 	out := make([]MemberID, n)
 	if len(members) == 0 {
 		return out
 	}
 	ms := slices.Compact(slices.Sorted(slices.Values(members)))
-	held := heldBy(ms, holders, n)
+	lists := func(r int) bool { return r < len(listing) && listing[r] }
+	held := heldBy(ms, holders, lists, n)
 	capOf := bounds(ms, held, n)
-	load := keepHeld(out, ms, held, capOf, holders, maxMoves)
+	load := keepHeld(out, ms, held, capOf, holders, lists, maxMoves)
 	placeFree(out, ms, capOf, load)
 	return out
 }
 
 // heldBy returns the ranges of n that each of ms holds (holders[r] is one
-// of ms), each member's best-scored first: the ones it keeps when it holds
-// more than its bound.
-func heldBy(ms, holders []MemberID, n int) map[MemberID][]int {
+// of ms), each member's listed ones first, then its best-scored: the ones
+// it keeps when it holds more than its bound.
+func heldBy(ms, holders []MemberID, lists func(int) bool, n int) map[MemberID][]int {
 	in := make(map[MemberID]bool, len(ms))
 	for _, m := range ms {
 		in[m] = true
@@ -61,10 +69,11 @@ func heldBy(ms, holders []MemberID, n int) map[MemberID][]int {
 			held[holders[r]] = append(held[holders[r]], r)
 		}
 	}
-	// The best-scored of a member's ranges are the ones it keeps.
+	// The listed, then the best-scored of a member's ranges are the ones
+	// it keeps.
 	for m, rs := range held {
 		slices.SortFunc(rs, func(a, b int) int {
-			return cmp.Or(cmp.Compare(score(m, b), score(m, a)), cmp.Compare(a, b))
+			return cmp.Or(cmp.Compare(b2i(lists(b)), b2i(lists(a))), cmp.Compare(score(m, b), score(m, a)), cmp.Compare(a, b))
 		})
 	}
 	return held
@@ -98,15 +107,15 @@ func bounds(ms []MemberID, held map[MemberID][]int, n int) map[MemberID]int {
 }
 
 // keepHeld leaves each member, in out, the ranges it holds within its
-// bound (capOf), and returns each member's load. The surplus moves, by
-// range: with maxMoves > 0 only the first maxMoves of it, the rest staying
-// with its holder over the bound.
-func keepHeld(out []MemberID, ms []MemberID, held map[MemberID][]int, capOf map[MemberID]int, holders []MemberID, maxMoves int) map[MemberID]int {
+// bound (capOf) and those it lists, and returns each member's load. The
+// surplus moves, by range: with maxMoves > 0 only the first maxMoves of
+// it, the rest staying with its holder over the bound.
+func keepHeld(out []MemberID, ms []MemberID, held map[MemberID][]int, capOf map[MemberID]int, holders []MemberID, lists func(int) bool, maxMoves int) map[MemberID]int {
 	load := make(map[MemberID]int, len(ms))
 	var surplus []int // ranges a member holds over its bound, by range
 	for _, m := range ms {
 		for i, r := range held[m] {
-			if i < capOf[m] {
+			if i < capOf[m] || lists(r) {
 				out[r] = m
 				load[m]++
 			} else {
@@ -164,4 +173,11 @@ func byScore(ms []MemberID, r int) {
 	slices.SortFunc(ms, func(a, b MemberID) int {
 		return cmp.Or(cmp.Compare(score(b, r), score(a, r)), cmp.Compare(b, a))
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

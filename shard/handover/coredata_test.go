@@ -29,7 +29,7 @@ import (
 //	                            a new core (testConfig: discovery 1, the
 //	                            simulator's lease timings)
 //	topology ID...              Topology of the members' nodes
-//	hello from=ID [reply] [state=leaving|gone] [active=R,..] [view=ID,..]
+//	hello from=ID [reply] [state=leaving|gone] [active=R,..] [listing=R,..] [view=ID,..]
 //	      [joined=N] [knowsyou] [heardyou] [ranges=N]
 //	acquire from=ID epoch=N ranges=R,..
 //	released from=ID epoch=N ranges=R,.. [record=REC]...
@@ -707,6 +707,9 @@ func helloString(h *handover.Hello, cfg handover.Config) string {
 	if len(h.Active) > 0 {
 		w = append(w, "active="+joinInts(h.Active))
 	}
+	if len(h.Listing) > 0 {
+		w = append(w, "listing="+joinInts(h.Listing))
+	}
 	if len(h.View) > 0 {
 		w = append(w, "view="+joinMembers(h.View))
 	}
@@ -723,7 +726,7 @@ func helloString(h *handover.Hello, cfg handover.Config) string {
 
 func (d *coreDriver) parseHello(a *args) (*handover.Hello, error) {
 	h := &handover.Hello{From: a.member("from"), Ranges: d.cfg.Ranges, HashField: d.cfg.HashField,
-		JoinedAt: int64(a.int("joined")), Active: a.ints("active"), View: a.members("view"),
+		JoinedAt: int64(a.int("joined")), Active: a.ints("active"), Listing: a.ints("listing"), View: a.members("view"),
 		Reply: a.flag("reply"), KnowsYou: a.flag("knowsyou"), HeardYou: a.flag("heardyou")}
 	if _, ok := a.get("ranges"); ok {
 		h.Ranges = a.int("ranges")

@@ -26,8 +26,10 @@ type membership struct {
 
 	view   []MemberID
 	owners []MemberID // per range; nil before the first view
-	// placedView and placedHolders are what owners were placed from.
+	// placedView, placedHolders and placedListing are what owners were
+	// placed from.
 	placedView, placedHolders []MemberID
+	placedListing             []bool
 	// viewAt is the tick the view last changed at.
 	viewAt int
 }
@@ -37,8 +39,9 @@ type peer struct {
 	ok       bool // same settings
 	state    PeerState
 	joinedAt int64
-	// active: the ranges the member said it delivers, in its last Hello.
-	active []int
+	// active, listing: the ranges the member said it delivers, and those
+	// it said it has started and does not deliver yet, in its last Hello.
+	active, listing []int
 	// view: its view, in its last Hello.
 	view []MemberID
 	// excludedAt is the tick since which its view leaves this member out
@@ -160,15 +163,17 @@ func (c *Core) sendHello(to MemberID, reply bool) {
 	case c.leaving || c.failed != "":
 		st = Leaving
 	}
-	var act []int
+	var act, listing []int
 	for r := range c.ranges {
 		switch c.ranges[r].state.(type) {
 		case *active, *deactivating:
 			act = append(act, r)
+		case *syncing, *acquiring, *claiming:
+			listing = append(listing, r)
 		}
 	}
 	c.out.Send(c.addr(to), &Hello{From: c.cfg.Self, Ranges: c.cfg.Ranges, HashField: c.cfg.HashField,
-		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, View: slices.Clone(c.members.view), Reply: reply,
+		JoinedAt: c.cfg.JoinedAt, State: st, Active: act, Listing: listing, View: slices.Clone(c.members.view), Reply: reply,
 		KnowsYou: c.members.knows(to), HeardYou: c.hears(to)})
 }
 
@@ -217,7 +222,7 @@ func (c *Core) hello(m *Hello) {
 	}
 	p.ok = true
 	p.state = m.State
-	p.active = m.Active
+	p.active, p.listing = m.Active, m.Listing
 	p.view = m.View
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
 	if !unreachable(p) {
@@ -337,23 +342,62 @@ func (c *Core) computeView() {
 	}
 	// Place is a pure function of the view and the holders: at rest,
 	// nothing changes and the last owners stand.
-	holders := c.holders()
-	if ms.owners != nil && slices.Equal(view, ms.placedView) && slices.Equal(holders, ms.placedHolders) {
+	holders, listing := c.holders()
+	if ms.owners != nil && slices.Equal(view, ms.placedView) && slices.Equal(holders, ms.placedHolders) && slices.Equal(listing, ms.placedListing) {
 		return
 	}
-	ms.placedView, ms.placedHolders = view, holders
-	owners := Place(view, holders, len(c.ranges), c.cfg.MaxMoves)
+	ms.placedView, ms.placedHolders, ms.placedListing = view, holders, listing
+	owners := Place(view, holders, listing, len(c.ranges), c.cfg.MaxMoves)
 	if !slices.Equal(owners, ms.owners) {
 		ms.owners = owners
 		ms.viewAt = c.ticks
 	}
 }
 
-// holders are each range's holder as this member knows it (holderOf).
-func (c *Core) holders() []MemberID {
+// holders are each range's holder as this member knows it: its
+// deliverer (holderOf), else the member that lists it (listerOf), and
+// whether that holder lists it (nil: none does). A claim in flight counts
+// as listing, as the claimer's Hellos say.
+func (c *Core) holders() ([]MemberID, []bool) {
 	out := make([]MemberID, len(c.ranges))
+	var listing []bool
 	for r := range out {
-		out[r] = c.holderOf(r)
+		h := c.holderOf(r)
+		lists := false
+		if h == "" {
+			h = c.listerOf(r)
+			lists = h != ""
+		} else if h == c.cfg.Self {
+			_, lists = c.ranges[r].state.(*claiming)
+		}
+		if lists {
+			if listing == nil {
+				listing = make([]bool, len(out))
+			}
+			listing[r] = true
+		}
+		out[r] = h
+	}
+	return out, listing
+}
+
+// listerOf is the member that lists range r, which no member delivers, as
+// this member knows it ("" for none): itself, or a current peer by its
+// last Hello (Hello.Listing); of several, as holderOf chooses.
+func (c *Core) listerOf(r int) MemberID {
+	var out MemberID
+	var best uint64
+	switch c.ranges[r].state.(type) {
+	case *syncing, *acquiring, *claiming:
+		out, best = c.cfg.Self, score(c.cfg.Self, r)
+	}
+	for id, p := range c.members.peers {
+		if !slices.Contains(p.listing, r) || !c.members.isCurrent(id) {
+			continue
+		}
+		if s := score(id, r); out == "" || s > best || s == best && out != c.cfg.Self && id < out {
+			out, best = id, s
+		}
 	}
 	return out
 }

@@ -75,6 +75,11 @@ type Hello struct {
 	// Active are the ranges whose handlers the sender calls now: members
 	// place ranges with their holders (sticky placement).
 	Active []int
+	// Listing are the ranges the sender has started and does not deliver
+	// yet (syncing, acquiring, claiming): members place a range that no
+	// member delivers with the member that lists it, and do not move it
+	// while it does (its next owner would list it again).
+	Listing []int
 	// View is the sender's group view. A member that a current peer leaves
 	// out of its view for HealTicks rejoins as a new incarnation (the
 	// peer's provider dropped it and will not take it back).

@@ -111,6 +111,24 @@ var mutants = []mutant{
 		to:   "slices.Equal(view, ms.placedView)",
 	},
 	{
+		name: "a range its holder lists moves as a delivered one does",
+		file: "assign.go",
+		from: "if i < capOf[m] || lists(r) {",
+		to:   "if i < capOf[m] {",
+	},
+	{
+		name: "a member's Hellos do not say what it lists",
+		file: "membership.go",
+		from: "listing = append(listing, r)",
+		to:   "_ = r",
+	},
+	{
+		name: "a member's peers learn of its cold start at its next heartbeat",
+		file: "ranges.go",
+		from: "one that places it first would list it too.\n\t\t\tc.helloDue = true",
+		to:   "one that places it first would list it too.",
+	},
+	{
 		name: "a peer that is not current holds what it said it delivers",
 		file: "membership.go",
 		from: "if !slices.Contains(p.active, r) || !ms.isCurrent(id) {",

@@ -50,7 +50,7 @@ func TestPlaceIsBalancedAndDeterministic(t *testing.T) {
 				holders[r] = "gone"
 			}
 		}
-		got := handover.Place(ms, holders, n, 0)
+		got := handover.Place(ms, holders, nil, n, 0)
 		lo, hi := n, 0
 		sh := shares(got)
 		for _, m := range ms {
@@ -61,11 +61,11 @@ func TestPlaceIsBalancedAndDeterministic(t *testing.T) {
 		}
 		rev := slices.Clone(ms)
 		slices.Reverse(rev)
-		if !slices.Equal(handover.Place(rev, holders, n, 0), got) {
+		if !slices.Equal(handover.Place(rev, holders, nil, n, 0), got) {
 			t.Fatalf("seed %d: the order of members changes the owners", seed)
 		}
 		// Stable: placing again with the owners as holders changes nothing.
-		if again := handover.Place(ms, got, n, 0); !slices.Equal(again, got) {
+		if again := handover.Place(ms, got, nil, n, 0); !slices.Equal(again, got) {
 			t.Fatalf("seed %d: a second placement moves %d ranges", seed, moves(got, again))
 		}
 	}
@@ -78,21 +78,21 @@ func TestPlaceMovesOnlyWhatItMust(t *testing.T) {
 	for seed := range 2000 {
 		n := 1 + rng.IntN(64)
 		ms := ids(fmt.Sprintf("j%d", seed), 1+rng.IntN(8))
-		before := handover.Place(ms, nil, n, 0)
+		before := handover.Place(ms, nil, nil, n, 0)
 		joined := append(slices.Clone(ms), handover.MemberID(fmt.Sprintf("new-%d", seed)))
-		after := handover.Place(joined, before, n, 0)
+		after := handover.Place(joined, before, nil, n, 0)
 		if got, want := moves(before, after), shares(after)[joined[len(joined)-1]]; got != want {
 			t.Fatalf("seed %d: a join moved %d ranges, the newcomer got %d", seed, got, want)
 		}
 		if len(ms) > 1 {
 			leaver := ms[rng.IntN(len(ms))]
 			rest := slices.DeleteFunc(slices.Clone(ms), func(m handover.MemberID) bool { return m == leaver })
-			left := handover.Place(rest, before, n, 0)
+			left := handover.Place(rest, before, nil, n, 0)
 			if got, want := moves(before, left), shares(before)[leaver]; got != want {
 				t.Fatalf("seed %d: a leave moved %d ranges, the leaver had %d", seed, got, want)
 			}
 		}
-		capped := handover.Place(joined, before, n, 2)
+		capped := handover.Place(joined, before, nil, n, 2)
 		if m := moves(before, capped); m > 2 {
 			t.Fatalf("seed %d: %d moves with a cap of 2", seed, m)
 		}
@@ -109,9 +109,9 @@ func TestPlaceMoveCounts(t *testing.T) {
 		const sets = 5000
 		for i := range sets {
 			ms := ids(fmt.Sprintf("%s%d-%d", name, i, rng.IntN(1<<30)), members)
-			before := handover.Place(ms, nil, n, 0)
+			before := handover.Place(ms, nil, nil, n, 0)
 			next := change(ms, i)
-			s := moves(before, handover.Place(next, before, n, 0))
+			s := moves(before, handover.Place(next, before, nil, n, 0))
 			tl.sticky += s
 			tl.max = max(tl.max, s)
 			tl.plain += moves(handover.Assign(ms, n), handover.Assign(next, n))
@@ -136,15 +136,15 @@ func TestPlaceMoveCounts(t *testing.T) {
 	total, worst := 0, 0
 	for i := range 5000 {
 		ms := ids(fmt.Sprintf("roll%d-%d", i, rng.IntN(1<<30)), 3)
-		owners := handover.Place(ms, nil, 16, 0)
+		owners := handover.Place(ms, nil, nil, 16, 0)
 		moved := 0
 		for k := range 3 {
 			ms = append(ms, handover.MemberID(fmt.Sprintf("v2-%d-%d", i, k)))
-			next := handover.Place(ms, owners, 16, 0)
+			next := handover.Place(ms, owners, nil, 16, 0)
 			moved += moves(owners, next)
 			owners = next
 			ms = ms[1:]
-			next = handover.Place(ms, owners, 16, 0)
+			next = handover.Place(ms, owners, nil, 16, 0)
 			moved += moves(owners, next)
 			owners = next
 		}
@@ -167,14 +167,14 @@ func TestPlaceStableWhileMembersStart(t *testing.T) {
 	for seed := range 2000 {
 		n := 1 + rng.IntN(64)
 		ms := ids(fmt.Sprintf("st%d", seed), 1+rng.IntN(9))
-		first := handover.Place(ms, nil, n, 0)
+		first := handover.Place(ms, nil, nil, n, 0)
 		holders := make([]handover.MemberID, n)
 		for r := range holders {
 			if rng.IntN(2) == 0 {
 				holders[r] = first[r]
 			}
 		}
-		if got := handover.Place(ms, holders, n, 1+rng.IntN(4)); !slices.Equal(got, first) {
+		if got := handover.Place(ms, holders, nil, n, 1+rng.IntN(4)); !slices.Equal(got, first) {
 			t.Fatalf("seed %d: %d ranges over %d members, started %v of %v: the placement moves %d ranges (shares then %v)",
 				seed, n, len(ms), shares(holders), shares(first), moves(first, got), shares(got))
 		}

@@ -331,6 +331,9 @@ func (c *Core) startWhenSettled(r int, mine bool) {
 		start := &StartRange{Range: r, Epoch: ri.epoch, From: from}
 		if from == "" {
 			start.Cold = c.coldWhy(r)
+			// The others learn at once that this member lists the range:
+			// one that places it first would list it too.
+			c.helloDue = true
 		}
 		c.out.Send(ToRanges, start)
 	}

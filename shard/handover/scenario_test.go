@@ -258,3 +258,62 @@ func TestRollingUpdateStartsWarm(t *testing.T) {
 		}
 	}
 }
+
+// Members that start one after another list each range once: the first
+// forms a group alone and lists every range, the others join while its
+// lists go on (none of them has synced when they start; the rest sync at
+// random among the joins' messages). A range that a member lists stays
+// with it until it delivers the range, and then moves as a copy of its
+// cache: 16 cold starts in all, none by the members that joined.
+func TestStaggeredStartListsEachRangeOnce(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := range seeds {
+		w := newWorld(t, 16)
+		w.fifo = true
+		rng := rand.New(rand.NewPCG(uint64(seed), 12))
+		w.exec("start m1")
+		// m1 forms alone and starts every range; no list ends meanwhile.
+		for round := 0; round < 50 && len(w.starts) < 16 && len(w.errs) == 0; round++ {
+			for range 200 {
+				if line := w.random(rng, false); !strings.HasPrefix(line, "effect") {
+					w.exec(line)
+				}
+			}
+			w.exec("advance 200")
+			w.exec("topo m1")
+			w.exec("leases m1")
+		}
+		if len(w.starts) != 16 {
+			t.Fatalf("seed %d: m1 started %d ranges alone, not 16: %s\nscript: %s", seed, len(w.starts), strings.Join(w.errs, "\n"), w.script())
+		}
+		w.exec("start m2")
+		w.exec("start m3")
+		if !w.quiesce(rng) && len(w.errs) == 0 {
+			w.failf("no quiescence:\n%s", w.dump())
+		}
+		if len(w.errs) == 0 {
+			w.checkQuiet()
+		}
+		if len(w.errs) > 0 {
+			t.Fatalf("seed %d: %s\nscript: %s", seed, strings.Join(w.errs, "\n"), w.script())
+		}
+		cold := 0
+		for _, s := range w.starts {
+			if s.from == "" {
+				cold++
+				if s.member.Node() != "m1" {
+					t.Errorf("seed %d: %s started range %d cold (%s)", seed, s.member, s.r, s.why)
+				}
+			}
+		}
+		if cold != 16 {
+			t.Errorf("seed %d: %d cold starts, not 16", seed, cold)
+		}
+		if t.Failed() {
+			t.Fatalf("seed %d: script: %s", seed, w.script())
+		}
+	}
+}

@@ -43,8 +43,11 @@ type Hello struct {
 	Protocol int32 `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	// The sender's topology has the receiver's node (knows_you), and the
 	// sender heard the receiver lately (heard_you): handover.Hello.
-	KnowsYou      bool `protobuf:"varint,18,opt,name=knows_you,json=knowsYou,proto3" json:"knows_you,omitempty"`
-	HeardYou      bool `protobuf:"varint,19,opt,name=heard_you,json=heardYou,proto3" json:"heard_you,omitempty"`
+	KnowsYou bool `protobuf:"varint,18,opt,name=knows_you,json=knowsYou,proto3" json:"knows_you,omitempty"`
+	HeardYou bool `protobuf:"varint,19,opt,name=heard_you,json=heardYou,proto3" json:"heard_you,omitempty"`
+	// The ranges the sender has started and does not deliver yet:
+	// handover.Hello.Listing.
+	Listing       []int32 `protobuf:"varint,20,rep,packed,name=listing,proto3" json:"listing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +171,13 @@ func (x *Hello) GetHeardYou() bool {
 		return x.HeardYou
 	}
 	return false
+}
+
+func (x *Hello) GetListing() []int32 {
+	if x != nil {
+		return x.Listing
+	}
+	return nil
 }
 
 // Probe asks a member for its settings (answered with a Hello that is a
@@ -739,7 +749,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x16actorinformer.shard.v1\"\xe7\x02\n" +
+	"\vshard.proto\x12\x16actorinformer.shard.v1\"\x81\x03\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x16\n" +
@@ -755,7 +765,8 @@ const file_shard_proto_rawDesc = "" +
 	" \x03(\tR\x04view\x12\x1a\n" +
 	"\bprotocol\x18\v \x01(\x05R\bprotocol\x12\x1b\n" +
 	"\tknows_you\x18\x12 \x01(\bR\bknowsYou\x12\x1b\n" +
-	"\theard_you\x18\x13 \x01(\bR\bheardYouJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12\"\x1d\n" +
+	"\theard_you\x18\x13 \x01(\bR\bheardYou\x12\x18\n" +
+	"\alisting\x18\x14 \x03(\x05R\alistingJ\x04\b\f\x10\rJ\x04\b\r\x10\x0eJ\x04\b\x0e\x10\x0fJ\x04\b\x0f\x10\x10J\x04\b\x10\x10\x11J\x04\b\x11\x10\x12\"\x1d\n" +
 	"\x05Probe\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"Z\n" +
 	"\x06Reject\x12\x14\n" +
