@@ -613,7 +613,7 @@ func (io *memberIO) perform(ctx actor.Context, e *effect) {
 func helloFromWire(m *shardpb.Hello) *handover.Hello {
 	settings := m.HashField + ";protocol=" + strconv.Itoa(int(m.Protocol))
 	h := &handover.Hello{From: handover.MemberID(m.From), Ranges: int(m.Ranges), HashField: settings,
-		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints[int](m.Active), View: ids[handover.MemberID](m.View), Reply: m.Reply}
+		JoinedAt: m.JoinedAt, State: handover.PeerState(m.State), Active: ints[int](m.Active), Listing: ints[int](m.Listing), View: ids[handover.MemberID](m.View), Reply: m.Reply}
 	h.KnowsYou, h.HeardYou = m.KnowsYou, m.HeardYou
 	return h
 }
@@ -622,7 +622,7 @@ func toWire(group string, to handover.MemberID, body any) any {
 	switch m := body.(type) {
 	case *handover.Hello:
 		out := &shardpb.Hello{Group: group, To: string(to), From: string(m.From), Ranges: int32(m.Ranges), HashField: strings.SplitN(m.HashField, ";", 2)[0],
-			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: ints[int32](m.Active), View: ids[string](m.View), Reply: m.Reply}
+			Protocol: protocolVersion, JoinedAt: m.JoinedAt, State: int32(m.State), Active: ints[int32](m.Active), Listing: ints[int32](m.Listing), View: ids[string](m.View), Reply: m.Reply}
 		out.KnowsYou, out.HeardYou = m.KnowsYou, m.HeardYou
 		return out
 	case *handover.Reject:

@@ -14,7 +14,7 @@ import (
 // A Hello crosses the wire whole.
 func TestHelloRoundTrip(t *testing.T) {
 	in := &handover.Hello{From: "a#1", Ranges: 16, HashField: "uid;protocol=" + strconv.Itoa(protocolVersion),
-		JoinedAt: 7, State: handover.Leaving, Active: []int{2, 5},
+		JoinedAt: 7, State: handover.Leaving, Active: []int{2, 5}, Listing: []int{1, 9},
 		View: []handover.MemberID{"a#1", "b#2"}, Reply: true, KnowsYou: true}
 	w, ok := toWire("g", "b#2", in).(*shardpb.Hello)
 	if !ok {
