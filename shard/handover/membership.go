@@ -385,14 +385,49 @@ func (c *Core) holders() ([]MemberID, []bool) {
 // this member knows it ("" for none): itself, or a current peer by its
 // last Hello (Hello.Listing); of several, as holderOf chooses.
 func (c *Core) listerOf(r int) MemberID {
-	var out MemberID
-	var best uint64
+	self := false
 	switch c.ranges[r].state.(type) {
 	case *syncing, *acquiring, *claiming:
+		self = true
+	}
+	return c.bestOf(r, self, func(p *peer) []int { return p.listing })
+}
+
+// holderOf is range r's holder as this member knows it ("" for none): the
+// member that delivers it (itself, or a current peer by its last Hello);
+// of several, as bestOf chooses. Else the member the range's last release
+// was for (itself too: every member counts it alike), while it is current
+// and no other member claimed the range since: without that, members that
+// saw the release or the claim and not yet the new deliverer's Hello would
+// place the range elsewhere, and start it with no holder to copy it from.
+func (c *Core) holderOf(r int) MemberID {
+	self := false
+	switch c.ranges[r].state.(type) {
+	case *active, *deactivating, *claiming:
+		self = true
+	}
+	if out := c.bestOf(r, self, func(p *peer) []int { return p.active }); out != "" {
+		return out
+	}
+	if rec := c.ranges[r].rec; rec.Next != "" && (rec.Holder == "" || rec.Holder == rec.Next) && (rec.Next == c.cfg.Self || c.members.isCurrent(rec.Next)) {
+		return rec.Next
+	}
+	return ""
+}
+
+// bestOf is, of this member (self) and the current peers whose last Hello
+// has range r in the ranges said gives, the one with the highest
+// rendezvous score for r (of equal scores, itself, then the lowest id);
+// "" for none.
+func (c *Core) bestOf(r int, self bool, said func(*peer) []int) MemberID {
+	ms := &c.members
+	var out MemberID
+	var best uint64
+	if self {
 		out, best = c.cfg.Self, score(c.cfg.Self, r)
 	}
-	for id, p := range c.members.peers {
-		if !slices.Contains(p.listing, r) || !c.members.isCurrent(id) {
+	for id, p := range ms.peers {
+		if !slices.Contains(said(p), r) || !ms.isCurrent(id) {
 			continue
 		}
 		if s := score(id, r); out == "" || s > best || s == best && out != c.cfg.Self && id < out {
@@ -400,39 +435,6 @@ func (c *Core) listerOf(r int) MemberID {
 		}
 	}
 	return out
-}
-
-// holderOf is range r's holder as this member knows it ("" for none): the
-// member that delivers it (itself, or a current peer by its last Hello);
-// of several, the one with the highest rendezvous score (of equal scores,
-// itself, then the lowest id). Else the member the range's last release
-// was for (itself too: every member counts it alike), while it is current
-// and no other member claimed the range since: without that, members that
-// saw the release or the claim and not yet the new deliverer's Hello would
-// place the range elsewhere, and start it with no holder to copy it from.
-func (c *Core) holderOf(r int) MemberID {
-	ms := &c.members
-	var out MemberID
-	var best uint64
-	switch c.ranges[r].state.(type) {
-	case *active, *deactivating, *claiming:
-		out, best = c.cfg.Self, score(c.cfg.Self, r)
-	}
-	for id, p := range ms.peers {
-		if !slices.Contains(p.active, r) || !ms.isCurrent(id) {
-			continue
-		}
-		if s := score(id, r); out == "" || s > best || s == best && out != c.cfg.Self && id < out {
-			out, best = id, s
-		}
-	}
-	if out != "" {
-		return out
-	}
-	if rec := c.ranges[r].rec; rec.Next != "" && (rec.Holder == "" || rec.Holder == rec.Next) && (rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {
-		return rec.Next
-	}
-	return ""
 }
 
 func (c *Core) owner(r int) MemberID { return c.members.owners[r] }

@@ -129,10 +129,10 @@ var mutants = []mutant{
 		to:   "one that places it first would list it too.",
 	},
 	{
-		name: "a peer that is not current holds what it said it delivers",
+		name: "a peer that is not current holds what it said it delivers or lists",
 		file: "membership.go",
-		from: "if !slices.Contains(p.active, r) || !ms.isCurrent(id) {",
-		to:   "if !slices.Contains(p.active, r) {",
+		from: "if !slices.Contains(said(p), r) || !ms.isCurrent(id) {",
+		to:   "if !slices.Contains(said(p), r) {",
 	},
 	{
 		name: "a release whose write failed is answered",
@@ -318,13 +318,13 @@ var mutants = []mutant{
 	{
 		name: "a release for this member does not place the range with it",
 		file: "membership.go",
-		from: "(rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {",
-		to:   "(rec.Next != c.cfg.Self && ms.isCurrent(rec.Next)) {",
+		from: "(rec.Next == c.cfg.Self || c.members.isCurrent(rec.Next)) {",
+		to:   "(rec.Next != c.cfg.Self && c.members.isCurrent(rec.Next)) {",
 	},
 	{
 		name: "a release's next places the range though it is not current",
 		file: "membership.go",
-		from: "(rec.Next == c.cfg.Self || ms.isCurrent(rec.Next)) {",
+		from: "(rec.Next == c.cfg.Self || c.members.isCurrent(rec.Next)) {",
 		to:   "(rec.Next == c.cfg.Self || true) {",
 	},
 	{
