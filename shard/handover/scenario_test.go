@@ -13,14 +13,15 @@ import (
 // settle delivers everything and checks promise 2.
 func settle(t *testing.T, w *world) {
 	t.Helper()
-	if !w.quiesce(rand.New(rand.NewPCG(7, 7))) && len(w.errs) == 0 {
-		w.failf("no quiescence:\n%s", w.dump())
-	}
-	if len(w.errs) == 0 {
-		w.checkQuiet()
-	}
-	if len(w.errs) > 0 {
-		t.Fatalf("%s\nscript: %s", strings.Join(w.errs, "\n"), w.script())
+	settleWith(t, w, rand.New(rand.NewPCG(7, 7)), "")
+}
+
+// settleWith is settle with rng's order of deliveries; a failure's
+// message begins with prefix.
+func settleWith(t *testing.T, w *world, rng *rand.Rand, prefix string) {
+	t.Helper()
+	if w.quiet(rng); len(w.errs) > 0 {
+		t.Fatalf("%s%s\nscript: %s", prefix, strings.Join(w.errs, "\n"), w.script())
 	}
 }
 
@@ -227,15 +228,7 @@ func TestRollingUpdateStartsWarm(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 11))
 		quiet := func() {
 			t.Helper()
-			if !w.quiesce(rng) && len(w.errs) == 0 {
-				w.failf("no quiescence:\n%s", w.dump())
-			}
-			if len(w.errs) == 0 {
-				w.checkQuiet()
-			}
-			if len(w.errs) > 0 {
-				t.Fatalf("seed %d: %s\nscript: %s", seed, strings.Join(w.errs, "\n"), w.script())
-			}
+			settleWith(t, w, rng, fmt.Sprintf("seed %d: ", seed))
 		}
 		for _, n := range []string{"m1", "m2", "m3"} {
 			w.exec("start " + n)
@@ -291,15 +284,7 @@ func TestStaggeredStartListsEachRangeOnce(t *testing.T) {
 		}
 		w.exec("start m2")
 		w.exec("start m3")
-		if !w.quiesce(rng) && len(w.errs) == 0 {
-			w.failf("no quiescence:\n%s", w.dump())
-		}
-		if len(w.errs) == 0 {
-			w.checkQuiet()
-		}
-		if len(w.errs) > 0 {
-			t.Fatalf("seed %d: %s\nscript: %s", seed, strings.Join(w.errs, "\n"), w.script())
-		}
+		settleWith(t, w, rng, fmt.Sprintf("seed %d: ", seed))
 		cold := 0
 		for _, s := range w.starts {
 			if s.from == "" {

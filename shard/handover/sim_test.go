@@ -1497,14 +1497,22 @@ func runSeedWith(t testing.TB, seed int, steps int, gentle bool, set faultSet) *
 			return w
 		}
 	}
+	if w.quiet(rng); len(w.errs) == 0 {
+		w.checkResumes()
+	}
+	return w
+}
+
+// quiet delivers everything in rng's order and heals every fault
+// (quiesce), then checks promise 2 (checkQuiet); a world that does not
+// quiesce fails.
+func (w *world) quiet(rng *rand.Rand) {
 	if !w.quiesce(rng) && len(w.errs) == 0 {
 		w.failf("no quiescence after 400 rounds:\n%s", w.dump())
 	}
 	if len(w.errs) == 0 {
 		w.checkQuiet()
-		w.checkResumes()
 	}
-	return w
 }
 
 // dump describes every running member's state.
@@ -1647,11 +1655,7 @@ func runScript(t testing.TB, text string) *world {
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	if !w.quiesce(rng) && len(w.errs) == 0 {
-		w.failf("no quiescence:\n%s", w.dump())
-	}
-	if len(w.errs) == 0 {
-		w.checkQuiet()
+	if w.quiet(rng); len(w.errs) == 0 {
 		w.checkResumes()
 	}
 	return w
