@@ -115,8 +115,7 @@ func (s *Sharded) NewCache(config *rest.Config, opts cache.Options) (cache.Cache
 		return nil, errors.New("ctrlruntime: the cache made no informer of the sharded kinds")
 	}
 	// Hears which ranges this member delivers, for Reconciler.
-	if _, err := first.AddEventHandler(shard.OwnershipFuncs{ResourceEventHandler: toolscache.ResourceEventHandlerFuncs{},
-		AcquireFunc: s.acquired, ReleaseFunc: s.released}); err != nil {
+	if _, err := first.AddOwnershipHandler(shard.OwnershipFuncs{AcquireFunc: s.acquired, ReleaseFunc: s.released}); err != nil {
 		return nil, err
 	}
 	return c, nil

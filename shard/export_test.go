@@ -14,3 +14,17 @@ func RunningRangeInformers(s *Informer) int {
 	}
 	return n
 }
+
+// RangeListeners is, for tests, how many handlers are attached to the
+// running range informers of this member, summed over them.
+func RangeListeners(s *Informer) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for kr := range s.live {
+		if !kr.retired {
+			n += len(kr.attached)
+		}
+	}
+	return n
+}

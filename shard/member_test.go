@@ -439,6 +439,103 @@ func TestHandlerCallsTheInformer(t *testing.T) {
 	}
 }
 
+// An ownership handler hears which ranges the member delivers, in order
+// with the other handlers' calls (OnAcquire before a range's first call,
+// OnRelease after its last), and no range's informer gets a listener for
+// it.
+func TestOwnershipHandlerGetsNoListener(t *testing.T) {
+	src := newMemServer()
+	for i := range 40 {
+		src.create(fmt.Sprintf("o%d", i))
+	}
+	c, prov := startCluster(newGroup(t, nil).agent)
+	defer stopCluster(c, prov)
+	inf, err := shard.New(c, "configmaps", src, &corev1.ConfigMap{}, append(testLeases(), shard.WithRanges(8),
+		shard.WithInformerOptions(actors.WithLogger(slog.New(slog.DiscardHandler))))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []string
+	note := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, fmt.Sprintf(format, args...))
+	}
+	ownership := func(who string) shard.OwnershipFuncs {
+		return shard.OwnershipFuncs{
+			AcquireFunc: func(r shard.Range, _ uint64) { note("%s acquire %d", who, r.Index) },
+			ReleaseFunc: func(r shard.Range) { note("%s release %d", who, r.Index) },
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		r, err := inf.RangeOf(obj)
+		if err != nil {
+			t.Error(err)
+		}
+		note("handler add %d", r.Index)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	own, err := inf.AddOwnershipHandler(ownership("early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inf.AddOwnershipHandler(nil); err == nil {
+		t.Error("AddOwnershipHandler(nil) took it")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inf.RunWithContext(ctx) }()
+	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced, own.HasSynced) {
+		t.Fatal("not synced")
+	}
+	eventually(t, 10*time.Second, "every range delivered", func() string {
+		if n := len(inf.Ranges()); n != 8 {
+			return fmt.Sprintf("%d ranges", n)
+		}
+		return ""
+	})
+	if _, err := inf.AddOwnershipHandler(ownership("late")); err != nil {
+		t.Fatal(err)
+	}
+	if n := shard.RangeListeners(inf); n != 8 {
+		t.Errorf("%d listeners on the range informers, want 8: the event handler's only", n)
+	}
+	if hs := inf.Stats().Handlers; len(hs) != 1 {
+		t.Errorf("Stats lists %d handlers, want the event handler alone: %+v", len(hs), hs)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for r := range 8 {
+		at := func(e string) []int {
+			var is []int
+			for i, got := range events {
+				if got == fmt.Sprintf(e, r) {
+					is = append(is, i)
+				}
+			}
+			return is
+		}
+		adds := at("handler add %d")
+		for _, who := range []string{"early", "late"} {
+			acq, rel := at(who+" acquire %d"), at(who+" release %d")
+			if len(acq) != 1 || len(rel) != 1 {
+				t.Fatalf("range %d: %s heard %d acquires and %d releases, want 1 each: %q", r, who, len(acq), len(rel), events)
+			}
+			if len(adds) > 0 && (who == "early" && acq[0] > adds[0] || rel[0] < adds[len(adds)-1]) {
+				t.Errorf("range %d: %s's acquire at %d, release at %d, the handler's adds at %v", r, who, acq[0], rel[0], adds)
+			}
+		}
+	}
+}
+
 // checkView checks the view over the delivered ranges' caches: its length,
 // List and ListKeys agree, and each of them allocates its one slice.
 func checkView(t *testing.T, ix cache.Indexer, want int) {

@@ -877,37 +877,40 @@ func (s *Informer) publishNow() {
 // detachAll removes every handler of every kind from a range: no call
 // starts after it returns, and the calls in flight have ended; then the
 // ownership handlers hear OnRelease, after every kind's last call.
+// Every handler that heard OnAcquire hears it, attached or not (an
+// ownership handler's, or one whose attach the stop overtook).
 func detachAll(ri *rangeInformer) {
 	ri.stopDelivering()
-	var waits []*registration
 	for _, kr := range ri.kinds {
-		waits = append(waits, kr.detach()...)
+		kr.detach()
 	}
-	for _, reg := range waits {
-		reg.released(ri.r)
+	for _, kr := range ri.kinds {
+		kr.k.mu.Lock()
+		regs := slices.Collect(maps.Keys(kr.k.regs))
+		kr.k.mu.Unlock()
+		for _, reg := range regs {
+			reg.released(ri.r)
+		}
 	}
 }
 
 // detach removes every handler from a kind's informer of the range, and
-// returns them once their calls in flight have ended.
-func (kr *kindRange) detach() []*registration {
+// returns once their calls in flight have ended.
+func (kr *kindRange) detach() {
 	k := kr.k
 	k.mu.Lock()
-	var waits []*registration
 	var chans []<-chan struct{}
-	for reg, a := range kr.attached {
+	for _, a := range kr.attached {
 		_ = kr.inf.RemoveEventHandler(a.rreg)
 		if sc, ok := a.rreg.(actors.Registration); ok {
 			chans = append(chans, sc.ShutdownChan())
 		}
-		waits = append(waits, reg)
 	}
 	clear(kr.attached)
 	k.mu.Unlock()
 	for _, ch := range chans {
 		<-ch
 	}
-	return waits
 }
 
 func (s *Informer) recordHandover(h Handover) {

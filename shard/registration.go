@@ -106,7 +106,7 @@ func (s *Informer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, opti
 	if h == nil {
 		return nil, errors.New("shard: nil event handler")
 	}
-	return s.add(h, options)
+	return s.add(h, nil, options)
 }
 
 // AddContextEventHandler adds a handler whose calls get a context carrying
@@ -116,23 +116,37 @@ func (s *Informer) AddContextEventHandler(h actors.ContextEventHandler) (cache.R
 	if h == nil {
 		return nil, errors.New("shard: nil event handler")
 	}
-	return s.add(h, cache.HandlerOptions{})
+	return s.add(h, nil, cache.HandlerOptions{})
 }
 
-func (s *Informer) add(h any, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+// AddOwnershipHandler adds a handler that hears only which ranges this
+// member delivers: OnAcquire before any handler's first call of a range,
+// OnRelease after every handler's last call of it and before the range's
+// record is released (a callback that blocks holds the release back). It
+// is given no objects: no range's informer gets a listener for it.
+func (s *Informer) AddOwnershipHandler(h OwnershipHandler) (cache.ResourceEventHandlerRegistration, error) {
+	if h == nil {
+		return nil, errors.New("shard: nil ownership handler")
+	}
+	return s.add(nil, h, cache.HandlerOptions{})
+}
+
+func (s *Informer) add(h any, own OwnershipHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	reg := &registration{s: s, h: h, options: options, shutdown: make(chan struct{}), acquired: map[int]bool{}}
-	own, _ := actors.UnwrapHandler(h).(OwnershipHandler)
-	if own == nil {
-		own, _ = h.(OwnershipHandler)
+	if h != nil {
+		own, _ = actors.UnwrapHandler(h).(OwnershipHandler)
+		if own == nil {
+			own, _ = h.(OwnershipHandler)
+		}
+		probe, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler { return inner })
+		if err != nil {
+			return nil, err
+		}
+		if n, ok := probe.(actors.Named); ok {
+			reg.name = n.HandlerName()
+		}
 	}
 	reg.own = own
-	probe, err := actors.WrapHandler(h, func(inner actors.ContextEventHandler) actors.ContextEventHandler { return inner })
-	if err != nil {
-		return nil, err
-	}
-	if n, ok := probe.(actors.Named); ok {
-		reg.name = n.HandlerName()
-	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -175,6 +189,12 @@ func (s *Informer) acquire(reg *registration, ri *rangeInformer) bool {
 // handler. acquired: reg heard OnAcquire for it just now (acquire), and
 // hears OnRelease here if the range stopped being delivered meanwhile.
 func (s *Informer) attach(reg *registration, kr *kindRange, gone []handover.ObjectRef, acquired bool) {
+	if reg.h == nil { // AddOwnershipHandler's: it hears OnRelease from detachAll
+		if acquired && !kr.ri.delivering.Load() {
+			reg.released(kr.ri.r)
+		}
+		return
+	}
 	if reg.removed.Load() || !kr.ri.delivering.Load() {
 		if acquired {
 			reg.released(kr.ri.r)
@@ -347,6 +367,9 @@ func (reg *registration) HasSynced() bool {
 	reg.s.mu.Lock()
 	defer reg.s.mu.Unlock()
 	for _, ri := range *reg.s.delivered.Load() {
+		if reg.h == nil {
+			break // an ownership handler heard OnAcquire as it was added
+		}
 		a, ok := ri.of(reg.s).attached[reg]
 		if !ok || !a.rreg.HasSynced() {
 			return false

@@ -12,7 +12,7 @@ import (
 // ranges come and go. QueueBacklog is that of the running range informers;
 // CacheSize counts the objects of the delivered ranges (GetIndexer's);
 // Reflector is the zero value (each range has its own). Handlers lists the
-// handlers in the order they were added: Delivered and Panics count their
+// handlers in the order they were added (not the ownership handlers): Delivered and Panics count their
 // calls on every range since they were added, Backlog the notifications
 // waiting in the running ranges' listeners now.
 func (s *Informer) Stats() actors.Stats {
@@ -36,6 +36,9 @@ func (s *Informer) Stats() actors.Stats {
 		}
 	}
 	for _, reg := range slices.SortedFunc(maps.Keys(s.regs), func(a, b *registration) int { return a.seq - b.seq }) {
+		if reg.h == nil {
+			continue // an ownership handler, given no objects
+		}
 		st.Handlers = append(st.Handlers, actors.HandlerStats{
 			Name: reg.name, Delivered: reg.calls.Load(), Panics: reg.panics.Load(), Backlog: backlog[reg.name],
 		})
