@@ -1,8 +1,14 @@
 package shard
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +141,26 @@ func TestLeaseReleaseRevokeAndCheck(t *testing.T) {
 	b.deleteStale(ctx, stale.Name, stale.Version)
 	if _, err := cs.CoordinationV1().Leases("default").Get(ctx, stale.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("%s after its delete: %v, want not found", stale.Name, err)
+	}
+}
+
+// A request's warning names the line that made it, not warn's, and says
+// nothing once the incarnation ends.
+func TestWarnNamesItsCaller(t *testing.T) {
+	var buf bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	inc := &incarnation{ctx: ctx, log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{AddSource: true}))}
+	_, _, line, _ := runtime.Caller(0)
+	inc.warn(errors.New("boom"), "the lease write failed", "of", "m1")
+	want := fmt.Sprintf("lease_internal_test.go:%d", line+1)
+	if out := buf.String(); !strings.Contains(out, want) || !strings.Contains(out, "err=boom") || !strings.Contains(out, "of=m1") {
+		t.Errorf("logged %q, want the source %s, of=m1 and err=boom", out, want)
+	}
+	buf.Reset()
+	inc.warn(nil, "no error")
+	cancel()
+	inc.warn(errors.New("late"), "after the end")
+	if buf.Len() > 0 {
+		t.Errorf("logged %q without an error or after the end", buf.String())
 	}
 }

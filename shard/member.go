@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -727,9 +728,14 @@ func (io *memberIO) leaseEffect(body any) {
 // warn logs a request's error (args, then err), unless the incarnation is
 // ending: that cancels its requests.
 func (inc *incarnation) warn(err error, msg string, args ...any) {
-	if err != nil && inc.ctx.Err() == nil {
-		inc.log.Warn(msg, append(args, "err", err)...)
+	if err == nil || inc.ctx.Err() != nil || !inc.log.Enabled(inc.ctx, slog.LevelWarn) {
+		return
 	}
+	var pc [1]uintptr
+	runtime.Callers(2, pc[:]) // the caller's line, not this one's, in the log
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, pc[0])
+	r.Add(append(args, "err", err)...)
+	_ = inc.log.Handler().Handle(inc.ctx, r)
 }
 
 // request makes one of the core's API requests off the actor, and hands
