@@ -36,6 +36,7 @@ func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 	}
 	peers := &shell.Peers{}
 	peers.Set(stage.ToQueue, queue)
+	direct := &shell.Direct{}
 	return shell.Props(shell.Config[Input]{
 		Stage:     stage.Reflector,
 		Core:      r.NewMachine(),
@@ -43,8 +44,9 @@ func (r *Reflector) Props(queue *actor.PID) *actor.Props {
 		Peers:     peers,
 		Clock:     r.clock,
 		Telemetry: r.tel,
-		Env:       func(ctx actor.Context) shell.Env { return r.newSource(ctx) },
+		Env:       func(ctx actor.Context) shell.Env { return r.newSource(ctx, direct) },
 		GrowStack: true,
+		Direct:    direct,
 	})
 }
 
@@ -66,6 +68,7 @@ type source struct {
 	runCtx    context.Context
 	cancelRun context.CancelFunc
 	cancelOp  context.CancelFunc // the running list or watch
+	direct    *shell.Direct      // the actor's mailbox, for the watch reader
 
 	// mu guards abandoned, which Stop sets: from then on the goroutines
 	// send nothing and none starts reading a watch.
@@ -84,12 +87,12 @@ type source struct {
 // 10 s timeout for stopping an actor.
 const callGrace = time.Second
 
-func (r *Reflector) newSource(ctx actor.Context) *source {
+func (r *Reflector) newSource(ctx actor.Context, direct *shell.Direct) *source {
 	parent := r.cfg.Context
 	if parent == nil {
 		parent = context.Background()
 	}
-	s := &source{r: r, root: ctx.ActorSystem().Root, self: ctx.Self()}
+	s := &source{r: r, root: ctx.ActorSystem().Root, self: ctx.Self(), direct: direct}
 	s.runCtx, s.cancelRun = context.WithCancel(parent)
 	return s
 }
@@ -262,7 +265,9 @@ func (s *source) runWatch(ctx context.Context, req WatchRequest) {
 	cur, spare := newWatchEvents(req.Gen, back), newWatchEvents(req.Gen, back)
 	for {
 		if len(cur.Events) > 0 && spare != nil {
-			s.root.Send(s.self, cur)
+			if s.direct == nil || !s.direct.Post(cur, r.slow(time.Now(), len(cur.Events))) {
+				s.root.Send(s.self, cur)
+			}
 			cur, spare = spare, nil
 			continue
 		}
@@ -298,6 +303,31 @@ type watchReader struct {
 	ch    <-chan watch.Event
 	max   int  // events per batch
 	stamp bool // set WatchEvents.At
+	// window began at the start of the current millisecond's count of
+	// events, n; fast is whether the one before had more than slowEvents.
+	window time.Time
+	n      int
+	fast   bool
+}
+
+// slowEvents is how many events a millisecond may bring for the reader
+// to run the actor's passes itself (Direct): one every 15 µs or more,
+// about three times as long as a pass of one event takes to reach the
+// handlers. Faster, a pass run by the reader would hold it from reading
+// what comes in meanwhile, and the next batch would be smaller: the
+// actor then runs on a goroutine of its own, and the reader fills the
+// next batch as the actor takes one.
+const slowEvents = 64
+
+// slow counts a batch of n events about to go to the actor at now, and
+// reports whether the events come slowly enough for the reader to run its
+// pass.
+func (r *watchReader) slow(now time.Time, n int) bool {
+	if now.Sub(r.window) >= time.Millisecond {
+		r.fast, r.window, r.n = r.n > slowEvents, now, 0
+	}
+	r.n += n
+	return !r.fast && r.n <= slowEvents
 }
 
 // take appends ev to b, then what is already waiting, without blocking,

@@ -106,3 +106,29 @@ func TestWatchReaderOneBatchWithTheActor(t *testing.T) {
 	}
 	<-done
 }
+
+// The reader runs the actor's pass itself while a millisecond brings at
+// most slowEvents events, and hands batches over for the millisecond after
+// one that brought more.
+func TestWatchReaderRunsThePassOnlyWhileEventsComeSlowly(t *testing.T) {
+	var r watchReader
+	at := time.Unix(1000, 0)
+	for i := range slowEvents {
+		if !r.slow(at.Add(time.Duration(i)*time.Microsecond), 1) {
+			t.Fatalf("event %d of a millisecond not run by the reader", i+1)
+		}
+	}
+	if r.slow(at.Add(100*time.Microsecond), 1) {
+		t.Fatalf("event %d of a millisecond run by the reader", slowEvents+1)
+	}
+	next := at.Add(time.Millisecond)
+	if r.slow(next, 1) || r.slow(next.Add(500*time.Microsecond), 1) {
+		t.Fatal("the millisecond after a fast one run by the reader")
+	}
+	if !r.slow(next.Add(2*time.Millisecond), 1) {
+		t.Fatal("a batch after a slow millisecond not run by the reader")
+	}
+	if r.slow(next.Add(4*time.Millisecond), slowEvents+1) {
+		t.Fatal("a batch of more than slowEvents run by the reader")
+	}
+}

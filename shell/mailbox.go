@@ -41,6 +41,8 @@ type mailbox struct {
 	// growStack is set for Config.GrowStack: each pass begins with
 	// growStack.
 	growStack bool
+	// direct is Config.Direct, told of the mailbox once it can run passes.
+	direct *Direct
 }
 
 const (
@@ -48,13 +50,87 @@ const (
 	running
 )
 
-func newMailbox() actor.Mailbox { return &mailbox{} }
-
 // newHandOverMailbox is the mailbox of an actor with Config.RunOnSender.
 func newHandOverMailbox() actor.Mailbox { return &mailbox{handOver: true} }
 
-// newGrowStackMailbox is the mailbox of an actor with Config.GrowStack.
-func newGrowStackMailbox() actor.Mailbox { return &mailbox{growStack: true} }
+// Direct lets a goroutine of an actor's own Env post to the actor's
+// mailbox and, when the actor is idle, run the pass itself rather than
+// wake a new goroutine for it (Config.Direct): the reflector's watch
+// reader, when an event came after it had waited for one. The pass it
+// runs takes user messages only: a system message (a stop, a restart,
+// a failure's suspension), or more than a pass's throughput of
+// messages, hands the rest of the pass to a new goroutine at once, so
+// that an Env's Stop, which may wait for that very goroutine, never runs
+// on it. One actor per Direct.
+type Direct struct {
+	mb atomic.Pointer[mailbox]
+}
+
+// Post posts msg to the actor's mailbox; if the actor is idle and run is
+// true, it runs the pass on the calling goroutine, as far as the rules
+// above let it. It reports false, posting nothing, before the actor has
+// started: send msg as usual then.
+func (d *Direct) Post(msg any, run bool) bool {
+	m := d.mb.Load()
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+	m.userCount.Add(1)
+	if !m.status.CompareAndSwap(idle, running) {
+		return true
+	}
+	if !run {
+		m.dispatcher.Schedule(m.process)
+		return true
+	}
+	for !m.runUser() {
+		m.status.Store(idle)
+		if !m.pending() || !m.status.CompareAndSwap(idle, running) {
+			break
+		}
+	}
+	return true
+}
+
+// runUser is run for a Direct's own pass: it hands the pass to a new
+// goroutine (true) as soon as a system message waits or the pass has taken
+// its throughput of messages, and otherwise runs it until no message is
+// left (false).
+func (m *mailbox) runUser() (handedOver bool) {
+	for i := 0; m.userCount.Load() > 0 && !m.suspended.Load(); i++ {
+		if m.sysCount.Load() > 0 || i >= m.dispatcher.Throughput() {
+			go m.process()
+			return true
+		}
+		if !m.invokeUser() {
+			break
+		}
+	}
+	if m.sysCount.Load() > 0 {
+		go m.process()
+		return true
+	}
+	return false
+}
+
+// invokeUser takes one user message and has the actor take it, escalating
+// a panic as run does; false when none was left.
+func (m *mailbox) invokeUser() bool {
+	msg := m.pop(&m.user, &m.userCount)
+	if msg == nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	m.invoker.InvokeUserMessage(msg)
+	return true
+}
 
 func (m *mailbox) PostUserMessage(msg any) {
 	m.mu.Lock()
@@ -75,6 +151,9 @@ func (m *mailbox) PostSystemMessage(msg any) {
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker, m.dispatcher = invoker, dispatcher
 	m.process = m.processMessages
+	if m.direct != nil {
+		m.direct.mb.Store(m)
+	}
 }
 
 func (m *mailbox) Start() {}

@@ -13,15 +13,21 @@ import (
 	"github.com/actorinformer/actorinformer/internal/leakcheck"
 )
 
+func newMailbox() actor.Mailbox { return &mailbox{} }
+
 // recordingInvoker records what a mailbox hands it, in order.
 type recordingInvoker struct {
 	mu        sync.Mutex
 	sys, user []any
 	escalated []any
 	onUser    func(msg any)
+	onSys     func(msg any)
 }
 
 func (r *recordingInvoker) InvokeSystemMessage(msg any) {
+	if r.onSys != nil {
+		r.onSys(msg)
+	}
 	r.mu.Lock()
 	r.sys = append(r.sys, msg)
 	r.mu.Unlock()
@@ -242,5 +248,107 @@ func TestMailboxSchedulesNoAllocation(t *testing.T) {
 	inv.user = make([]any, 0, 1<<16)
 	if n := testing.AllocsPerRun(1000, func() { m.PostUserMessage(msg) }); n != 0 {
 		t.Fatalf("%v allocations per post and wake-up, want 0", n)
+	}
+}
+
+// directMailbox returns a mailbox with a Direct, its handlers registered
+// with protoactor's default dispatcher (a pass on a new goroutine).
+func directMailbox(inv actor.MessageInvoker) (*mailbox, *Direct) {
+	d := &Direct{}
+	m := &mailbox{direct: d}
+	m.RegisterHandlers(inv, actor.NewDefaultDispatcher(throughput))
+	return m, d
+}
+
+// waitFor fails t unless ch closes within 10 s.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// A Direct posts nothing before its actor has started; its Post with run
+// runs the pass on the caller, without it on another goroutine.
+func TestDirectRunsThePassOnTheCaller(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	if (&Direct{}).Post(1, true) {
+		t.Fatal("Post took a message before the mailbox was made")
+	}
+	release := make(chan struct{})
+	inv := &recordingInvoker{onUser: func(msg any) {
+		if msg == "held" {
+			<-release
+		}
+	}}
+	m, d := directMailbox(inv)
+	if !d.Post("a", true) {
+		t.Fatal("Post refused a message")
+	}
+	if _, user, _ := inv.snapshot(); fmt.Sprint(user) != "[a]" {
+		t.Fatalf("after Post(run): %v taken, want [a]: the pass on the caller", user)
+	}
+	d.Post("held", false) // would never return if it ran the pass here
+	close(release)
+	for m.status.Load() != idle || m.UserMessageCount() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, user, _ := inv.snapshot(); fmt.Sprint(user) != "[a held]" {
+		t.Fatalf("taken %v, want [a held]", user)
+	}
+}
+
+// A system message, or a pass's throughput of messages, hands the rest of
+// a Direct's pass to a new goroutine: the caller never runs a stop, which
+// may wait for it, nor a long pass; a panic is escalated as in a pass of
+// the dispatcher's.
+func TestDirectHandsOverSystemMessagesAndLongPasses(t *testing.T) {
+	defer goleak.VerifyNone(t, leakcheck.Options()...)
+	posted := make(chan struct{})
+	var m *mailbox
+	inv := &recordingInvoker{}
+	inv.onUser = func(msg any) {
+		switch msg {
+		case "stop":
+			m.PostSystemMessage("sys")
+			m.PostUserMessage("after")
+		case "boom":
+			panic("boom")
+		case throughput + 10:
+			<-posted // runs on the caller only if Post ran the whole pass
+		}
+	}
+	inv.onSys = func(any) { <-posted }
+	m, d := directMailbox(inv)
+	done := make(chan struct{})
+	go func() { defer close(done); d.Post("stop", true) }()
+	waitFor(t, done, "Post ran the system message that came during its pass")
+	close(posted)
+	for m.status.Load() != idle || m.UserMessageCount() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	sys, user, _ := inv.snapshot()
+	if fmt.Sprint(sys) != "[sys]" || fmt.Sprint(user) != "[stop after]" {
+		t.Fatalf("system %v, user %v; want [sys] then [stop after]", sys, user)
+	}
+
+	posted = make(chan struct{})
+	m.status.Store(running) // queued, not yet taken
+	for i := range throughput + 20 {
+		m.PostUserMessage(i)
+	}
+	m.status.Store(idle)
+	done = make(chan struct{})
+	go func() { defer close(done); d.Post("boom", true) }()
+	waitFor(t, done, "Post ran more than a pass's throughput of messages")
+	close(posted)
+	for m.status.Load() != idle || m.UserMessageCount() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	_, user, escalated := inv.snapshot()
+	if len(user) != 2+throughput+20 || fmt.Sprint(escalated) != "[boom]" {
+		t.Fatalf("%d messages taken, escalated %v; want %d and [boom]", len(user), escalated, 2+throughput+20)
 	}
 }

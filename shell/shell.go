@@ -121,6 +121,10 @@ type Config[In any] struct {
 	// 6 µs of its median latency (docs/performance.md). Grown as the pass
 	// begins, the stack has a frame or two to move.
 	GrowStack bool
+	// Direct, when set, is told of the actor's mailbox as the actor is
+	// spawned: its Post is how a goroutine of the actor's Env hands it a
+	// message and, the actor being idle, runs the pass itself.
+	Direct *Direct
 }
 
 // throughput is how many messages a pass takes before it yields
@@ -142,13 +146,12 @@ func Props[In any](cfg Config[In]) *actor.Props {
 		cfg.Peers = &Peers{}
 	}
 	c := &cfg
-	opts := []actor.PropsOption{actor.WithMailbox(newMailbox)}
-	switch {
-	case cfg.RunOnSender:
+	opts := []actor.PropsOption{actor.WithMailbox(func() actor.Mailbox {
+		return &mailbox{growStack: cfg.GrowStack, direct: cfg.Direct}
+	})}
+	if cfg.RunOnSender {
 		// Its passes run on their senders' stacks: GrowStack is theirs.
 		opts = []actor.PropsOption{actor.WithMailbox(newHandOverMailbox), actor.WithDispatcher(onSender)}
-	case cfg.GrowStack:
-		opts = []actor.PropsOption{actor.WithMailbox(newGrowStackMailbox)}
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &shell[In]{cfg: c} }, opts...)
 }
