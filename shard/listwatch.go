@@ -142,12 +142,16 @@ type rangeLW struct {
 	paused  bool
 	resumed chan struct{}
 	// seed, when set, makes the first list a warm start's copy (see
-	// warm.go); seeded are its objects, which the transform leaves as
-	// they are (they were transformed where they come from); warm is when
-	// the copy was used.
-	seed   func(context.Context) (copied, error)
+	// warm.go); warm is when the copy was used.
+	seed func(context.Context) (copied, error)
+	warm time.Time
+	// seeded are the copy's objects, which the transform leaves as they
+	// are (they were transformed where they come from). seedMu guards it,
+	// not mu: the transform runs in the range informer's pass, which may
+	// run on the goroutine that reads the watch (shell.Direct), and mu is
+	// held by forward while it waits for that goroutine to take an event.
+	seedMu sync.Mutex
 	seeded map[runtime.Object]struct{}
-	warm   time.Time
 	// fellBack is told why a warm start lists after all.
 	fellBack func(why string)
 	// forwarded is the newest resourceVersion handed to the informer (a
@@ -426,14 +430,17 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	if lw.paused {
 		return nil, false
 	}
-	lw.seeded = make(map[runtime.Object]struct{}, len(kept))
+	seeded := make(map[runtime.Object]struct{}, len(kept))
 	for _, o := range kept {
-		lw.seeded[o] = struct{}{}
+		seeded[o] = struct{}{}
 		lw.note(versionOf(o), true)
 		if k, err := cache.MetaNamespaceKeyFunc(o); err == nil && lw.recording {
 			lw.held[k] = o
 		}
 	}
+	lw.seedMu.Lock()
+	lw.seeded = seeded
+	lw.seedMu.Unlock()
 	lw.note(rv, false)
 	lw.warm = time.Now()
 	// No list tells this member whether the server filters: the member
@@ -454,10 +461,10 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 func (lw *rangeLW) transform(user cache.TransformFunc) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		if o, ok := obj.(runtime.Object); ok {
-			lw.mu.Lock()
+			lw.seedMu.Lock()
 			_, seeded := lw.seeded[o]
 			delete(lw.seeded, o)
-			lw.mu.Unlock()
+			lw.seedMu.Unlock()
 			if seeded {
 				return obj, nil
 			}

@@ -373,3 +373,30 @@ func decodePositions(s string) (map[int]position, error) {
 	}
 	return kp[""], nil
 }
+
+// The warm start's transform runs in the range informer's pass, which may
+// run on the goroutine that reads the watch, while forward holds lw.mu
+// waiting for that goroutine: it must not need lw.mu.
+func TestWarmTransformDoesNotWaitForTheWatch(t *testing.T) {
+	lw := testRangeLW(&cache.ListWatch{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}
+	lw.seeded = map[runtime.Object]struct{}{cm: {}}
+	marked := func(obj any) (any, error) { return "transformed", nil }
+	transform := lw.transform(marked)
+	lw.mu.Lock() // as forward holds it while it hands an event on
+	defer lw.mu.Unlock()
+	done := make(chan [2]any)
+	go func() {
+		seeded, _ := transform(cm)
+		other, _ := transform(cm.DeepCopy())
+		done <- [2]any{seeded, other}
+	}()
+	select {
+	case got := <-done:
+		if got[0] != cm || got[1] != "transformed" {
+			t.Errorf("the copy's object became %v, another %v; want it as it is, and the other transformed", got[0], got[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the transform waited for lw.mu")
+	}
+}
