@@ -260,6 +260,13 @@ func directMailbox(inv actor.MessageInvoker) (*mailbox, *Direct) {
 	return m, d
 }
 
+// waitIdle waits until m has no message left and no pass running.
+func waitIdle(m *mailbox) {
+	for m.status.Load() != idle || m.UserMessageCount() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // waitFor fails t unless ch closes within 10 s.
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -292,9 +299,7 @@ func TestDirectRunsThePassOnTheCaller(t *testing.T) {
 	}
 	d.Post("held", false) // would never return if it ran the pass here
 	close(release)
-	for m.status.Load() != idle || m.UserMessageCount() > 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitIdle(m)
 	if _, user, _ := inv.snapshot(); fmt.Sprint(user) != "[a held]" {
 		t.Fatalf("taken %v, want [a held]", user)
 	}
@@ -326,9 +331,7 @@ func TestDirectHandsOverSystemMessagesAndLongPasses(t *testing.T) {
 	go func() { defer close(done); d.Post("stop", true) }()
 	waitFor(t, done, "Post ran the system message that came during its pass")
 	close(posted)
-	for m.status.Load() != idle || m.UserMessageCount() > 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitIdle(m)
 	sys, user, _ := inv.snapshot()
 	if fmt.Sprint(sys) != "[sys]" || fmt.Sprint(user) != "[stop after]" {
 		t.Fatalf("system %v, user %v; want [sys] then [stop after]", sys, user)
@@ -344,9 +347,7 @@ func TestDirectHandsOverSystemMessagesAndLongPasses(t *testing.T) {
 	go func() { defer close(done); d.Post("boom", true) }()
 	waitFor(t, done, "Post ran more than a pass's throughput of messages")
 	close(posted)
-	for m.status.Load() != idle || m.UserMessageCount() > 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitIdle(m)
 	_, user, escalated := inv.snapshot()
 	if len(user) != 2+throughput+20 || fmt.Sprint(escalated) != "[boom]" {
 		t.Fatalf("%d messages taken, escalated %v; want %d and [boom]", len(user), escalated, 2+throughput+20)
