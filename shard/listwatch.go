@@ -443,17 +443,22 @@ func (lw *rangeLW) seedList(ctx context.Context) (runtime.Object, bool) {
 	lw.seedMu.Unlock()
 	lw.note(rv, false)
 	lw.warm = time.Now()
-	// No list tells this member whether the server filters: the member
-	// the copy came from says, if it knows; if not, the watch probes.
-	if lw.f.Mode() == FilterPending {
-		switch cp.mode {
+	lw.f.modeFromCopy(cp.mode)
+	return &seedList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: kept}, true
+}
+
+// modeFromCopy sets a pending filter mode from a warm start's copy: no
+// list tells this member whether the server filters, the member the copy
+// came from says, if it knows (mode); if not, the watch probes.
+func (f *filter) modeFromCopy(mode string) {
+	if f.Mode() == FilterPending {
+		switch mode {
 		case FilterServer.String():
-			lw.f.listed()
+			f.listed()
 		case FilterClient.String():
-			lw.f.toClient("the member the range's copy came from filters on the client")
+			f.toClient("the member the range's copy came from filters on the client")
 		}
 	}
-	return &seedList{ListMeta: metav1.ListMeta{ResourceVersion: rv}, Items: kept}, true
 }
 
 // transform is the range informer's transform when it starts warm: the
