@@ -56,7 +56,7 @@ func newHandOverMailbox() actor.Mailbox { return &mailbox{handOver: true} }
 // Direct lets a goroutine of an actor's own Env post to the actor's
 // mailbox and, when the actor is idle, run the pass itself rather than
 // wake a new goroutine for it (Config.Direct): the reflector's watch
-// reader, when an event came after it had waited for one. The pass it
+// reader, while its events come slowly. The pass it
 // runs takes user messages only: a system message (a stop, a restart,
 // a failure's suspension), or more than a pass's throughput of
 // messages, hands the rest of the pass to a new goroutine at once, so
