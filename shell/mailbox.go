@@ -75,69 +75,25 @@ func (d *Direct) Post(msg any, run bool) bool {
 	if m == nil {
 		return false
 	}
-	m.mu.Lock()
-	m.user.push(msg)
-	m.mu.Unlock()
-	m.userCount.Add(1)
-	if !m.status.CompareAndSwap(idle, running) {
-		return true
-	}
+	m.pushUser(msg)
 	if !run {
-		m.dispatcher.Schedule(m.process)
-		return true
+		m.schedule()
+	} else if m.status.CompareAndSwap(idle, running) {
+		m.pass(true)
 	}
-	for !m.runUser() {
-		m.status.Store(idle)
-		if !m.pending() || !m.status.CompareAndSwap(idle, running) {
-			break
-		}
-	}
-	return true
-}
-
-// runUser is run for a Direct's own pass: it hands the pass to a new
-// goroutine (true) as soon as a system message waits or the pass has taken
-// its throughput of messages, and otherwise runs it until no message is
-// left (false).
-func (m *mailbox) runUser() (handedOver bool) {
-	for i := 0; m.userCount.Load() > 0 && !m.suspended.Load(); i++ {
-		if m.sysCount.Load() > 0 || i >= m.dispatcher.Throughput() {
-			go m.process()
-			return true
-		}
-		if !m.invokeUser() {
-			break
-		}
-	}
-	if m.sysCount.Load() > 0 {
-		go m.process()
-		return true
-	}
-	return false
-}
-
-// invokeUser takes one user message and has the actor take it, escalating
-// a panic as run does; false when none was left.
-func (m *mailbox) invokeUser() bool {
-	msg := m.pop(&m.user, &m.userCount)
-	if msg == nil {
-		return false
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			m.invoker.EscalateFailure(r, msg)
-		}
-	}()
-	m.invoker.InvokeUserMessage(msg)
 	return true
 }
 
 func (m *mailbox) PostUserMessage(msg any) {
+	m.pushUser(msg)
+	m.schedule()
+}
+
+func (m *mailbox) pushUser(msg any) {
 	m.mu.Lock()
 	m.user.push(msg)
 	m.mu.Unlock()
 	m.userCount.Add(1)
-	m.schedule()
 }
 
 func (m *mailbox) PostSystemMessage(msg any) {
@@ -175,17 +131,19 @@ func (m *mailbox) processMessages() {
 	if m.growStack {
 		growStack(0)
 	}
-	for {
-		if m.run() {
-			return // the pass goes on on another goroutine
-		}
+	m.pass(false)
+}
+
+// pass runs passes (run) until no message is left, or one goes on on
+// another goroutine; direct: a Direct's, on its caller.
+func (m *mailbox) pass(direct bool) {
+	for !m.run(direct) {
 		m.status.Store(idle)
 		// A message posted after run's last look: run again, unless a
 		// sender's schedule already started another pass.
-		if m.pending() && m.status.CompareAndSwap(idle, running) {
-			continue
+		if !m.pending() || !m.status.CompareAndSwap(idle, running) {
+			return
 		}
-		return
 	}
 }
 
@@ -203,9 +161,10 @@ func (m *mailbox) pop(q *ring, n *atomic.Int32) any {
 }
 
 // run processes messages until none is left or the mailbox is suspended;
-// true when it handed the rest of the pass to a new goroutine (handOver),
+// true when it handed the rest of the pass to a new goroutine (handOver,
+// or direct: a Direct's pass, which also hands over a system message),
 // which then owns the running status.
-func (m *mailbox) run() (handedOver bool) {
+func (m *mailbox) run(direct bool) (handedOver bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
@@ -214,16 +173,19 @@ func (m *mailbox) run() (handedOver bool) {
 	}()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
-		if i > t {
+		if i > t || direct && m.sysCount.Load() > 0 {
 			i = 0
-			if m.handOver {
+			if m.handOver || direct {
 				go m.process()
 				return true
 			}
 			runtime.Gosched()
 		}
 		i++
-		if msg = m.pop(&m.sys, &m.sysCount); msg != nil {
+		// A Direct's pass takes no system message: one posted since the
+		// look above waits for the goroutine it hands over to.
+		if !direct && m.sysCount.Load() > 0 {
+			msg = m.pop(&m.sys, &m.sysCount)
 			switch msg.(type) {
 			case *actor.SuspendMailbox:
 				m.suspended.Store(true)
