@@ -189,17 +189,14 @@ func (s *Informer) acquire(reg *registration, ri *rangeInformer) bool {
 // handler. acquired: reg heard OnAcquire for it just now (acquire), and
 // hears OnRelease here if the range stopped being delivered meanwhile.
 func (s *Informer) attach(reg *registration, kr *kindRange, gone []handover.ObjectRef, acquired bool) {
-	if reg.h == nil { // AddOwnershipHandler's: it hears OnRelease from detachAll
-		if acquired && !kr.ri.delivering.Load() {
-			reg.released(kr.ri.r)
-		}
-		return
-	}
 	if reg.removed.Load() || !kr.ri.delivering.Load() {
 		if acquired {
 			reg.released(kr.ri.r)
 		}
 		return
+	}
+	if reg.h == nil {
+		return // AddOwnershipHandler's: no listener; detachAll tells it OnRelease
 	}
 	s.mu.Lock()
 	_, done := kr.attached[reg]
