@@ -155,14 +155,21 @@ func TestControllerLocally(t *testing.T) {
 			}
 			return ""
 		})
-		metrics := body(t, r.metrics, "/metrics")
-		if !regexp.MustCompile(`(?m)^actorinformer_shard_ranges\{.*actorinformer_shard_member_name="` + r.name + `".*\} [1-8]$`).MatchString(metrics) {
-			t.Errorf("%s: /metrics has no actorinformer_shard_ranges of member %s:\n%s", r.name, r.name, metrics)
-		}
+		// The queue's metrics appear once the manager has started the
+		// controller, after its caches synced: /readyz may pass before.
+		ranges := regexp.MustCompile(`(?m)^actorinformer_shard_ranges\{.*actorinformer_shard_member_name="` + r.name + `".*\} [1-8]$`)
 		// What deploy/hpa.yaml scales on: the queue's oldest key's age.
-		if !regexp.MustCompile(`(?m)^actorinformer_workqueue_oldest_age_seconds\{.*actorinformer_workqueue_name="bundles".*\} [0-9.e+-]+$`).MatchString(metrics) {
-			t.Errorf("%s: /metrics has no actorinformer_workqueue_oldest_age_seconds of the bundles queue:\n%s", r.name, metrics)
-		}
+		oldest := regexp.MustCompile(`(?m)^actorinformer_workqueue_oldest_age_seconds\{.*actorinformer_workqueue_name="bundles".*\} [0-9.e+-]+$`)
+		p.eventually(30*time.Second, r.name+"'s /metrics with its ranges and its queue's oldest key's age", func() string {
+			metrics := body(t, r.metrics, "/metrics")
+			if !ranges.MatchString(metrics) {
+				return "no actorinformer_shard_ranges of member " + r.name + ":\n" + metrics
+			}
+			if !oldest.MatchString(metrics) {
+				return "no actorinformer_workqueue_oldest_age_seconds of the bundles queue:\n" + metrics
+			}
+			return ""
+		})
 		var st struct {
 			Member      string
 			Delivered   []struct{ Index int }
