@@ -29,17 +29,22 @@ func TestHandoverDurationBuckets(t *testing.T) {
 	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
 		t.Fatal("not synced")
 	}
-	m := informertest.CollectMetrics(t, reader)
-	h, ok := m["actorinformer.shard.handover.duration"].Data.(metricdata.Histogram[float64])
-	if !ok || len(h.DataPoints) != 1 {
-		t.Fatalf("handover.duration: %+v", m["actorinformer.shard.handover.duration"].Data)
-	}
-	p := h.DataPoints[0]
+	// The last range's acquisition is recorded once its handlers are
+	// attached, which may be just after HasSynced turns true.
+	var p metricdata.HistogramDataPoint[float64]
+	eventually(t, 10*time.Second, "the 4 acquisitions recorded", func() string {
+		m := informertest.CollectMetrics(t, reader)
+		h, ok := m["actorinformer.shard.handover.duration"].Data.(metricdata.Histogram[float64])
+		if !ok || len(h.DataPoints) != 1 {
+			return fmt.Sprintf("handover.duration: %+v", m["actorinformer.shard.handover.duration"].Data)
+		}
+		if p = h.DataPoints[0]; p.Count != 4 {
+			return fmt.Sprintf("%d handovers recorded", p.Count)
+		}
+		return ""
+	})
 	if len(p.Bounds) != len(shard.HandoverBuckets) {
 		t.Errorf("bounds %v, want %v", p.Bounds, shard.HandoverBuckets)
-	}
-	if p.Count != 4 {
-		t.Fatalf("%d handovers recorded, want the 4 acquisitions", p.Count)
 	}
 	// An acquisition lists 5 objects from memory: milliseconds, far under
 	// 2.5 s even on a loaded machine. The buckets up to 2.5 s hold them.
@@ -72,22 +77,28 @@ func TestUnservedTimeOfRangesFirstServed(t *testing.T) {
 	if !cache.WaitForCacheSync(timeoutCh(30*time.Second), inf.HasSynced) {
 		t.Fatal("not synced")
 	}
-	hs := inf.Status().Handovers
-	if len(hs) != 4 {
-		t.Fatalf("%d handovers, want the 4 acquisitions", len(hs))
-	}
+	// The last range's acquisition is recorded once its handlers are
+	// attached, which may be just after HasSynced turns true.
+	var hs []shard.Handover
+	var p metricdata.HistogramDataPoint[float64]
+	eventually(t, 10*time.Second, "the 4 acquisitions recorded", func() string {
+		m := informertest.CollectMetrics(t, reader)
+		u, ok := m["actorinformer.shard.range.unserved"].Data.(metricdata.Histogram[float64])
+		switch hs = inf.Status().Handovers; {
+		case !ok || len(u.DataPoints) != 1:
+			return fmt.Sprintf("range.unserved: %+v", m["actorinformer.shard.range.unserved"].Data)
+		case len(hs) != 4 || u.DataPoints[0].Count != 4:
+			return fmt.Sprintf("%d handovers, %d unserved times", len(hs), u.DataPoints[0].Count)
+		}
+		p = u.DataPoints[0]
+		return ""
+	})
 	for _, h := range hs {
 		if h.From != "" || h.Unserved <= 0 || h.Unserved != h.Duration {
 			t.Errorf("range %v first served: from %q, unserved %v, took %v; want no previous deliverer and unserved = took", h.Range, h.From, h.Unserved, h.Duration)
 		}
 	}
-	m := informertest.CollectMetrics(t, reader)
-	u, ok := m["actorinformer.shard.range.unserved"].Data.(metricdata.Histogram[float64])
-	if !ok || len(u.DataPoints) != 1 {
-		t.Fatalf("range.unserved: %+v", m["actorinformer.shard.range.unserved"].Data)
-	}
-	p := u.DataPoints[0]
-	if p.Count != 4 || len(p.Bounds) != len(shard.UnservedBuckets) || p.Bounds[0] != shard.UnservedBuckets[0] {
-		t.Errorf("range.unserved: %d points, bounds %v; want 4 and %v", p.Count, p.Bounds, shard.UnservedBuckets)
+	if len(p.Bounds) != len(shard.UnservedBuckets) || p.Bounds[0] != shard.UnservedBuckets[0] {
+		t.Errorf("range.unserved: bounds %v; want %v", p.Bounds, shard.UnservedBuckets)
 	}
 }

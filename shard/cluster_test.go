@@ -246,11 +246,12 @@ func TestLeavingMemberDeliversUntilHandedOver(t *testing.T) {
 			uid = u
 		}
 	}
-	src.listDelay.Store(int64(2 * time.Second))
+	src.listDelay.Store(int64(4 * time.Second))
 	leaver.cancel() // a graceful leave: the other member lists the leaver's ranges, slowly
 	time.Sleep(200 * time.Millisecond)
 	src.createWithUID("late", uid)
-	eventually(t, time.Second, "the leaving member's handler got the change during the handover", func() string {
+	// Within the list's 4 s, with room for a loaded machine.
+	eventually(t, 3*time.Second, "the leaving member's handler got the change during the handover", func() string {
 		if _, ok := leaver.view.snapshot()["ns"+strconv.Itoa(41%3)+"/late"]; !ok {
 			return "not yet"
 		}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,11 +20,14 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/actorinformer/actorinformer/actors"
 	"github.com/actorinformer/actorinformer/shard"
+	"github.com/actorinformer/actorinformer/shard/shardtest"
 )
 
 // A group of members in one process, each a protoactor cluster member of
@@ -58,6 +62,8 @@ type group struct {
 	rec    *recorder
 	opts   []shard.Option
 	name   string
+	// leases are the members' leases (testLeases' clientset).
+	leases *fake.Clientset
 	// transform, when set, is every member's.
 	transform cache.TransformFunc
 	mu        sync.Mutex
@@ -66,7 +72,44 @@ type group struct {
 }
 
 func newGroup(t testing.TB, src *memServer, opts ...shard.Option) *group {
-	return &group{t: t, agent: test.NewInMemAgent(), src: src, rec: &recorder{}, opts: append(testLeases(), opts...), name: "configmaps", byName: map[string]*member{}}
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	return &group{t: t, agent: test.NewInMemAgent(), src: src, rec: &recorder{}, opts: append(leasesOn(cs), opts...), leases: cs, name: "configmaps", byName: map[string]*member{}}
+}
+
+// positioned is "" once m's lease carries a position of every range m
+// delivers, in each of its kinds: what the members that take its ranges
+// over after a crash resume from.
+func (g *group) positioned(m *member) string {
+	id := m.inf.Member()
+	list, err := g.leases.CoordinationV1().Leases("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range list.Items {
+		if l.Annotations[shard.AnnotationMember] != id {
+			continue
+		}
+		have := map[string]bool{}
+		for _, f := range strings.Split(l.Annotations[shard.AnnotationPositions], ",") {
+			key, _, _ := strings.Cut(f, "=")
+			if kind, idx, ok := strings.Cut(key, "/"); ok && kind != "" {
+				key = "second/" + idx
+			}
+			have[key] = true
+		}
+		for _, r := range m.inf.Status().Ranges {
+			if r.State != "active" {
+				continue
+			}
+			idx := strconv.Itoa(r.Range.Index)
+			if !have[idx] || m.second != nil && !have["second/"+idx] {
+				return fmt.Sprintf("%s's lease has no position of range %s: %q", m.name, idx, l.Annotations[shard.AnnotationPositions])
+			}
+		}
+		return ""
+	}
+	return m.name + " has no lease"
 }
 
 func startCluster(agent *test.InMemAgent) (*cluster.Cluster, *test.Provider) {

@@ -36,8 +36,6 @@ func TestKindsMoveTogether(t *testing.T) {
 	g.joinMany(3)
 	eventually(t, 30*time.Second, "three members settled", g.settled)
 	together(t, g)
-	// The killed member's positions reach its lease with its renewals.
-	time.Sleep(time.Second)
 
 	// The member holding the most objects.
 	ms := g.members()
@@ -47,6 +45,8 @@ func TestKindsMoveTogether(t *testing.T) {
 			victim = m
 		}
 	}
+	// Its positions reach its lease with its renewals.
+	eventually(t, 10*time.Second, "the member to kill has its positions on its lease", func() string { return g.positioned(victim) })
 	var gone []string
 	for _, k := range src.keys() {
 		if victim.view.holds(k) && len(gone) < 15 {

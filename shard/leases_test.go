@@ -23,6 +23,11 @@ import (
 func testLeases() []shard.Option {
 	cs := fake.NewClientset()
 	shardtest.InstallLeases(cs)
+	return leasesOn(cs)
+}
+
+// leasesOn are testLeases' options, on the leases of cs.
+func leasesOn(cs *fake.Clientset) []shard.Option {
 	return []shard.Option{shard.WithLeases(cs.CoordinationV1(), "default"),
 		shard.WithLeaseTimings(2*time.Second, 1500*time.Millisecond, 300*time.Millisecond)}
 }

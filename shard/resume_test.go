@@ -28,10 +28,9 @@ func TestCrashTakeoverDeliversTheDeletesSinceThePosition(t *testing.T) {
 	defer g.stopAll()
 	g.joinMany(3)
 	eventually(t, 30*time.Second, "three members settled", g.settled)
-	// The killed member's positions reach its lease with its renewals.
-	time.Sleep(time.Second)
-
 	victim := g.members()[0]
+	// The killed member's positions reach its lease with its renewals.
+	eventually(t, 10*time.Second, "the member to kill has its positions on its lease", func() string { return g.positioned(victim) })
 	var owned []string
 	for _, k := range src.keys() {
 		if victim.view.holds(k) {
