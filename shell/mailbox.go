@@ -173,7 +173,11 @@ func (m *mailbox) run(direct bool) (handedOver bool) {
 	}()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
-		if i > t || direct && m.sysCount.Load() > 0 {
+		// One look at the system queue per message: a Direct's pass that
+		// sees a system message hands over, so only a dispatcher's pass
+		// takes one. One posted after the look waits for the next.
+		sys := m.sysCount.Load() > 0
+		if i > t || direct && sys {
 			i = 0
 			if m.handOver || direct {
 				go m.process()
@@ -182,9 +186,7 @@ func (m *mailbox) run(direct bool) (handedOver bool) {
 			runtime.Gosched()
 		}
 		i++
-		// A Direct's pass takes no system message: one posted since the
-		// look above waits for the goroutine it hands over to.
-		if !direct && m.sysCount.Load() > 0 {
+		if sys {
 			msg = m.pop(&m.sys, &m.sysCount)
 			switch msg.(type) {
 			case *actor.SuspendMailbox:
