@@ -20,9 +20,7 @@ func sumRunning(s *Informer, f func(*kindRange) int) int {
 	defer s.mu.Unlock()
 	n := 0
 	for kr := range s.live {
-		if !kr.retired {
-			n += f(kr)
-		}
+		n += f(kr)
 	}
 	return n
 }

@@ -57,10 +57,9 @@ type rangeInformer struct {
 	// switching is held while the range is activated or deactivated:
 	// each pauses and resumes the intake.
 	switching sync.Mutex
-	// drainUp is closed when the core ends the range's drain (DrainTimeUp;
-	// drainEnded, on the I/O actor: it was).
-	drainUp    chan struct{}
-	drainEnded bool
+	// drainUp is closed when the core ends the range's drain (DrainTimeUp,
+	// on the I/O actor).
+	drainUp chan struct{}
 	// ended: deactivated (guarded by switching); an activation that runs
 	// after it does nothing.
 	ended bool
@@ -94,9 +93,6 @@ type kindRange struct {
 	done chan struct{} // closed when its Run has returned
 	// attached are the handlers given the range (guarded by Informer.mu).
 	attached map[*registration]*attachment
-	// retired: its Run has returned and its counters are in
-	// Informer.retired (guarded by Informer.mu).
-	retired bool
 
 	// resumeFrom: the range resumes from this position, the newest of its
 	// record's and the leases' (none: version 0), set when it starts with
@@ -187,8 +183,7 @@ func (io *memberIO) rangeEffect(body any) {
 		}
 		io.run(&ri.switches, func() { io.deactivate(ri, e.To) })
 	case *handover.DrainTimeUp:
-		if ri := io.ranges[e.Range]; ri != nil && ri.epoch == e.Epoch && !ri.drainEnded {
-			ri.drainEnded = true
+		if ri := io.ranges[e.Range]; ri != nil && ri.epoch == e.Epoch && !closed(ri.drainUp) {
 			close(ri.drainUp)
 		}
 	case *handover.ReleaseRecord:

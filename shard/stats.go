@@ -22,9 +22,6 @@ func (s *Informer) Stats() actors.Stats {
 	st.QueueBacklog, st.CacheSize, st.Handlers = 0, 0, nil
 	backlog := map[string]int64{}
 	for kr := range s.live {
-		if kr.retired {
-			continue
-		}
 		rs := kr.inf.Stats()
 		st.AddCounters(rs)
 		st.QueueBacklog += rs.QueueBacklog
@@ -53,6 +50,5 @@ func (s *Informer) retire(kr *kindRange) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retired.AddCounters(rs)
-	kr.retired = true
 	delete(s.live, kr)
 }

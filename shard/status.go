@@ -133,9 +133,7 @@ func (s *Informer) Status() Status {
 	counts := map[int]int{}
 	s.mu.Lock()
 	for kr := range s.live {
-		if !kr.retired {
-			counts[kr.ri.r.Index] = cacheLen(kr.inf.GetIndexer())
-		}
+		counts[kr.ri.r.Index] = cacheLen(kr.inf.GetIndexer())
 	}
 	st.Handovers = slices.Clone(s.handovers)
 	s.mu.Unlock()

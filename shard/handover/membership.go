@@ -42,8 +42,6 @@ type peer struct {
 	// active, listing: the ranges the member said it delivers, and those
 	// it said it has started and does not deliver yet, in its last Hello.
 	active, listing []int
-	// view: its view, in its last Hello.
-	view []MemberID
 	// excludedAt is the tick since which its view leaves this member out
 	// (-1: it does not).
 	excludedAt int
@@ -223,7 +221,6 @@ func (c *Core) hello(m *Hello) {
 	p.ok = true
 	p.state = m.State
 	p.active, p.listing = m.Active, m.Listing
-	p.view = m.View
 	p.knowsMe, p.hearsMe = m.KnowsYou, m.HeardYou
 	if !unreachable(p) {
 		// Discovery waits for an answer that puts the node in the view:
