@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -168,17 +169,12 @@ func memberName(name string) string {
 // provider names members cluster@id); else the only one at its address.
 // Two at one address (a member restarted there, the dead one not expired
 // yet) without the id are not told apart: it waits for the next topology.
-func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (handover.NodeID, error) {
-	for {
-		if n, ok := findSelfNode(c); ok {
-			return n, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(every):
-		}
-	}
+func selfNode(ctx context.Context, c *cluster.Cluster, every time.Duration) (node handover.NodeID, err error) {
+	err = wait.PollUntilContextCancel(ctx, every, true, func(context.Context) (ok bool, _ error) {
+		node, ok = findSelfNode(c)
+		return ok, nil
+	})
+	return node, err
 }
 
 // findSelfNode looks for this cluster member's node in its current

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -305,7 +306,7 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 		}
 		switch e.Type {
 		case watch.Error:
-			return progressed, false, fmt.Errorf("the watch from %d: %v", *at, errorOf(e.Object))
+			return progressed, false, fmt.Errorf("the watch from %d: %w", *at, apierrors.FromObject(e.Object))
 		case watch.Added, watch.Modified, watch.Deleted:
 			if !lw.in(e.Object) {
 				continue
@@ -319,13 +320,6 @@ func replayOnce(ctx context.Context, lw *rangeLW, at *int64, to int64, deleted m
 			return true, false, nil
 		}
 	}
-}
-
-func errorOf(obj runtime.Object) string {
-	if st, ok := obj.(*metav1.Status); ok {
-		return st.Message
-	}
-	return fmt.Sprintf("%v", obj)
 }
 
 // resumed is what a range resumed from a position needs for its
