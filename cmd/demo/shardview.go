@@ -141,21 +141,42 @@ type handoverJSON struct {
 	at        time.Time
 }
 
+// memberHandover is a handover a member (by name) recorded.
+type memberHandover struct {
+	member string
+	h      shard.Handover
+}
+
+// releaseOf is how long the release of a range by from took (ms), of
+// those in rels: the latest that ended within releaseSlack before the new
+// owner's attempt began (start), and began before the new owner delivered
+// the range. Its end may come after that: the releaser's bookkeeping after
+// its record's write races the new owner's claim and first delivery. It
+// may have been released to another member, which passed the handoff on
+// when the view moved the range here. nil when there is none.
+func releaseOf(rels []memberHandover, from string, start, delivered time.Time) *float64 {
+	var out *float64
+	for _, r := range rels {
+		end := r.h.Start.Add(r.h.Duration)
+		if r.member == from && !end.Before(start.Add(-releaseSlack)) && r.h.Start.Before(delivered) {
+			rel := ms(r.h.Duration)
+			out = &rel
+		}
+	}
+	return out
+}
+
 // timeline returns the ranges' moves that the members still remember
 // (each keeps its last 64 handovers), latest first.
 func (f *fleet) timeline(start time.Time) []handoverJSON {
-	type rec struct {
-		m *member
-		h shard.Handover
-	}
-	var acquires []rec
-	releases := map[int][]rec{}
+	var acquires []memberHandover
+	releases := map[int][]memberHandover{}
 	for _, m := range f.all() {
 		for _, h := range m.status().Handovers {
 			if h.Kind == "acquire" {
-				acquires = append(acquires, rec{m, h})
+				acquires = append(acquires, memberHandover{m.name, h})
 			} else {
-				releases[h.Range.Index] = append(releases[h.Range.Index], rec{m, h})
+				releases[h.Range.Index] = append(releases[h.Range.Index], memberHandover{m.name, h})
 			}
 		}
 	}
@@ -164,7 +185,7 @@ func (f *fleet) timeline(start time.Time) []handoverJSON {
 		h := a.h
 		delivered := h.Start.Add(h.Duration)
 		j := handoverJSON{
-			Range: h.Range.Index, From: f.nameOf(h.From), To: a.m.name, Epoch: h.Epoch,
+			Range: h.Range.Index, From: f.nameOf(h.From), To: a.member, Epoch: h.Epoch,
 			Start: h.Start.UTC().Format(time.RFC3339Nano), AtS: h.Start.Sub(start).Seconds(),
 			TookMs: ms(h.Duration), at: h.Start,
 		}
@@ -172,23 +193,14 @@ func (f *fleet) timeline(start time.Time) []handoverJSON {
 		// when: the member the new owner names (the holder its claim
 		// replaced, or the releaser of the record), or, when it names
 		// none, whoever it was.
-		prev, ok := f.owners.before(h.Range.Index, delivered, a.m.name)
+		prev, ok := f.owners.before(h.Range.Index, delivered, a.member)
 		if ok && j.From == "" {
 			j.From = prev.member
 		} else if ok && prev.member != j.From {
 			prev = stint{}
 		}
-		// The previous owner's release of the range: the latest that ended
-		// within releaseSlack before this attempt began, and before the new
-		// owner delivered it. It may have been released to another member,
-		// which passed the handoff on when the view moved the range here.
-		for _, r := range releases[h.Range.Index] {
-			end := r.h.Start.Add(r.h.Duration)
-			if j.From != "" && r.m.name == j.From &&
-				!end.Before(h.Start.Add(-releaseSlack)) && !end.After(delivered) {
-				rel := ms(r.h.Duration)
-				j.ReleaseMs = &rel
-			}
+		if j.From != "" {
+			j.ReleaseMs = releaseOf(releases[h.Range.Index], j.From, h.Start, delivered)
 		}
 		switch {
 		case j.From == "":
