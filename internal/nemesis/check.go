@@ -36,6 +36,12 @@ const (
 	EtcdRestart Kind = "etcd-restart"
 	// Kill kills a member with SIGKILL.
 	Kill Kind = "kill"
+	// Crash is not injected: a member process died by itself of
+	// protoactor's etcd provider race (shardproc.ProviderRace), which a
+	// member cannot avoid. The run records it when it sees the process
+	// gone, at the time it exited, and checks it as a kill; the long run
+	// replaces the member as it replaces a killed one.
+	Crash Kind = "crash"
 	// Leave stops a member with SIGTERM: a graceful leave.
 	Leave Kind = "leave"
 	// Join starts a member.
@@ -124,7 +130,7 @@ func (k Kind) fences() bool {
 
 // takesOver: the others take the target's ranges without its handover
 // (the report's takeover time).
-func (k Kind) takesOver() bool { return k.freezes() || k == Kill || k == LeaveCut }
+func (k Kind) takesOver() bool { return k.freezes() || k == Kill || k == Crash || k == LeaveCut }
 
 // freezes: the fault stops its target with SIGSTOP, then resumes it.
 func (k Kind) freezes() bool { return k == Pause || k == LeaseDelete || k == LeavePause }

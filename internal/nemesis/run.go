@@ -12,6 +12,7 @@ package nemesis
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -319,8 +320,10 @@ func reservePort() (int, net.Listener, error) {
 	return l.Addr().(*net.TCPAddr).Port, l, nil
 }
 
-// Live returns the members that were not killed and did not leave.
+// Live returns the members that were not killed, did not leave and did
+// not crash.
 func (r *Run) Live() []*Member {
+	r.reap()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*Member
@@ -333,6 +336,38 @@ func (r *Run) Live() []*Member {
 		}
 	}
 	return out
+}
+
+// reap records a Crash for each member that is neither killed nor gone
+// and whose process died of protoactor's etcd provider race, as a
+// supervisor would see it; from then on it counts as killed when it
+// exited. A member that died of anything else stays: the checker reports
+// it (VEndState).
+func (r *Run) reap() {
+	r.mu.Lock()
+	ms := slices.Clone(r.members)
+	r.mu.Unlock()
+	for _, m := range ms {
+		at := m.proc.Exited()
+		if at.IsZero() {
+			continue
+		}
+		m.mu.Lock()
+		gone := m.gone
+		m.mu.Unlock()
+		if gone {
+			continue
+		}
+		log := shardproc.ExitLog(m.proc.Log)
+		if !shardproc.ProviderRace(log) {
+			continue
+		}
+		m.mu.Lock()
+		m.gone, m.killed = true, at.UnixNano()
+		m.mu.Unlock()
+		r.record(Fault{Kind: Crash, Target: m.Name, Start: at.UnixNano(), End: at.UnixNano()})
+		r.logf("nemesis: %s died of protoactor's etcd provider race; checked as a crash from its exit:\n%s", m.Name, log)
+	}
 }
 
 func (r *Run) record(f Fault) int {
@@ -808,9 +843,9 @@ func (r *Run) Check() *Result {
 	}
 	in := Input{Ranges: r.o.Ranges, Server: server, Begin: r.begin, End: end,
 		Deletes: r.wl.recordedDeletes()}
+	r.reap()
 	r.mu.Lock()
-	in.Faults = slices.Clone(r.faults)
-	in.ServingAgain = slices.Clone(r.serving)
+	in.Faults, in.ServingAgain = faultsByStart(r.faults, r.serving)
 	in.Final = slices.Clone(r.last)
 	members := slices.Clone(r.members)
 	r.mu.Unlock()
@@ -838,6 +873,22 @@ func (r *Run) Check() *Result {
 	res := Check(in)
 	r.logf("nemesis: %d writes (%d failed), %d deletes recorded, %d handler calls checked", r.wl.ops.Load(), r.wl.failed.Load(), len(in.Deletes), res.Calls)
 	return res
+}
+
+// faultsByStart returns copies of faults and their serving times, ordered by
+// the faults' starts: a crash is recorded when it is seen, after faults
+// that may have begun since.
+func faultsByStart(faults []Fault, serving []int64) ([]Fault, []int64) {
+	idx := make([]int, len(faults))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(faults[a].Start, faults[b].Start) })
+	fs, ss := make([]Fault, len(idx)), make([]int64, len(idx))
+	for i, j := range idx {
+		fs[i], ss[i] = faults[j], serving[j]
+	}
+	return fs, ss
 }
 
 // Stop kills the live members (after the check: their logs are read).

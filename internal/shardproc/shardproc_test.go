@@ -27,3 +27,22 @@ func TestTryStartStarts(t *testing.T) {
 		t.Fatalf("URL %q", p.URL)
 	}
 }
+
+// Only a concurrent-map fault with the etcd provider on the failing
+// stack is the provider's race.
+func TestProviderRace(t *testing.T) {
+	stack := "\n\ngoroutine 9 [running]:\ngithub.com/asynkron/protoactor-go/cluster/clusterproviders/etcd.(*Node).GetMeta(...)\n"
+	for _, c := range []struct {
+		log  string
+		want bool
+	}{
+		{"fatal error: concurrent map read and map write" + stack, true},
+		{"fatal error: concurrent map writes\n\ngoroutine 9 [running]:\nmain.main()\n", false},
+		{"panic: boom" + stack, false},
+		{"fatal error: concurrent map writes" + stack + "fatal error: concurrent map writes\n\ngoroutine 1 [running]:\nmain.main()\n", false},
+	} {
+		if got := ProviderRace(c.log); got != c.want {
+			t.Errorf("ProviderRace(%q) = %v", c.log, got)
+		}
+	}
+}
