@@ -153,7 +153,7 @@ func WithMemberName(name string) Option { return func(o *options) { o.name = &na
 // cluster member, with a new id, can rejoin: newCluster configures and
 // starts one as the first was; the old one is shut down, its provider
 // first. An error (or a panic) from newCluster is tried again after 1, 2,
-// 4, 8 and 10 s. Without it, the member rejoins on its cluster member,
+// 4, 8 and 16 s. Without it, the member rejoins on its cluster member,
 // which works when the provider kept it (its lease lapsed, or it lost the
 // API server). A member that cannot rejoin gives up (Err): CheckLive fails.
 func WithRejoin(newCluster func(context.Context) (*cluster.Cluster, error)) Option {

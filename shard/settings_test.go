@@ -148,7 +148,7 @@ func TestMemberWithRejoinRejoinsWhenDropped(t *testing.T) {
 	agent.DeregisterService(failing.c.ActorSystem.ID)
 	select {
 	case <-failing.done:
-	case <-time.After(45 * time.Second): // the rejoin is tried for about 25 s
+	case <-time.After(45 * time.Second): // the rejoin is tried for about 31 s
 		t.Fatalf("Run did not return after its rejoin failed: %+v", failing.inf.Status())
 	}
 	if err := failing.inf.CheckLive(nil); err == nil || !strings.Contains(err.Error(), "no more cluster members") {
