@@ -687,11 +687,14 @@ func TestTransformingInformerRace(t *testing.T) {
 
 // sortedListWatcher lists the source's objects sorted by key, as an
 // apiserver does (the fake source lists them in map order), and declares no
-// WatchList support (as upstream's tests do for ListWatch wrappers).
-func sortedListWatcher(source *fcache.FakeControllerSource) ListerWatcher {
+// WatchList support (as upstream's tests do for ListWatch wrappers). Its
+// list and watch wait while a test holds gate.
+func sortedListWatcher(source *fcache.FakeControllerSource, gate *sync.RWMutex) ListerWatcher {
 	return toListWatcherWithUnSupportedWatchListSemantics(&ListWatch{
 		ListFunc: func(options metav1.ListOptions) (runtime.Object, error) {
+			gate.RLock()
 			obj, err := source.List(options)
+			gate.RUnlock()
 			if err != nil {
 				return nil, err
 			}
@@ -709,7 +712,11 @@ func sortedListWatcher(source *fcache.FakeControllerSource) ListerWatcher {
 			}
 			return obj, nil
 		},
-		WatchFunc: source.Watch,
+		WatchFunc: func(options metav1.ListOptions) (watch.Interface, error) {
+			gate.RLock()
+			defer gate.RUnlock()
+			return source.Watch(options)
+		},
 	})
 }
 
@@ -732,7 +739,8 @@ func TestReplaceEvents(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		source := newFakeControllerSource(t)
-		informer := impl.NewSharedInformer(sortedListWatcher(source), &v1.Pod{}, 0)
+		var gate sync.RWMutex
+		informer := impl.NewSharedInformer(sortedListWatcher(source, &gate), &v1.Pod{}, 0)
 		store := informer.GetStore()
 		recorder := newEventRecorder(store, DeletionHandlingMetaNamespaceKeyFunc)
 		_, err := informer.AddEventHandler(recorder)
@@ -744,11 +752,11 @@ func TestReplaceEvents(t *testing.T) {
 		if !WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 			t.Fatal("Timed out waiting for cache sync")
 		}
-		testReplaceEvents(t, ctx, source, recorder, store)
+		testReplaceEvents(t, ctx, source, &gate, recorder, store)
 	})
 }
 
-func testReplaceEvents(t *testing.T, ctx context.Context, source *fcache.FakeControllerSource, m *eventRecorder, store Store) {
+func testReplaceEvents(t *testing.T, ctx context.Context, source *fcache.FakeControllerSource, gate *sync.RWMutex, m *eventRecorder, store Store) {
 	tcs := []struct {
 		name            string
 		initialObjs     []metav1.Object
@@ -820,25 +828,35 @@ func testReplaceEvents(t *testing.T, ctx context.Context, source *fcache.FakeCon
 			m.clearHistory()
 
 			// Run replace (upstream: fifo.Replace(tc.replacedItems, tc.replaceRV)).
-			before := sourceRVs(t, source)
-			replaced := map[string]bool{}
-			for _, item := range tc.replacedItems {
-				key, _ := DeletionHandlingMetaNamespaceKeyFunc(item)
-				replaced[key] = true
-				obj := item.(runtime.Object).DeepCopyObject()
-				if _, ok := before[key]; ok {
-					source.ModifyDropWatch(obj)
-				} else {
-					source.AddDropWatch(obj)
+			// Atomic, as upstream's Replace is: the reflector's list and
+			// watch wait at the gate until the source has every change and
+			// its watch was reset. (Once under load, a watch started mid-way
+			// replayed the source's first change, unsent but kept in its
+			// history, and the informer saw an extra update.)
+			var before, after map[string]string
+			func() {
+				gate.Lock()
+				defer gate.Unlock()
+				before = sourceRVs(t, source)
+				replaced := map[string]bool{}
+				for _, item := range tc.replacedItems {
+					key, _ := DeletionHandlingMetaNamespaceKeyFunc(item)
+					replaced[key] = true
+					obj := item.(runtime.Object).DeepCopyObject()
+					if _, ok := before[key]; ok {
+						source.ModifyDropWatch(obj)
+					} else {
+						source.AddDropWatch(obj)
+					}
 				}
-			}
-			for _, obj := range sourceObjects(t, source) {
-				if key, _ := DeletionHandlingMetaNamespaceKeyFunc(obj); !replaced[key] {
-					source.DeleteDropWatch(obj.(runtime.Object))
+				for _, obj := range sourceObjects(t, source) {
+					if key, _ := DeletionHandlingMetaNamespaceKeyFunc(obj); !replaced[key] {
+						source.DeleteDropWatch(obj.(runtime.Object))
+					}
 				}
-			}
-			after := sourceRVs(t, source)
-			source.ResetWatch()
+				after = sourceRVs(t, source)
+				source.ResetWatch()
+			}()
 
 			// Wait for all expected events to be received. (Port: 30 s
 			// instead of 5 s: the relist comes after the reflector's backoff,
