@@ -363,8 +363,14 @@ func (r *Run) reap() {
 			continue
 		}
 		m.mu.Lock()
-		m.gone, m.killed = true, at.UnixNano()
+		fresh := !m.gone // not recorded by another look meanwhile
+		if fresh {
+			m.gone, m.killed = true, at.UnixNano()
+		}
 		m.mu.Unlock()
+		if !fresh {
+			continue
+		}
 		r.record(Fault{Kind: Crash, Target: m.Name, Start: at.UnixNano(), End: at.UnixNano()})
 		r.logf("nemesis: %s died of protoactor's etcd provider race; checked as a crash from its exit:\n%s", m.Name, log)
 	}
