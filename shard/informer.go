@@ -617,15 +617,16 @@ func (s *Informer) replaceCluster(ctx context.Context, c *cluster.Cluster) (*clu
 // from etcd is fenced and rejoins while the cut lasts). protoactor panics
 // when its provider cannot register a member: that is an error too.
 func (s *Informer) newCluster(ctx context.Context) (c *cluster.Cluster, err error) {
-	try := func(ctx context.Context) (bool, error) {
+	try := func(ctx context.Context) (done bool, _ error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("making the cluster member panicked: %v", p)
 			}
+			if err != nil {
+				s.log.Error("cannot make a new cluster member to rejoin with", "err", err)
+			}
 		}()
-		if c, err = s.o.rejoin(ctx); err != nil {
-			s.log.Error("cannot make a new cluster member to rejoin with", "err", err)
-		}
+		c, err = s.o.rejoin(ctx)
 		return err == nil, nil
 	}
 	if werr := wait.ExponentialBackoffWithContext(ctx, rejoinBackoff, try); werr != nil && err == nil {
