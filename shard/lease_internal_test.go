@@ -164,3 +164,37 @@ func TestWarnNamesItsCaller(t *testing.T) {
 		t.Errorf("logged %q without an error or after the end", buf.String())
 	}
 }
+
+// A renewal whose previous write landed with its answer lost meets a
+// conflict: the lease is read again, and written again while it is still
+// this member's, with a token past the landed write's.
+func TestLeaseRenewalAfterALostAnswer(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	shardtest.InstallLeases(cs)
+	a := newLeases(cs.CoordinationV1(), "default", "g", "a#1", "addr-a", 2*time.Second, time.Second)
+	if _, err := a.write(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	api := cs.CoordinationV1().Leases("default")
+	l, err := api.Get(ctx, leaseName("g", "a#1"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.RenewTime = &now
+	landed, err := api.Update(ctx, l, metav1.UpdateOptions{}) // the write whose answer was lost
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := a.write(ctx, false)
+	if err != nil {
+		t.Fatalf("renewal after a landed write: %v", err)
+	}
+	if v := fmt.Sprint(tok); v == landed.ResourceVersion || a.version != v {
+		t.Fatalf("renewal: token %d, version %q; the landed write's version %q", tok, a.version, landed.ResourceVersion)
+	}
+	if got, err := api.Get(ctx, l.Name, metav1.GetOptions{}); err != nil || holder(got) != "a#1" || got.ResourceVersion != a.version {
+		t.Fatalf("the lease after the renewal: %v, %v; want a#1's at %q", got, err, a.version)
+	}
+}
