@@ -201,11 +201,9 @@ func Start(t testing.TB, bin, name string, args ...string) *Proc {
 // StartCmd is Start with the command built by cmd, given the call log's
 // path (for a member run in a wrapper: internal/kubeletsim's pods).
 //
-// A process that dies at start of a "concurrent map" fault is started
-// again, up to twice: protoactor's etcd provider writes a node's metadata
-// map while its watch reads it (cluster/clusterproviders/etcd, Node.SetMeta
-// and GetMeta without a lock), a race of the library that a member cannot
-// avoid and that kills it only in its first moments.
+// A process that dies at start of protoactor's etcd provider race
+// (ProviderRace), which a member cannot avoid, is started again, up to
+// twice.
 func StartCmd(t testing.TB, name string, cmd func(calls string) *exec.Cmd) *Proc {
 	t.Helper()
 	p, log := TryStartCmd(t, name, cmd)
@@ -308,7 +306,7 @@ func ExitLog(path string) string {
 	s := string(b)
 	i := strings.LastIndex(s, "fatal error:")
 	if i < 0 {
-		return Tail(path, 30)
+		return tail(s, 30)
 	}
 	lines := strings.Split(strings.TrimRight(s[i:], "\n"), "\n")
 	return strings.Join(lines[:min(len(lines), 40)], "\n")
@@ -317,7 +315,12 @@ func ExitLog(path string) string {
 // Tail returns the last n lines of a file.
 func Tail(path string, n int) string {
 	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return tail(string(b), n)
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
